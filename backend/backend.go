@@ -1,0 +1,309 @@
+// Package backend defines the seam between jobq's runtime and the stores that
+// keep jobs: the Backend interface, the rows it returns, the parameter structs
+// of its methods and the sentinel errors every implementation maps its driver's
+// errors to.
+//
+// Each implementation lives in its own package (backend/sqlite,
+// backend/memory, backend/sync, backend/postgres) and proves itself by calling
+// backendtest.Run, the conformance suite, unchanged. A behaviour the suite does
+// not test is not part of the contract.
+//
+// # The lifecycle
+//
+// A job is inserted pending. JobClaim moves due pending jobs to reserved,
+// counts the attempt (attempts+1) and gives them a lease. The holder then ends
+// the attempt through JobComplete with one of three outcomes: done (the row is
+// deleted), retry (back to pending, available after a delay) or fail (moved to
+// failed_jobs atomically). A holder may extend its lease (JobExtendLease) or
+// give the job back untouched (JobRelease, which un-counts the attempt).
+// LeaseSweep returns reserved jobs whose lease expired to pending, or moves them
+// to failed_jobs when their attempts are spent. Every write by a holder is
+// fenced by (ID, Attempt): once the job was re-claimed, a stale holder changes
+// nothing.
+//
+// Times that decide eligibility and leases are taken from the backend's own
+// clock (the database clock on a shared server), never from the caller.
+package backend
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Backend is a durable (or, for memory and sync, in-process) job store.
+// Every method is safe for concurrent use. A method's context bounds only that
+// call.
+type Backend interface {
+	// JobInsertMany inserts jobs in one transaction: all of them or none.
+	// Every item is validated first (see ValidateInsert); one invalid item
+	// fails the whole call with an error wrapping ErrInvalidInput and nothing
+	// is written. An item whose UniqueKey matches a pending or reserved job
+	// (or an earlier item of the same call) is not inserted; its result
+	// carries the existing job's ID and Duplicate = true.
+	JobInsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error)
+
+	// JobClaim reserves up to params.Max due pending jobs from params.Queues,
+	// ordered by priority (higher first) then ID (older first), in one atomic
+	// step: no two callers ever receive the same job while it is reserved.
+	// Each returned row has Attempts already incremented, Status reserved and
+	// LeaseUntil = now + params.Lease. It returns an empty slice, not an
+	// error, when nothing is due.
+	JobClaim(ctx context.Context, params ClaimParams) ([]*JobRow, error)
+
+	// JobComplete applies the outcomes of finished attempts, in as few
+	// round trips as the backend can. Each outcome is fenced: it applies only
+	// if the job is still reserved with the same Attempt. Outcomes that no
+	// longer match are skipped and their IDs returned in Stale; that is not
+	// an error.
+	JobComplete(ctx context.Context, params CompleteParams) (CompleteResult, error)
+
+	// JobExtendLease sets lease_until = now + params.Lease for each held job
+	// that is still reserved with the given attempt. It returns the refs
+	// whose lease was lost (the job was rescued, re-claimed or is gone).
+	JobExtendLease(ctx context.Context, params ExtendLeaseParams) ([]JobRef, error)
+
+	// JobRelease returns held jobs to pending at once, available now, with the
+	// attempt un-counted (attempts-1): used on shutdown for jobs whose
+	// attempt was interrupted rather than failed. Fenced like JobComplete;
+	// it returns the number of jobs released.
+	JobRelease(ctx context.Context, refs []JobRef) (int, error)
+
+	// LeaseSweep finds reserved jobs whose lease_until has passed. Those with
+	// attempts < max_attempts go back to pending, available now; the others
+	// move to failed_jobs with the error "lease expired". At most
+	// params.Limit jobs are handled per call (0 means a backend default).
+	LeaseSweep(ctx context.Context, params SweepParams) (SweepResult, error)
+
+	// JobGet returns one live job (pending or reserved) by ID, or ErrNotFound.
+	JobGet(ctx context.Context, id int64) (*JobRow, error)
+
+	// QueueStats counts jobs per queue and state: pending (due now),
+	// scheduled (pending, available later), reserved, and failed (rows in
+	// failed_jobs). Queues with no jobs in any state are omitted. Sorted by
+	// queue name.
+	QueueStats(ctx context.Context) ([]QueueStats, error)
+
+	// FailedList lists failed jobs matching params, newest first (highest
+	// ID first), at most params.Limit of them (0 means 100).
+	FailedList(ctx context.Context, params FailedListParams) ([]*FailedJob, error)
+
+	// FailedGet returns one failed job by its failed_jobs ID, or ErrNotFound.
+	FailedGet(ctx context.Context, id int64) (*FailedJob, error)
+
+	// FailedReplay moves the matching failed jobs back to the jobs table as
+	// pending, available now, attempts reset to 0, keeping their original job
+	// ID, queue, type, payload, priority and max attempts; the failed_jobs
+	// rows are deleted in the same transaction. A replayed job whose unique
+	// key is now held by a live job is left in failed_jobs and counted in
+	// Skipped. Replaying an ID that does not exist returns ErrNotFound.
+	FailedReplay(ctx context.Context, params FailedReplayParams) (ReplayResult, error)
+
+	// FailedPurge deletes the matching failed jobs and returns how many.
+	FailedPurge(ctx context.Context, params FailedPurgeParams) (int, error)
+
+	// Close releases the backend's resources. It is idempotent. Calls after
+	// Close return ErrClosed.
+	Close() error
+}
+
+// Status is where a live job is in its lifecycle.
+type Status string
+
+// The statuses a row in the jobs table can have. Done jobs are deleted and
+// failed ones live in failed_jobs, so they have no status here.
+const (
+	StatusPending  Status = "pending"
+	StatusReserved Status = "reserved"
+)
+
+// JobRow is one live job.
+type JobRow struct {
+	ID          int64
+	Queue       string
+	Type        string
+	Payload     []byte
+	Attempts    int // tries made so far, including the one in progress
+	MaxAttempts int
+	Priority    int
+	Status      Status
+	AvailableAt time.Time
+	ReservedAt  time.Time // zero unless reserved
+	LeaseUntil  time.Time // zero unless reserved
+	CreatedAt   time.Time
+	LastError   string // the error of the previous failed attempt, if any
+	UniqueKey   string // empty when the job has none
+}
+
+// Ref returns the fence that identifies this attempt of the job.
+func (j *JobRow) Ref() JobRef { return JobRef{ID: j.ID, Attempt: j.Attempts} }
+
+// JobRef names one attempt of one job: the fence for writes by its holder.
+type JobRef struct {
+	ID      int64
+	Attempt int
+}
+
+// InsertParams describes one job to insert. Validate with ValidateInsert.
+type InsertParams struct {
+	Queue       string
+	Type        string
+	Payload     []byte        // JSON; must be valid
+	Priority    int           // higher runs first; MinPriority..MaxPriority
+	MaxAttempts int           // >= 1
+	Delay       time.Duration // available at now + Delay (backend clock); used when RunAt is zero
+	RunAt       time.Time     // absolute time; wins over Delay when set
+	UniqueKey   string        // optional; see Backend.JobInsertMany
+}
+
+// InsertResult is the outcome of one InsertParams.
+type InsertResult struct {
+	ID        int64
+	Duplicate bool // the job was not inserted: ID is the live job holding UniqueKey
+}
+
+// ClaimParams says which jobs to reserve and for how long.
+type ClaimParams struct {
+	Queues []string      // at least one
+	Max    int           // at least 1
+	Lease  time.Duration // > 0
+}
+
+// OutcomeKind is how an attempt ended.
+type OutcomeKind int
+
+// The ways an attempt can end.
+const (
+	// OutcomeDone: the job succeeded and is deleted.
+	OutcomeDone OutcomeKind = iota + 1
+	// OutcomeRetry: back to pending, available at now + RetryDelay, with
+	// last_error = Error.
+	OutcomeRetry
+	// OutcomeFail: moved to failed_jobs with Error, whatever attempts remain.
+	OutcomeFail
+)
+
+// String names the kind for logs.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomeDone:
+		return "done"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeFail:
+		return "fail"
+	}
+	return "unknown"
+}
+
+// Outcome is the end of one attempt, fenced by Ref.
+type Outcome struct {
+	Ref        JobRef
+	Kind       OutcomeKind
+	RetryDelay time.Duration // OutcomeRetry only; >= 0
+	Error      string        // OutcomeRetry and OutcomeFail
+}
+
+// CompleteParams is a batch of outcomes.
+type CompleteParams struct {
+	Outcomes []Outcome
+}
+
+// CompleteResult reports which outcomes were skipped by the fence.
+type CompleteResult struct {
+	Stale []JobRef
+}
+
+// ExtendLeaseParams extends the leases of held jobs.
+type ExtendLeaseParams struct {
+	Refs  []JobRef
+	Lease time.Duration // > 0
+}
+
+// SweepParams bounds one lease sweep.
+type SweepParams struct {
+	Limit int // jobs handled per call; 0 means 1000
+}
+
+// SweepResult counts what a sweep did.
+type SweepResult struct {
+	Rescued int // returned to pending
+	Failed  int // moved to failed_jobs: attempts spent
+}
+
+// QueueStats is the count of jobs in each state for one queue.
+type QueueStats struct {
+	Queue     string
+	Pending   int64 // due now
+	Scheduled int64 // pending but available later (delayed or backing off)
+	Reserved  int64
+	Failed    int64
+}
+
+// FailedJob is one row of failed_jobs: a job that gave up.
+type FailedJob struct {
+	ID          int64 // failed_jobs id
+	JobID       int64 // the job's id while it was live; kept on replay
+	Queue       string
+	Type        string
+	Payload     []byte
+	Attempts    int
+	MaxAttempts int
+	Priority    int
+	Error       string
+	UniqueKey   string
+	CreatedAt   time.Time // when the job was first enqueued
+	FailedAt    time.Time
+}
+
+// FailedFilter selects failed jobs. Zero fields match everything.
+type FailedFilter struct {
+	Queue string
+	Type  string
+	// FailedBefore, when set, matches only jobs that failed before it
+	// (backend clock); "older than a duration" is now - d.
+	FailedBefore time.Time
+}
+
+// FailedListParams pages through failed jobs, newest first.
+type FailedListParams struct {
+	Filter   FailedFilter
+	Limit    int   // 0 means 100
+	BeforeID int64 // when > 0, only IDs lower than this (the next page)
+}
+
+// FailedReplayParams selects failed jobs to replay: the listed IDs when IDs is
+// non-empty, otherwise every job matching Filter.
+type FailedReplayParams struct {
+	IDs    []int64
+	Filter FailedFilter
+}
+
+// ReplayResult counts a replay.
+type ReplayResult struct {
+	Replayed int
+	Skipped  int // left in failed_jobs: their unique key is held by a live job
+}
+
+// FailedPurgeParams selects failed jobs to delete: the listed IDs when IDs is
+// non-empty, otherwise every job matching Filter (the zero Filter purges all).
+type FailedPurgeParams struct {
+	IDs    []int64
+	Filter FailedFilter
+}
+
+// Sentinel errors. Backends wrap their driver's errors so callers can branch
+// with errors.Is on these alone.
+var (
+	// ErrNotFound: no job or failed job with that ID.
+	ErrNotFound = errors.New("not found")
+	// ErrInvalidInput: a parameter was refused before anything was written.
+	ErrInvalidInput = errors.New("invalid input")
+	// ErrClosed: the backend was closed.
+	ErrClosed = errors.New("backend closed")
+	// ErrUnavailable: the store could not be reached or opened (connection
+	// refused, unreadable or corrupt file, database locked past the timeout).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrSchemaTooNew: the store's schema is newer than this build knows.
+	ErrSchemaTooNew = errors.New("schema is newer than this jobq")
+)

@@ -1,0 +1,296 @@
+package backendtest
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// testFailed: the dead-letter queue can be listed, paged, read, replayed and
+// purged.
+func testFailed(t *testing.T, h Harness) {
+	typed := func(queue, typ string) backend.InsertParams { return job(queue, typ) }
+
+	parallel(t, h, "ListNewestFirstAndFilters", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b,
+			typed("a", "x"), typed("a", "y"), typed("b", "x"),
+			typed("b", "y"), typed("a", "x"), typed("b", "x"))
+		all := failedList(t, b, backend.FailedListParams{})
+		wantIDs := failedIDs(made)
+		slices.Reverse(wantIDs)
+		if got := failedIDs(all); !slices.Equal(got, wantIDs) {
+			t.Fatalf("FailedList IDs %v, want newest first %v", got, wantIDs)
+		}
+		for i := 1; i < len(all); i++ {
+			if all[i].JobID >= all[i-1].JobID {
+				t.Fatalf("job IDs in FailedList are not newest first: %d then %d", all[i-1].JobID, all[i].JobID)
+			}
+		}
+		check := func(f backend.FailedFilter, want ...int) {
+			t.Helper()
+			var w []int64
+			for _, i := range want {
+				w = append(w, made[i].ID)
+			}
+			got := failedIDs(failedList(t, b, backend.FailedListParams{Filter: f}))
+			if !slices.Equal(got, w) {
+				t.Errorf("FailedList(%+v) = %v, want %v", f, got, w)
+			}
+		}
+		check(backend.FailedFilter{Queue: "a"}, 4, 1, 0)
+		check(backend.FailedFilter{Type: "x"}, 5, 4, 2, 0)
+		check(backend.FailedFilter{Queue: "b", Type: "x"}, 5, 2)
+		check(backend.FailedFilter{Queue: "none"})
+		check(backend.FailedFilter{FailedBefore: time.Now().Add(-time.Hour)})
+		check(backend.FailedFilter{Queue: "b", FailedBefore: time.Now().Add(time.Hour)}, 5, 3, 2)
+		if got := failedIDs(failedList(t, b, backend.FailedListParams{Limit: 2})); !slices.Equal(got, wantIDs[:2]) {
+			t.Errorf("FailedList Limit 2 = %v, want %v", got, wantIDs[:2])
+		}
+	})
+
+	parallel(t, h, "DefaultLimit", func(t *testing.T, b backend.Backend) {
+		const n = 105
+		ps := make([]backend.InsertParams, n)
+		for i := range ps {
+			ps[i] = job("q", "t")
+		}
+		insertIDs(t, b, ps...)
+		rows := claim(t, b, n, longLease, "q")
+		outs := make([]backend.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = fail(r.Ref(), "boom")
+		}
+		completeFresh(t, b, outs...)
+		if got := len(failedList(t, b, backend.FailedListParams{})); got != 100 {
+			t.Fatalf("FailedList with Limit 0 returned %d rows, want 100", got)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Failed: n})
+	})
+
+	parallel(t, h, "Pagination", func(t *testing.T, b backend.Backend) {
+		ps := make([]backend.InsertParams, 11)
+		for i := range ps {
+			ps[i] = typed("q", "t")
+		}
+		ps = append(ps, typed("other", "t"))
+		made := makeFailed(t, b, ps...)
+		var walked []int64
+		var sizes []int
+		before := int64(0)
+		for page := 0; page < 10; page++ {
+			rows := failedList(t, b, backend.FailedListParams{Filter: backend.FailedFilter{Queue: "q"}, Limit: 3, BeforeID: before})
+			if len(rows) == 0 {
+				break
+			}
+			sizes = append(sizes, len(rows))
+			for _, r := range rows {
+				if before > 0 && r.ID >= before {
+					t.Fatalf("page %d holds ID %d, not below BeforeID %d", page, r.ID, before)
+				}
+				walked = append(walked, r.ID)
+			}
+			before = rows[len(rows)-1].ID
+		}
+		want := failedIDs(made[:11])
+		slices.Reverse(want)
+		if !slices.Equal(walked, want) {
+			t.Fatalf("paged IDs %v, want %v", walked, want)
+		}
+		if !slices.Equal(sizes, []int{3, 3, 3, 2}) {
+			t.Fatalf("page sizes %v, want [3 3 3 2]", sizes)
+		}
+	})
+
+	parallel(t, h, "Get", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("a", "x"), typed("b", "y"))
+		for _, m := range made {
+			g, err := b.FailedGet(t.Context(), m.ID)
+			if err != nil {
+				t.Fatalf("FailedGet(%d): %v", m.ID, err)
+			}
+			if g.ID != m.ID || g.JobID != m.JobID || g.Queue != m.Queue || g.Type != m.Type ||
+				!jsonEqual(g.Payload, m.Payload) || g.Attempts != m.Attempts || g.Error != m.Error {
+				t.Errorf("FailedGet(%d) = %+v, want %+v", m.ID, g, m)
+			}
+			near(t, "FailedAt", g.FailedAt, m.FailedAt, time.Millisecond)
+		}
+		if _, err := b.FailedGet(t.Context(), made[1].ID+1000); !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("FailedGet(unknown) error = %v, want ErrNotFound", err)
+		}
+	})
+
+	parallel(t, h, "ReplayByIDs", func(t *testing.T, b backend.Backend) {
+		p := job("mail", "email")
+		p.Payload = []byte(`{"to":"y"}`)
+		p.Priority = -2
+		p.MaxAttempts = 9
+		p.UniqueKey = "mail:y"
+		made := makeFailed(t, b, p, typed("mail", "other"), typed("mail", "third"))
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID, made[2].ID}})
+		if err != nil || res != (backend.ReplayResult{Replayed: 2}) {
+			t.Fatalf("FailedReplay = %+v, %v; want 2 replayed", res, err)
+		}
+		for _, m := range []*backend.FailedJob{made[0], made[2]} {
+			row := wantPendingNow(t, b, m.JobID, 0)
+			if row.Queue != m.Queue || row.Type != m.Type || !jsonEqual(row.Payload, m.Payload) ||
+				row.Priority != m.Priority || row.MaxAttempts != m.MaxAttempts || row.UniqueKey != m.UniqueKey {
+				t.Errorf("replayed job %+v does not match failed row %+v", row, m)
+			}
+			if _, err := b.FailedGet(t.Context(), m.ID); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("FailedGet(%d) after replay: %v, want ErrNotFound", m.ID, err)
+			}
+		}
+		if row := get(t, b, made[0].JobID); row.Priority != -2 || row.MaxAttempts != 9 || row.UniqueKey != "mail:y" {
+			t.Errorf("replayed job priority %d max %d key %q", row.Priority, row.MaxAttempts, row.UniqueKey)
+		}
+		gone(t, b, made[1].JobID)
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, []int64{made[1].ID}) {
+			t.Fatalf("failed rows left %v, want [%d]", left, made[1].ID)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "mail", Pending: 2, Failed: 1})
+		// The replayed job holds its unique key again.
+		dup := insert(t, b, p)
+		if !dup[0].Duplicate || dup[0].ID != made[0].JobID {
+			t.Fatalf("insert after replay = %+v, want Duplicate of %d", dup[0], made[0].JobID)
+		}
+		rows := claim(t, b, 10, longLease, "mail")
+		if got, want := sortedIDs(rows), []int64{made[0].JobID, made[2].JobID}; !slices.Equal(got, want) {
+			t.Fatalf("claim after replay got %v, want %v", got, want)
+		}
+		for _, r := range rows {
+			if r.Attempts != 1 {
+				t.Errorf("replayed job %d claimed with attempts %d, want 1", r.ID, r.Attempts)
+			}
+		}
+	})
+
+	parallel(t, h, "ReplayByFilter", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("a", "x"), typed("b", "x"), typed("a", "y"), typed("a", "x"))
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: backend.FailedFilter{Queue: "a", Type: "x"}})
+		if err != nil || res != (backend.ReplayResult{Replayed: 2}) {
+			t.Fatalf("FailedReplay(a, x) = %+v, %v; want 2 replayed", res, err)
+		}
+		wantPendingNow(t, b, made[0].JobID, 0)
+		wantPendingNow(t, b, made[3].JobID, 0)
+		gone(t, b, made[1].JobID)
+		gone(t, b, made[2].JobID)
+		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: backend.FailedFilter{FailedBefore: time.Now().Add(-time.Hour)}})
+		if err != nil || res != (backend.ReplayResult{}) {
+			t.Fatalf("FailedReplay(failed before an hour ago) = %+v, %v; want nothing", res, err)
+		}
+		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{})
+		if err != nil || res != (backend.ReplayResult{Replayed: 2}) {
+			t.Fatalf("FailedReplay(all) = %+v, %v; want 2 replayed", res, err)
+		}
+		if f := failedList(t, b, backend.FailedListParams{}); len(f) != 0 {
+			t.Fatalf("%d failed rows left after replaying all", len(f))
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "a", Pending: 3})
+		wantStats(t, b, backend.QueueStats{Queue: "b", Pending: 1})
+	})
+
+	parallel(t, h, "ReplayUnknown", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("q", "t"))
+		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID + 1000}})
+		if !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("FailedReplay(unknown) error = %v, want ErrNotFound", err)
+		}
+		gone(t, b, made[0].JobID)
+		failedByJob(t, b, made[0].JobID)
+	})
+
+	parallel(t, h, "ReplaySkipsHeldUniqueKey", func(t *testing.T, b backend.Backend) {
+		p := job("q", "t")
+		p.UniqueKey = "only-one"
+		made := makeFailed(t, b, p)
+		live := insertOne(t, b, p)
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID}})
+		if err != nil || res != (backend.ReplayResult{Skipped: 1}) {
+			t.Fatalf("FailedReplay = %+v, %v; want 1 skipped", res, err)
+		}
+		gone(t, b, made[0].JobID)
+		failedByJob(t, b, made[0].JobID)
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1, Failed: 1})
+
+		completeFresh(t, b, done(claimOne(t, b, "q").Ref()))
+		gone(t, b, live)
+		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{})
+		if err != nil || res != (backend.ReplayResult{Replayed: 1}) {
+			t.Fatalf("FailedReplay once the key is free = %+v, %v; want 1 replayed", res, err)
+		}
+		wantPendingNow(t, b, made[0].JobID, 0)
+	})
+
+	parallel(t, h, "PurgeByIDs", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"), typed("q", "t"))
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{made[0].ID, made[2].ID, made[2].ID + 1000}})
+		if err != nil || n != 2 {
+			t.Fatalf("FailedPurge(ids) = %d, %v; want 2", n, err)
+		}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, []int64{made[1].ID}) {
+			t.Fatalf("failed rows left %v, want [%d]", left, made[1].ID)
+		}
+		gone(t, b, made[0].JobID)
+		wantStats(t, b, backend.QueueStats{Queue: "q", Failed: 1})
+	})
+
+	parallel(t, h, "PurgeByFilter", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("a", "x"), typed("b", "x"), typed("a", "y"), typed("b", "y"))
+		purge := func(f backend.FailedFilter, want int) {
+			t.Helper()
+			n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: f})
+			if err != nil || n != want {
+				t.Fatalf("FailedPurge(%+v) = %d, %v; want %d", f, n, err, want)
+			}
+		}
+		purge(backend.FailedFilter{Queue: "a", Type: "y"}, 1)
+		purge(backend.FailedFilter{Type: "x"}, 2)
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, []int64{made[3].ID}) {
+			t.Fatalf("failed rows left %v, want [%d]", left, made[3].ID)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "a"})
+		wantStats(t, b, backend.QueueStats{Queue: "b", Failed: 1})
+	})
+
+	parallel(t, h, "PurgeFailedBefore", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("a", "t"), typed("b", "t"), typed("a", "t"))
+		earliest := made[0].FailedAt
+		for _, m := range made {
+			if m.FailedAt.Before(earliest) {
+				earliest = m.FailedAt
+			}
+		}
+		purge := func(f backend.FailedFilter, want int) {
+			t.Helper()
+			n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: f})
+			if err != nil || n != want {
+				t.Fatalf("FailedPurge(%+v) = %d, %v; want %d", f, n, err, want)
+			}
+		}
+		purge(backend.FailedFilter{FailedBefore: time.Now().Add(-time.Hour)}, 0)
+		purge(backend.FailedFilter{FailedBefore: earliest}, 0)
+		purge(backend.FailedFilter{Queue: "a", FailedBefore: time.Now().Add(time.Hour)}, 2)
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, []int64{made[1].ID}) {
+			t.Fatalf("failed rows left %v, want [%d]", left, made[1].ID)
+		}
+	})
+
+	parallel(t, h, "PurgeAll", func(t *testing.T, b backend.Backend) {
+		makeFailed(t, b, typed("a", "x"), typed("b", "y"), typed("c", "z"))
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{})
+		if err != nil || n != 3 {
+			t.Fatalf("FailedPurge(all) = %d, %v; want 3", n, err)
+		}
+		if f := failedList(t, b, backend.FailedListParams{}); len(f) != 0 {
+			t.Fatalf("%d failed rows left after purging all", len(f))
+		}
+		wantNoStats(t, b)
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{})
+		if err != nil || n != 0 {
+			t.Fatalf("FailedPurge(all) on nothing = %d, %v; want 0", n, err)
+		}
+	})
+}

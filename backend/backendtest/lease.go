@@ -1,0 +1,146 @@
+package backendtest
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// sweepUntil calls LeaseSweep until it has rescued and failed exactly the
+// given numbers of jobs in total (leases of shortLease expire within the
+// wait), failing the test if a sweep does more.
+func sweepUntil(t *testing.T, b backend.Backend, rescued, failed int) {
+	t.Helper()
+	var total backend.SweepResult
+	eventually(t, waitLimit, "lease sweep", func() bool {
+		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
+		if err != nil {
+			t.Fatalf("LeaseSweep: %v", err)
+		}
+		total.Rescued += res.Rescued
+		total.Failed += res.Failed
+		if total.Rescued > rescued || total.Failed > failed {
+			t.Fatalf("LeaseSweep totals %+v, want rescued %d failed %d", total, rescued, failed)
+		}
+		return total.Rescued == rescued && total.Failed == failed
+	})
+}
+
+// testLease: leases are extended by their holder and expired leases are
+// swept back to pending or, with attempts spent, to failed_jobs.
+func testLease(t *testing.T, h Harness) {
+	parallel(t, h, "ExtendMovesLeaseForward", func(t *testing.T, b backend.Backend) {
+		id := insertOne(t, b, job("q", "t"))
+		rows := claim(t, b, 1, time.Minute, "q")
+		if len(rows) != 1 {
+			t.Fatalf("claim got %d jobs, want 1", len(rows))
+		}
+		r := rows[0]
+		before := time.Now()
+		lost, err := b.JobExtendLease(t.Context(), backend.ExtendLeaseParams{Refs: []backend.JobRef{r.Ref()}, Lease: time.Hour})
+		if err != nil || len(lost) != 0 {
+			t.Fatalf("JobExtendLease = %v, %v; want no lost leases", lost, err)
+		}
+		row := wantStatus(t, b, id, backend.StatusReserved, 1)
+		near(t, "LeaseUntil", row.LeaseUntil, before.Add(time.Hour), skew)
+		if !row.LeaseUntil.After(r.LeaseUntil) {
+			t.Errorf("LeaseUntil %v did not move past %v", row.LeaseUntil, r.LeaseUntil)
+		}
+		// The holder keeps its job: the extension did not count an attempt.
+		completeFresh(t, b, done(r.Ref()))
+	})
+
+	parallel(t, h, "ExtendSeveral", func(t *testing.T, b backend.Backend) {
+		insertIDs(t, b, job("q", "t"), job("q", "t"))
+		rows := claim(t, b, 2, time.Minute, "q")
+		if len(rows) != 2 {
+			t.Fatalf("claim got %d jobs, want 2", len(rows))
+		}
+		unknown := backend.JobRef{ID: rows[1].ID + 100, Attempt: 1}
+		lost, err := b.JobExtendLease(t.Context(), backend.ExtendLeaseParams{
+			Refs:  []backend.JobRef{rows[0].Ref(), unknown, rows[1].Ref()},
+			Lease: time.Hour,
+		})
+		if err != nil || len(lost) != 1 || lost[0] != unknown {
+			t.Fatalf("JobExtendLease = %v, %v; want [%v]", lost, err, unknown)
+		}
+		for _, r := range rows {
+			near(t, "LeaseUntil", get(t, b, r.ID).LeaseUntil, time.Now().Add(time.Hour), skew)
+		}
+	})
+
+	parallel(t, h, "SweepRescuesExpired", func(t *testing.T, b backend.Backend) {
+		id := insertOne(t, b, job("q", "t"))
+		if rows := claim(t, b, 1, shortLease, "q"); len(rows) != 1 {
+			t.Fatalf("claim got %d jobs, want 1", len(rows))
+		}
+		sweepUntil(t, b, 1, 0)
+		// The crashed attempt counts.
+		wantPendingNow(t, b, id, 1)
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1})
+		if r := claimOne(t, b, "q"); r.ID != id || r.Attempts != 2 {
+			t.Fatalf("claim after rescue: job %d attempts %d, want job %d attempts 2", r.ID, r.Attempts, id)
+		}
+	})
+
+	parallel(t, h, "SweepFailsSpent", func(t *testing.T, b backend.Backend) {
+		p := job("q", "t")
+		p.MaxAttempts = 1
+		id := insertOne(t, b, p)
+		if rows := claim(t, b, 1, shortLease, "q"); len(rows) != 1 {
+			t.Fatalf("claim got %d jobs, want 1", len(rows))
+		}
+		sweepUntil(t, b, 0, 1)
+		gone(t, b, id)
+		f := failedByJob(t, b, id)
+		if !strings.Contains(f.Error, "lease expired") || f.Attempts != 1 {
+			t.Fatalf("failed row error %q attempts %d; want it to mention \"lease expired\", attempts 1", f.Error, f.Attempts)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Failed: 1})
+		claimNone(t, b, "q")
+	})
+
+	parallel(t, h, "SweepLeavesUnexpired", func(t *testing.T, b backend.Backend) {
+		long := insertOne(t, b, job("q", "t"))
+		held := claimOne(t, b, "q")
+		short := insertOne(t, b, job("q", "t"))
+		if rows := claim(t, b, 1, shortLease, "q"); len(rows) != 1 || rows[0].ID != short {
+			t.Fatalf("claim got %v, want [%d]", ids(rows), short)
+		}
+		sweepUntil(t, b, 1, 0)
+		row := wantStatus(t, b, long, backend.StatusReserved, 1)
+		near(t, "LeaseUntil", row.LeaseUntil, held.LeaseUntil, 5*time.Millisecond)
+		wantPendingNow(t, b, short, 1)
+		completeFresh(t, b, done(held.Ref()))
+	})
+
+	parallel(t, h, "SweepNothing", func(t *testing.T, b backend.Backend) {
+		insertOne(t, b, job("q", "t"))
+		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
+		if err != nil || res != (backend.SweepResult{}) {
+			t.Fatalf("LeaseSweep with nothing reserved = %+v, %v", res, err)
+		}
+	})
+
+	parallel(t, h, "SweepLimit", func(t *testing.T, b backend.Backend) {
+		insertIDs(t, b, job("q", "t"), job("q", "t"), job("q", "t"))
+		if rows := claim(t, b, 3, shortLease, "q"); len(rows) != 3 {
+			t.Fatalf("claim got %d jobs, want 3", len(rows))
+		}
+		total := 0
+		eventually(t, waitLimit, "three rescues with Limit 2", func() bool {
+			res, err := b.LeaseSweep(t.Context(), backend.SweepParams{Limit: 2})
+			if err != nil {
+				t.Fatalf("LeaseSweep: %v", err)
+			}
+			if n := res.Rescued + res.Failed; n > 2 {
+				t.Fatalf("LeaseSweep with Limit 2 handled %d jobs", n)
+			}
+			total += res.Rescued
+			return total == 3
+		})
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 3})
+	})
+}

@@ -1,0 +1,56 @@
+package backend
+
+import "context"
+
+// Optional capabilities. The runtime discovers each by type assertion and
+// falls back as documented when a backend lacks it.
+
+// Notifier is implemented by backends that can tell idle workers that jobs
+// were inserted (in process for memory and sqlite, LISTEN/NOTIFY on
+// Postgres). Without it, or when notifications are lost, workers find new
+// jobs by polling at their PollInterval. A notification is only a hint: the
+// worker still claims through JobClaim.
+type Notifier interface {
+	// Subscribe returns a channel that receives a value (coalesced: a
+	// buffer of one, never blocking the sender) soon after jobs are inserted
+	// or made available again (retry with no delay, release, rescue,
+	// replay) in any of queues. cancel stops the subscription and must be
+	// called; it is idempotent.
+	Subscribe(queues []string) (ch <-chan struct{}, cancel func())
+}
+
+// Inline is implemented by the sync backend, which stores nothing and runs
+// each job's handler inside JobInsertMany. The client binds its handler
+// registry through SetRunner before the first insert. A backend without
+// Inline stores jobs for workers to claim.
+type Inline interface {
+	// SetRunner installs the function that runs one job. The error it
+	// returns is what JobInsertMany returns to the enqueuer.
+	SetRunner(run func(ctx context.Context, job *JobRow) error)
+}
+
+// Migrator is implemented by backends with a versioned schema. Opening such
+// a backend applies pending migrations unless told not to; Migrate lets the
+// command line do it explicitly and report the version.
+type Migrator interface {
+	// Migrate applies every pending migration idempotently and returns the
+	// schema version now in force. It returns ErrSchemaTooNew, changing
+	// nothing, when the store's schema is newer than this build knows.
+	Migrate(ctx context.Context) (version int, err error)
+}
+
+// TxInserter is implemented by SQL backends that can insert jobs inside a
+// transaction the caller owns, so the jobs exist if and only if that
+// transaction commits. tx is the driver's transaction type (for Postgres a
+// pgx.Tx or a *sql.Tx); any other type is refused with ErrInvalidInput.
+type TxInserter interface {
+	JobInsertManyTx(ctx context.Context, tx any, params []InsertParams) ([]InsertResult, error)
+}
+
+// TxCompleter is implemented by SQL backends that let a handler mark its own
+// job done inside its own transaction, so the handler's writes and the
+// completion commit together. It returns ErrNotFound when the attempt is no
+// longer held (the fence failed); the caller should then roll back.
+type TxCompleter interface {
+	JobCompleteTx(ctx context.Context, tx any, ref JobRef) error
+}

@@ -1,0 +1,161 @@
+package memory
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// defaultSweepLimit is SweepParams.Limit when zero, as the contract says.
+const defaultSweepLimit = 1000
+
+// leaseExpired is the error recorded for jobs whose holder vanished with the
+// last attempt.
+const leaseExpired = "lease expired"
+
+// JobComplete implements backend.Backend. The outcomes are checked first
+// (kind, delay), so a malformed batch applies none of them.
+func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
+	for _, o := range params.Outcomes {
+		if err := validateOutcome(o); err != nil {
+			return backend.CompleteResult{}, fmt.Errorf("complete job %d: %w", o.Ref.ID, err)
+		}
+	}
+	if err := b.lock(ctx, "complete jobs"); err != nil {
+		return backend.CompleteResult{}, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	var res backend.CompleteResult
+	woken := map[string]bool{}
+	for _, o := range params.Outcomes {
+		j := b.held(o.Ref)
+		if j == nil {
+			res.Stale = append(res.Stale, o.Ref)
+			continue
+		}
+		switch o.Kind {
+		case backend.OutcomeDone:
+			b.removeLive(j)
+		case backend.OutcomeRetry:
+			j.LastError = o.Error
+			b.unreserve(j, now.Add(o.RetryDelay), now)
+			if o.RetryDelay <= 0 {
+				woken[j.Queue] = true
+			}
+		case backend.OutcomeFail:
+			b.toFailed(j, o.Error, now)
+		}
+	}
+	b.wake(woken)
+	return res, nil
+}
+
+func validateOutcome(o backend.Outcome) error {
+	switch o.Kind {
+	case backend.OutcomeDone, backend.OutcomeFail:
+	case backend.OutcomeRetry:
+		if o.RetryDelay < 0 {
+			return &backend.InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)}
+		}
+	default:
+		return &backend.InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry or fail", o.Kind)}
+	}
+	return nil
+}
+
+// JobExtendLease implements backend.Backend.
+func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
+	if params.Lease <= 0 {
+		return nil, fmt.Errorf("extend leases: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	}
+	if err := b.lock(ctx, "extend leases"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	until := b.now().Add(params.Lease)
+	var lost []backend.JobRef
+	for _, ref := range params.Refs {
+		j := b.held(ref)
+		if j == nil {
+			lost = append(lost, ref)
+			continue
+		}
+		j.LeaseUntil = until
+	}
+	return lost, nil
+}
+
+// JobRelease implements backend.Backend.
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+	if err := b.lock(ctx, "release jobs"); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	released := 0
+	woken := map[string]bool{}
+	for _, ref := range refs {
+		j := b.held(ref)
+		if j == nil {
+			continue
+		}
+		j.Attempts--
+		b.unreserve(j, now, now)
+		woken[j.Queue] = true
+		released++
+	}
+	b.wake(woken)
+	return released, nil
+}
+
+// LeaseSweep implements backend.Backend. It scans the reserved jobs, which
+// are bounded by the workers' concurrency, and handles the longest-expired
+// first.
+func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
+	if params.Limit < 0 {
+		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
+	}
+	limit := params.Limit
+	if limit == 0 {
+		limit = defaultSweepLimit
+	}
+	if err := b.lock(ctx, "sweep leases"); err != nil {
+		return backend.SweepResult{}, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	var expired []*backend.JobRow
+	for _, j := range b.reserved {
+		if j.LeaseUntil.Before(now) {
+			expired = append(expired, j)
+		}
+	}
+	slices.SortFunc(expired, func(x, y *backend.JobRow) int {
+		if c := x.LeaseUntil.Compare(y.LeaseUntil); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.ID, y.ID)
+	})
+	if len(expired) > limit {
+		expired = expired[:limit]
+	}
+	var res backend.SweepResult
+	woken := map[string]bool{}
+	for _, j := range expired {
+		if j.Attempts >= j.MaxAttempts {
+			b.toFailed(j, leaseExpired, now)
+			res.Failed++
+			continue
+		}
+		j.LastError = leaseExpired
+		b.unreserve(j, now, now)
+		woken[j.Queue] = true
+		res.Rescued++
+	}
+	b.wake(woken)
+	return res, nil
+}

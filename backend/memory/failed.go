@@ -1,0 +1,167 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// defaultFailedLimit is FailedListParams.Limit when zero, as the contract says.
+const defaultFailedLimit = 100
+
+// matches reports whether f passes filter; zero fields match everything.
+func matches(f *backend.FailedJob, filter backend.FailedFilter) bool {
+	return (filter.Queue == "" || f.Queue == filter.Queue) &&
+		(filter.Type == "" || f.Type == filter.Type) &&
+		(filter.FailedBefore.IsZero() || f.FailedAt.Before(filter.FailedBefore))
+}
+
+// FailedList implements backend.Backend.
+func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
+	if params.Limit < 0 {
+		return nil, fmt.Errorf("list failed jobs: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
+	}
+	limit := params.Limit
+	if limit == 0 {
+		limit = defaultFailedLimit
+	}
+	if err := b.lock(ctx, "list failed jobs"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	end := len(b.failed)
+	if params.BeforeID > 0 {
+		end = sort.Search(len(b.failed), func(i int) bool { return b.failed[i].ID >= params.BeforeID })
+	}
+	var out []*backend.FailedJob
+	for i := end - 1; i >= 0 && len(out) < limit; i-- {
+		if f := b.failed[i]; matches(f, params.Filter) {
+			out = append(out, cloneFailed(f))
+		}
+	}
+	return out, nil
+}
+
+// FailedGet implements backend.Backend.
+func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+	if err := b.lock(ctx, "get failed job"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	f, ok := b.failedByID[id]
+	if !ok {
+		return nil, fmt.Errorf("get failed job %d: %w", id, backend.ErrNotFound)
+	}
+	return cloneFailed(f), nil
+}
+
+// selectFailed returns the failed jobs named by ids, or matching filter when
+// ids is empty, in ascending ID order. An unknown ID is ErrNotFound.
+func (b *Backend) selectFailed(ids []int64, filter backend.FailedFilter, op string) ([]*backend.FailedJob, error) {
+	if len(ids) == 0 {
+		var out []*backend.FailedJob
+		for _, f := range b.failed {
+			if matches(f, filter) {
+				out = append(out, f)
+			}
+		}
+		return out, nil
+	}
+	ids = slices.Clone(ids)
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	out := make([]*backend.FailedJob, 0, len(ids))
+	for _, id := range ids {
+		f, ok := b.failedByID[id]
+		if !ok {
+			return nil, fmt.Errorf("%s %d: %w", op, id, backend.ErrNotFound)
+		}
+		out = append(out, f)
+	}
+	return out, nil
+}
+
+// removeFailed deletes rows from failed_jobs.
+func (b *Backend) removeFailed(rows []*backend.FailedJob) {
+	if len(rows) == 0 {
+		return
+	}
+	gone := make(map[int64]bool, len(rows))
+	for _, f := range rows {
+		gone[f.ID] = true
+		delete(b.failedByID, f.ID)
+		b.queue(f.Queue).failed--
+		b.dropIfEmpty(f.Queue)
+	}
+	b.failed = slices.DeleteFunc(b.failed, func(f *backend.FailedJob) bool { return gone[f.ID] })
+	if c := cap(b.failed); c > 64 && len(b.failed) < c/4 {
+		b.failed = slices.Clip(slices.Clone(b.failed))
+	}
+}
+
+// FailedReplay implements backend.Backend. Unknown IDs fail the whole call
+// before anything moves.
+func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
+	if err := b.lock(ctx, "replay failed jobs"); err != nil {
+		return backend.ReplayResult{}, err
+	}
+	defer b.mu.Unlock()
+	rows, err := b.selectFailed(params.IDs, params.Filter, "replay failed job")
+	if err != nil {
+		return backend.ReplayResult{}, err
+	}
+	now := b.now()
+	var res backend.ReplayResult
+	var moved []*backend.FailedJob
+	woken := map[string]bool{}
+	for _, f := range rows {
+		if _, held := b.unique[f.UniqueKey]; f.UniqueKey != "" && held {
+			res.Skipped++
+			continue
+		}
+		b.addPending(&backend.JobRow{
+			ID:          f.JobID,
+			Queue:       f.Queue,
+			Type:        f.Type,
+			Payload:     f.Payload,
+			MaxAttempts: f.MaxAttempts,
+			Priority:    f.Priority,
+			Status:      backend.StatusPending,
+			AvailableAt: now,
+			CreatedAt:   f.CreatedAt,
+			LastError:   f.Error,
+			UniqueKey:   f.UniqueKey,
+		}, now)
+		moved = append(moved, f)
+		woken[f.Queue] = true
+		res.Replayed++
+	}
+	b.removeFailed(moved)
+	b.wake(woken)
+	return res, nil
+}
+
+// FailedPurge implements backend.Backend. Unknown IDs are not counted.
+func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
+	if err := b.lock(ctx, "purge failed jobs"); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	var rows []*backend.FailedJob
+	if len(params.IDs) > 0 {
+		ids := slices.Clone(params.IDs)
+		slices.Sort(ids)
+		for _, id := range slices.Compact(ids) {
+			if f, ok := b.failedByID[id]; ok {
+				rows = append(rows, f)
+			}
+		}
+	} else {
+		rows, _ = b.selectFailed(nil, params.Filter, "purge failed job")
+	}
+	b.removeFailed(rows)
+	return len(rows), nil
+}

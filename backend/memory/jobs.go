@@ -1,0 +1,109 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// JobInsertMany implements backend.Backend. Every item is validated before
+// anything is stored, so a refused batch leaves no trace.
+func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	for i, p := range params {
+		if err := backend.ValidateInsert(p); err != nil {
+			return nil, fmt.Errorf("insert job %d of %d: %w", i+1, len(params), err)
+		}
+	}
+	if err := b.lock(ctx, "insert jobs"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	out := make([]backend.InsertResult, len(params))
+	woken := map[string]bool{}
+	for i, p := range params {
+		if p.UniqueKey != "" {
+			if holder, ok := b.unique[p.UniqueKey]; ok {
+				out[i] = backend.InsertResult{ID: holder, Duplicate: true}
+				continue
+			}
+		}
+		b.lastJobID++
+		j := &backend.JobRow{
+			ID:          b.lastJobID,
+			Queue:       p.Queue,
+			Type:        p.Type,
+			Payload:     append([]byte(nil), p.Payload...),
+			MaxAttempts: p.MaxAttempts,
+			Priority:    p.Priority,
+			Status:      backend.StatusPending,
+			AvailableAt: p.AvailableAt(now),
+			CreatedAt:   now,
+			UniqueKey:   p.UniqueKey,
+		}
+		b.addPending(j, now)
+		woken[p.Queue] = true
+		out[i] = backend.InsertResult{ID: j.ID}
+	}
+	b.wake(woken)
+	return out, nil
+}
+
+// JobClaim implements backend.Backend. It merges the named queues' ready
+// heaps, so each claimed job costs O(log n) however many jobs wait.
+func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
+	if err := backend.ValidateClaim(params); err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	if err := b.lock(ctx, "claim jobs"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	now := b.now()
+	var qs []*queue
+	seen := make(map[string]bool, len(params.Queues))
+	for _, name := range params.Queues {
+		q, ok := b.queues[name]
+		if !ok || seen[name] {
+			continue
+		}
+		seen[name] = true
+		q.promote(now)
+		qs = append(qs, q)
+	}
+	var out []*backend.JobRow
+	for len(out) < params.Max {
+		var best *queue
+		for _, q := range qs {
+			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best.ready.peek())) {
+				best = q
+			}
+		}
+		if best == nil {
+			break
+		}
+		j := best.ready.pop()
+		best.reserved++
+		j.Status = backend.StatusReserved
+		j.Attempts++
+		j.ReservedAt = now
+		j.LeaseUntil = now.Add(params.Lease)
+		b.reserved[j.ID] = j
+		out = append(out, cloneJob(j))
+	}
+	return out, nil
+}
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	if err := b.lock(ctx, "get job"); err != nil {
+		return nil, err
+	}
+	defer b.mu.Unlock()
+	j, ok := b.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+	}
+	return cloneJob(j), nil
+}

@@ -1,0 +1,211 @@
+// Package memory is an in-process jobq backend with the same semantics as
+// the durable ones: for tests, examples and single-process programs that can
+// afford to lose their queue when they exit.
+//
+// Every time it uses (due times, leases, failed_at) comes from Options.Now,
+// so tests of the runtime can drive it with a fake clock. Open it directly
+// with New, or through backend.Open("memory:") once this package is imported.
+package memory
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+func init() {
+	backend.Register("memory", open)
+}
+
+// open serves backend.Open for "memory:" (or "memory://"). Each call makes a
+// new, empty backend: two Opens never share jobs.
+func open(ctx context.Context, url string) (backend.Backend, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("open memory backend: %w", err)
+	}
+	_, rest, _ := strings.Cut(url, ":")
+	if rest != "" && rest != "//" {
+		return nil, &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("%q: the memory backend takes no path or options; use \"memory:\"", url)}
+	}
+	return New(Options{}), nil
+}
+
+// Options configures a memory backend. The zero value is ready to use.
+type Options struct {
+	// Now is the backend's clock: every due time, lease and failed_at is
+	// read from it, never from time.Now directly, so tests can inject a fake
+	// clock and move it forward. It must be safe for concurrent use.
+	// Defaults to time.Now.
+	Now func() time.Time
+}
+
+// Backend keeps jobs in process memory behind one mutex. It implements
+// backend.Backend and backend.Notifier. Its memory is bounded by the live
+// and failed jobs it holds: done jobs are dropped at once.
+type Backend struct {
+	now func() time.Time
+
+	mu         sync.Mutex
+	closed     bool
+	lastJobID  int64
+	jobs       map[int64]*backend.JobRow // live jobs, pending or reserved
+	reserved   map[int64]*backend.JobRow // the reserved subset, for the sweep
+	queues     map[string]*queue
+	unique     map[string]int64 // unique key -> live job holding it
+	lastFailed int64
+	failed     []*backend.FailedJob // ascending ID
+	failedByID map[int64]*backend.FailedJob
+	lastSub    uint64
+	subs       map[uint64]*subscriber
+}
+
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Notifier = (*Backend)(nil)
+)
+
+// New returns an empty memory backend.
+func New(opts Options) *Backend {
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Backend{
+		now:        now,
+		jobs:       map[int64]*backend.JobRow{},
+		reserved:   map[int64]*backend.JobRow{},
+		queues:     map[string]*queue{},
+		unique:     map[string]int64{},
+		failedByID: map[int64]*backend.FailedJob{},
+		subs:       map[uint64]*subscriber{},
+	}
+}
+
+// Close drops every job and makes later calls return backend.ErrClosed. It
+// is idempotent. Open subscriptions stay valid but are never woken again.
+func (b *Backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil
+	}
+	b.closed = true
+	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
+	b.failed, b.failedByID = nil, nil
+	return nil
+}
+
+// lock takes the mutex for one call named op, refusing when ctx is done or
+// the backend is closed. On success the caller must unlock b.mu.
+func (b *Backend) lock(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+	}
+	return nil
+}
+
+// queue returns the index of name, creating it.
+func (b *Backend) queue(name string) *queue {
+	q, ok := b.queues[name]
+	if !ok {
+		q = newQueue()
+		b.queues[name] = q
+	}
+	return q
+}
+
+// dropIfEmpty forgets a queue that holds nothing, so memory follows the
+// live jobs rather than every queue name ever seen.
+func (b *Backend) dropIfEmpty(name string) {
+	if q, ok := b.queues[name]; ok && q.empty() {
+		delete(b.queues, name)
+	}
+}
+
+// addPending makes j a live pending job.
+func (b *Backend) addPending(j *backend.JobRow, now time.Time) {
+	b.jobs[j.ID] = j
+	if j.UniqueKey != "" {
+		b.unique[j.UniqueKey] = j.ID
+	}
+	b.queue(j.Queue).addPending(j, now)
+}
+
+// removeLive forgets a reserved job that is done or failed, freeing its
+// unique key.
+func (b *Backend) removeLive(j *backend.JobRow) {
+	delete(b.jobs, j.ID)
+	delete(b.reserved, j.ID)
+	if j.UniqueKey != "" && b.unique[j.UniqueKey] == j.ID {
+		delete(b.unique, j.UniqueKey)
+	}
+	b.queue(j.Queue).reserved--
+	b.dropIfEmpty(j.Queue)
+}
+
+// held returns the reserved job that ref names, or nil when the fence fails.
+func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
+	j := b.reserved[ref.ID]
+	if j == nil || j.Attempts != ref.Attempt {
+		return nil
+	}
+	return j
+}
+
+// unreserve turns a reserved job back into a pending one due at availableAt.
+func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
+	delete(b.reserved, j.ID)
+	j.Status = backend.StatusPending
+	j.AvailableAt = availableAt
+	j.ReservedAt = time.Time{}
+	j.LeaseUntil = time.Time{}
+	q := b.queue(j.Queue)
+	q.reserved--
+	q.addPending(j, now)
+}
+
+// toFailed moves a reserved job to failed_jobs with msg.
+func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
+	b.removeLive(j)
+	b.lastFailed++
+	f := &backend.FailedJob{
+		ID:          b.lastFailed,
+		JobID:       j.ID,
+		Queue:       j.Queue,
+		Type:        j.Type,
+		Payload:     j.Payload,
+		Attempts:    j.Attempts,
+		MaxAttempts: j.MaxAttempts,
+		Priority:    j.Priority,
+		Error:       msg,
+		UniqueKey:   j.UniqueKey,
+		CreatedAt:   j.CreatedAt,
+		FailedAt:    now,
+	}
+	b.failed = append(b.failed, f)
+	b.failedByID[f.ID] = f
+	b.queue(f.Queue).failed++
+}
+
+// cloneJob copies a row for a caller, so callers never share state with the
+// backend.
+func cloneJob(j *backend.JobRow) *backend.JobRow {
+	c := *j
+	c.Payload = append([]byte(nil), j.Payload...)
+	return &c
+}
+
+func cloneFailed(f *backend.FailedJob) *backend.FailedJob {
+	c := *f
+	c.Payload = append([]byte(nil), f.Payload...)
+	return &c
+}

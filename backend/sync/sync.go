@@ -1,0 +1,174 @@
+// Package sync is the backend for tests and local development that runs each
+// job's handler inline, inside Enqueue, and returns the handler's error to
+// the caller. Nothing is stored: there is no queue, no retry and no
+// failed_jobs, so the inspection methods report empty results. Use it where
+// a test wants a job's effect before Enqueue returns.
+//
+// URL: "sync:".
+package sync
+
+import (
+	"context"
+	"fmt"
+	gosync "sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+func init() {
+	backend.Register("sync", func(ctx context.Context, url string) (backend.Backend, error) {
+		if url != "sync:" {
+			return nil, &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("%q: the sync backend takes no path or options; use sync:", url)}
+		}
+		return New(), nil
+	})
+}
+
+// Backend runs jobs inline. Create it with New; a client binds its handlers
+// through SetRunner.
+type Backend struct {
+	mu     gosync.RWMutex
+	run    func(ctx context.Context, job *backend.JobRow) error
+	nextID atomic.Int64
+	closed atomic.Bool
+}
+
+// New returns a sync backend.
+func New() *Backend { return &Backend{} }
+
+var (
+	_ backend.Backend = (*Backend)(nil)
+	_ backend.Inline  = (*Backend)(nil)
+)
+
+// SetRunner implements backend.Inline.
+func (b *Backend) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
+	b.mu.Lock()
+	b.run = run
+	b.mu.Unlock()
+}
+
+// JobInsertMany validates every job first (so a bad one runs none), then runs
+// each in order, stopping at the first handler error, which it returns
+// wrapped with the job's ID and type. Unique keys never collide: a job is
+// gone before the next insert. Delays and run-at times are ignored: the
+// point of this backend is running now.
+func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	for _, p := range params {
+		if err := backend.ValidateInsert(p); err != nil {
+			return nil, err
+		}
+	}
+	b.mu.RLock()
+	run := b.run
+	b.mu.RUnlock()
+	if run == nil {
+		return nil, fmt.Errorf("run job: %w: no runner bound; create a jobq.Client with a Registry", backend.ErrInvalidInput)
+	}
+	out := make([]backend.InsertResult, len(params))
+	for i, p := range params {
+		now := time.Now()
+		row := &backend.JobRow{
+			ID: b.nextID.Add(1), Queue: p.Queue, Type: p.Type, Payload: p.Payload,
+			Attempts: 1, MaxAttempts: p.MaxAttempts, Priority: p.Priority, Status: backend.StatusReserved,
+			AvailableAt: now, ReservedAt: now, CreatedAt: now, UniqueKey: p.UniqueKey,
+		}
+		out[i] = backend.InsertResult{ID: row.ID}
+		if err := run(ctx, row); err != nil {
+			return out[:i+1], fmt.Errorf("run job %d (%s): %w", row.ID, row.Type, err)
+		}
+	}
+	return out, nil
+}
+
+func (b *Backend) check(ctx context.Context) error {
+	if b.closed.Load() {
+		return backend.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// JobClaim returns nothing: no job is ever stored.
+func (b *Backend) JobClaim(ctx context.Context, p backend.ClaimParams) ([]*backend.JobRow, error) {
+	if err := backend.ValidateClaim(p); err != nil {
+		return nil, err
+	}
+	return nil, b.check(ctx)
+}
+
+// JobComplete reports every outcome stale: no job is held.
+func (b *Backend) JobComplete(ctx context.Context, p backend.CompleteParams) (backend.CompleteResult, error) {
+	var res backend.CompleteResult
+	for _, o := range p.Outcomes {
+		res.Stale = append(res.Stale, o.Ref)
+	}
+	return res, b.check(ctx)
+}
+
+// JobExtendLease reports every lease lost: no job is held.
+func (b *Backend) JobExtendLease(ctx context.Context, p backend.ExtendLeaseParams) ([]backend.JobRef, error) {
+	return p.Refs, b.check(ctx)
+}
+
+// JobRelease releases nothing.
+func (b *Backend) JobRelease(ctx context.Context, _ []backend.JobRef) (int, error) {
+	return 0, b.check(ctx)
+}
+
+// LeaseSweep finds nothing.
+func (b *Backend) LeaseSweep(ctx context.Context, _ backend.SweepParams) (backend.SweepResult, error) {
+	return backend.SweepResult{}, b.check(ctx)
+}
+
+// JobGet finds nothing.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("get job %d: %w", id, backend.ErrNotFound)
+}
+
+// QueueStats is always empty.
+func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
+	return nil, b.check(ctx)
+}
+
+// FailedList is always empty.
+func (b *Backend) FailedList(ctx context.Context, _ backend.FailedListParams) ([]*backend.FailedJob, error) {
+	return nil, b.check(ctx)
+}
+
+// FailedGet finds nothing.
+func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+	if err := b.check(ctx); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("get failed job %d: %w", id, backend.ErrNotFound)
+}
+
+// FailedReplay finds nothing to replay; named IDs are ErrNotFound.
+func (b *Backend) FailedReplay(ctx context.Context, p backend.FailedReplayParams) (backend.ReplayResult, error) {
+	if err := b.check(ctx); err != nil {
+		return backend.ReplayResult{}, err
+	}
+	if len(p.IDs) > 0 {
+		return backend.ReplayResult{}, fmt.Errorf("replay failed job %d: %w", p.IDs[0], backend.ErrNotFound)
+	}
+	return backend.ReplayResult{}, nil
+}
+
+// FailedPurge deletes nothing.
+func (b *Backend) FailedPurge(ctx context.Context, _ backend.FailedPurgeParams) (int, error) {
+	return 0, b.check(ctx)
+}
+
+// Close implements backend.Backend.
+func (b *Backend) Close() error {
+	b.closed.Store(true)
+	return nil
+}

@@ -1,0 +1,107 @@
+package backend
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"time"
+)
+
+// Limits that ValidateInsert enforces. Queue names are deliberately narrow
+// (they appear in metric labels, URLs and command lines unquoted).
+const (
+	MaxQueueLen     = 128
+	MaxTypeLen      = 255
+	MaxUniqueKeyLen = 255
+	MinPriority     = -1000
+	MaxPriority     = 1000
+	MaxMaxAttempts  = 1000
+)
+
+// queuePattern: 1 to 128 characters, letters, digits, '_', '-', '.', ':',
+// starting with a letter or digit.
+var queuePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
+
+// InputError says which field of a request was refused and why. It wraps
+// ErrInvalidInput.
+type InputError struct {
+	Field  string
+	Reason string
+}
+
+// Error implements error.
+func (e *InputError) Error() string { return "invalid " + e.Field + ": " + e.Reason }
+
+// Unwrap lets errors.Is(err, ErrInvalidInput) match.
+func (e *InputError) Unwrap() error { return ErrInvalidInput }
+
+// ValidateQueue reports whether name is an acceptable queue name.
+func ValidateQueue(name string) error {
+	if !queuePattern.MatchString(name) {
+		return &InputError{Field: "queue", Reason: fmt.Sprintf("%q: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", name, MaxQueueLen)}
+	}
+	return nil
+}
+
+// ValidateInsert checks one job before anything is written. Backends call it
+// for every item of JobInsertMany; the client calls it earlier to fail fast.
+func ValidateInsert(p InsertParams) error {
+	if err := ValidateQueue(p.Queue); err != nil {
+		return err
+	}
+	if p.Type == "" {
+		return &InputError{Field: "type", Reason: "must not be empty"}
+	}
+	if len(p.Type) > MaxTypeLen {
+		return &InputError{Field: "type", Reason: fmt.Sprintf("longer than %d bytes", MaxTypeLen)}
+	}
+	for _, r := range p.Type {
+		if r < 0x20 || r == 0x7f {
+			return &InputError{Field: "type", Reason: "contains a control character"}
+		}
+	}
+	if !json.Valid(p.Payload) {
+		return &InputError{Field: "payload", Reason: "not valid JSON"}
+	}
+	if p.Priority < MinPriority || p.Priority > MaxPriority {
+		return &InputError{Field: "priority", Reason: fmt.Sprintf("%d is outside %d..%d", p.Priority, MinPriority, MaxPriority)}
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxMaxAttempts {
+		return &InputError{Field: "max attempts", Reason: fmt.Sprintf("%d is outside 1..%d", p.MaxAttempts, MaxMaxAttempts)}
+	}
+	if p.Delay < 0 {
+		return &InputError{Field: "delay", Reason: fmt.Sprintf("%s is negative", p.Delay)}
+	}
+	if len(p.UniqueKey) > MaxUniqueKeyLen {
+		return &InputError{Field: "unique key", Reason: fmt.Sprintf("longer than %d bytes", MaxUniqueKeyLen)}
+	}
+	return nil
+}
+
+// ValidateClaim checks claim parameters.
+func ValidateClaim(p ClaimParams) error {
+	if len(p.Queues) == 0 {
+		return &InputError{Field: "queues", Reason: "at least one queue is required"}
+	}
+	for _, q := range p.Queues {
+		if err := ValidateQueue(q); err != nil {
+			return err
+		}
+	}
+	if p.Max < 1 {
+		return &InputError{Field: "max", Reason: fmt.Sprintf("%d: claim at least 1 job", p.Max)}
+	}
+	if p.Lease <= 0 {
+		return &InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", p.Lease)}
+	}
+	return nil
+}
+
+// AvailableAt resolves when an inserted job becomes due, given the backend's
+// current time.
+func (p InsertParams) AvailableAt(now time.Time) time.Time {
+	if !p.RunAt.IsZero() {
+		return p.RunAt
+	}
+	return now.Add(p.Delay)
+}

@@ -1,0 +1,223 @@
+package jobq
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// DefaultMaxPayloadBytes is the payload size limit unless
+// ClientConfig.MaxPayloadBytes says otherwise.
+const DefaultMaxPayloadBytes = 1 << 20
+
+// ClientConfig configures a Client. The zero value is ready to use.
+type ClientConfig struct {
+	// MaxPayloadBytes refuses larger payloads at enqueue. Defaults to 1 MiB.
+	MaxPayloadBytes int
+	// MaxAttempts is the attempt limit for jobs enqueued without one.
+	// Defaults to 3.
+	MaxAttempts int
+	// Registry, when set, supplies per-type MaxAttempts defaults. The sync
+	// backend requires it: it runs handlers inside Enqueue.
+	Registry *Registry
+}
+
+// Client enqueues jobs. It is safe for concurrent use and cheap to keep for
+// the life of the program.
+type Client struct {
+	b   backend.Backend
+	cfg ClientConfig
+}
+
+// NewClient returns a client that enqueues into b. It fails when cfg has an
+// invalid value, or when b is the sync backend and cfg.Registry is nil.
+func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
+	if b == nil {
+		return nil, fmt.Errorf("%w: NewClient needs a backend", ErrInvalidInput)
+	}
+	if cfg.MaxPayloadBytes < 0 {
+		return nil, fmt.Errorf("%w: ClientConfig.MaxPayloadBytes %d is negative", ErrInvalidInput, cfg.MaxPayloadBytes)
+	}
+	if cfg.MaxPayloadBytes == 0 {
+		cfg.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if cfg.MaxAttempts < 0 || cfg.MaxAttempts > backend.MaxMaxAttempts {
+		return nil, fmt.Errorf("%w: ClientConfig.MaxAttempts %d is outside 1..%d", ErrInvalidInput, cfg.MaxAttempts, backend.MaxMaxAttempts)
+	}
+	if cfg.MaxAttempts == 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if in, ok := b.(backend.Inline); ok {
+		if cfg.Registry == nil {
+			return nil, fmt.Errorf("%w: the sync backend runs handlers inside Enqueue, so ClientConfig.Registry is required", ErrInvalidInput)
+		}
+		reg := cfg.Registry
+		in.SetRunner(func(ctx context.Context, row *backend.JobRow) error {
+			return reg.run(ctx, b, row, 0)
+		})
+	}
+	return &Client{b: b, cfg: cfg}, nil
+}
+
+// Backend returns the backend the client enqueues into.
+func (c *Client) Backend() backend.Backend { return c.b }
+
+// JobSpec is one job for EnqueueMany.
+type JobSpec struct {
+	Type    string
+	Payload any // marshalled with encoding/json; []byte and json.RawMessage are taken as JSON text
+	Options []EnqueueOption
+}
+
+// EnqueueResult is the outcome of one JobSpec.
+type EnqueueResult struct {
+	ID        int64
+	Duplicate bool // not inserted: ID is the live job holding the unique key
+}
+
+// Enqueue stores a job of type typ with payload (marshalled to JSON; []byte
+// and json.RawMessage are taken as JSON text) and returns its ID without
+// waiting for it to run. Bad input (empty type, invalid queue name, payload
+// that is not JSON or is over the size limit, option out of range) returns an
+// error wrapping ErrInvalidInput and writes nothing. A unique-key collision
+// returns the existing job's ID and ErrDuplicate. On the sync backend the
+// handler runs before Enqueue returns and its error is returned.
+func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...EnqueueOption) (int64, error) {
+	res, err := c.EnqueueMany(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
+	if err != nil {
+		return 0, err
+	}
+	if res[0].Duplicate {
+		return res[0].ID, fmt.Errorf("enqueue %s: %w", typ, ErrDuplicate)
+	}
+	return res[0].ID, nil
+}
+
+// EnqueueMany stores a batch in one transaction: all of them or, on any
+// error, none. Unique-key collisions are not errors here: they are reported
+// per job in the result.
+func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
+	params, err := c.params(jobs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := c.b.JobInsertMany(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("enqueue: %w", err)
+	}
+	return toResults(rows), nil
+}
+
+// EnqueueTx stores a job inside tx, a transaction the caller owns (on
+// Postgres a pgx.Tx or *sql.Tx): the job exists if and only if tx commits.
+// It returns ErrNotSupported on backends without transactional enqueue.
+func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any, opts ...EnqueueOption) (int64, error) {
+	txi, ok := c.b.(backend.TxInserter)
+	if !ok {
+		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, ErrNotSupported)
+	}
+	params, err := c.params([]JobSpec{{Type: typ, Payload: payload, Options: opts}})
+	if err != nil {
+		return 0, err
+	}
+	rows, err := txi.JobInsertManyTx(ctx, tx, params)
+	if err != nil {
+		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, err)
+	}
+	if rows[0].Duplicate {
+		return rows[0].ID, fmt.Errorf("enqueue %s: %w", typ, ErrDuplicate)
+	}
+	return rows[0].ID, nil
+}
+
+// CompleteTx marks the job whose handler ctx belongs to as done inside tx,
+// the handler's own transaction, so the handler's writes and the completion
+// commit together: if tx rolls back, the job is still held and the handler's
+// return value decides its fate as usual. It returns ErrNotFound when the
+// job's lease was lost (roll back then), and ErrNotSupported on backends
+// without it.
+func CompleteTx(ctx context.Context, tx any) error {
+	jc, ok := ctx.Value(jobCtxKey{}).(*jobCtx)
+	if !ok {
+		return fmt.Errorf("%w: CompleteTx must be called with a handler's context", ErrInvalidInput)
+	}
+	txc, ok := jc.backend.(backend.TxCompleter)
+	if !ok {
+		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, ErrNotSupported)
+	}
+	if err := txc.JobCompleteTx(ctx, tx, jc.ref); err != nil {
+		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, err)
+	}
+	return nil
+}
+
+func toResults(rows []backend.InsertResult) []EnqueueResult {
+	out := make([]EnqueueResult, len(rows))
+	for i, r := range rows {
+		out[i] = EnqueueResult{ID: r.ID, Duplicate: r.Duplicate}
+	}
+	return out
+}
+
+// params validates and converts specs, refusing the whole batch on the first
+// bad one so nothing is written.
+func (c *Client) params(jobs []JobSpec) ([]backend.InsertParams, error) {
+	out := make([]backend.InsertParams, len(jobs))
+	for i, j := range jobs {
+		p, err := c.param(j)
+		if err != nil {
+			if len(jobs) > 1 {
+				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
+			}
+			return nil, fmt.Errorf("enqueue: %w", err)
+		}
+		out[i] = p
+	}
+	return out, nil
+}
+
+func (c *Client) param(j JobSpec) (backend.InsertParams, error) {
+	o := enqueueOptions{queue: "default"}
+	for _, opt := range j.Options {
+		opt(&o)
+	}
+	payload, err := marshalPayload(j.Payload)
+	if err != nil {
+		return backend.InsertParams{}, err
+	}
+	if len(payload) > c.cfg.MaxPayloadBytes {
+		return backend.InsertParams{}, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
+	}
+	if o.maxAttempts == 0 {
+		o.maxAttempts = c.cfg.MaxAttempts
+		if c.cfg.Registry != nil {
+			if h, ok := c.cfg.Registry.lookup(j.Type); ok && h.opts.MaxAttempts > 0 {
+				o.maxAttempts = h.opts.MaxAttempts
+			}
+		}
+	}
+	p := backend.InsertParams{
+		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,
+		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
+	}
+	return p, backend.ValidateInsert(p)
+}
+
+func marshalPayload(v any) ([]byte, error) {
+	switch p := v.(type) {
+	case nil:
+		return []byte("{}"), nil
+	case json.RawMessage:
+		return p, nil
+	case []byte:
+		return p, nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, &backend.InputError{Field: "payload", Reason: "marshal to JSON: " + err.Error()}
+	}
+	return b, nil
+}

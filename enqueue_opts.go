@@ -1,0 +1,40 @@
+package jobq
+
+import "time"
+
+// EnqueueOption adjusts one Enqueue call.
+type EnqueueOption func(*enqueueOptions)
+
+type enqueueOptions struct {
+	queue       string
+	priority    int
+	maxAttempts int
+	delay       time.Duration
+	runAt       time.Time
+	uniqueKey   string
+}
+
+// Queue puts the job on the named queue. Defaults to "default". Names are 1
+// to 128 letters, digits, '_', '-', '.' or ':', starting with a letter or
+// digit.
+func Queue(name string) EnqueueOption { return func(o *enqueueOptions) { o.queue = name } }
+
+// Priority orders jobs within a queue: higher runs first. Defaults to 0;
+// allowed range -1000..1000.
+func Priority(p int) EnqueueOption { return func(o *enqueueOptions) { o.priority = p } }
+
+// MaxAttempts is how many times the job is tried before it moves to
+// failed_jobs. Defaults to the type's HandlerOptions.MaxAttempts when the
+// client has a Registry that sets it, else ClientConfig.MaxAttempts (3).
+func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
+
+// Delay makes the job available d after it is enqueued (backend clock).
+func Delay(d time.Duration) EnqueueOption { return func(o *enqueueOptions) { o.delay = d } }
+
+// RunAt makes the job available at t. It wins over Delay.
+func RunAt(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.runAt = t } }
+
+// UniqueKey makes the enqueue idempotent: while a job with the same key is
+// pending or reserved, Enqueue returns that job's ID and ErrDuplicate
+// instead of adding another. Once the job is done or failed the key is free.
+func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.uniqueKey = key } }

@@ -1,0 +1,120 @@
+package jobq_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/memory"
+)
+
+// fakeClock is a settable clock for backends, so time-based behaviour is
+// shown by moving the clock, not by sleeping.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+var quietLog = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// fastConfig is a worker configuration for tests: quick polls, instant
+// retries.
+func fastConfig() jobq.WorkerConfig {
+	return jobq.WorkerConfig{
+		Concurrency:     4,
+		PollInterval:    5 * time.Millisecond,
+		Retry:           jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
+		Lease:           5 * time.Second,
+		SweepInterval:   50 * time.Millisecond,
+		ShutdownTimeout: 5 * time.Second,
+		Logger:          quietLog,
+	}
+}
+
+func newMemory(t *testing.T, now func() time.Time) backend.Backend {
+	t.Helper()
+	b := memory.New(memory.Options{Now: now})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// startWorker runs a worker until the test ends (or stop is called) and
+// checks that it returned nil.
+func startWorker(t *testing.T, b backend.Backend, reg *jobq.Registry, cfg jobq.WorkerConfig) (stop func()) {
+	t.Helper()
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err != nil {
+		t.Fatalf("new worker: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("worker run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func mustClient(t *testing.T, b backend.Backend, cfg jobq.ClientConfig) *jobq.Client {
+	t.Helper()
+	c, err := jobq.NewClient(b, cfg)
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return c
+}
+
+func failedJobs(t *testing.T, b backend.Backend) []*backend.FailedJob {
+	t.Helper()
+	f, err := b.FailedList(context.Background(), backend.FailedListParams{Limit: 1000})
+	if err != nil {
+		t.Fatalf("list failed: %v", err)
+	}
+	return f
+}
+
+func jobGone(b backend.Backend, id int64) bool {
+	_, err := b.JobGet(context.Background(), id)
+	return errors.Is(err, backend.ErrNotFound)
+}

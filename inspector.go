@@ -1,0 +1,115 @@
+package jobq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// The inspector's types are the backend's, re-exported so operators' code
+// needs only this package.
+type (
+	// QueueStats counts one queue's jobs by state.
+	QueueStats = backend.QueueStats
+	// FailedJob is one row of failed_jobs.
+	FailedJob = backend.FailedJob
+	// FailedFilter selects failed jobs; zero fields match all.
+	FailedFilter = backend.FailedFilter
+)
+
+// Inspector is the one read-and-repair view of a backend that every operator
+// surface shares (the command line now, HTTP admin and metrics later): queue
+// counts and the failed-jobs table.
+type Inspector struct {
+	b   backend.Backend
+	now func() time.Time
+}
+
+// NewInspector returns an inspector over b.
+func NewInspector(b backend.Backend) *Inspector { return &Inspector{b: b, now: time.Now} }
+
+// Stats counts jobs per queue and state, sorted by queue.
+func (i *Inspector) Stats(ctx context.Context) ([]QueueStats, error) {
+	s, err := i.b.QueueStats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read queue stats: %w", err)
+	}
+	return s, nil
+}
+
+// Totals sums per-queue stats; its Queue field is empty.
+func Totals(stats []QueueStats) QueueStats {
+	var t QueueStats
+	for _, s := range stats {
+		t.Pending += s.Pending
+		t.Scheduled += s.Scheduled
+		t.Reserved += s.Reserved
+		t.Failed += s.Failed
+	}
+	return t
+}
+
+// FailedPage lists failed jobs matching f, newest first: limit of them
+// (0 means 100) with IDs below beforeID (0 means from the newest). Pass the
+// last ID of a page as beforeID to get the next.
+func (i *Inspector) FailedPage(ctx context.Context, f FailedFilter, limit int, beforeID int64) ([]*FailedJob, error) {
+	if limit < 0 || beforeID < 0 {
+		return nil, fmt.Errorf("%w: limit and before must not be negative", ErrInvalidInput)
+	}
+	jobs, err := i.b.FailedList(ctx, backend.FailedListParams{Filter: f, Limit: limit, BeforeID: beforeID})
+	if err != nil {
+		return nil, fmt.Errorf("list failed jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+// Failed returns one failed job by its failed-jobs ID, or ErrNotFound.
+func (i *Inspector) Failed(ctx context.Context, id int64) (*FailedJob, error) {
+	j, err := i.b.FailedGet(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("show failed job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// Replay moves the given failed jobs back to pending with attempts reset and
+// returns how many were replayed and how many were skipped because a live
+// job now holds their unique key. An unknown ID is ErrNotFound.
+func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped int, err error) {
+	if len(ids) == 0 {
+		return 0, 0, fmt.Errorf("%w: name at least one failed job to replay", ErrInvalidInput)
+	}
+	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{IDs: ids})
+	if err != nil {
+		return 0, 0, fmt.Errorf("replay failed jobs %v: %w", ids, err)
+	}
+	return r.Replayed, r.Skipped, nil
+}
+
+// ReplayAll replays every failed job matching f (the zero filter: all).
+func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, skipped int, err error) {
+	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{Filter: f})
+	if err != nil {
+		return 0, 0, fmt.Errorf("replay failed jobs: %w", err)
+	}
+	return r.Replayed, r.Skipped, nil
+}
+
+// Purge deletes the given failed jobs, or with no IDs every failed job
+// matching f (the zero filter purges all). olderThan > 0 keeps jobs that
+// failed more recently than that. It returns how many were deleted.
+func (i *Inspector) Purge(ctx context.Context, f FailedFilter, olderThan time.Duration, ids ...int64) (int, error) {
+	if olderThan < 0 {
+		return 0, fmt.Errorf("%w: older-than %s is negative", ErrInvalidInput, olderThan)
+	}
+	if olderThan > 0 {
+		f.FailedBefore = i.now().Add(-olderThan)
+	}
+	n, err := i.b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: ids, Filter: f})
+	if err != nil {
+		return 0, fmt.Errorf("purge failed jobs: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,210 @@
+// Package bench runs DESIGN.md's standard workloads (enqueue-single,
+// enqueue-batch, drain, latency, steady) against any backend through the
+// public jobq API, the way a user's program would use it, and reports one
+// Result per workload. `jobq bench` prints them as JSON lines.
+//
+// Every workload runs on a queue of its own (bench-<workload>-<nanos>), so
+// it starts empty, and leaves that queue empty: jobs the enqueue workloads
+// insert are worked off afterwards, untimed.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+// The workload names, in the order All runs them.
+const (
+	EnqueueSingle = "enqueue-single"
+	EnqueueBatch  = "enqueue-batch"
+	Drain         = "drain"
+	Latency       = "latency"
+	Steady        = "steady"
+)
+
+// All lists every workload in the order they run.
+var All = []string{EnqueueSingle, EnqueueBatch, Drain, Latency, Steady}
+
+// Config sizes the workloads. Zero fields take the defaults of DESIGN.md.
+type Config struct {
+	// Backend is where the jobs go. Required; the sync backend is refused
+	// (it stores nothing, so there is nothing to drain).
+	Backend backend.Backend
+	// BackendName labels the results, e.g. "sqlite". Defaults to "unknown".
+	BackendName string
+	// N is the number of jobs of the enqueue and drain workloads, and the
+	// most the latency workload enqueues. Defaults to 50000.
+	N int
+	// Batch is the enqueue-batch batch size. Defaults to 1000.
+	Batch int
+	// Workers is the worker concurrency of drain, latency and steady.
+	// Defaults to 100.
+	Workers int
+	// Rate is the latency workload's enqueue rate in jobs/s. Defaults to 200.
+	Rate int
+	// Duration is how long steady runs, and the longest latency runs.
+	// Defaults to 10s.
+	Duration time.Duration
+	// Producers is how many goroutines enqueue in steady, one job per
+	// transaction each. Defaults to 8.
+	Producers int
+	// Progress, when set, receives a progress bar redrawn in place (meant
+	// for a terminal). Defaults to none.
+	Progress io.Writer
+	// Log receives the workers' logs. Defaults to discarding them.
+	Log *slog.Logger
+	// Stall is how long a workload may go without any job finishing before
+	// it gives up with an error instead of hanging. Defaults to 30s.
+	Stall time.Duration
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Backend == nil {
+		return c, fmt.Errorf("%w: bench needs a backend", jobq.ErrInvalidInput)
+	}
+	if _, inline := c.Backend.(backend.Inline); inline {
+		return c, fmt.Errorf("%w: the sync backend runs each job inside Enqueue and stores nothing; bench a backend that stores jobs", jobq.ErrInvalidInput)
+	}
+	ints := []struct {
+		name string
+		v    *int
+		def  int
+	}{
+		{"N", &c.N, 50000}, {"Batch", &c.Batch, 1000}, {"Workers", &c.Workers, 100},
+		{"Rate", &c.Rate, 200}, {"Producers", &c.Producers, 8},
+	}
+	for _, f := range ints {
+		if *f.v < 0 {
+			return c, fmt.Errorf("%w: bench %s %d is negative", jobq.ErrInvalidInput, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if c.Duration < 0 || c.Stall < 0 {
+		return c, fmt.Errorf("%w: bench durations must not be negative", jobq.ErrInvalidInput)
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Stall == 0 {
+		c.Stall = 30 * time.Second
+	}
+	if c.BackendName == "" {
+		c.BackendName = "unknown"
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Result is one workload's measurement, printed as one JSON line. Fields
+// that do not apply to a workload are omitted.
+type Result struct {
+	Workload string `json:"workload"`
+	Backend  string `json:"backend"`
+	// Jobs is how many jobs the timed part handled: enqueued for the
+	// enqueue workloads, completed for drain, latency and steady.
+	Jobs      int64 `json:"jobs"`
+	Batch     int   `json:"batch,omitempty"`
+	Producers int   `json:"producers,omitempty"`
+	Workers   int   `json:"workers,omitempty"`
+	// Rate is the latency workload's target rate; JobsPerSec is what it
+	// reached.
+	Rate       int     `json:"rate,omitempty"`
+	Seconds    float64 `json:"seconds"`
+	JobsPerSec float64 `json:"jobs_per_sec"`
+	// Enqueued and EnqueuedPerSec: steady's producers, over the same window.
+	Enqueued       int64   `json:"enqueued,omitempty"`
+	EnqueuedPerSec float64 `json:"enqueued_per_sec,omitempty"`
+	// Enqueue-to-handler-start latency percentiles (latency only).
+	P50Ms *float64 `json:"p50_ms,omitempty"`
+	P90Ms *float64 `json:"p90_ms,omitempty"`
+	P99Ms *float64 `json:"p99_ms,omitempty"`
+	MaxMs *float64 `json:"max_ms,omitempty"`
+}
+
+// JSON returns r as one line of JSON.
+func (r Result) JSON() string {
+	b, _ := json.Marshal(r) // a struct of numbers and strings always marshals
+	return string(b)
+}
+
+// Run runs the named workloads in order (All when names is empty) and
+// passes each result to emit as soon as it is measured. It stops at the
+// first error, or when ctx ends.
+func Run(ctx context.Context, cfg Config, names []string, emit func(Result) error) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	if len(names) == 0 {
+		names = All
+	}
+	for _, name := range names {
+		run, ok := workloads[name]
+		if !ok {
+			return fmt.Errorf("%w: unknown workload %q; use one of %s", jobq.ErrInvalidInput, name, strings.Join(All, ", "))
+		}
+		res, err := run(ctx, cfg, queueName(name))
+		if err != nil {
+			return fmt.Errorf("bench %s: %w", name, err)
+		}
+		res.Workload, res.Backend = name, cfg.BackendName
+		if err := emit(res); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var workloads = map[string]func(ctx context.Context, cfg Config, queue string) (Result, error){
+	EnqueueSingle: runEnqueueSingle,
+	EnqueueBatch:  runEnqueueBatch,
+	Drain:         runDrain,
+	Latency:       runLatency,
+	Steady:        runSteady,
+}
+
+// queueName gives each run of a workload a queue no earlier run used.
+func queueName(workload string) string {
+	return fmt.Sprintf("bench-%s-%d", workload, time.Now().UnixNano())
+}
+
+// noopType is the job type every workload enqueues.
+const noopType = "bench.noop"
+
+// noopPayload is the payload of the enqueue and drain jobs: small, like a
+// typical job's arguments.
+var noopPayload = json.RawMessage(`{"user_id":12345,"template":"welcome"}`)
+
+func newClient(cfg Config) (*jobq.Client, error) {
+	return jobq.NewClient(cfg.Backend, jobq.ClientConfig{})
+}
+
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return round(float64(n) / d.Seconds())
+}
+
+// round keeps figures readable in JSON: three significant decimals.
+func round(f float64) float64 {
+	switch {
+	case f >= 100:
+		return float64(int64(f + 0.5))
+	case f >= 1:
+		return float64(int64(f*100+0.5)) / 100
+	}
+	return float64(int64(f*1000+0.5)) / 1000
+}

@@ -1,0 +1,41 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// runDrain queues N no-op jobs (untimed, in batches), then times one
+// in-process worker with Workers slots from its start until every job is
+// done and its outcome written, and confirms through the backend's counts
+// that the queue is empty.
+func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := insertN(ctx, c, queue, cfg.N, cfg.Batch, nil); err != nil {
+		return Result{}, err
+	}
+	n := int64(cfg.N)
+	start := time.Now()
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop)
+	if err != nil {
+		return Result{}, err
+	}
+	bar := startProgress(cfg.Progress, Drain, fracOf(p.done.Load, n), p.done.Load)
+	werr := p.waitDone(ctx, n, cfg.Stall)
+	serr := p.stop() // returns once every outcome is written
+	took := time.Since(start)
+	bar.finish()
+	if werr != nil {
+		return Result{}, werr
+	}
+	if serr != nil {
+		return Result{}, serr
+	}
+	if err := checkEmpty(ctx, cfg, queue); err != nil {
+		return Result{}, err
+	}
+	return Result{Jobs: n, Workers: cfg.Workers, Seconds: round(took.Seconds()), JobsPerSec: rate(n, took)}, nil
+}

@@ -1,0 +1,94 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// runSteady runs Producers goroutines enqueuing one job per transaction as
+// fast as they can while one worker with Workers slots works them, for
+// Duration, and reports the jobs completed (and enqueued) in that window.
+// What is still queued at the end is worked off afterwards, untimed.
+func runSteady(ctx context.Context, cfg Config, queue string) (Result, error) {
+	c, err := newClient(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := measureSteady(ctx, cfg, c, p, queue)
+	if serr := p.stop(); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	return res, checkEmpty(ctx, cfg, queue)
+}
+
+func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, queue string) (Result, error) {
+	opt := jobq.Queue(queue)
+	if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
+		return Result{}, err
+	}
+	if err := p.waitDone(ctx, 1, cfg.Stall); err != nil { // warm up
+		return Result{}, err
+	}
+
+	var (
+		enqueued atomic.Int64
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		errs     []error
+	)
+	start := time.Now()
+	bar := startProgress(cfg.Progress, Steady, fracOfTime(start, cfg.Duration), func() int64 { return p.done.Load() - 1 })
+	for range cfg.Producers {
+		wg.Go(func() {
+			// The producers stop on the flag, not on a cancelled context,
+			// so no Enqueue is cut off half-way and the count stays exact.
+			for !stop.Load() {
+				if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
+					errMu.Lock()
+					errs = append(errs, err)
+					errMu.Unlock()
+					stop.Store(true)
+					return
+				}
+				enqueued.Add(1)
+			}
+		})
+	}
+	timer := time.NewTimer(cfg.Duration)
+	select {
+	case <-ctx.Done():
+	case <-timer.C:
+	}
+	timer.Stop()
+	done, enq := p.done.Load()-1, enqueued.Load()
+	took := time.Since(start)
+	stop.Store(true)
+	wg.Wait()
+	bar.finish()
+	if err := errors.Join(errs...); err != nil {
+		return Result{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+	if err := p.waitDone(ctx, enqueued.Load()+1, cfg.Stall); err != nil {
+		return Result{}, err
+	}
+	return Result{
+		Jobs: done, Producers: cfg.Producers, Workers: cfg.Workers, Seconds: round(took.Seconds()),
+		JobsPerSec: rate(done, took), Enqueued: enq, EnqueuedPerSec: rate(enq, took),
+	}, nil
+}

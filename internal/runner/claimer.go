@@ -1,0 +1,155 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// Claimer reserves jobs into the worker's free slots and hands each to
+// dispatch. It claims when woken (a backend notification), on every poll
+// tick, and straight away again while claims come back full, so a backlog
+// drains without waiting for ticks. When the backlog is known but few slots
+// are free it waits briefly (cooldown) for more, so that claims stay large
+// instead of one job per transaction.
+type Claimer struct {
+	b        backend.Backend
+	queues   []string
+	batch    int
+	lease    time.Duration
+	poll     time.Duration
+	cooldown time.Duration
+	log      *slog.Logger
+	dispatch func(*backend.JobRow)
+	slots    chan struct{}
+	wake     <-chan struct{}
+}
+
+// ClaimerConfig configures a Claimer.
+type ClaimerConfig struct {
+	Queues      []string
+	Concurrency int           // slots
+	Batch       int           // most jobs per claim
+	Lease       time.Duration // lease given to claimed jobs
+	Poll        time.Duration // claim at least this often when idle
+	Cooldown    time.Duration // wait this long at most for half a batch of slots while a backlog is known
+	Wake        <-chan struct{}
+	Log         *slog.Logger
+	// Dispatch runs a claimed job; it must arrange for Done to be called
+	// when the job's slot is free again. It must not block for long.
+	Dispatch func(*backend.JobRow)
+}
+
+// NewClaimer returns a claimer with every slot free.
+func NewClaimer(b backend.Backend, cfg ClaimerConfig) *Claimer {
+	c := &Claimer{
+		b: b, queues: cfg.Queues, batch: cfg.Batch, lease: cfg.Lease, poll: cfg.Poll,
+		cooldown: cfg.Cooldown, log: cfg.Log, dispatch: cfg.Dispatch, wake: cfg.Wake,
+		slots: make(chan struct{}, cfg.Concurrency),
+	}
+	for range cfg.Concurrency {
+		c.slots <- struct{}{}
+	}
+	return c
+}
+
+// Done frees the slot of a finished job.
+func (c *Claimer) Done() { c.slots <- struct{}{} }
+
+// Run claims until ctx ends. It returns without waiting for dispatched jobs.
+func (c *Claimer) Run(ctx context.Context) {
+	tick := time.NewTicker(c.poll)
+	defer tick.Stop()
+	backlog := true // claim at once on start
+	errWait := 100 * time.Millisecond
+	for {
+		if !backlog {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.wake:
+			case <-tick.C:
+			}
+		}
+		n, ok := c.takeSlots(ctx, backlog)
+		if !ok {
+			return
+		}
+		jobs, err := c.b.JobClaim(ctx, backend.ClaimParams{Queues: c.queues, Max: n, Lease: c.lease})
+		for range n - len(jobs) {
+			c.slots <- struct{}{}
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Warn("claim jobs, will retry", "queues", c.queues, "in", errWait, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(errWait):
+			}
+			errWait = min(errWait*2, 5*time.Second)
+			backlog = false
+			continue
+		}
+		errWait = 100 * time.Millisecond
+		for _, j := range jobs {
+			c.dispatch(j)
+		}
+		backlog = len(jobs) == n
+	}
+}
+
+// takeSlots blocks for one free slot, then takes every other free one up to
+// the batch size. With a known backlog it waits up to the cooldown for at
+// least half a batch, trading a millisecond for far fewer claims.
+func (c *Claimer) takeSlots(ctx context.Context, backlog bool) (int, bool) {
+	select {
+	case <-ctx.Done():
+		return 0, false
+	case <-c.slots:
+	}
+	if ctx.Err() != nil {
+		// Both were ready and select chose the slot: stopping wins.
+		c.slots <- struct{}{}
+		return 0, false
+	}
+	n := 1 + c.grab(c.batch-1)
+	want := max(1, min(c.batch, cap(c.slots))/2)
+	if !backlog || n >= want || c.cooldown <= 0 {
+		return n, true
+	}
+	timer := time.NewTimer(c.cooldown)
+	defer timer.Stop()
+	for n < want {
+		select {
+		case <-ctx.Done():
+			for range n {
+				c.slots <- struct{}{}
+			}
+			return 0, false
+		case <-timer.C:
+			return n + c.grab(c.batch-n), true
+		case <-c.slots:
+			n++
+		}
+	}
+	return n + c.grab(c.batch-n), true
+}
+
+// grab takes up to k free slots without blocking.
+func (c *Claimer) grab(k int) int {
+	got := 0
+	for got < k {
+		select {
+		case <-c.slots:
+			got++
+		default:
+			return got
+		}
+	}
+	return got
+}

@@ -1,0 +1,62 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// LeaseSweeper returns jobs whose holder stopped heartbeating (a crashed or
+// partitioned worker) to pending, or to failed_jobs when their attempts are
+// spent. Every worker runs one; the backend makes concurrent sweeps safe.
+type LeaseSweeper struct {
+	b        backend.Backend
+	interval time.Duration
+	log      *slog.Logger
+	onSweep  func(backend.SweepResult)
+}
+
+// NewLeaseSweeper sweeps every interval; onSweep (may be nil) hears of each
+// sweep that changed something.
+func NewLeaseSweeper(b backend.Backend, interval time.Duration, log *slog.Logger, onSweep func(backend.SweepResult)) *LeaseSweeper {
+	return &LeaseSweeper{b: b, interval: interval, log: log, onSweep: onSweep}
+}
+
+// Run sweeps at once, then every interval, until ctx ends.
+func (s *LeaseSweeper) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		s.RunOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce sweeps until no expired lease is left (in pages of 1000).
+func (s *LeaseSweeper) RunOnce(ctx context.Context) {
+	const limit = 1000
+	for ctx.Err() == nil {
+		res, err := s.b.LeaseSweep(ctx, backend.SweepParams{Limit: limit})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("sweep expired leases", "err", err)
+			}
+			return
+		}
+		if res.Rescued+res.Failed > 0 {
+			s.log.Info("rescued jobs with expired leases", "rescued", res.Rescued, "failed", res.Failed)
+			if s.onSweep != nil {
+				s.onSweep(res)
+			}
+		}
+		if res.Rescued+res.Failed < limit {
+			return
+		}
+	}
+}

@@ -1,0 +1,306 @@
+package jobq_test
+
+// Tests that prove the queue across real operating-system processes: several
+// worker processes sharing one SQLite file, a worker killed with SIGKILL, a
+// worker stopped with SIGTERM. The worker processes are this test binary
+// re-executed with childEnv set (see TestMain).
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/sqlite"
+)
+
+const (
+	childEnv       = "JOBQ_TEST_CHILD_DB"
+	childLedgerEnv = "JOBQ_TEST_CHILD_LEDGER"
+	childConcEnv   = "JOBQ_TEST_CHILD_CONCURRENCY"
+	childLeaseEnv  = "JOBQ_TEST_CHILD_LEASE"
+)
+
+// runChild is a worker process: it works the "record" type, which appends
+// "<job id> <attempt> <pid> <event>" to this process's own ledger file, until
+// SIGTERM. Attempt 1 of a "hang-first" job hangs until cancelled, so a test
+// can kill the process in the middle of it.
+func runChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	b, err := sqlite.Open(ctx, os.Getenv(childEnv), sqlite.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: open:", err)
+		return 3
+	}
+	defer b.Close()
+	ledger, err := os.OpenFile(os.Getenv(childLedgerEnv), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child: ledger:", err)
+		return 3
+	}
+	defer ledger.Close()
+	record := func(j *jobq.Job, event string) error {
+		_, err := fmt.Fprintf(ledger, "%d %d %d %s\n", j.ID, j.Attempt, os.Getpid(), event)
+		return err
+	}
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("record", func(ctx context.Context, j *jobq.Job) error { return record(j, "ran") })
+	reg.HandleFunc("hang-first", func(ctx context.Context, j *jobq.Job) error {
+		if err := record(j, "started"); err != nil {
+			return err
+		}
+		if j.Attempt == 1 {
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return record(j, "ran")
+	})
+	reg.HandleFunc("slow", func(ctx context.Context, j *jobq.Job) error {
+		if err := record(j, "started"); err != nil {
+			return err
+		}
+		time.Sleep(time.Second) // the work the shutdown must wait for
+		return record(j, "ran")
+	})
+	conc, _ := strconv.Atoi(os.Getenv(childConcEnv))
+	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
+	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+		Concurrency: conc, Lease: lease, PollInterval: 20 * time.Millisecond,
+		SweepInterval: 100 * time.Millisecond, Logger: quietLog,
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}
+
+type child struct {
+	cmd    *exec.Cmd
+	ledger string
+}
+
+func startChild(t *testing.T, db, dir string, n, concurrency int, lease time.Duration) *child {
+	t.Helper()
+	ledger := filepath.Join(dir, fmt.Sprintf("ledger-%d.txt", n))
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+db, childLedgerEnv+"="+ledger,
+		childConcEnv+"="+strconv.Itoa(concurrency), childLeaseEnv+"="+lease.String())
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker process: %v", err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return &child{cmd: cmd, ledger: ledger}
+}
+
+// stop sends SIGTERM and asserts a clean exit.
+func (c *child) stop(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal worker: %v", err)
+	}
+	if err := c.cmd.Wait(); err != nil {
+		t.Fatalf("worker process exited with %v after SIGTERM, want exit 0", err)
+	}
+}
+
+type ledgerLine struct {
+	id      int64
+	attempt int
+	pid     int
+	event   string
+}
+
+func readLedgers(t *testing.T, children ...*child) []ledgerLine {
+	t.Helper()
+	var out []ledgerLine
+	for _, c := range children {
+		f, err := os.Open(c.ledger)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var l ledgerLine
+			if _, err := fmt.Sscanf(sc.Text(), "%d %d %d %s", &l.id, &l.attempt, &l.pid, &l.event); err != nil {
+				t.Fatalf("ledger line %q: %v", sc.Text(), err)
+			}
+			out = append(out, l)
+		}
+		f.Close()
+	}
+	return out
+}
+
+func openSQLite(t *testing.T, path string) backend.Backend {
+	t.Helper()
+	b, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func queueEmpty(b backend.Backend) bool {
+	s, err := b.QueueStats(context.Background())
+	if err != nil {
+		return false
+	}
+	t := jobq.Totals(s)
+	return t.Pending+t.Scheduled+t.Reserved == 0
+}
+
+// TestProcessesShareOneSQLiteFile: 4 worker processes work 10,000 jobs; every
+// job's handler runs exactly once, on its first attempt (so no job was ever
+// held by two workers, nor rescued from one), and nothing fails.
+func TestProcessesShareOneSQLiteFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "jobs.db")
+	b := openSQLite(t, db)
+	const total = 10000
+	specs := make([]jobq.JobSpec, total)
+	for i := range specs {
+		specs[i] = jobq.JobSpec{Type: "record"}
+	}
+	if _, err := mustClient(t, b, jobq.ClientConfig{}).EnqueueMany(context.Background(), specs); err != nil {
+		t.Fatal(err)
+	}
+	var children []*child
+	for i := range 4 {
+		children = append(children, startChild(t, db, dir, i, 8, 30*time.Second))
+	}
+	eventually(t, 120*time.Second, "4 processes to drain 10,000 jobs", func() bool { return queueEmpty(b) })
+	for _, c := range children {
+		c.stop(t)
+	}
+	runs := map[int64]int{}
+	pids := map[int]int{}
+	for _, l := range readLedgers(t, children...) {
+		runs[l.id]++
+		pids[l.pid]++
+		if l.attempt != 1 {
+			t.Errorf("job %d ran as attempt %d: it was re-claimed", l.id, l.attempt)
+		}
+	}
+	if len(runs) != total {
+		t.Fatalf("%d distinct jobs ran, want %d", len(runs), total)
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("job %d ran %d times, want exactly once", id, n)
+		}
+	}
+	if len(pids) < 2 {
+		t.Fatalf("only %d process did any work: %v", len(pids), pids)
+	}
+	if f := failedJobs(t, b); len(f) != 0 {
+		t.Fatalf("%d jobs failed", len(f))
+	}
+	t.Logf("jobs per process: %v", pids)
+}
+
+// TestProcessKilledMidJob: SIGKILL a worker in the middle of a job; another
+// worker rescues it once the lease expires and runs it again as attempt 2,
+// so the crashed attempt counts and nothing is lost.
+func TestProcessKilledMidJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "jobs.db")
+	b := openSQLite(t, db)
+	id, err := mustClient(t, b, jobq.ClientConfig{}).Enqueue(context.Background(), "hang-first", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := startChild(t, db, dir, 0, 1, time.Second)
+	eventually(t, 30*time.Second, "the victim to start the job", func() bool { return len(readLedgers(t, victim)) > 0 })
+	if err := victim.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	victim.cmd.Wait()
+	row, err := b.JobGet(context.Background(), id)
+	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
+		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker", row, err)
+	}
+	rescuer := startChild(t, db, dir, 1, 1, time.Second)
+	eventually(t, 30*time.Second, "the rescuer to finish the job", func() bool { return jobGone(b, id) })
+	rescuer.stop(t)
+	lines := readLedgers(t, victim, rescuer)
+	want := []ledgerLine{
+		{id, 1, victim.cmd.Process.Pid, "started"},
+		{id, 2, rescuer.cmd.Process.Pid, "started"},
+		{id, 2, rescuer.cmd.Process.Pid, "ran"},
+	}
+	if fmt.Sprint(lines) != fmt.Sprint(want) {
+		t.Fatalf("ledger %v, want %v", lines, want)
+	}
+	if f := failedJobs(t, b); len(f) != 0 {
+		t.Fatalf("failed jobs: %+v", f)
+	}
+}
+
+// TestProcessSIGTERM: a worker told to stop finishes its in-flight job,
+// claims nothing new and exits 0.
+func TestProcessSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "jobs.db")
+	b := openSQLite(t, db)
+	c := mustClient(t, b, jobq.ClientConfig{})
+	first, err := c.Enqueue(context.Background(), "slow", nil, jobq.Priority(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startChild(t, db, dir, 0, 1, 30*time.Second)
+	eventually(t, 30*time.Second, "the worker to start the first job", func() bool { return len(readLedgers(t, w)) > 0 })
+	second, err := c.Enqueue(context.Background(), "slow", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.stop(t) // asserts exit code 0
+	if !jobGone(b, first) {
+		t.Fatal("the in-flight job was not completed before exit")
+	}
+	row, err := b.JobGet(context.Background(), second)
+	if err != nil || row.Status != backend.StatusPending || row.Attempts != 0 {
+		t.Fatalf("second job %+v, %v; want pending and never claimed", row, err)
+	}
+	lines := readLedgers(t, w)
+	if len(lines) != 2 || lines[0].id != first || lines[1].event != "ran" {
+		t.Fatalf("ledger %v, want the first job started and ran, nothing else", lines)
+	}
+}

@@ -1,0 +1,103 @@
+package sqlite_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/sqlite"
+)
+
+// openBench opens a fresh file-backed backend for a benchmark.
+func openBench(b *testing.B) *sqlite.Backend {
+	b.Helper()
+	be, err := sqlite.Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+	if err != nil {
+		b.Fatalf("open: %v", err)
+	}
+	b.Cleanup(func() { _ = be.Close() })
+	return be
+}
+
+func benchJobs(n int) []backend.InsertParams {
+	ps := make([]backend.InsertParams, n)
+	for i := range ps {
+		ps[i] = backend.InsertParams{
+			Queue:       "bench",
+			Type:        "noop",
+			Payload:     []byte(fmt.Sprintf(`{"user_id":%d,"email":"user%d@example.com"}`, i, i)),
+			MaxAttempts: 3,
+		}
+	}
+	return ps
+}
+
+func reportJobs(b *testing.B, jobs int) {
+	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkInsertBatch1000: one JobInsertMany of 1,000 jobs per op.
+func BenchmarkInsertBatch1000(b *testing.B) {
+	be := openBench(b)
+	ps := benchJobs(1000)
+	ctx := b.Context()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N*len(ps))
+}
+
+// BenchmarkInsertSingle: one JobInsertMany of one job (one transaction) per op.
+func BenchmarkInsertSingle(b *testing.B) {
+	be := openBench(b)
+	ps := benchJobs(1)
+	ctx := b.Context()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N)
+}
+
+// BenchmarkClaimComplete: per op, claim a batch of 100 due jobs and complete
+// them all as done in one JobComplete, from a backlog inserted beforehand.
+func BenchmarkClaimComplete(b *testing.B) {
+	const batch = 100
+	be := openBench(b)
+	ctx := b.Context()
+	chunk := benchJobs(1000)
+	for left := b.N * batch; left > 0; left -= len(chunk) {
+		if _, err := be.JobInsertMany(ctx, chunk[:min(left, len(chunk))]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	outcomes := make([]backend.Outcome, 0, batch)
+	b.ResetTimer()
+	for range b.N {
+		rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: batch, Lease: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) != batch {
+			b.Fatalf("claimed %d jobs, want %d", len(rows), batch)
+		}
+		outcomes = outcomes[:0]
+		for _, r := range rows {
+			outcomes = append(outcomes, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone})
+		}
+		res, err := be.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(res.Stale) != 0 {
+			b.Fatalf("%d stale outcomes", len(res.Stale))
+		}
+	}
+	b.StopTimer()
+	reportJobs(b, b.N*batch)
+}

@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// JobInsertMany implements backend.Backend. The whole batch is one write
+// transaction: unique keys are resolved first (against live jobs and
+// earlier items), then the new jobs go in as multi-row INSERTs of up to
+// 500 rows. In-process subscribers of the affected queues are woken after
+// the commit.
+func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	const op = "insert jobs"
+	if err := b.checkOpen(op); err != nil {
+		return nil, err
+	}
+	if err := validateInserts(op, params); err != nil {
+		return nil, err
+	}
+	results := make([]backend.InsertResult, len(params))
+	if len(params) == 0 {
+		return results, nil
+	}
+	now := b.now()
+	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+		return insertTx(ctx, tx, st, params, results, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	queues := make(map[string]struct{}, 1)
+	for i, p := range params {
+		if !results[i].Duplicate {
+			queues[p.Queue] = struct{}{}
+		}
+	}
+	b.hub.notify(queues)
+	return results, nil
+}
+
+// validateInserts refuses the whole batch on its first invalid item.
+func validateInserts(op string, params []backend.InsertParams) error {
+	for i, p := range params {
+		if err := backend.ValidateInsert(p); err != nil {
+			return fmt.Errorf("%s: item %d: %w", op, i, err)
+		}
+	}
+	return nil
+}
+
+// insertTx writes params inside tx, filling results. st holds the backend's
+// prepared statements when tx is the backend's own; nil for a caller's
+// transaction, whose connection those statements do not belong to.
+func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams, results []backend.InsertResult, now time.Time) error {
+	nowUS := micros(now)
+	fresh := make([]int, 0, len(params)) // indexes of params to insert
+	var keys map[string]int              // unique key -> index of the batch item inserting it
+	var dupOf map[int]int                // duplicate item -> batch item it repeats
+	var lookup *sql.Stmt
+	for i, p := range params {
+		if p.UniqueKey == "" {
+			fresh = append(fresh, i)
+			continue
+		}
+		if j, ok := keys[p.UniqueKey]; ok {
+			if dupOf == nil {
+				dupOf = make(map[int]int)
+			}
+			dupOf[i] = j
+			results[i].Duplicate = true
+			continue
+		}
+		if keys == nil {
+			keys = make(map[string]int)
+			if st != nil {
+				lookup = tx.StmtContext(ctx, st.uniqueLookup)
+			}
+		}
+		var row *sql.Row
+		if lookup != nil {
+			row = lookup.QueryRowContext(ctx, p.UniqueKey)
+		} else {
+			row = tx.QueryRowContext(ctx, qUniqueLookup, p.UniqueKey)
+		}
+		var id int64
+		switch err := row.Scan(&id); {
+		case err == nil:
+			results[i] = backend.InsertResult{ID: id, Duplicate: true}
+			continue
+		case !errors.Is(err, sql.ErrNoRows):
+			return err
+		}
+		keys[p.UniqueKey] = i
+		fresh = append(fresh, i)
+	}
+
+	args := make([]any, 0, min(len(fresh), insertChunkRows)*insertColumnsPerRow)
+	for start := 0; start < len(fresh); start += insertChunkRows {
+		chunk := fresh[start:min(start+insertChunkRows, len(fresh))]
+		args = args[:0]
+		for _, i := range chunk {
+			p := params[i]
+			var key any
+			if p.UniqueKey != "" {
+				key = p.UniqueKey
+			}
+			args = append(args, p.Queue, p.Type, p.Payload, int64(p.MaxAttempts), int64(p.Priority),
+				micros(p.AvailableAt(now)), nowUS, key)
+		}
+		var res sql.Result
+		var err error
+		switch {
+		case st == nil:
+			res, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+		case len(chunk) == insertChunkRows:
+			res, err = tx.StmtContext(ctx, st.insertChunk).ExecContext(ctx, args...)
+		case len(chunk) == 1:
+			res, err = tx.StmtContext(ctx, st.insertOne).ExecContext(ctx, args...)
+		default:
+			res, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+		}
+		if err != nil {
+			return err
+		}
+		last, err := res.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(chunk)) {
+			return fmt.Errorf("inserted %d rows of %d (%v)", n, len(chunk), err)
+		}
+		// AUTOINCREMENT under the write lock numbers the rows of one
+		// statement consecutively in VALUES order.
+		first := last - int64(len(chunk)) + 1
+		for k, i := range chunk {
+			results[i].ID = first + int64(k)
+		}
+	}
+	for i, j := range dupOf {
+		results[i].ID = results[j].ID
+	}
+	return nil
+}

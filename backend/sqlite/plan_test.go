@@ -1,0 +1,86 @@
+package sqlite
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// queryPlan returns EXPLAIN QUERY PLAN's detail lines for query.
+func queryPlan(t *testing.T, b *Backend, query string, args ...any) string {
+	t.Helper()
+	rows, err := b.w.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("explain %s: %v", query, err)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestQueryPlansUseIndexes pins the hot statements to their indexes, so a
+// schema or query change cannot silently turn a claim into a table scan.
+func TestQueryPlansUseIndexes(t *testing.T) {
+	t.Parallel()
+	b, err := Open(t.Context(), filepath.Join(t.TempDir(), "plan.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	now := time.Now().UnixMicro()
+	cases := []struct {
+		name, query string
+		args        []any
+		want        []string // substrings the plan must contain
+		not         []string // substrings it must not contain
+	}{
+		{"claim one queue", claimSQL(1), []any{now, now, 100, "q"},
+			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
+		// Each arm searches jobs_claim in order; the temp b-trees of the
+		// merge sort at most Max rows per arm, never the backlog.
+		{"claim three queues", claimSQL(3), []any{now, now, 100, "a", "b", "c"},
+			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"SCAN jobs"}},
+		{"sweep", qSweepExpired, []any{now, 100},
+			[]string{"USING INDEX jobs_lease (lease_until<?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
+		{"unique lookup", qUniqueLookup, []any{"k"},
+			[]string{"jobs_unique_key (unique_key=?)"}, nil},
+		{"fenced done", qCompleteDone, []any{1, 1},
+			[]string{"USING INTEGER PRIMARY KEY (rowid=?)"}, nil},
+	}
+	w, args := failedWhere(backend.FailedFilter{Queue: "q"}, 10)
+	cases = append(cases, struct {
+		name, query string
+		args        []any
+		want        []string
+		not         []string
+	}{"failed list by queue", failedListSQL(w), append(args, 100),
+		[]string{"failed_jobs_queue (queue=? AND id<?)"}, []string{"TEMP B-TREE"}})
+	for _, c := range cases {
+		plan := queryPlan(t, b, c.query, c.args...)
+		for _, s := range c.want {
+			if !strings.Contains(plan, s) {
+				t.Errorf("%s: plan lacks %q:\n%s", c.name, s, plan)
+			}
+		}
+		for _, s := range c.not {
+			if strings.Contains(plan, s) {
+				t.Errorf("%s: plan has %q:\n%s", c.name, s, plan)
+			}
+		}
+		t.Logf("%s:\n%s", c.name, plan)
+	}
+}

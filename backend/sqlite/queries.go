@@ -1,0 +1,244 @@
+package sqlite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// Every SQL statement of this backend lives in this file (the schema itself
+// lives in migrations/). Each carries a header naming its parameters (?N is
+// the Nth argument) and what it returns. Times are INTEGER unix microseconds
+// taken from the backend's clock. Statements that filter on status use the
+// literal 'pending' or 'reserved' so SQLite can match the partial indexes.
+
+// jobColumns is the column list scanJob reads, in order.
+const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
+	available_at, reserved_at, lease_until, created_at, last_error, unique_key`
+
+// failedColumns is the column list scanFailed reads, in order.
+const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
+	error, unique_key, created_at, failed_at`
+
+// --- schema bookkeeping ---
+
+// qSchemaTableExists: no parameters. Returns one row: 1 when the jobq_schema
+// table exists, else 0.
+const qSchemaTableExists = `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'jobq_schema'`
+
+// qSchemaCreate: no parameters. Creates the version table if missing.
+const qSchemaCreate = `CREATE TABLE IF NOT EXISTS jobq_schema (
+	version    INTEGER PRIMARY KEY,
+	applied_at INTEGER NOT NULL
+)`
+
+// qSchemaVersion: no parameters. Returns one row: the highest applied
+// migration version, 0 when none.
+const qSchemaVersion = `SELECT COALESCE(MAX(version), 0) FROM jobq_schema`
+
+// qSchemaRecord: ?1 version, ?2 applied_at. Records one applied migration.
+const qSchemaRecord = `INSERT INTO jobq_schema (version, applied_at) VALUES (?1, ?2)`
+
+// --- insert ---
+
+// insertColumnsPerRow is the number of parameters insertSQL binds per job.
+const insertColumnsPerRow = 8
+
+// insertSQL returns a multi-row INSERT of n pending jobs. Parameters, for
+// each row in turn: queue, type, payload, max_attempts, priority,
+// available_at, created_at, unique_key (NULL for none). Returns no rows;
+// with AUTOINCREMENT under the write lock the rows get consecutive IDs in
+// VALUES order, ending at the result's LastInsertId.
+func insertSQL(n int) string {
+	var sb strings.Builder
+	sb.Grow(128 + n*40)
+	sb.WriteString(`INSERT INTO jobs (queue, type, payload, max_attempts, priority, status, available_at, created_at, unique_key) VALUES `)
+	for i := range n {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(`(?,?,?,?,?,'pending',?,?,?)`)
+	}
+	return sb.String()
+}
+
+// qUniqueLookup: ?1 unique_key. Returns the ID of the live job holding the
+// key, or no row.
+const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
+
+// --- claim ---
+
+// claimSQL returns the claim statement for n distinct queues. Parameters:
+// ?1 now, ?2 lease_until, ?3 max jobs, ?4.. the queue names. It reserves up
+// to ?3 due pending jobs, highest priority then lowest ID first, counting
+// the attempt, and returns them (jobColumns, in no particular order).
+//
+// With one queue the subquery walks jobs_claim in order and stops at the
+// limit. With several, each queue's arm is limited on its own index range
+// before the arms are merged, so a claim never sorts a whole backlog.
+func claimSQL(n int) string {
+	var sb strings.Builder
+	sb.WriteString(`UPDATE jobs SET status = 'reserved', attempts = attempts + 1, reserved_at = ?1, lease_until = ?2
+WHERE id IN (`)
+	if n == 1 {
+		sb.WriteString(`SELECT id FROM jobs
+	WHERE status = 'pending' AND queue = ?4 AND available_at <= ?1
+	ORDER BY priority DESC, id LIMIT ?3`)
+	} else {
+		sb.WriteString(`SELECT id FROM (`)
+		for i := range n {
+			if i > 0 {
+				sb.WriteString("\n\tUNION ALL ")
+			}
+			sb.WriteString(`SELECT id, priority FROM (SELECT id, priority FROM jobs
+		WHERE status = 'pending' AND queue = ?`)
+			sb.WriteString(strconv.Itoa(4 + i))
+			sb.WriteString(` AND available_at <= ?1
+		ORDER BY priority DESC, id LIMIT ?3)`)
+		}
+		sb.WriteString("\n\tORDER BY priority DESC, id LIMIT ?3)")
+	}
+	sb.WriteString(`)
+RETURNING ` + jobColumns)
+	return sb.String()
+}
+
+// --- completion, leases, release ---
+
+// qCompleteDone: ?1 id, ?2 attempts (the fence). Deletes the job if this
+// attempt still holds it; RowsAffected is 0 when stale.
+const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+
+// qCompleteRetry: ?1 id, ?2 attempts (the fence), ?3 available_at,
+// ?4 last_error. Returns the job to pending; returns its queue, or no row
+// when stale.
+const qCompleteRetry = `UPDATE jobs
+SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
+WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'
+RETURNING queue`
+
+// qFailCopy: ?1 id, ?2 attempts (the fence), ?3 error, ?4 failed_at. Copies
+// the held job into failed_jobs; RowsAffected is 0 when stale. qJobDelete
+// must follow in the same transaction.
+const qFailCopy = `INSERT INTO failed_jobs
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4
+FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+
+// qJobDelete: ?1 id. Deletes the job unconditionally (after qFailCopy).
+const qJobDelete = `DELETE FROM jobs WHERE id = ?1`
+
+// qExtendLease: ?1 id, ?2 attempts (the fence), ?3 lease_until. Returns
+// nothing; RowsAffected is 0 when the lease was lost.
+const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+
+// qRelease: ?1 id, ?2 attempts (the fence), ?3 available_at (now). Returns
+// the job to pending with the attempt un-counted; returns its queue, or no
+// row when stale.
+const qRelease = `UPDATE jobs
+SET status = 'pending', attempts = attempts - 1, available_at = ?3, reserved_at = NULL, lease_until = NULL
+WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'
+RETURNING queue`
+
+// --- lease sweep ---
+
+// qSweepExpired: ?1 now, ?2 limit. Returns id, attempts, max_attempts and
+// queue of reserved jobs whose lease has passed (lease_until < now), oldest
+// lease first, at most ?2 (uses jobs_lease).
+const qSweepExpired = `SELECT id, attempts, max_attempts, queue FROM jobs
+WHERE status = 'reserved' AND lease_until < ?1
+ORDER BY lease_until LIMIT ?2`
+
+// qSweepRescue: ?1 id, ?2 attempts, ?3 available_at (now), ?4 last_error.
+// Returns an expired job to pending keeping its attempt count; RowsAffected
+// is 0 if it changed meanwhile.
+const qSweepRescue = `UPDATE jobs
+SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
+WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+
+// --- reads ---
+
+// qJobGet: ?1 id. Returns the live job (jobColumns) or no row.
+const qJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`
+
+// qStatsJobs: ?1 now. Returns queue, pending (due), scheduled and reserved
+// counts per queue with at least one live job.
+const qStatsJobs = `SELECT queue,
+	SUM(status = 'pending' AND available_at <= ?1),
+	SUM(status = 'pending' AND available_at > ?1),
+	SUM(status = 'reserved')
+FROM jobs GROUP BY queue`
+
+// qStatsFailed: no parameters. Returns queue and failed_jobs count per queue.
+const qStatsFailed = `SELECT queue, count(*) FROM failed_jobs GROUP BY queue`
+
+// qFailedGet: ?1 failed_jobs id. Returns failedColumns or no row.
+const qFailedGet = `SELECT ` + failedColumns + ` FROM failed_jobs WHERE id = ?1`
+
+// failedWhere builds the WHERE clause (without the keyword; "1" when f
+// is zero) and its arguments for a failed-jobs filter. beforeID > 0 adds
+// id < beforeID. The queue and type terms use failed_jobs_queue/_type.
+func failedWhere(f backend.FailedFilter, beforeID int64) (string, []any) {
+	var terms []string
+	var args []any
+	if f.Queue != "" {
+		args = append(args, f.Queue)
+		terms = append(terms, "queue = ?")
+	}
+	if f.Type != "" {
+		args = append(args, f.Type)
+		terms = append(terms, "type = ?")
+	}
+	if !f.FailedBefore.IsZero() {
+		args = append(args, micros(f.FailedBefore))
+		terms = append(terms, "failed_at < ?")
+	}
+	if beforeID > 0 {
+		args = append(args, beforeID)
+		terms = append(terms, "id < ?")
+	}
+	if len(terms) == 0 {
+		return "1", nil
+	}
+	return strings.Join(terms, " AND "), args
+}
+
+// failedListSQL: the failedWhere arguments, then the limit. Returns
+// failedColumns of the matching failed jobs, highest ID first.
+func failedListSQL(where string) string {
+	return `SELECT ` + failedColumns + ` FROM failed_jobs WHERE ` + where + ` ORDER BY id DESC LIMIT ?`
+}
+
+// failedIDsSQL: the failedWhere arguments. Returns the IDs of the matching
+// failed jobs, lowest first.
+func failedIDsSQL(where string) string {
+	return `SELECT id FROM failed_jobs WHERE ` + where + ` ORDER BY id`
+}
+
+// --- replay and purge ---
+
+// qFailedExists: ?1 failed_jobs id. Returns one row when it exists.
+const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
+
+// qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
+// job as pending under its original job ID with attempts reset, unless a
+// live job holds that ID or its unique key. Returns the queue, or no row
+// when skipped (or the ID does not exist).
+const qReplay = `INSERT INTO jobs
+	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key)
+SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key
+FROM failed_jobs f
+WHERE f.id = ?1
+	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)
+	AND (f.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = f.unique_key))
+RETURNING queue`
+
+// qFailedDelete: ?1 failed_jobs id. RowsAffected is 0 when it does not exist.
+const qFailedDelete = `DELETE FROM failed_jobs WHERE id = ?1`
+
+// failedPurgeSQL: the failedWhere arguments. Deletes the matching failed
+// jobs; RowsAffected counts them.
+func failedPurgeSQL(where string) string {
+	return `DELETE FROM failed_jobs WHERE ` + where
+}

@@ -1,0 +1,124 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// stmts holds the statements prepared once and reused for the backend's
+// life: inside a write transaction tx.StmtContext reuses the statement
+// already prepared on the single write connection, so the hot paths never
+// re-parse SQL.
+type stmts struct {
+	// write connection
+	uniqueLookup *sql.Stmt
+	insertOne    *sql.Stmt // insertSQL(1): the common single enqueue
+	insertChunk  *sql.Stmt // insertSQL(insertChunkRows)
+	done         *sql.Stmt
+	retry        *sql.Stmt
+	failCopy     *sql.Stmt
+	jobDelete    *sql.Stmt
+	extend       *sql.Stmt
+	release      *sql.Stmt
+	sweepExpired *sql.Stmt
+	sweepRescue  *sql.Stmt
+	replay       *sql.Stmt
+	failedExists *sql.Stmt
+	failedDelete *sql.Stmt
+	// read connections
+	jobGet    *sql.Stmt
+	failedGet *sql.Stmt
+
+	claimMu sync.Mutex
+	claim   map[int]*sql.Stmt // by number of queues
+}
+
+// statements returns the prepared statements, preparing them on first use.
+// Preparing needs the schema, so it is deferred past Open: a backend opened
+// with NoMigrate on an empty file can still run Migrate.
+func (b *Backend) statements(ctx context.Context) (*stmts, error) {
+	b.stmtMu.Lock()
+	defer b.stmtMu.Unlock()
+	if b.closed.Load() {
+		return nil, backend.ErrClosed
+	}
+	if b.st != nil {
+		return b.st, nil
+	}
+	st := &stmts{claim: make(map[int]*sql.Stmt)}
+	for _, p := range []struct {
+		db   *sql.DB
+		dst  **sql.Stmt
+		text string
+	}{
+		{b.w, &st.uniqueLookup, qUniqueLookup},
+		{b.w, &st.insertOne, insertSQL(1)},
+		{b.w, &st.insertChunk, insertSQL(insertChunkRows)},
+		{b.w, &st.done, qCompleteDone},
+		{b.w, &st.retry, qCompleteRetry},
+		{b.w, &st.failCopy, qFailCopy},
+		{b.w, &st.jobDelete, qJobDelete},
+		{b.w, &st.extend, qExtendLease},
+		{b.w, &st.release, qRelease},
+		{b.w, &st.sweepExpired, qSweepExpired},
+		{b.w, &st.sweepRescue, qSweepRescue},
+		{b.w, &st.replay, qReplay},
+		{b.w, &st.failedExists, qFailedExists},
+		{b.w, &st.failedDelete, qFailedDelete},
+		{b.r, &st.jobGet, qJobGet},
+		{b.r, &st.failedGet, qFailedGet},
+	} {
+		s, err := p.db.PrepareContext(ctx, p.text)
+		if err != nil {
+			_ = st.close()
+			return nil, fmt.Errorf("prepare statements: %w", err)
+		}
+		*p.dst = s
+	}
+	b.st = st
+	return st, nil
+}
+
+// claimStmt returns the claim statement for n queues and whether the caller
+// must close it (when n is beyond the cached range).
+func (st *stmts) claimStmt(ctx context.Context, w *sql.DB, n int) (*sql.Stmt, bool, error) {
+	if n > maxCachedClaimQueues {
+		s, err := w.PrepareContext(ctx, claimSQL(n))
+		return s, true, err
+	}
+	st.claimMu.Lock()
+	defer st.claimMu.Unlock()
+	if s, ok := st.claim[n]; ok {
+		return s, false, nil
+	}
+	s, err := w.PrepareContext(ctx, claimSQL(n))
+	if err != nil {
+		return nil, false, err
+	}
+	st.claim[n] = s
+	return s, false, nil
+}
+
+func (st *stmts) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{
+		st.uniqueLookup, st.insertOne, st.insertChunk, st.done, st.retry, st.failCopy, st.jobDelete,
+		st.extend, st.release, st.sweepExpired, st.sweepRescue, st.replay,
+		st.failedExists, st.failedDelete, st.jobGet, st.failedGet,
+	} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	st.claimMu.Lock()
+	for _, s := range st.claim {
+		errs = append(errs, s.Close())
+	}
+	st.claimMu.Unlock()
+	return errors.Join(errs...)
+}

@@ -3,7 +3,6 @@ package backend
 import (
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"time"
 )
 
@@ -18,9 +17,6 @@ const (
 	MaxMaxAttempts  = 1000
 )
 
-// queuePattern: 1 to 128 characters, letters, digits, '_', '-', '.', ':',
-// starting with a letter or digit.
-var queuePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$`)
 
 // InputError says which field of a request was refused and why. It wraps
 // ErrInvalidInput.
@@ -37,10 +33,27 @@ func (e *InputError) Unwrap() error { return ErrInvalidInput }
 
 // ValidateQueue reports whether name is an acceptable queue name.
 func ValidateQueue(name string) error {
-	if !queuePattern.MatchString(name) {
+	if !validQueue(name) {
 		return &InputError{Field: "queue", Reason: fmt.Sprintf("%q: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", name, MaxQueueLen)}
 	}
 	return nil
+}
+
+// validQueue: 1 to 128 letters, digits, '_', '-', '.', ':', starting with a
+// letter or digit. A loop, not a regexp: it runs for every enqueued job, and
+// the regexp was a fifth of a batch enqueue's CPU.
+func validQueue(name string) bool {
+	if len(name) == 0 || len(name) > MaxQueueLen {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || c != '_' && c != '-' && c != '.' && c != ':') {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateInsert checks one job before anything is written. Backends call it

@@ -73,6 +73,8 @@ type Backend struct {
 	now         func() time.Time
 	w           *sql.DB // one connection: every write
 	r           *sql.DB // read-only connections
+	ckpt        *sql.DB // one connection: WAL checkpoints, see checkpoint.go
+	checkpoints *checkpointer
 	hub         hub
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -138,11 +140,19 @@ func (b *Backend) open(ctx context.Context, noMigrate bool) error {
 		return b.mapErr(ctx, "open sqlite", err)
 	}
 	if noMigrate {
-		_, err := b.schemaState(ctx, b.r)
+		_, err = b.schemaState(ctx, b.r)
+	} else {
+		_, err = b.Migrate(ctx)
+	}
+	if err != nil {
 		return err
 	}
-	_, err = b.Migrate(ctx)
-	return err
+	if b.ckpt, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, true)); err != nil {
+		return fmt.Errorf("open sqlite %s: %w", b.path, err)
+	}
+	b.ckpt.SetMaxOpenConns(1)
+	b.checkpoints = startCheckpointer(b.ckpt, b.path)
+	return nil
 }
 
 // dsn builds the driver's data source name: a file: URI (so any path
@@ -151,7 +161,9 @@ func dsn(path string, busy time.Duration, write bool) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(OFF)", busy.Milliseconds())
 	if write {
-		q += "&_pragma=journal_mode(WAL)&_txlock=immediate"
+		// wal_autocheckpoint(0): checkpoints run off the write path, see
+		// checkpoint.go.
+		q += "&_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	} else {
 		q += "&_pragma=query_only(1)"
 	}
@@ -171,6 +183,12 @@ func (b *Backend) Close() error {
 
 func (b *Backend) closeDBs() error {
 	var errs []error
+	if b.checkpoints != nil {
+		b.checkpoints.stop()
+	}
+	if b.ckpt != nil {
+		errs = append(errs, b.ckpt.Close())
+	}
 	b.stmtMu.Lock()
 	if b.st != nil {
 		errs = append(errs, b.st.close())

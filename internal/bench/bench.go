@@ -126,6 +126,9 @@ type Result struct {
 	// Enqueued and EnqueuedPerSec: steady's producers, over the same window.
 	Enqueued       int64   `json:"enqueued,omitempty"`
 	EnqueuedPerSec float64 `json:"enqueued_per_sec,omitempty"`
+	// MaxBacklog: steady's producers wait while this many of their jobs
+	// are not done yet, so the run stays a steady state.
+	MaxBacklog int `json:"max_backlog,omitempty"`
 	// Enqueue-to-handler-start latency percentiles (latency only).
 	P50Ms *float64 `json:"p50_ms,omitempty"`
 	P90Ms *float64 `json:"p90_ms,omitempty"`

@@ -19,7 +19,7 @@ func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
 	}
 	n := int64(cfg.N)
 	start := time.Now()
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop)
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop, nil)
 	if err != nil {
 		return Result{}, err
 	}

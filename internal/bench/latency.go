@@ -46,7 +46,7 @@ func runLatency(ctx context.Context, cfg Config, queue string) (Result, error) {
 		}
 		return nil
 	}
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, handler)
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, handler, nil)
 	if err != nil {
 		return Result{}, err
 	}

@@ -16,16 +16,19 @@ type pool struct {
 	done   atomic.Int64 // attempts that succeeded
 	other  atomic.Int64 // attempts that did not (retry, failed, released)
 	notify chan struct{}
-	cancel context.CancelFunc
-	ran    chan error
+	// credits, when set, gets one value taken back per successful attempt:
+	// the steady producers put one in per job, which bounds the backlog.
+	credits chan struct{}
+	cancel  context.CancelFunc
+	ran     chan error
 }
 
 // startPool runs a worker with concurrency slots on queue, handling
-// noopType with handler, until stop.
-func startPool(ctx context.Context, cfg Config, queue string, concurrency int, handler jobq.HandlerFunc) (*pool, error) {
+// noopType with handler, until stop. credits may be nil.
+func startPool(ctx context.Context, cfg Config, queue string, concurrency int, handler jobq.HandlerFunc, credits chan struct{}) (*pool, error) {
 	reg := jobq.NewRegistry()
 	reg.HandleFunc(noopType, handler)
-	p := &pool{notify: make(chan struct{}, 1), ran: make(chan error, 1)}
+	p := &pool{notify: make(chan struct{}, 1), ran: make(chan error, 1), credits: credits}
 	w, err := jobq.NewWorker(cfg.Backend, reg, jobq.WorkerConfig{
 		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, OnEvent: p.onEvent,
 	})
@@ -43,6 +46,10 @@ func noop(context.Context, *jobq.Job) error { return nil }
 func (p *pool) onEvent(ev jobq.Event) {
 	if ev.Kind == jobq.EventDone {
 		p.done.Add(1)
+		select {
+		case <-p.credits: // nil when unused: never ready
+		default:
+		}
 	} else {
 		p.other.Add(1)
 	}
@@ -112,7 +119,7 @@ func workOff(ctx context.Context, cfg Config, queue string, n int64) error {
 	if n == 0 {
 		return checkEmpty(ctx, cfg, queue)
 	}
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop)
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop, nil)
 	if err != nil {
 		return err
 	}

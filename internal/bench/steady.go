@@ -10,20 +10,30 @@ import (
 	"github.com/jobq/jobq"
 )
 
+// steadyBacklog bounds how far steady's producers may run ahead of the
+// worker: at most max(1000, 10 × Workers) jobs enqueued and not yet done.
+// Without it, producers that enqueue faster than the worker completes grow
+// the queue without limit (millions of jobs in memory after ten seconds on
+// the memory backend) and, never blocking, take the CPU from the worker:
+// that measures a flood, not a steady state.
+func steadyBacklog(cfg Config) int { return max(1000, 10*cfg.Workers) }
+
 // runSteady runs Producers goroutines enqueuing one job per transaction as
-// fast as they can while one worker with Workers slots works them, for
-// Duration, and reports the jobs completed (and enqueued) in that window.
-// What is still queued at the end is worked off afterwards, untimed.
+// fast as they can (within the backlog bound) while one worker with Workers
+// slots works them, for Duration, and reports the jobs completed (and
+// enqueued) in that window. What is still queued at the end is worked off
+// afterwards, untimed.
 func runSteady(ctx context.Context, cfg Config, queue string) (Result, error) {
 	c, err := newClient(cfg)
 	if err != nil {
 		return Result{}, err
 	}
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop)
+	credits := make(chan struct{}, steadyBacklog(cfg))
+	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop, credits)
 	if err != nil {
 		return Result{}, err
 	}
-	res, err := measureSteady(ctx, cfg, c, p, queue)
+	res, err := measureSteady(ctx, cfg, c, p, queue, credits)
 	if serr := p.stop(); err == nil {
 		err = serr
 	}
@@ -33,7 +43,7 @@ func runSteady(ctx context.Context, cfg Config, queue string) (Result, error) {
 	return res, checkEmpty(ctx, cfg, queue)
 }
 
-func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, queue string) (Result, error) {
+func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, queue string, credits chan struct{}) (Result, error) {
 	opt := jobq.Queue(queue)
 	if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
 		return Result{}, err
@@ -44,7 +54,7 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 
 	var (
 		enqueued atomic.Int64
-		stop     atomic.Bool
+		stop     = make(chan struct{})
 		wg       sync.WaitGroup
 		errMu    sync.Mutex
 		errs     []error
@@ -53,14 +63,18 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 	bar := startProgress(cfg.Progress, Steady, fracOfTime(start, cfg.Duration), func() int64 { return p.done.Load() - 1 })
 	for range cfg.Producers {
 		wg.Go(func() {
-			// The producers stop on the flag, not on a cancelled context,
+			// The producers stop on a channel, not on a cancelled context,
 			// so no Enqueue is cut off half-way and the count stays exact.
-			for !stop.Load() {
+			for {
+				select {
+				case <-stop:
+					return
+				case credits <- struct{}{}:
+				}
 				if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
 					errMu.Lock()
 					errs = append(errs, err)
 					errMu.Unlock()
-					stop.Store(true)
 					return
 				}
 				enqueued.Add(1)
@@ -75,7 +89,7 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 	timer.Stop()
 	done, enq := p.done.Load()-1, enqueued.Load()
 	took := time.Since(start)
-	stop.Store(true)
+	close(stop)
 	wg.Wait()
 	bar.finish()
 	if err := errors.Join(errs...); err != nil {
@@ -88,7 +102,7 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 		return Result{}, err
 	}
 	return Result{
-		Jobs: done, Producers: cfg.Producers, Workers: cfg.Workers, Seconds: round(took.Seconds()),
-		JobsPerSec: rate(done, took), Enqueued: enq, EnqueuedPerSec: rate(enq, took),
+		Jobs: done, Producers: cfg.Producers, Workers: cfg.Workers, MaxBacklog: steadyBacklog(cfg),
+		Seconds: round(took.Seconds()), JobsPerSec: rate(done, took), Enqueued: enq, EnqueuedPerSec: rate(enq, took),
 	}, nil
 }

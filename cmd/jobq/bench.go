@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/bench"
+)
+
+// benchFlags are the bench command's knobs; zero-value meanings live in
+// bench.Config.
+type benchFlags struct {
+	workload   string
+	cfg        bench.Config
+	cpuProfile string
+}
+
+func (a *app) newBenchCmd() *cobra.Command {
+	var f benchFlags
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure enqueue, drain, latency and steady throughput on --db",
+		Long: `Run the standard workloads against the backend named by --db and print one
+JSON line per workload, so figures can be compared run to run:
+
+  enqueue-single  N jobs, one Enqueue (one transaction) at a time: jobs/s
+  enqueue-batch   N jobs through EnqueueMany in batches of --batch: jobs/s
+  drain           N no-op jobs already queued, one worker with --workers slots:
+                  jobs/s until all are done
+  latency         jobs enqueued at --rate per second into an idle worker in the
+                  same process, min(N, rate x duration) of them: enqueue-to-start
+                  p50/p90/p99/max in ms
+  steady          --producers goroutines enqueuing and one worker running
+                  together for --duration: completed jobs/s
+
+Each workload runs on a fresh queue (bench-<workload>-<nanos>) and leaves it
+empty. Without --db (and JOBQ_DB) the runs go to a temporary SQLite file that
+is removed afterwards. A progress bar is drawn on stderr when it is a terminal.`,
+		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
+		Args:    exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			names, err := f.check()
+			if err != nil {
+				return err
+			}
+			return a.runBench(cmd, f, names)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.workload, "workload", "all", "all, or one of "+strings.Join(bench.All, ", "))
+	fl.IntVarP(&f.cfg.N, "jobs", "n", 50000, "jobs per enqueue and drain workload; the most latency enqueues")
+	fl.IntVar(&f.cfg.Batch, "batch", 1000, "enqueue-batch batch size (also used to queue drain's jobs)")
+	fl.IntVar(&f.cfg.Workers, "workers", 100, "worker concurrency for drain, latency and steady")
+	fl.IntVar(&f.cfg.Rate, "rate", 200, "latency: jobs enqueued per second")
+	fl.DurationVar(&f.cfg.Duration, "duration", 10*time.Second, "how long steady runs (and latency at most)")
+	fl.IntVar(&f.cfg.Producers, "producers", 8, "steady: goroutines enqueuing one job per transaction")
+	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	_ = fl.MarkHidden("cpuprofile")
+	return cmd
+}
+
+// check refuses out-of-range flags and returns the workloads to run.
+func (f *benchFlags) check() ([]string, error) {
+	for _, v := range []struct {
+		name string
+		v    int
+	}{{"jobs", f.cfg.N}, {"batch", f.cfg.Batch}, {"workers", f.cfg.Workers}, {"rate", f.cfg.Rate}, {"producers", f.cfg.Producers}} {
+		if v.v <= 0 {
+			return nil, usagef("--%s %d must be greater than zero", v.name, v.v)
+		}
+	}
+	if f.cfg.Workers > 10000 {
+		return nil, usagef("--workers %d is over the worker's limit of 10000", f.cfg.Workers)
+	}
+	if f.cfg.Duration <= 0 {
+		return nil, usagef("--duration %s must be greater than zero", f.cfg.Duration)
+	}
+	if f.workload == "all" {
+		return bench.All, nil
+	}
+	for _, w := range bench.All {
+		if f.workload == w {
+			return []string{w}, nil
+		}
+	}
+	return nil, usagef("unknown --workload %q; use all or one of %s", f.workload, strings.Join(bench.All, ", "))
+}
+
+func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) error {
+	ctx := cmd.Context()
+	url, cleanup, err := a.benchURL(cmd)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if f.cpuProfile != "" {
+		stop, err := startCPUProfile(f.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	b, err := backend.Open(ctx, url)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", url, err)
+	}
+	defer b.Close()
+
+	cfg := f.cfg
+	cfg.Backend = b
+	cfg.BackendName = schemeOf(url)
+	cfg.Log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if isTerminal(a.errOut) {
+		cfg.Progress = a.errOut
+	}
+	return bench.Run(ctx, cfg, names, func(r bench.Result) error {
+		_, err := fmt.Fprintln(a.out, r.JSON())
+		return err
+	})
+}
+
+// benchURL is --db, except that with neither --db nor JOBQ_DB the bench
+// gets a temporary SQLite file rather than filling ./jobq.db with its jobs.
+func (a *app) benchURL(cmd *cobra.Command) (url string, cleanup func(), err error) {
+	if cmd.Flags().Changed("db") || os.Getenv("JOBQ_DB") != "" {
+		return a.db, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "jobq-bench-")
+	if err != nil {
+		return "", nil, fmt.Errorf("create temporary directory: %w", err)
+	}
+	fmt.Fprintf(a.errOut, "jobq bench: no --db given, using a temporary SQLite file in %s\n", dir)
+	return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+}
+
+// startCPUProfile profiles until the returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	out, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("create cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(out); err != nil {
+		out.Close()
+		return nil, fmt.Errorf("start cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		out.Close()
+	}, nil
+}
+
+// schemeOf names the backend of url for the results: "sqlite", "memory",
+// "postgres".
+func schemeOf(url string) string {
+	s, _, _ := strings.Cut(url, ":")
+	s = strings.ToLower(s)
+	if s == "postgresql" {
+		return "postgres"
+	}
+	return s
+}

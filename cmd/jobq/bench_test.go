@@ -1,0 +1,144 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/jobq/jobq"
+)
+
+// TestBenchWorkloads runs every workload with tiny sizes on memory and
+// sqlite and checks each prints one JSON line with the expected fields,
+// and that the workloads leave no job behind.
+func TestBenchWorkloads(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"memory", "sqlite"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			db := "memory:"
+			if name == "sqlite" {
+				db = tempDB(t)
+			}
+			r := run(t, "--db", db, "bench", "-n", "200", "--duration", "1s", "--rate", "100", "--workers", "20")
+			if r.err != nil {
+				t.Fatalf("bench: %v\n%s", r.err, r.errOut)
+			}
+			if strings.Contains(r.errOut, "temporary") {
+				t.Fatalf("bench ignored --db %s: %s", db, r.errOut)
+			}
+			lines := strings.Split(strings.TrimSpace(r.out), "\n")
+			want := []string{"enqueue-single", "enqueue-batch", "drain", "latency", "steady"}
+			if len(lines) != len(want) {
+				t.Fatalf("bench printed %d lines, want %d:\n%s", len(lines), len(want), r.out)
+			}
+			for i, line := range lines {
+				checkBenchLine(t, line, want[i], name)
+			}
+			if name == "sqlite" {
+				stats, err := jobq.NewInspector(openDB(t, db)).Stats(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(stats) != 0 {
+					t.Errorf("bench left jobs behind: %+v", stats)
+				}
+			}
+		})
+	}
+}
+
+func checkBenchLine(t *testing.T, line, workload, backendName string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(line), &m); err != nil {
+		t.Fatalf("line %q is not JSON: %v", line, err)
+	}
+	if m["workload"] != workload || m["backend"] != backendName {
+		t.Errorf("line %s: want workload %s, backend %s", line, workload, backendName)
+	}
+	num := func(field string) float64 {
+		v, ok := m[field].(float64)
+		if !ok {
+			t.Errorf("%s line lacks number %q: %s", workload, field, line)
+		}
+		return v
+	}
+	if num("seconds") <= 0 || num("jobs_per_sec") <= 0 {
+		t.Errorf("%s: seconds and jobs_per_sec must be positive: %s", workload, line)
+	}
+	jobs := num("jobs")
+	switch workload {
+	case "enqueue-single":
+		if jobs != 200 || num("producers") != 1 {
+			t.Errorf("%s: %s", workload, line)
+		}
+	case "enqueue-batch":
+		if jobs != 200 || num("batch") != 1000 {
+			t.Errorf("%s: %s", workload, line)
+		}
+	case "drain":
+		if jobs != 200 || num("workers") != 20 {
+			t.Errorf("%s: %s", workload, line)
+		}
+	case "latency":
+		// min(-n 200, --rate 100 × --duration 1s) jobs.
+		if jobs != 100 || num("rate") != 100 {
+			t.Errorf("%s: %s", workload, line)
+		}
+		p50, p90, p99, mx := num("p50_ms"), num("p90_ms"), num("p99_ms"), num("max_ms")
+		if p50 <= 0 || p50 > p90 || p90 > p99 || p99 > mx {
+			t.Errorf("latency percentiles out of order: %s", line)
+		}
+	case "steady":
+		if jobs <= 0 || num("producers") != 8 || num("enqueued") < jobs || num("max_backlog") != 1000 {
+			t.Errorf("%s: %s", workload, line)
+		}
+	}
+}
+
+func TestBenchUsageErrors(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--workload", "nope"},
+		{"-n", "0"},
+		{"--duration", "0s"},
+		{"--workers", "20000"},
+		{"extra"},
+	} {
+		r := run(t, append([]string{"--db", "memory:", "bench"}, args...)...)
+		if r.code() != 2 || strings.Contains(r.err.Error(), "\n") {
+			t.Errorf("bench %v: exit %d, err %v; want a one-line usage error", args, r.code(), r.err)
+		}
+	}
+	if r := run(t, "--db", "sync:", "bench"); r.err == nil || !strings.Contains(r.err.Error(), "sync backend") {
+		t.Errorf("bench on sync: %v, want a refusal naming the sync backend", r.err)
+	}
+}
+
+// TestBenchDefaultsToTemporaryFile checks that bench without --db or
+// JOBQ_DB writes to a temporary SQLite file it removes, not to ./jobq.db.
+func TestBenchDefaultsToTemporaryFile(t *testing.T) {
+	t.Setenv("JOBQ_DB", "") // not parallel: it changes the environment
+	_, err := os.Stat("jobq.db")
+	existed := err == nil
+	r := run(t, "bench", "--workload", "enqueue-batch", "-n", "10")
+	if r.err != nil {
+		t.Fatalf("bench: %v\n%s", r.err, r.errOut)
+	}
+	m := regexp.MustCompile(`temporary SQLite file in (\S+)`).FindStringSubmatch(r.errOut)
+	if m == nil {
+		t.Fatalf("stderr does not name the temporary file: %q", r.errOut)
+	}
+	if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+		t.Errorf("temporary directory %s still exists (err %v)", m[1], err)
+	}
+	if _, err := os.Stat("jobq.db"); err == nil && !existed {
+		t.Errorf("bench created ./jobq.db")
+	}
+	if !strings.Contains(r.out, `"workload":"enqueue-batch"`) {
+		t.Errorf("out = %q", r.out)
+	}
+}

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// demoSummary is what a test reads back from the demo's printed summary.
+type demoSummary struct {
+	completed, retriedJobs, retries, failed int
+	delays                                  [][]time.Duration // per retried job, in order
+	failedRows                              map[int64]string  // failed ID -> "type attempts: error"
+}
+
+var (
+	reCompleted = regexp.MustCompile(`(?m)^  completed +(\d+) `)
+	reRetried   = regexp.MustCompile(`(?m)^  retried +(\d+)  jobs, (\d+) retries`)
+	reWaited    = regexp.MustCompile(`(?m)waited (.+), (?:completed|failed) `)
+	reFailed    = regexp.MustCompile(`(?m)^  failed +(\d+)  moved`)
+	reFailedRow = regexp.MustCompile(`(?m)failed ID (\d+) +job \d+ +(\S+) +(\d+) attempts?: (.*)$`)
+)
+
+func parseDemo(t *testing.T, out string) demoSummary {
+	t.Helper()
+	num := func(re *regexp.Regexp, group int) int {
+		m := re.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("summary lacks %s:\n%s", re, out)
+		}
+		n, _ := strconv.Atoi(m[group])
+		return n
+	}
+	s := demoSummary{
+		completed: num(reCompleted, 1), retriedJobs: num(reRetried, 1), retries: num(reRetried, 2),
+		failed: num(reFailed, 1), failedRows: map[int64]string{},
+	}
+	for _, m := range reWaited.FindAllStringSubmatch(out, -1) {
+		var ds []time.Duration
+		for _, f := range strings.Split(m[1], " then ") {
+			d, err := time.ParseDuration(f)
+			if err != nil {
+				t.Fatalf("delay %q: %v", f, err)
+			}
+			ds = append(ds, d)
+		}
+		s.delays = append(s.delays, ds)
+	}
+	for _, m := range reFailedRow.FindAllStringSubmatch(out, -1) {
+		id, _ := strconv.ParseInt(m[1], 10, 64)
+		s.failedRows[id] = m[2] + " " + m[3] + ": " + m[4]
+	}
+	return s
+}
+
+// TestDemoSummaryAgreesWithInspector runs the real demo twice on one SQLite
+// file, replaying the first run's failures in between, and checks each
+// summary against what the Inspector (what `jobq stats` and `jobq failed
+// list` read) reports afterwards.
+func TestDemoSummaryAgreesWithInspector(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+
+	start := time.Now()
+	r := run(t, "--db", db, "demo")
+	if r.err != nil {
+		t.Fatalf("demo: %v\n%s\n%s", r.err, r.out, r.errOut)
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("demo took %s, promised under 30s", took)
+	}
+	first := parseDemo(t, r.out)
+	checkDemoRun(t, first, r.out)
+	in := jobq.NewInspector(openDB(t, db))
+	failed := checkDemoDB(t, in, 1)
+	checkFailedRowsPrinted(t, first, failed, nil)
+	for _, cmd := range []string{"jobq stats --db " + db, "jobq failed list --queue demo --db " + db, "jobq failed retry --all --queue demo --db " + db} {
+		if !strings.Contains(r.out, cmd) {
+			t.Errorf("summary lacks the command %q", cmd)
+		}
+	}
+
+	// Replay the failures: the next demo works them too but keeps them
+	// out of its own numbers.
+	if r := run(t, "--db", db, "failed", "retry", "--all", "--queue", "demo"); r.err != nil || !strings.Contains(r.out, "replayed 2") {
+		t.Fatalf("failed retry: %v %q", r.err, r.out)
+	}
+	r = run(t, "--db", db, "demo")
+	if r.err != nil {
+		t.Fatalf("second demo: %v\n%s", r.err, r.out)
+	}
+	second := parseDemo(t, r.out)
+	checkDemoRun(t, second, r.out)
+	for _, want := range []string{
+		`still held 2 unfinished jobs from an earlier run`,
+		`also ran 4 attempts of jobs left on queue "demo" by earlier runs`, // report 3 + charge 1
+		`4 failed (2 from this run, 2 from earlier runs)`,
+	} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("second summary lacks %q:\n%s", want, r.out)
+		}
+	}
+	all := checkDemoDB(t, in, 2)
+	checkFailedRowsPrinted(t, second, all, failed)
+}
+
+// checkDemoRun checks one run's own numbers: 24 jobs, 22 completed, the
+// three flaky calls and the report retried twice each with delays in the
+// 200ms × 2^(n−1) ±20% band, and two failures.
+func checkDemoRun(t *testing.T, s demoSummary, out string) {
+	t.Helper()
+	if s.completed != 22 || s.failed != 2 || s.completed+s.failed != len(demoJobs()) {
+		t.Errorf("completed %d, failed %d; want 22 and 2 of %d:\n%s", s.completed, s.failed, len(demoJobs()), out)
+	}
+	if s.retriedJobs != 4 || s.retries != 8 || len(s.delays) != 4 {
+		t.Errorf("retried %d jobs, %d retries, %d delay lines; want 4, 8, 4:\n%s", s.retriedJobs, s.retries, len(s.delays), out)
+	}
+	for _, ds := range s.delays {
+		if len(ds) != 2 {
+			t.Errorf("delays %v, want two", ds)
+			continue
+		}
+		for i, d := range ds {
+			base := demoRetryBase << i
+			if d < base*8/10-time.Millisecond || d > base*12/10+time.Millisecond {
+				t.Errorf("retry %d waited %s, outside %s ±20%%", i+1, d, base)
+			}
+		}
+	}
+}
+
+// checkDemoDB checks the queue is drained and failed_jobs holds exactly
+// runs × (one malformed charge after 1 attempt, one report after 3), and
+// returns those rows by failed ID.
+func checkDemoDB(t *testing.T, in *jobq.Inspector, runs int) map[int64]*jobq.FailedJob {
+	t.Helper()
+	ctx := t.Context()
+	q, err := queueStats(ctx, in, demoQueue)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Pending != 0 || q.Scheduled != 0 || q.Reserved != 0 || q.Failed != int64(2*runs) {
+		t.Errorf("queue demo = %+v, want only %d failed", q, 2*runs)
+	}
+	rows, err := in.FailedPage(ctx, jobq.FailedFilter{Queue: demoQueue}, 100, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byType := map[string]int{}
+	out := map[int64]*jobq.FailedJob{}
+	for _, f := range rows {
+		byType[f.Type]++
+		out[f.ID] = f
+		switch f.Type {
+		case demoCharge:
+			if f.Attempts != 1 || !strings.Contains(f.Error, "decode payment.charge payload") || !strings.HasPrefix(f.Error, "permanent: ") {
+				t.Errorf("charge failed after %d attempts with %q; want 1 attempt, a permanent decode error", f.Attempts, f.Error)
+			}
+		case demoReport:
+			if f.Attempts != 3 || !strings.Contains(f.Error, "connection refused") {
+				t.Errorf("report failed after %d attempts with %q; want 3, connection refused", f.Attempts, f.Error)
+			}
+		}
+	}
+	if len(rows) != 2*runs || byType[demoCharge] != runs || byType[demoReport] != runs {
+		t.Errorf("failed_jobs by type = %v (%d rows), want %d %s and %d %s", byType, len(rows), runs, demoCharge, runs, demoReport)
+	}
+	return out
+}
+
+// checkFailedRowsPrinted checks the summary listed exactly the failed_jobs
+// rows that are new since prev, with their IDs, types, attempts and errors.
+func checkFailedRowsPrinted(t *testing.T, s demoSummary, rows, prev map[int64]*jobq.FailedJob) {
+	t.Helper()
+	// The first run's rows were replayed and failed again under new IDs,
+	// so "new" is: not an ID of prev, and of a job the summary printed.
+	printed := 0
+	for id, f := range rows {
+		if _, old := prev[id]; old {
+			t.Errorf("failed ID %d survived a replay", id)
+		}
+		line, ok := s.failedRows[id]
+		if !ok {
+			continue
+		}
+		printed++
+		want := f.Type + " " + strconv.Itoa(f.Attempts) + ": " + f.Error
+		if line != want {
+			t.Errorf("summary row for failed ID %d = %q, want %q", id, line, want)
+		}
+	}
+	if printed != 2 || len(s.failedRows) != 2 {
+		t.Errorf("summary printed %d failed rows (%d matching failed_jobs), want 2", len(s.failedRows), printed)
+	}
+}

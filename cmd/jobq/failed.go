@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+func (a *app) newFailedCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "failed",
+		Short: "List, show, replay and purge failed jobs",
+		Long: `Jobs that ran out of attempts, or failed permanently, wait in the failed
+jobs table with their payload and last error until replayed or purged.`,
+	}
+	requireSubcommand(cmd)
+	cmd.AddCommand(a.newFailedListCmd(), a.newFailedShowCmd(), a.newFailedRetryCmd(), a.newFailedPurgeCmd())
+	return cmd
+}
+
+// filterFlags are the --queue and --type filters shared by the subcommands.
+type filterFlags struct{ queue, typ string }
+
+func (f *filterFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.queue, "queue", "", "only jobs of this queue")
+	cmd.Flags().StringVar(&f.typ, "type", "", "only jobs of this type")
+}
+
+func (f *filterFlags) filter() jobq.FailedFilter {
+	return jobq.FailedFilter{Queue: f.queue, Type: f.typ}
+}
+
+func (f *filterFlags) set() bool { return f.queue != "" || f.typ != "" }
+
+func (a *app) newFailedListCmd() *cobra.Command {
+	var (
+		f      filterFlags
+		limit  int
+		before int64
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List failed jobs, newest first",
+		Args:  exactArgs(0, "no arguments (filter with --queue and --type)"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 10000 {
+				return usagef("--limit %d: use 1 to 10000", limit)
+			}
+			if before < 0 {
+				return usagef("--before %d: use a failed job ID from a previous page", before)
+			}
+			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+				jobs, err := jobq.NewInspector(b).FailedPage(cmd.Context(), f.filter(), limit, before)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.out, failedJSONList(jobs))
+				}
+				a.printFailedTable(jobs, limit)
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
+	cmd.Flags().Int64Var(&before, "before", 0, "only jobs with a lower ID (the next page)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) printFailedTable(jobs []*jobq.FailedJob, limit int) {
+	if len(jobs) == 0 {
+		fmt.Fprintln(a.out, "no failed jobs")
+		return
+	}
+	tw := newTable(a.out)
+	fmt.Fprintln(tw, "ID\tJOB\tQUEUE\tTYPE\tATTEMPTS\tFAILED AT\tERROR")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.JobID, j.Queue, j.Type,
+			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(j.Error, 80))
+	}
+	tw.Flush()
+	if len(jobs) == limit {
+		fmt.Fprintf(a.errOut, "more may follow: jobq failed list --before %d\n", jobs[len(jobs)-1].ID)
+	}
+}
+
+func (a *app) newFailedShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one failed job: payload, full error, attempts and times",
+		Args:  exactArgs(1, "one failed job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+				j, err := jobq.NewInspector(b).Failed(cmd.Context(), ids[0])
+				if errors.Is(err, jobq.ErrNotFound) {
+					return fmt.Errorf("failed job %d not found: see 'jobq failed list' for the IDs", ids[0])
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.out, toFailedJSON(j))
+				}
+				a.printFailedJob(j)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func (a *app) printFailedJob(j *jobq.FailedJob) {
+	tw := newTable(a.out)
+	fmt.Fprintf(tw, "ID:\t%d\nJob ID:\t%d\nQueue:\t%s\nType:\t%s\n", j.ID, j.JobID, j.Queue, j.Type)
+	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", j.Attempts, j.MaxAttempts, j.Priority)
+	if j.UniqueKey != "" {
+		fmt.Fprintf(tw, "Unique key:\t%s\n", j.UniqueKey)
+	}
+	fmt.Fprintf(tw, "Enqueued at:\t%s\nFailed at:\t%s\n", timeText(j.CreatedAt), timeText(j.FailedAt))
+	tw.Flush()
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, j.Payload, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(j.Payload)
+	}
+	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), j.Error)
+}
+
+// selection is what retry and purge act on: IDs, or everything matching
+// the filters (all with --all).
+type selection struct {
+	f   filterFlags
+	all bool
+}
+
+func (s *selection) add(cmd *cobra.Command, verb string) {
+	s.f.add(cmd)
+	cmd.Flags().BoolVar(&s.all, "all", false, verb+" every failed job (narrow with --queue and --type)")
+}
+
+// ids parses the arguments and refuses an empty or ambiguous selection, so
+// that nothing acts on every failed job unless --all or a filter says so.
+// narrowed reports a filter beyond the shared ones (purge's --older-than).
+func (s *selection) ids(cmd *cobra.Command, args []string, narrowed bool) ([]int64, error) {
+	filtered := s.all || s.f.set() || narrowed
+	if len(args) > 0 && filtered {
+		return nil, usagef("%s: give failed job IDs or filters (--all, --queue, --type...), not both", cmd.CommandPath())
+	}
+	if len(args) == 0 && !filtered {
+		return nil, usagef("%s needs failed job IDs, or --all (optionally with --queue/--type); see 'jobq failed list'", cmd.CommandPath())
+	}
+	return parseIDs(args)
+}
+
+func (a *app) newFailedRetryCmd() *cobra.Command {
+	var s selection
+	cmd := &cobra.Command{
+		Use:   "retry ID... | --all [--queue Q] [--type T]",
+		Short: "Replay failed jobs: back to pending with attempts reset",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := s.ids(cmd, args, false)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+				in := jobq.NewInspector(b)
+				var replayed, skipped int
+				if len(ids) > 0 {
+					replayed, skipped, err = in.Replay(cmd.Context(), ids...)
+				} else {
+					replayed, skipped, err = in.ReplayAll(cmd.Context(), s.f.filter())
+				}
+				if errors.Is(err, jobq.ErrNotFound) {
+					return fmt.Errorf("%w: check the IDs with 'jobq failed list'; nothing was replayed", err)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "replayed %d, skipped %d\n", replayed, skipped)
+				if skipped > 0 {
+					fmt.Fprintln(a.errOut, "skipped jobs stay failed: a live job holds their unique key")
+				}
+				return nil
+			})
+		},
+	}
+	s.add(cmd, "replay")
+	return cmd
+}
+
+func (a *app) newFailedPurgeCmd() *cobra.Command {
+	var (
+		s         selection
+		olderThan time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "purge ID... | --all | --older-than D [--queue Q] [--type T]",
+		Short: "Delete failed jobs for good",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := positive(cmd, "older-than", olderThan); err != nil {
+				return err
+			}
+			ids, err := s.ids(cmd, args, olderThan > 0)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+				n, err := jobq.NewInspector(b).Purge(cmd.Context(), s.f.filter(), olderThan, ids...)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(a.out, "purged %d\n", n)
+				return nil
+			})
+		},
+	}
+	s.add(cmd, "purge")
+	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only jobs that failed longer ago than this, e.g. 720h")
+	return cmd
+}
+
+// failedJSON is a failed job for --json: the payload as JSON, not base64.
+type failedJSON struct {
+	ID          int64           `json:"id"`
+	JobID       int64           `json:"job_id"`
+	Queue       string          `json:"queue"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Error       string          `json:"error"`
+	UniqueKey   string          `json:"unique_key,omitempty"`
+	CreatedAt   time.Time       `json:"created_at"`
+	FailedAt    time.Time       `json:"failed_at"`
+}
+
+func toFailedJSON(j *jobq.FailedJob) failedJSON {
+	payload := json.RawMessage(j.Payload)
+	if !json.Valid(payload) {
+		payload, _ = json.Marshal(string(j.Payload))
+	}
+	return failedJSON{
+		ID: j.ID, JobID: j.JobID, Queue: j.Queue, Type: j.Type, Payload: payload,
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
+		Error: j.Error, UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
+	}
+}
+
+func failedJSONList(jobs []*jobq.FailedJob) []failedJSON {
+	out := make([]failedJSON, len(jobs))
+	for i, j := range jobs {
+		out[i] = toFailedJSON(j)
+	}
+	return out
+}

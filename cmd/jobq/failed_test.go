@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// seedFailed puts one job per queue/type pair into failed_jobs through the
+// backend's own lifecycle (insert, claim, fail) and returns the failed IDs
+// in the order given.
+func seedFailed(t *testing.T, b backend.Backend, jobs ...[2]string) []int64 {
+	t.Helper()
+	ctx := t.Context()
+	var ids []int64
+	for i, qt := range jobs {
+		payload := fmt.Sprintf(`{"n":%d}`, i)
+		if _, err := b.JobInsertMany(ctx, []backend.InsertParams{{Queue: qt[0], Type: qt[1], Payload: []byte(payload), MaxAttempts: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{qt[0]}, Max: 1, Lease: time.Minute})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %v, %d rows", err, len(rows))
+		}
+		out := backend.Outcome{Ref: rows[0].Ref(), Kind: backend.OutcomeFail, Error: fmt.Sprintf("boom %d\nsecond line", i)}
+		if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{out}}); err != nil {
+			t.Fatal(err)
+		}
+		page, err := b.FailedList(ctx, backend.FailedListParams{Limit: 1})
+		if err != nil || len(page) != 1 {
+			t.Fatalf("list: %v", err)
+		}
+		ids = append(ids, page[0].ID)
+	}
+	return ids
+}
+
+// failedIDs lists failed job IDs through the command line.
+func failedIDs(t *testing.T, db string, args ...string) []int64 {
+	t.Helper()
+	r := run(t, append([]string{"--db", db, "failed", "list", "--json"}, args...)...)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var jobs []failedJSON
+	if err := json.Unmarshal([]byte(r.out), &jobs); err != nil {
+		t.Fatalf("failed list --json printed %q: %v", r.out, err)
+	}
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	return ids
+}
+
+func TestFailedListAndShow(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	ids := seedFailed(t, openDB(t, db), [2]string{"mail", "welcome"}, [2]string{"mail", "charge"}, [2]string{"default", "welcome"})
+
+	if got := failedIDs(t, db); fmt.Sprint(got) != fmt.Sprint([]int64{ids[2], ids[1], ids[0]}) {
+		t.Fatalf("list = %v, want newest first of %v", got, ids)
+	}
+	if got := failedIDs(t, db, "--queue", "mail", "--type", "welcome"); fmt.Sprint(got) != fmt.Sprint(ids[:1]) {
+		t.Fatalf("filtered list = %v, want %v", got, ids[:1])
+	}
+	if got := failedIDs(t, db, "--limit", "1", "--before", fmt.Sprint(ids[2])); fmt.Sprint(got) != fmt.Sprint(ids[1:2]) {
+		t.Fatalf("second page = %v, want %v", got, ids[1:2])
+	}
+
+	r := run(t, "--db", db, "failed", "list")
+	if !strings.Contains(r.out, "FAILED AT") || !strings.Contains(r.out, "boom 0 …") || strings.Contains(r.out, "second line") {
+		t.Fatalf("table:\n%s", r.out)
+	}
+
+	r = run(t, "--db", db, "failed", "show", fmt.Sprint(ids[1]))
+	for _, want := range []string{"Type:", "charge", "Attempts:", "1 of 3", "\"n\": 1", "boom 1\nsecond line"} {
+		if !strings.Contains(r.out, want) {
+			t.Errorf("show lacks %q:\n%s", want, r.out)
+		}
+	}
+	r = run(t, "--db", db, "failed", "show", "999")
+	if r.code() != 1 || !strings.Contains(r.err.Error(), "failed job 999 not found") {
+		t.Fatalf("show unknown: exit %d, %v", r.code(), r.err)
+	}
+}
+
+func TestFailedRetry(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	ids := seedFailed(t, b, [2]string{"a", "x"}, [2]string{"b", "x"}, [2]string{"b", "y"}, [2]string{"c", "x"})
+
+	r := run(t, "--db", db, "failed", "retry", fmt.Sprint(ids[0]))
+	if r.err != nil || r.out != "replayed 1, skipped 0\n" {
+		t.Fatalf("retry one: %q, %v", r.out, r.err)
+	}
+	r = run(t, "--db", db, "failed", "retry", "--all", "--queue", "b")
+	if r.err != nil || r.out != "replayed 2, skipped 0\n" {
+		t.Fatalf("retry queue b: %q, %v", r.out, r.err)
+	}
+	if got := failedIDs(t, db); fmt.Sprint(got) != fmt.Sprint(ids[3:]) {
+		t.Fatalf("left failed = %v, want %v", got, ids[3:])
+	}
+	stats, err := b.QueueStats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pending int64
+	for _, s := range stats {
+		pending += s.Pending
+	}
+	if pending != 3 {
+		t.Fatalf("pending after replay = %d, want 3 (%+v)", pending, stats)
+	}
+	r = run(t, "--db", db, "failed", "retry", "424242")
+	if r.code() != 1 || !strings.Contains(r.err.Error(), "nothing was replayed") {
+		t.Fatalf("retry unknown: exit %d, %v", r.code(), r.err)
+	}
+}
+
+func TestFailedPurge(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	ids := seedFailed(t, openDB(t, db), [2]string{"a", "x"}, [2]string{"a", "y"}, [2]string{"b", "x"}, [2]string{"b", "y"})
+
+	steps := []struct {
+		args []string
+		want string
+		left []int64
+	}{
+		{[]string{fmt.Sprint(ids[0])}, "purged 1\n", []int64{ids[3], ids[2], ids[1]}},
+		{[]string{"--type", "x"}, "purged 1\n", []int64{ids[3], ids[1]}},
+		{[]string{"--older-than", "1h"}, "purged 0\n", []int64{ids[3], ids[1]}},
+		{[]string{"--all", "--queue", "b"}, "purged 1\n", []int64{ids[1]}},
+		{[]string{"--all"}, "purged 1\n", []int64{}},
+	}
+	for _, s := range steps {
+		r := run(t, append([]string{"--db", db, "failed", "purge"}, s.args...)...)
+		if r.err != nil || r.out != s.want {
+			t.Fatalf("purge %v: %q, %v; want %q", s.args, r.out, r.err, s.want)
+		}
+		if got := failedIDs(t, db); fmt.Sprint(got) != fmt.Sprint(s.left) {
+			t.Fatalf("after purge %v: left %v, want %v", s.args, got, s.left)
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// The built-in "http" job type lets any program, in any language, get
+// delivery with retries by enqueueing a description of a request:
+//
+//	jobq enqueue http '{"url":"https://example.com/hook","method":"POST",
+//	  "headers":{"Authorization":"Bearer x"},"body":{"event":"signup"},"timeout":"10s"}'
+//
+// method defaults to POST when there is a body, else GET. A body that is a
+// JSON string is sent as that text; any other JSON value is sent as JSON
+// (with Content-Type application/json unless headers set one). timeout
+// bounds one attempt and defaults to 30s.
+
+const (
+	httpJobType        = "http"
+	httpDefaultTimeout = 30 * time.Second
+	// httpErrorBody is how much of a failed response's body is kept in the
+	// error, so failed_jobs shows what the server said without storing a
+	// whole page.
+	httpErrorBody = 512
+)
+
+type httpPayload struct {
+	URL     string            `json:"url"`
+	Method  string            `json:"method"`
+	Headers map[string]string `json:"headers"`
+	Body    json.RawMessage   `json:"body"`
+	Timeout string            `json:"timeout"`
+}
+
+// registerHTTP adds the http job type to reg, sending requests with client.
+func registerHTTP(reg *jobq.Registry, client *http.Client) {
+	reg.HandleFunc(httpJobType, func(ctx context.Context, job *jobq.Job) error {
+		return deliver(ctx, client, job.Payload)
+	})
+}
+
+// deliver runs one attempt: decode, send, classify the answer.
+func deliver(ctx context.Context, client *http.Client, payload []byte) error {
+	req, timeout, err := buildRequest(payload)
+	if err != nil {
+		return jobq.Permanent(fmt.Errorf("http job payload: %w", err))
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := client.Do(req.WithContext(ctx))
+	if err != nil {
+		// Network errors and timeouts may pass: retry. The *url.Error's
+		// own text repeats the URL unredacted, so keep only its cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
+	return classify(req, resp, snippet)
+}
+
+// classify turns a response into the job's outcome: 2xx done; 408, 429 and
+// 5xx retried (after Retry-After when given); anything else permanent.
+func classify(req *http.Request, resp *http.Response, snippet []byte) error {
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		return nil
+	}
+	err := fmt.Errorf("%s %s: %s", req.Method, req.URL.Redacted(), resp.Status)
+	if body := strings.TrimSpace(string(snippet)); body != "" {
+		err = fmt.Errorf("%w: %s", err, body)
+	}
+	if code != http.StatusRequestTimeout && code != http.StatusTooManyRequests && code < 500 {
+		return jobq.Permanent(err)
+	}
+	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+		return jobq.RetryAfter(d, err)
+	}
+	return err
+}
+
+// parseRetryAfter reads a Retry-After value: delay-seconds or an HTTP-date.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s >= 0 {
+		// Capped at a day so a huge value cannot overflow a Duration.
+		return time.Duration(min(s, int64(24*time.Hour/time.Second))) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// buildRequest checks the payload and makes the request it describes.
+func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
+	var p httpPayload
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	dec.DisallowUnknownFields() // a misspelt "heders" should fail, not be ignored
+	if err := dec.Decode(&p); err != nil {
+		return nil, 0, fmt.Errorf("decode: %w", err)
+	}
+	u, err := url.Parse(p.URL)
+	switch {
+	case p.URL == "":
+		return nil, 0, errors.New(`"url" is required`)
+	case err != nil:
+		return nil, 0, fmt.Errorf("url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return nil, 0, fmt.Errorf("url %q: scheme must be http or https", p.URL)
+	case u.Host == "":
+		return nil, 0, fmt.Errorf("url %q has no host", p.URL)
+	}
+	timeout := httpDefaultTimeout
+	if p.Timeout != "" {
+		if timeout, err = time.ParseDuration(p.Timeout); err != nil || timeout <= 0 {
+			return nil, 0, fmt.Errorf("timeout %q: use a positive duration such as \"10s\"", p.Timeout)
+		}
+	}
+	body, isJSON, err := requestBody(p.Body)
+	if err != nil {
+		return nil, 0, err
+	}
+	method := strings.ToUpper(p.Method)
+	if method == "" {
+		method = http.MethodGet
+		if body != nil {
+			method = http.MethodPost
+		}
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, p.URL, rd)
+	if err != nil {
+		return nil, 0, fmt.Errorf("request: %w", err)
+	}
+	for k, v := range p.Headers {
+		req.Header.Set(k, v)
+	}
+	if isJSON && req.Header.Get("Content-Type") == "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "jobq")
+	}
+	return req, timeout, nil
+}
+
+// requestBody returns the bytes to send: a JSON string's text, or any other
+// JSON value as JSON (isJSON). An absent or null body sends nothing.
+func requestBody(raw json.RawMessage) (body []byte, isJSON bool, err error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, false, nil
+	}
+	if raw[0] == '"' {
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, false, fmt.Errorf("body: %w", err)
+		}
+		return []byte(s), false, nil
+	}
+	return raw, true, nil
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+// workHTTPJob enqueues one http job whose payload is made from the test
+// server's URL, runs a memory-backed worker and returns its events up to
+// and including the first for which stop is true.
+func workHTTPJob(t *testing.T, h http.HandlerFunc, payload func(url string) string, stop func(jobq.Event) bool) (backend.Backend, []jobq.Event) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b := openDB(t, "memory:")
+	reg := jobq.NewRegistry()
+	registerHTTP(reg, srv.Client())
+
+	events := make(chan jobq.Event, 16)
+	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+		PollInterval: 10 * time.Millisecond,
+		Retry:        jobq.RetryPolicy{Base: 10 * time.Millisecond, NoJitter: true},
+		Logger:       slog.New(slog.DiscardHandler),
+		OnEvent:      func(e jobq.Event) { events <- e },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(t.Context(), httpJobType, []byte(payload(srv.URL))); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var got []jobq.Event
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			got = append(got, e)
+			if stop(e) {
+				return b, got
+			}
+		case <-deadline:
+			t.Fatalf("no final event in 10s; got %+v", got)
+		}
+	}
+}
+
+func kinds(events []jobq.Event) string {
+	var s []string
+	for _, e := range events {
+		s = append(s, e.Kind.String())
+	}
+	return strings.Join(s, ",")
+}
+
+func finished(e jobq.Event) bool { return e.Kind == jobq.EventDone || e.Kind == jobq.EventFailed }
+
+func TestHTTPJobSuccess(t *testing.T) {
+	t.Parallel()
+	var seen atomic.Value
+	h := func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		seen.Store(r.Method + " " + r.URL.Path + " " + r.Header.Get("X-Key") + " " + r.Header.Get("Content-Type") + " " + string(body))
+		w.WriteHeader(http.StatusNoContent)
+	}
+	payload := func(u string) string {
+		return `{"url":"` + u + `/hook","headers":{"X-Key":"k1"},"body":{"event":"signup"},"timeout":"5s"}`
+	}
+	_, events := workHTTPJob(t, h, payload, finished)
+	if kinds(events) != "done" {
+		t.Fatalf("events = %s (%v)", kinds(events), events[0].Err)
+	}
+	if got, want := seen.Load(), `POST /hook k1 application/json {"event":"signup"}`; got != want {
+		t.Fatalf("server saw %q, want %q", got, want)
+	}
+}
+
+func TestHTTPJobRetriesServerError(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	h := func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			http.Error(w, "database down", http.StatusInternalServerError)
+		}
+	}
+	_, events := workHTTPJob(t, h, func(u string) string { return `{"url":"` + u + `"}` }, finished)
+	if kinds(events) != "retry,done" {
+		t.Fatalf("events = %s", kinds(events))
+	}
+	if e := events[0]; e.RetryDelay != 10*time.Millisecond || !strings.Contains(e.Err.Error(), "500 Internal Server Error: database down") {
+		t.Fatalf("retry after %s with %v, want the policy's 10ms and the status and body", e.RetryDelay, e.Err)
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("server called %d times, want 2", calls.Load())
+	}
+}
+
+func TestHTTPJobHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	h := func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Retry-After", "7")
+		w.WriteHeader(http.StatusTooManyRequests)
+	}
+	stop := func(e jobq.Event) bool { return true }
+	_, events := workHTTPJob(t, h, func(u string) string { return `{"url":"` + u + `"}` }, stop)
+	if e := events[0]; e.Kind != jobq.EventRetry || e.RetryDelay != 7*time.Second {
+		t.Fatalf("event %s after %s, want retry after 7s", e.Kind, e.RetryDelay)
+	}
+}
+
+func TestHTTPJobClientErrorIsPermanent(t *testing.T) {
+	t.Parallel()
+	h := func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) }
+	b, events := workHTTPJob(t, h, func(u string) string { return `{"url":"` + u + `/gone"}` }, finished)
+	if e := events[0]; len(events) != 1 || e.Kind != jobq.EventFailed || !jobq.IsPermanent(e.Err) || e.Job.Attempt != 1 {
+		t.Fatalf("events = %s, want one permanent failure on attempt 1", kinds(events))
+	}
+	failed, err := b.FailedList(t.Context(), backend.FailedListParams{})
+	if err != nil || len(failed) != 1 || !strings.Contains(failed[0].Error, "404 Not Found") {
+		t.Fatalf("failed_jobs = %v, %v", failed, err)
+	}
+}
+
+func TestHTTPJobOutcomes(t *testing.T) {
+	t.Parallel()
+	status := func(code int) string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	client := &http.Client{Transport: &http.Transport{}}
+	t.Cleanup(client.CloseIdleConnections)
+
+	cases := []struct {
+		name, payload string
+		permanent     bool
+	}{
+		{"408 retries", `{"url":"` + status(408) + `"}`, false},
+		{"503 retries", `{"url":"` + status(503) + `"}`, false},
+		{"network error retries", `{"url":"` + closed.URL + `"}`, false},
+		{"400 is permanent", `{"url":"` + status(400) + `"}`, true},
+		{"no url", `{"method":"POST"}`, true},
+		{"bad scheme", `{"url":"ftp://example.com/x"}`, true},
+		{"no host", `{"url":"http:///x"}`, true},
+		{"bad timeout", `{"url":"http://example.com","timeout":"soon"}`, true},
+		{"misspelt field", `{"url":"http://example.com","heders":{}}`, true},
+		{"not an object", `[1,2]`, true},
+	}
+	for _, c := range cases {
+		err := deliver(t.Context(), client, []byte(c.payload))
+		if err == nil || jobq.IsPermanent(err) != c.permanent {
+			t.Errorf("%s: err %v, want permanent=%v", c.name, err, c.permanent)
+		}
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
+	cases := []struct {
+		in   string
+		want time.Duration
+		ok   bool
+	}{
+		{"120", 2 * time.Minute, true},
+		{"Wed, 02 Jan 2030 15:05:05 GMT", time.Minute, true},
+		{"Wed, 02 Jan 2030 15:00:00 GMT", 0, true}, // in the past: now
+		{"", 0, false},
+		{"soon", 0, false},
+		{"-5", 0, false},
+	}
+	for _, c := range cases {
+		if got, ok := parseRetryAfter(c.in, now); got != c.want || ok != c.ok {
+			t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}

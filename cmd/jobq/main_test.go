@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/jobq/jobq/backend"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// result is what one in-process run of the command line produced.
+type result struct {
+	out, errOut string
+	err         error
+}
+
+// code is the exit status main would use.
+func (r result) code() int {
+	if r.err == nil {
+		return 0
+	}
+	return exitCode(r.err)
+}
+
+// run executes jobq with args in process, the way main does.
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	return runCtx(t.Context(), "", args...)
+}
+
+// runCtx runs jobq with ctx and stdin.
+func runCtx(ctx context.Context, stdin string, args ...string) result {
+	var out, errOut syncBuffer
+	root := newRootCmd(&out, &errOut)
+	root.SetArgs(args)
+	root.SetIn(strings.NewReader(stdin))
+	err := root.ExecuteContext(ctx)
+	return result{out: out.String(), errOut: errOut.String(), err: err}
+}
+
+// tempDB returns the --db URL of a fresh SQLite file for one test.
+func tempDB(t *testing.T) string {
+	t.Helper()
+	return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db")
+}
+
+// openDB opens db for a test to arrange or check state directly.
+func openDB(t *testing.T, db string) backend.Backend {
+	t.Helper()
+	b, err := backend.Open(t.Context(), db)
+	if err != nil {
+		t.Fatalf("open %s: %v", db, err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// syncBuffer is a bytes.Buffer safe for the worker's concurrent logging.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// withBackend opens the --db backend, runs fn and closes it, so no command
+// forgets to release the file or connection.
+func (a *app) withBackend(ctx context.Context, fn func(b backend.Backend) error) error {
+	b, err := a.open(ctx)
+	if err != nil {
+		return err
+	}
+	err = fn(b)
+	if cerr := b.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("close %s: %w", a.db, cerr)
+	}
+	return err
+}
+
+// requireSubcommand makes a command that only groups others report an
+// unknown or missing subcommand as a one-line usage error; cobra would
+// otherwise print the help (exit 0) or a multi-line suggestion. The root
+// command with no arguments still prints its help.
+func requireSubcommand(c *cobra.Command) {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		names := make([]string, 0, len(cmd.Commands()))
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		list := strings.Join(names, ", ")
+		if len(args) == 0 {
+			if !cmd.HasParent() {
+				return cmd.Help()
+			}
+			return usagef("%s needs a subcommand: %s (see '%s --help')", cmd.CommandPath(), list, cmd.CommandPath())
+		}
+		return usagef("unknown command %q for %s; use one of %s (see '%s --help')", args[0], cmd.CommandPath(), list, cmd.CommandPath())
+	}
+}
+
+// exactArgs is cobra.ExactArgs with a usage error naming what is expected.
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usagef("%s takes %s, got %d argument(s) (see '%s --help')", cmd.CommandPath(), what, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// parseIDs turns arguments into failed-job IDs.
+func parseIDs(args []string) ([]int64, error) {
+	ids := make([]int64, 0, len(args))
+	for _, s := range args {
+		id, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || id < 1 {
+			return nil, usagef("%q is not a failed job ID: use the numbers in the ID column of 'jobq failed list'", s)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+// positive refuses a flag value that must be above zero, when it was set.
+func positive[T int | time.Duration](cmd *cobra.Command, name string, v T) error {
+	if cmd.Flags().Changed(name) && v <= 0 {
+		return usagef("--%s %v must be greater than zero", name, v)
+	}
+	return nil
+}
+
+// newTable returns a tab-aligned writer for columns of text.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0) }
+
+// writeJSON prints v as indented JSON followed by a newline.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// writeJSONLine prints v as compact JSON on one line (for --watch streams).
+func writeJSONLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
+
+// firstLine returns s up to its first newline, cut to max runes, for table
+// cells (a panic's error carries its whole stack).
+func firstLine(s string, max int) string {
+	s, _, cut := strings.Cut(s, "\n")
+	if r := []rune(s); len(r) > max {
+		return string(r[:max-1]) + "…"
+	}
+	if cut {
+		return s + " …"
+	}
+	return s
+}
+
+// timeText formats a time for tables and detail views, in local time.
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// isTerminal reports whether w is a character device (a terminal), where
+// --watch may clear the screen instead of printing frame after frame.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+type workerFlags struct {
+	queues          []string
+	concurrency     int
+	shutdownTimeout time.Duration
+	lease           time.Duration
+	poll            time.Duration
+	retryBase       time.Duration
+	retryMax        time.Duration
+	jsonLogs        bool
+}
+
+func (a *app) newWorkerCmd() *cobra.Command {
+	var f workerFlags
+	cmd := &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker for the built-in http job type until SIGTERM or Ctrl-C",
+		Long: `Run a worker that claims jobs from the given queues and runs the built-in
+"http" job type (see 'jobq enqueue --help'). On SIGTERM or Ctrl-C it stops
+claiming, lets running jobs finish for up to --shutdown-timeout, releases the
+rest back to pending and exits 0. Your own job types run in your own Go
+program with the jobq library.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := f.config(cmd)
+			if err != nil {
+				return err
+			}
+			return a.runWorker(cmd, cfg, f.jsonLogs)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.queues, "queues", []string{"default"}, "queues to work, comma-separated")
+	fl.IntVar(&f.concurrency, "concurrency", 10, "jobs run at once (1..10000)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs may finish after SIGTERM")
+	fl.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before others may rescue it")
+	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for due jobs")
+	fl.DurationVar(&f.retryBase, "retry-base", jobq.DefaultRetryBase, "delay after the first failed attempt, doubling each time")
+	fl.DurationVar(&f.retryMax, "retry-max", jobq.DefaultRetryMax, "longest delay between attempts")
+	fl.BoolVar(&f.jsonLogs, "json-logs", false, "log JSON lines instead of text")
+	return cmd
+}
+
+// config checks the flags and turns them into a WorkerConfig, so a bad
+// value is reported by its flag name rather than its config field.
+func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
+	for _, q := range f.queues {
+		if err := backend.ValidateQueue(q); err != nil {
+			return jobq.WorkerConfig{}, usagef("--queues: %v", err)
+		}
+	}
+	if f.concurrency < 1 || f.concurrency > 10000 {
+		return jobq.WorkerConfig{}, usagef("--concurrency %d: use 1 to 10000", f.concurrency)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"shutdown-timeout", f.shutdownTimeout}, {"lease", f.lease}, {"poll", f.poll},
+		{"retry-base", f.retryBase}, {"retry-max", f.retryMax},
+	} {
+		if err := positive(cmd, d.name, d.v); err != nil {
+			return jobq.WorkerConfig{}, err
+		}
+	}
+	if f.retryMax < f.retryBase {
+		return jobq.WorkerConfig{}, usagef("--retry-max %s is shorter than --retry-base %s", f.retryMax, f.retryBase)
+	}
+	return jobq.WorkerConfig{
+		Queues: f.queues, Concurrency: f.concurrency, ShutdownTimeout: f.shutdownTimeout,
+		Lease: f.lease, PollInterval: f.poll,
+		Retry: jobq.RetryPolicy{Base: f.retryBase, Max: f.retryMax},
+	}, nil
+}
+
+// runWorker runs until the command's context is cancelled (main maps
+// SIGTERM and SIGINT to that), then returns after the graceful shutdown.
+func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, jsonLogs bool) error {
+	var h slog.Handler = slog.NewTextHandler(a.errOut, nil)
+	if jsonLogs {
+		h = slog.NewJSONHandler(a.errOut, nil)
+	}
+	cfg.Logger = slog.New(h)
+
+	// A transport of its own, so its idle connections close with the worker.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	reg := jobq.NewRegistry()
+	registerHTTP(reg, &http.Client{Transport: tr})
+
+	ctx := cmd.Context()
+	return a.withBackend(ctx, func(b backend.Backend) error {
+		w, err := jobq.NewWorker(b, reg, cfg)
+		if err != nil {
+			return err
+		}
+		cfg.Logger.Info("jobq worker", "db", a.db, "types", reg.Types())
+		return w.Run(ctx)
+	})
+}

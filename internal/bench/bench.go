@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -209,5 +210,7 @@ func round(f float64) float64 {
 	case f >= 1:
 		return float64(int64(f*100+0.5)) / 100
 	}
-	return float64(int64(f*1000+0.5)) / 1000
+	// Four significant digits, so a very short run never rounds to 0.
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 4, 64), 64)
+	return v
 }

@@ -93,6 +93,11 @@ type Event struct {
 	Duration   time.Duration // how long the handler ran
 }
 
+// minFlushTime is the least time the last outcomes and releases get to be
+// written after the jobs stopped, however short ShutdownTimeout is: giving
+// up early only leaves the jobs reserved until their lease expires.
+const minFlushTime = 5 * time.Second
+
 // errShutdown is the cause given to handler contexts cancelled because the
 // worker's shutdown timeout ran out.
 var errShutdown = errors.New("worker shutting down")
@@ -271,7 +276,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	go func() { loops.Wait(); close(flushed) }()
 	select {
 	case <-flushed:
-	case <-time.After(cfg.ShutdownTimeout):
+	case <-time.After(max(cfg.ShutdownTimeout, minFlushTime)):
 		w.log.Error("could not write the last outcomes in time; those jobs return after their lease")
 		abandonWrites()
 		<-flushed

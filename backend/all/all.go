@@ -4,7 +4,8 @@
 package all
 
 import (
-	_ "github.com/jobq/jobq/backend/memory" // memory:
-	_ "github.com/jobq/jobq/backend/sqlite" // sqlite:PATH
-	_ "github.com/jobq/jobq/backend/sync"   // sync:
+	_ "github.com/jobq/jobq/backend/memory"   // memory:
+	_ "github.com/jobq/jobq/backend/postgres" // postgres://, postgresql://
+	_ "github.com/jobq/jobq/backend/sqlite"   // sqlite:PATH
+	_ "github.com/jobq/jobq/backend/sync"     // sync:
 )

@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// BenchmarkInsertSingle: one job per call (one statement, one commit).
+func BenchmarkInsertSingle(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	params := []backend.InsertParams{testJob("q")}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkInsertSingleParallel: one job per call from 8 goroutines, as
+// the steady workload's producers do.
+func BenchmarkInsertSingleParallel(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	params := []backend.InsertParams{testJob("q")}
+	b.SetParallelism(4) // × GOMAXPROCS (2 here) = 8 producers
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := be.JobInsertMany(ctx, params); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkInsertBatch1000: 1,000 jobs per call.
+func BenchmarkInsertBatch1000(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	params := make([]backend.InsertParams, 1000)
+	for i := range params {
+		params[i] = testJob("q")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(params))/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkClaimComplete100: claim 100 jobs and complete them as done in
+// one batch; each op handles 100 jobs. The queue is refilled (untimed) as
+// it runs dry.
+func BenchmarkClaimComplete100(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	const batch, refill = 100, 20000
+	fill := func() {
+		b.StopTimer()
+		insertN(b, be, "q", refill)
+		b.StartTimer()
+	}
+	fill()
+	outcomes := make([]backend.Outcome, 0, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: batch, Lease: time.Minute})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rows) < batch {
+			fill()
+			if len(rows) == 0 {
+				i--
+				continue
+			}
+		}
+		outcomes = outcomes[:0]
+		for _, r := range rows {
+			outcomes = append(outcomes, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone})
+		}
+		res, err := be.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes})
+		if err != nil || len(res.Stale) != 0 {
+			b.Fatalf("JobComplete: %+v, %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// The baselines run the plainest SQL that stores the same rows, so a run
+// can compare the backend's statements against the server's own speed on
+// the same (shared, noisy) machine.
+
+// BenchmarkBaselineInsertSingle: a bare single-row INSERT per commit.
+func BenchmarkBaselineInsertSingle(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	stmt := "INSERT INTO " + quoteIdent(be.Schema()) + ".jobs (queue, type, payload, max_attempts) VALUES ($1, $2, $3, $4)"
+	for b.Loop() {
+		if _, err := be.Pool().Exec(ctx, stmt, "q", "t", `{"n":1}`, 3); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkBaselineInsertBatch1000: a bare INSERT … SELECT unnest of 1,000 rows.
+func BenchmarkBaselineInsertBatch1000(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	stmt := "INSERT INTO " + quoteIdent(be.Schema()) + ".jobs (queue, type, payload, max_attempts) SELECT * FROM unnest($1::text[], $2::text[], $3::json[], $4::int[])"
+	const n = 1000
+	queues, types, payloads, maxes := make([]string, n), make([]string, n), make([]string, n), make([]int32, n)
+	for i := range n {
+		queues[i], types[i], payloads[i], maxes[i] = "q", "t", `{"n":1}`, 3
+	}
+	for b.Loop() {
+		if _, err := be.Pool().Exec(ctx, stmt, queues, types, payloads, maxes); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkBaselineInsertSingleParallel: bare single-row INSERTs from 8
+// goroutines, as BenchmarkInsertSingleParallel.
+func BenchmarkBaselineInsertSingleParallel(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	stmt := "INSERT INTO " + quoteIdent(be.Schema()) + ".jobs (queue, type, payload, max_attempts) VALUES ($1, $2, $3, $4)"
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := be.Pool().Exec(ctx, stmt, "q", "t", `{"n":1}`, 3); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}
+
+// BenchmarkBaselineNotifyParallel: bare single-row INSERTs that also
+// NOTIFY, from 8 goroutines.
+func BenchmarkBaselineNotifyParallel(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	stmt := "WITH i AS (INSERT INTO " + quoteIdent(be.Schema()) + ".jobs (queue, type, payload, max_attempts) VALUES ($1, $2, $3, $4) RETURNING queue) SELECT pg_notify('x' || $5, queue) FROM i"
+	b.SetParallelism(4)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := be.Pool().Exec(ctx, stmt, "q", "t", `{"n":1}`, 3, be.Schema()); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
+}

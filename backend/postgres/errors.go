@@ -1,0 +1,112 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// errQueryTimeout is the cause of a context that ran out of QueryTimeout,
+// as opposed to the caller's own deadline.
+var errQueryTimeout = errors.New("query timeout")
+
+// mapError turns a driver error from operation op into jobq's vocabulary.
+// It is the only place that inspects pgx, pgconn and network errors:
+//
+//   - calls after Close: backend.ErrClosed;
+//   - the caller's context ended: its error, wrapped;
+//   - QueryTimeout ran out, the server could not be reached, refused the
+//     login, does not have the database, is shutting down, or the
+//     connection broke: backend.ErrUnavailable, naming the host;
+//   - bad data the server refused (invalid JSON text, a NUL byte):
+//     backend.ErrInvalidInput;
+//   - anything else (a bug, a missing table): wrapped as is.
+//
+// ctx is the context the failed call ran under (after QueryTimeout was
+// applied), so a timeout can be told from a cancellation.
+func (b *Backend) mapError(ctx context.Context, op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if b.closed.Load() {
+		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+	}
+	if errors.Is(err, backend.ErrNotFound) || errors.Is(err, backend.ErrInvalidInput) ||
+		errors.Is(err, backend.ErrSchemaTooNew) || errors.Is(err, backend.ErrUnavailable) {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if ctx != nil && ctx.Err() != nil {
+		if errors.Is(context.Cause(ctx), errQueryTimeout) {
+			return fmt.Errorf("%s: %w: postgres at %s did not answer within the query timeout: %w",
+				op, backend.ErrUnavailable, b.host, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%s: %w: postgres at %s: %w", op, backend.ErrUnavailable, b.host, err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "22"): // data exception
+			return fmt.Errorf("%s: %w: %s", op, backend.ErrInvalidInput, pgErr.Message)
+		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined table / schema
+			return fmt.Errorf("%s: schema %q is not set up (run jobq migrate): %w", op, b.opts.Schema, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// unavailable reports whether err means the server could not be used at all
+// (as opposed to refusing one statement).
+func unavailable(err error) bool {
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case strings.HasPrefix(pgErr.Code, "08"): // connection exception
+			return true
+		case strings.HasPrefix(pgErr.Code, "28"): // invalid authorization
+			return true
+		case strings.HasPrefix(pgErr.Code, "57P"): // admin/crash shutdown, cannot connect now
+			return true
+		case pgErr.Code == "3D000": // database does not exist
+			return true
+		case pgErr.Code == "53300": // too many connections
+			return true
+		}
+		return false
+	}
+	if errors.Is(err, pgconn.ErrConnClosed) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
+}
+
+// retryable reports whether the statement that failed with err can simply
+// be sent again: it never reached the server, or the server rolled it back
+// for a serialization failure or a deadlock.
+func retryable(err error) bool {
+	if pgconn.SafeToRetry(err) {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "40001" || pgErr.Code == "40P01"
+	}
+	return false
+}

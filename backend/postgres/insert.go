@@ -1,0 +1,189 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// rowQuerier runs a statement, scans each row into dest and calls each: it
+// lets the insert code serve the pool, a pgx.Tx and a *sql.Tx alike.
+type rowQuerier func(ctx context.Context, sql string, args, dest []any, each func() error) error
+
+// pgxQuerier is what pgxRows needs: a pool, a pgx.Conn or a pgx.Tx.
+type pgxQuerier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// pgxRows adapts a pgx pool, connection or transaction.
+func pgxRows(q pgxQuerier) rowQuerier {
+	return func(ctx context.Context, sql string, args, dest []any, each func() error) error {
+		rows, err := q.Query(ctx, sql, args...)
+		if err != nil {
+			return err
+		}
+		_, err = pgx.ForEachRow(rows, dest, each)
+		return err
+	}
+}
+
+// sqlRows adapts a database/sql transaction (pgx stdlib driver).
+func sqlRows(tx *sql.Tx) rowQuerier {
+	return func(ctx context.Context, query string, args, dest []any, each func() error) error {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			if err := each(); err != nil {
+				return err
+			}
+		}
+		return rows.Err()
+	}
+}
+
+// JobInsertMany implements backend.Backend: one multi-row INSERT fed by
+// arrays (unnest), so a batch of any size costs one round trip. Jobs due at
+// once wake subscribers through NOTIFY (and this process's directly).
+func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	if err := validateInserts(params); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return []backend.InsertResult{}, nil
+	}
+	var results []backend.InsertResult
+	var due []string
+	err := b.do(ctx, "insert jobs", func(ctx context.Context) error {
+		var err error
+		results, due, err = b.insert(ctx, pgxRows(b.pool), b.q.insert, b.q.insertOne, params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	b.wake(due)
+	return results, nil
+}
+
+// validateInserts checks every item before anything is written.
+func validateInserts(params []backend.InsertParams) error {
+	for i, p := range params {
+		if err := backend.ValidateInsert(p); err != nil {
+			return fmt.Errorf("insert job %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// insertRounds bounds how often insert re-sends items whose duplicate
+// holder vanished between its snapshot and its conflict check.
+const insertRounds = 5
+
+// insert runs stmt (sqlInsert or sqlInsertNotify) through query, or
+// stmtOne (sqlInsertOne) when non-empty and a single item without a unique
+// key is to be sent,
+// and returns the results and the queues that got a job due now. Items
+// repeating a unique key of an earlier item in the batch are not sent: they
+// take the earlier item's ID as duplicates.
+func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
+	results := make([]backend.InsertResult, len(params))
+	firstWithKey := map[string]int{}
+	var send []int // indexes into params
+	var followers [][2]int
+	for i, p := range params {
+		if p.UniqueKey != "" {
+			if first, dup := firstWithKey[p.UniqueKey]; dup {
+				followers = append(followers, [2]int{i, first})
+				continue
+			}
+			firstWithKey[p.UniqueKey] = i
+		}
+		send = append(send, i)
+	}
+	dueQueues := map[string]bool{}
+	var queues []string
+	for round := 0; len(send) > 0; round++ {
+		if round == insertRounds {
+			return nil, nil, fmt.Errorf("insert: unique keys kept changing hands")
+		}
+		var (
+			ord            int64
+			id             pgtype.Int8
+			duplicate, due bool
+			answered       = make([]bool, len(send))
+		)
+		sql, args := stmt, insertArgs(params, send)
+		if len(send) == 1 && stmtOne != "" && params[send[0]].UniqueKey == "" {
+			sql, args = stmtOne, insertOneArgs(params[send[0]])
+		}
+		err := query(ctx, sql, args, []any{&ord, &id, &duplicate, &due}, func() error {
+			i := send[ord-1]
+			if !id.Valid {
+				return nil
+			}
+			answered[ord-1] = true
+			results[i] = backend.InsertResult{ID: id.Int64, Duplicate: duplicate}
+			if due && !dueQueues[params[i].Queue] {
+				dueQueues[params[i].Queue] = true
+				queues = append(queues, params[i].Queue)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		var retry []int
+		for j, ok := range answered {
+			if !ok {
+				retry = append(retry, send[j])
+			}
+		}
+		send = retry
+	}
+	for _, f := range followers {
+		results[f[0]] = backend.InsertResult{ID: results[f[1]].ID, Duplicate: true}
+	}
+	return results, queues, nil
+}
+
+// insertArgs builds sqlInsert's parallel arrays for params[idx...].
+func insertArgs(params []backend.InsertParams, idx []int) []any {
+	n := len(idx)
+	queues := make([]string, n)
+	types := make([]string, n)
+	payloads := make([]string, n)
+	priorities := make([]int32, n)
+	maxAttempts := make([]int32, n)
+	delays := make([]int64, n)
+	runAt := make([]pgtype.Timestamptz, n)
+	keys := make([]pgtype.Text, n)
+	for j, i := range idx {
+		p := params[i]
+		queues[j] = p.Queue
+		types[j] = p.Type
+		payloads[j] = string(p.Payload)
+		priorities[j] = int32(p.Priority)
+		maxAttempts[j] = int32(p.MaxAttempts)
+		delays[j] = micros(p.Delay)
+		runAt[j] = pgtype.Timestamptz{Time: p.RunAt, Valid: !p.RunAt.IsZero()}
+		keys[j] = pgtype.Text{String: p.UniqueKey, Valid: p.UniqueKey != ""}
+	}
+	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys}
+}
+
+// insertOneArgs builds sqlInsertOne's parameters.
+func insertOneArgs(p backend.InsertParams) []any {
+	return []any{p.Queue, p.Type, string(p.Payload), int32(p.Priority), int32(p.MaxAttempts),
+		micros(p.Delay), pgtype.Timestamptz{Time: p.RunAt, Valid: !p.RunAt.IsZero()}}
+}

@@ -1,0 +1,285 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// JobClaim implements backend.Backend with one statement that commits at
+// once (see sqlClaim): the claimed rows carry their lease and no
+// transaction stays open while handlers run. Rows come back in claim order.
+func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
+	if err := backend.ValidateClaim(params); err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	var jobs []*backend.JobRow
+	err := b.do(ctx, "claim jobs", func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.q.claim, params.Queues, params.Max, micros(params.Lease))
+		if err != nil {
+			return err
+		}
+		jobs, err = pgx.CollectRows(rows, scanJob)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(jobs, func(i, j int) bool {
+		if jobs[i].Priority != jobs[j].Priority {
+			return jobs[i].Priority > jobs[j].Priority
+		}
+		return jobs[i].ID < jobs[j].ID
+	})
+	return jobs, nil
+}
+
+// Outcome kinds as sqlComplete spells them.
+const (
+	kindDone  = 1
+	kindRetry = 2
+	kindFail  = 3
+)
+
+// kindCode maps an outcome kind to sqlComplete's code, 0 when unknown.
+func kindCode(k backend.OutcomeKind) int32 {
+	switch k {
+	case backend.OutcomeDone:
+		return kindDone
+	case backend.OutcomeRetry:
+		return kindRetry
+	case backend.OutcomeFail:
+		return kindFail
+	}
+	return 0
+}
+
+// JobComplete implements backend.Backend: the whole batch is one statement
+// (see sqlComplete), one round trip and one commit however many outcomes it
+// carries. A ref repeated within the batch applies once; its repeats are
+// reported stale.
+func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
+	n := len(params.Outcomes)
+	if n == 0 {
+		return backend.CompleteResult{}, nil
+	}
+	ids := make([]int64, 0, n)
+	attempts := make([]int32, 0, n)
+	kinds := make([]int32, 0, n)
+	delays := make([]int64, 0, n)
+	errs := make([]string, 0, n)
+	seen := make(map[backend.JobRef]bool, n)
+	var repeats []backend.JobRef
+	for i, o := range params.Outcomes {
+		code := kindCode(o.Kind)
+		if code == 0 {
+			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, &backend.InputError{Field: "outcome kind", Reason: fmt.Sprintf("unknown kind %d", o.Kind)})
+		}
+		if o.RetryDelay < 0 {
+			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, &backend.InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)})
+		}
+		if seen[o.Ref] {
+			repeats = append(repeats, o.Ref)
+			continue
+		}
+		seen[o.Ref] = true
+		ids = append(ids, o.Ref.ID)
+		attempts = append(attempts, int32(o.Ref.Attempt))
+		kinds = append(kinds, code)
+		delays = append(delays, micros(o.RetryDelay))
+		errs = append(errs, o.Error)
+	}
+	var appliedIDs []int64
+	var appliedAttempts []int32
+	var due []string
+	err := b.do(ctx, "complete jobs", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, b.q.complete, ids, attempts, kinds, delays, errs).
+			Scan(&appliedIDs, &appliedAttempts, &due)
+	})
+	if err != nil {
+		return backend.CompleteResult{}, err
+	}
+	b.wake(due)
+	applied := make(map[backend.JobRef]bool, len(appliedIDs))
+	for i, id := range appliedIDs {
+		applied[backend.JobRef{ID: id, Attempt: int(appliedAttempts[i])}] = true
+	}
+	var res backend.CompleteResult
+	for _, o := range params.Outcomes {
+		if !seen[o.Ref] {
+			continue
+		}
+		delete(seen, o.Ref) // later repeats are in repeats already
+		if !applied[o.Ref] {
+			res.Stale = append(res.Stale, o.Ref)
+		}
+	}
+	res.Stale = append(res.Stale, repeats...)
+	return res, nil
+}
+
+// JobExtendLease implements backend.Backend in one statement.
+func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
+	if params.Lease <= 0 {
+		return nil, fmt.Errorf("extend leases: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	}
+	if len(params.Refs) == 0 {
+		return nil, nil
+	}
+	ids, attempts := refArrays(params.Refs)
+	kept := make(map[backend.JobRef]bool, len(params.Refs))
+	err := b.do(ctx, "extend leases", func(ctx context.Context) error {
+		clear(kept)
+		rows, err := b.pool.Query(ctx, b.q.extendLease, ids, attempts, micros(params.Lease))
+		if err != nil {
+			return err
+		}
+		var ref backend.JobRef
+		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
+			kept[ref] = true
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var lost []backend.JobRef
+	for _, r := range params.Refs {
+		if !kept[r] {
+			lost = append(lost, r)
+		}
+	}
+	return lost, nil
+}
+
+// JobRelease implements backend.Backend in one statement; released jobs
+// wake subscribers of their queues.
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	ids, attempts := refArrays(refs)
+	var released int64
+	var due []string
+	err := b.do(ctx, "release jobs", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, b.q.release, ids, attempts).Scan(&released, &due)
+	})
+	if err != nil {
+		return 0, err
+	}
+	b.wake(due)
+	return int(released), nil
+}
+
+// defaultSweepLimit is the number of expired leases one LeaseSweep handles
+// when SweepParams.Limit is 0.
+const defaultSweepLimit = 1000
+
+// LeaseSweep implements backend.Backend in one statement (see sqlSweep);
+// concurrent sweepers skip each other's rows.
+func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
+	if params.Limit < 0 {
+		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
+	}
+	limit := params.Limit
+	if limit == 0 {
+		limit = defaultSweepLimit
+	}
+	var rescued, failed int64
+	var due []string
+	err := b.do(ctx, "sweep leases", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, b.q.sweep, limit).Scan(&rescued, &failed, &due)
+	})
+	if err != nil {
+		return backend.SweepResult{}, err
+	}
+	b.wake(due)
+	return backend.SweepResult{Rescued: int(rescued), Failed: int(failed)}, nil
+}
+
+// JobGet implements backend.Backend.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	var job *backend.JobRow
+	err := b.do(ctx, fmt.Sprintf("get job %d", id), func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.q.jobGet, id)
+		if err != nil {
+			return err
+		}
+		job, err = pgx.CollectExactlyOneRow(rows, scanJob)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return backend.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
+// QueueStats implements backend.Backend. It counts every row, so it costs a
+// scan of both tables: an operator's call, not a hot path.
+func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
+	var stats []backend.QueueStats
+	err := b.do(ctx, "queue stats", func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.q.queueStats)
+		if err != nil {
+			return err
+		}
+		stats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (backend.QueueStats, error) {
+			var s backend.QueueStats
+			err := row.Scan(&s.Queue, &s.Pending, &s.Scheduled, &s.Reserved, &s.Failed)
+			return s, err
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return stats, nil
+}
+
+// scanJob reads one row of jobColumns.
+func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
+	var (
+		j                      backend.JobRow
+		status                 string
+		reservedAt, leaseUntil pgtype.Timestamptz
+		lastError, uniqueKey   pgtype.Text
+	)
+	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
+		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey)
+	if err != nil {
+		return nil, err
+	}
+	j.Status = backend.Status(status)
+	j.ReservedAt = reservedAt.Time
+	j.LeaseUntil = leaseUntil.Time
+	j.LastError = lastError.String
+	j.UniqueKey = uniqueKey.String
+	return &j, nil
+}
+
+// refArrays splits refs into the parallel arrays the statements take.
+func refArrays(refs []backend.JobRef) ([]int64, []int32) {
+	ids := make([]int64, len(refs))
+	attempts := make([]int32, len(refs))
+	for i, r := range refs {
+		ids[i], attempts[i] = r.ID, int32(r.Attempt)
+	}
+	return ids, attempts
+}
+
+// micros converts a duration to the whole microseconds the statements take,
+// rounding up so a positive lease or delay never becomes zero.
+func micros(d time.Duration) int64 {
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}

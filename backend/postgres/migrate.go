@@ -1,0 +1,158 @@
+package postgres
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// migrationFS holds the schema history: migrations/NNN_name.sql, applied in
+// order, each once, in the schema's own search_path.
+//
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// migration is one embedded schema change.
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations is the parsed, ordered history; loadMigrations panics at
+// init on a malformed file name, a programming error caught by any test.
+var migrations = loadMigrations()
+
+func loadMigrations() []migration {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		panic(err)
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil || version < 1 {
+			panic("postgres: migration file name must be NNN_name.sql: " + e.Name())
+		}
+		body, err := migrationFS.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, migration{version: version, name: e.Name(), sql: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	for i, m := range out {
+		if m.version != i+1 {
+			panic(fmt.Sprintf("postgres: migration %s: want version %d (versions must be 1, 2, 3, …)", m.name, i+1))
+		}
+	}
+	return out
+}
+
+// migrateTimeout is the least time the migration transaction gets (DDL, and
+// waiting for another process's migration), however short QueryTimeout is.
+const migrateTimeout = time.Minute
+
+// LatestVersion is the schema version this build migrates to.
+func LatestVersion() int { return len(migrations) }
+
+// Migrate applies every pending migration in one transaction, under an
+// advisory lock so that processes starting together migrate once, and
+// returns the version now in force. It creates the schema when missing.
+// It fails with backend.ErrSchemaTooNew, changing nothing, when the schema
+// was migrated by a newer jobq.
+func (b *Backend) Migrate(ctx context.Context) (int, error) {
+	// Fast path without locks or DDL: most opens find the schema current,
+	// and a user without CREATE rights can still open it.
+	version, err := b.currentVersion(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if version > LatestVersion() {
+		return version, b.tooNew(version)
+	}
+	if version == LatestVersion() {
+		return version, nil
+	}
+	err = b.run(ctx, "migrate postgres", maxTries, max(b.opts.QueryTimeout, migrateTimeout), func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, sqlMigrateLock, "jobq migrate "+b.opts.Schema); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, b.q.createSchema); err != nil {
+				return err
+			}
+			if err := tx.QueryRow(ctx, b.q.schemaVersion).Scan(&version); err != nil {
+				return err
+			}
+			if version > LatestVersion() {
+				return b.tooNew(version)
+			}
+			for _, m := range migrations[version:] {
+				if _, err := tx.Exec(ctx, b.q.setSearchPath); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, m.sql); err != nil {
+					return fmt.Errorf("apply %s: %w", m.name, err)
+				}
+				if _, err := tx.Exec(ctx, b.q.recordVersion, m.version); err != nil {
+					return err
+				}
+				version = m.version
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, err
+	}
+	return version, nil
+}
+
+// checkVersion refuses a schema newer than this build (Open with
+// NoMigrate); an older or missing one is left for Migrate.
+func (b *Backend) checkVersion(ctx context.Context) error {
+	version, err := b.currentVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if version > LatestVersion() {
+		return b.tooNew(version)
+	}
+	return nil
+}
+
+// currentVersion reads the schema version without writing: 0 when the
+// schema or its version table does not exist yet.
+func (b *Backend) currentVersion(ctx context.Context) (int, error) {
+	var version int
+	err := b.do(ctx, "read schema version", func(ctx context.Context) error {
+		var exists bool
+		table := quoteIdent(b.opts.Schema) + ".jobq_schema_version"
+		if err := b.pool.QueryRow(ctx, sqlVersionTableExists, table).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			version = 0
+			return nil
+		}
+		return b.pool.QueryRow(ctx, b.q.schemaVersion).Scan(&version)
+	})
+	return version, err
+}
+
+func (b *Backend) tooNew(version int) error {
+	return fmt.Errorf("schema %q is at version %d, this jobq knows up to %d: %w",
+		b.opts.Schema, version, LatestVersion(), backend.ErrSchemaTooNew)
+}

@@ -1,0 +1,338 @@
+package postgres
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Subscribe implements backend.Notifier with LISTEN/NOTIFY on the channel
+// "jobq_<schema>", payload the queue name. Once a call that made jobs
+// available (insert, retry with no delay, release, rescue, replay) has
+// committed, the Backend wakes its own subscribers at once and NOTIFYs the
+// other processes (see sqlNotify); a JobInsertManyTx notifies inside the
+// caller's transaction, so only its commit wakes anyone. One listener
+// connection per Backend (outside the pool, started on the first
+// Subscribe, stopped by Close) fans the hints out. Each time
+// the listener (re)connects it wakes every subscriber once, since hints sent
+// before its LISTEN took effect are lost: after the first Subscribe, and
+// after a dropped connection, which it re-establishes with backoff. Workers
+// keep polling at their PollInterval throughout, so a lost hint only delays
+// a pickup. After Close the channel never fires.
+func (b *Backend) Subscribe(queues []string) (<-chan struct{}, func()) {
+	return b.listener.subscribe(queues)
+}
+
+// wake tells subscribers everywhere that queues got jobs available now,
+// after the statement that made them available committed: this process's
+// subscribers at once, other processes' through a NOTIFY sent by the
+// sender.
+func (b *Backend) wake(queues []string) {
+	if len(queues) == 0 {
+		return
+	}
+	b.listener.notifyLocal(queues)
+	b.sender.send(queues)
+}
+
+// Backoff between reconnect attempts of the listener: doubling from
+// listenBackoffMin up to listenBackoffMax, with jitter; the first attempt
+// after a drop is immediate.
+const (
+	listenBackoffMin = 100 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+)
+
+// subscription is one Subscribe call.
+type subscription struct {
+	queues map[string]bool
+	ch     chan struct{}
+}
+
+// wake sends without blocking: the buffer of one coalesces hints.
+func (s *subscription) wake() {
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+// listener owns the LISTEN connection and the subscriber set.
+type listener struct {
+	b *Backend
+
+	mu      sync.Mutex
+	subs    map[*subscription]struct{}
+	running bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	pid atomic.Uint32 // backend pid of the live LISTEN connection; 0 while down
+}
+
+func newListener(b *Backend) *listener {
+	return &listener{b: b, subs: map[*subscription]struct{}{}}
+}
+
+func (l *listener) subscribe(queues []string) (<-chan struct{}, func()) {
+	s := &subscription{queues: make(map[string]bool, len(queues)), ch: make(chan struct{}, 1)}
+	for _, q := range queues {
+		s.queues[q] = true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.stopped {
+		return s.ch, func() {}
+	}
+	l.subs[s] = struct{}{}
+	if !l.running {
+		// The listener's lifetime is the Backend's: it ends in Close,
+		// not with any caller's context.
+		ctx, cancel := context.WithCancel(context.Background())
+		l.running, l.cancel, l.done = true, cancel, make(chan struct{})
+		go l.run(ctx)
+	}
+	var once sync.Once
+	return s.ch, func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.subs, s)
+			l.mu.Unlock()
+		})
+	}
+}
+
+// notify wakes the subscribers of queue.
+func (l *listener) notify(queue string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.subs {
+		if s.queues[queue] {
+			s.wake()
+		}
+	}
+}
+
+// notifyLocal wakes this process's subscribers of queues at once, without
+// waiting for the round trip through the server.
+func (l *listener) notifyLocal(queues []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.subs {
+		for _, q := range queues {
+			if s.queues[q] {
+				s.wake()
+				break
+			}
+		}
+	}
+}
+
+// wakeAll wakes every subscriber: hints may have been lost.
+func (l *listener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.subs {
+		s.wake()
+	}
+}
+
+// close stops the loop and waits for it. Idempotent.
+func (l *listener) close() {
+	l.mu.Lock()
+	l.stopped = true
+	cancel, done := l.cancel, l.done
+	l.subs = map[*subscription]struct{}{}
+	l.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+// run is the listener loop: connect and LISTEN, deliver notifications until
+// the connection fails, then reconnect with backoff. It returns when ctx
+// ends.
+func (l *listener) run(ctx context.Context) {
+	defer close(l.done)
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		if backoff > 0 {
+			timer := time.NewTimer(backoff/2 + rand.N(backoff/2+1))
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-timer.C:
+			}
+		}
+		conn, err := l.connect(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			backoff = min(max(2*backoff, listenBackoffMin), listenBackoffMax)
+			l.b.opts.Logger.Warn("jobq postgres listener: connect failed, retrying",
+				"schema", l.b.opts.Schema, "backoff", backoff, "err", l.b.mapError(ctx, "listen", err))
+			continue
+		}
+		// Hints sent before LISTEN took effect (since Subscribe, or while
+		// the connection was down) are lost: have everyone look once.
+		l.wakeAll()
+		l.pid.Store(conn.PgConn().PID())
+		backoff = 0
+		err = l.receive(ctx, conn)
+		l.pid.Store(0)
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		l.b.opts.Logger.Warn("jobq postgres listener: connection lost, reconnecting",
+			"schema", l.b.opts.Schema, "err", l.b.mapError(ctx, "listen", err))
+	}
+}
+
+// connect opens a connection outside the pool (LISTEN ties it up for good)
+// and subscribes it to the channel.
+func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.b.opts.QueryTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, l.b.pool.Config().ConnConfig)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, l.b.q.listen); err != nil {
+		_ = conn.Close(ctx)
+		return nil, err
+	}
+	return conn, nil
+}
+
+// receive delivers notifications until the connection fails or ctx ends.
+func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		queue, origin, _ := strings.Cut(n.Payload, " ")
+		if origin == l.b.origin {
+			continue // this Backend woke its subscribers already
+		}
+		l.notify(queue)
+	}
+}
+
+// minNotifyInterval spaces the sender's NOTIFY transactions. Each costs the
+// server a transaction and takes NOTIFY's database-wide lock, so a Backend
+// enqueuing thousands of jobs a second sends at most 1/minNotifyInterval
+// of them; a remote idle worker then learns of a job at most this much
+// later (this process's workers are woken at once, without NOTIFY).
+const minNotifyInterval = 2 * time.Millisecond
+
+// sender sends the NOTIFY hints for statements that already committed
+// (see sqlNotify). Hints for queues that pile up while one is in flight go
+// out together in the next, so however many enqueuers run, at most one
+// NOTIFY transaction per Backend is open at a time. It runs from the first
+// send until Close. A hint that fails to send is dropped: workers poll.
+type sender struct {
+	b *Backend
+
+	mu      sync.Mutex
+	queues  map[string]bool
+	running bool
+	stopped bool
+	kick    chan struct{}
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newSender(b *Backend) *sender {
+	return &sender{b: b, queues: map[string]bool{}, kick: make(chan struct{}, 1)}
+}
+
+// send queues hints for queues without blocking.
+func (s *sender) send(queues []string) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	for _, q := range queues {
+		s.queues[q] = true
+	}
+	if !s.running {
+		// Like the listener, the sender lives as long as the Backend.
+		ctx, cancel := context.WithCancel(context.Background())
+		s.running, s.cancel, s.done = true, cancel, make(chan struct{})
+		go s.run(ctx)
+	}
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the loop and waits for it; pending hints are dropped.
+// Idempotent.
+func (s *sender) close() {
+	s.mu.Lock()
+	s.stopped = true
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
+
+func (s *sender) run(ctx context.Context) {
+	defer close(s.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.kick:
+		}
+		s.runOnce(ctx)
+		// Rate limit: hints arriving meanwhile wait and go out together.
+		timer := time.NewTimer(minNotifyInterval)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// runOnce sends the hints gathered so far in one statement.
+func (s *sender) runOnce(ctx context.Context) {
+	s.mu.Lock()
+	queues := make([]string, 0, len(s.queues))
+	for q := range s.queues {
+		queues = append(queues, q)
+	}
+	clear(s.queues)
+	s.mu.Unlock()
+	if len(queues) == 0 {
+		return
+	}
+	err := s.b.do(ctx, "notify", func(ctx context.Context) error {
+		_, err := s.b.pool.Exec(ctx, s.b.q.notify, queues, s.b.origin)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		s.b.opts.Logger.Debug("jobq postgres: wake-up hint not sent; workers will poll",
+			"schema", s.b.opts.Schema, "queues", queues, "err", err)
+	}
+}

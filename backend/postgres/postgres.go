@@ -1,0 +1,340 @@
+// Package postgres is jobq's production backend: jobs live in a PostgreSQL
+// schema that many worker processes on many machines share.
+//
+// Claims take due jobs with one short statement (SELECT … FOR UPDATE SKIP
+// LOCKED in a materialized CTE feeding an UPDATE), so concurrent workers
+// never wait on each other's rows and no transaction stays open while a
+// handler runs. Outcomes are written back in batches, each fenced by the
+// job's attempt. Every time that decides eligibility or a lease is the
+// database's now(), so clock skew between machines cannot release or hide
+// jobs.
+//
+// Beyond backend.Backend, the backend implements backend.Migrator (embedded,
+// versioned migrations), backend.Notifier (LISTEN/NOTIFY), and
+// backend.TxInserter and backend.TxCompleter (enqueue and complete inside
+// the caller's pgx.Tx or *sql.Tx).
+//
+// Importing the package registers the "postgres" and "postgresql" URL
+// schemes with backend.Open:
+//
+//	postgres://user:pass@host:5432/db?jobq_schema=myapp&pool_max_conns=20
+//
+// The jobq_schema query parameter chooses the schema (see Options.Schema);
+// every other parameter is pgx's.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq/backend"
+)
+
+func init() {
+	open := func(ctx context.Context, url string) (backend.Backend, error) {
+		b, err := Open(ctx, url, Options{})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	backend.Register("postgres", open)
+	backend.Register("postgresql", open)
+}
+
+// SchemaParam is the URL query parameter that names the schema. Open
+// removes it before handing the URL to pgx.
+const SchemaParam = "jobq_schema"
+
+// DefaultSchema is the schema used when neither Options.Schema nor the URL
+// names one.
+const DefaultSchema = "jobq"
+
+// Options configures Open. The zero value is ready to use.
+type Options struct {
+	// Schema is the PostgreSQL schema (namespace) holding jobq's tables, so
+	// several applications can share one database. It must be 1 to 58
+	// lowercase letters, digits or underscores, starting with a letter or
+	// underscore. The URL parameter jobq_schema sets it too; naming two
+	// different schemas is an error. Defaults to "jobq".
+	Schema string
+
+	// NoMigrate skips applying pending migrations at Open; the schema must
+	// then be migrated by other means (jobq migrate, or Migrate). Defaults
+	// to false: Open migrates.
+	NoMigrate bool
+
+	// QueryTimeout bounds every statement the backend runs, on top of the
+	// caller's context, so a stalled server or a half-open connection cannot
+	// hang a worker; a statement that runs out fails with
+	// backend.ErrUnavailable. Defaults to 10 seconds.
+	QueryTimeout time.Duration
+
+	// MaxConns caps the connection pool. One pool serves a whole worker
+	// process: its claimer, completer and sweeper need a few connections
+	// however many workers run, plus one per concurrent producer or handler
+	// transaction begun on Pool. The URL parameter pool_max_conns sets it
+	// too, and wins. Defaults to 4 × GOMAXPROCS, at least 16.
+	MaxConns int
+
+	// Logger receives the listener's reconnect warnings. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// schemaPattern: lowercase, so the quoted name means what an unquoted one
+// would; 58 bytes, so "jobq_" + schema fits a 63-byte channel name.
+var schemaPattern = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,57}$`)
+
+// validateSchema checks a schema name; see Options.Schema.
+func validateSchema(s string) error {
+	if !schemaPattern.MatchString(s) {
+		return &backend.InputError{Field: "schema", Reason: fmt.Sprintf("%q: use 1 to 58 lowercase letters, digits or '_', starting with a letter or '_'", s)}
+	}
+	return nil
+}
+
+// resolve fills defaults and refuses bad values.
+func (o Options) resolve() (Options, error) {
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := validateSchema(o.Schema); err != nil {
+		return o, err
+	}
+	if o.QueryTimeout < 0 {
+		return o, &backend.InputError{Field: "query timeout", Reason: fmt.Sprintf("%s is negative", o.QueryTimeout)}
+	}
+	if o.QueryTimeout == 0 {
+		o.QueryTimeout = 10 * time.Second
+	}
+	if o.MaxConns < 0 || o.MaxConns > 10000 {
+		return o, &backend.InputError{Field: "max conns", Reason: fmt.Sprintf("%d is outside 0..10000", o.MaxConns)}
+	}
+	if o.MaxConns == 0 {
+		o.MaxConns = max(16, 4*runtime.GOMAXPROCS(0))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// TCP keepalive: a peer that vanished without closing (a half-open
+// connection) is detected within about idle + count × interval.
+const (
+	keepAliveIdle     = 15 * time.Second
+	keepAliveInterval = 5 * time.Second
+	keepAliveCount    = 3
+	connectTimeout    = 10 * time.Second
+)
+
+// Backend is a jobq store in one PostgreSQL schema. It is safe for
+// concurrent use; many Backends (in one process or many) may share a schema.
+type Backend struct {
+	pool     *pgxpool.Pool
+	opts     Options
+	q        queries
+	host     string // host:port for error messages
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+	listener *listener
+	sender   *sender
+	origin   string // tags this Backend's NOTIFY payloads (see sqlNotify)
+}
+
+var (
+	_ backend.Backend     = (*Backend)(nil)
+	_ backend.Migrator    = (*Backend)(nil)
+	_ backend.Notifier    = (*Backend)(nil)
+	_ backend.TxInserter  = (*Backend)(nil)
+	_ backend.TxCompleter = (*Backend)(nil)
+)
+
+// Open connects to the PostgreSQL server named by a postgres:// or
+// postgresql:// URL and, unless opts.NoMigrate, applies pending migrations
+// to the schema. ctx bounds only the opening (connecting and migrating).
+//
+// It fails with backend.ErrInvalidInput for a malformed URL or option,
+// backend.ErrUnavailable when the server cannot be reached, refuses the
+// login or lacks the database, and backend.ErrSchemaTooNew when the
+// schema was migrated by a newer jobq.
+func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
+	connString, urlSchema, err := stripSchemaParam(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if urlSchema != "" {
+		if opts.Schema != "" && opts.Schema != urlSchema {
+			return nil, &backend.InputError{Field: "schema", Reason: fmt.Sprintf("URL names %q but Options.Schema is %q", urlSchema, opts.Schema)}
+		}
+		opts.Schema = urlSchema
+	}
+	opts, err = opts.resolve()
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgxpool.ParseConfig(connString)
+	if err != nil {
+		return nil, &backend.InputError{Field: "backend URL", Reason: err.Error()}
+	}
+	if !strings.Contains(connString, "pool_max_conns=") {
+		cfg.MaxConns = int32(opts.MaxConns)
+	}
+	configureConn(cfg.ConnConfig)
+
+	b := &Backend{opts: opts, q: newQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
+	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, b.mapError(ctx, "open postgres", err)
+	}
+	b.listener, b.sender = newListener(b), newSender(b)
+	err = b.do(ctx, "open postgres", func(ctx context.Context) error { return b.pool.Ping(ctx) })
+	if err == nil {
+		if opts.NoMigrate {
+			err = b.checkVersion(ctx)
+		} else {
+			_, err = b.Migrate(ctx)
+		}
+	}
+	if err != nil {
+		b.pool.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// configureConn sets what every connection (pooled or the listener's)
+// needs: a connect timeout and TCP keepalives.
+func configureConn(cc *pgx.ConnConfig) {
+	if cc.ConnectTimeout == 0 {
+		cc.ConnectTimeout = connectTimeout
+	}
+	dialer := &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     keepAliveIdle,
+			Interval: keepAliveInterval,
+			Count:    keepAliveCount,
+		},
+	}
+	cc.DialFunc = dialer.DialContext
+}
+
+// newOrigin returns a random tag that tells this Backend's NOTIFY hints
+// from other processes'.
+func newOrigin() string {
+	return strconv.FormatUint(rand.Uint64(), 36)
+}
+
+// hostOf names the first server of a config for error messages.
+func hostOf(cc *pgx.ConnConfig) string {
+	return net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port))
+}
+
+// stripSchemaParam removes jobq_schema from a URL's query and returns it.
+// It works on the text rather than net/url so multi-host URLs
+// (postgres://h1,h2/db) pass through untouched.
+func stripSchemaParam(raw string) (string, string, error) {
+	base, query, ok := strings.Cut(raw, "?")
+	if !ok {
+		return raw, "", nil
+	}
+	values, err := url.ParseQuery(query)
+	if err != nil {
+		return "", "", &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("query: %v", err)}
+	}
+	if !values.Has(SchemaParam) {
+		return raw, "", nil
+	}
+	schema := values.Get(SchemaParam)
+	values.Del(SchemaParam)
+	if len(values) == 0 {
+		return base, schema, nil
+	}
+	return base + "?" + values.Encode(), schema, nil
+}
+
+// Pool is the connection pool the backend runs on. Applications may begin
+// their own transactions on it, for instance to enqueue with
+// JobInsertManyTx or to complete a job with JobCompleteTx; each such
+// transaction holds one of MaxConns connections while open. It is closed by
+// Close.
+func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
+
+// Schema is the schema the backend's tables live in.
+func (b *Backend) Schema() string { return b.opts.Schema }
+
+// Close stops the listener and closes the pool, waiting for calls in
+// flight to return their connections. It is idempotent; calls after Close
+// fail with backend.ErrClosed.
+func (b *Backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.listener.close()
+	b.sender.close()
+	b.pool.Close()
+	return nil
+}
+
+// maxTries bounds how often do sends a statement that failed retryably.
+const maxTries = 4
+
+// do runs fn with QueryTimeout applied, retries it while it fails in a way
+// that is safe to repeat (never sent; serialization failure or deadlock,
+// which the server rolled back), and maps the final error. Every statement
+// the backend runs on its own pool goes through it.
+func (b *Backend) do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return b.run(ctx, op, maxTries, b.opts.QueryTimeout, fn)
+}
+
+// doInTx is do for a statement inside the caller's transaction: one try,
+// since a failed statement aborts the whole transaction.
+func (b *Backend) doInTx(ctx context.Context, op string, fn func(ctx context.Context) error) error {
+	return b.run(ctx, op, 1, b.opts.QueryTimeout, fn)
+}
+
+func (b *Backend) run(ctx context.Context, op string, maxTries int, timeout time.Duration, fn func(ctx context.Context) error) error {
+	if b.closed.Load() {
+		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+	}
+	for try := 1; ; try++ {
+		qctx, cancel := context.WithTimeoutCause(ctx, timeout, errQueryTimeout)
+		err := fn(qctx)
+		if err == nil {
+			cancel()
+			return nil
+		}
+		if try >= maxTries || !retryable(err) || qctx.Err() != nil || b.closed.Load() {
+			err = b.mapError(qctx, op, err)
+			cancel()
+			return err
+		}
+		cancel()
+		pause := time.Duration(try) * time.Millisecond * time.Duration(1+rand.IntN(5))
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%s: %w", op, context.Cause(ctx))
+		case <-timer.C:
+		}
+	}
+}

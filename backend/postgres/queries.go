@@ -1,0 +1,531 @@
+package postgres
+
+import "strings"
+
+// All SQL of the backend lives in this file. Each statement is written once
+// with two placeholders filled in by newQueries:
+//
+//	{schema}   the quoted schema name ("jobq")
+//	{channel}  the NOTIFY channel as a string literal ('jobq_jobq')
+//
+// Durations travel as bigint microseconds and become intervals in SQL;
+// every time that decides eligibility or a lease is now() of the database.
+//
+// Statements that make jobs available at once return the queues concerned
+// instead of calling pg_notify themselves: NOTIFY takes a database-wide
+// lock from its commit until the commit is flushed, so notifying inside
+// every enqueue would serialize all enqueuers' commits. The backend sends
+// the hints afterwards with sqlNotify, coalesced and without waiting for a
+// flush. Only sqlInsertNotify, run in a caller's transaction whose commit
+// the backend cannot see, notifies inline.
+//
+// Outcome kinds in sqlComplete: 1 done, 2 retry, 3 fail (see kindCode).
+
+// jobColumns is the column list every statement returning a JobRow selects,
+// in the order scanJob reads it.
+const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
+	available_at, reserved_at, lease_until, created_at, last_error, unique_key`
+
+// failedColumns is the column list scanFailed reads.
+const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
+	error, unique_key, created_at, failed_at`
+
+// sqlInsert inserts a batch of jobs in one statement.
+//
+//	$1 queue text[], $2 type text[], $3 payload text[] (JSON text),
+//	$4 priority int[], $5 max_attempts int[],
+//	$6 delay_us bigint[] (used where run_at is NULL),
+//	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none)
+//
+// The arrays are parallel and must not repeat a unique key (the caller
+// folds duplicates inside a batch). Returns one row per item, in input
+// order: (ord bigint 1-based, id bigint, duplicate bool, due bool). A
+// duplicate's id is the live job holding its key; it is NULL in the rare
+// case the holder committed after this statement's snapshot, and the
+// caller then retries that item. due is true for an inserted job available
+// now (its queue wants a wake-up hint).
+const sqlInsert = insertCTEs + `
+SELECT i.ord,
+       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
+       ins.id IS NULL,
+       coalesce(ins.available_at <= now(), false)
+FROM input i
+LEFT JOIN ins ON ins.id = i.id
+ORDER BY i.ord`
+
+// sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
+// and rows, and it also sends pg_notify(channel, queue) for each queue that
+// got a job due now, delivered if and when that transaction commits. The
+// payload has no origin: every listener, this process's too, passes it on.
+const sqlInsertNotify = insertCTEs + `,
+woken AS (
+	SELECT count(pg_notify({channel}, q.queue)) AS n
+	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
+)
+SELECT i.ord,
+       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
+       ins.id IS NULL,
+       coalesce(ins.available_at <= now(), false)
+FROM input i
+CROSS JOIN woken
+LEFT JOIN ins ON ins.id = i.id
+ORDER BY i.ord`
+
+// sqlInsertOne inserts a single job without a unique key, the common
+// Enqueue: a plain INSERT … VALUES, which the server plans in a fraction of
+// the time the array form takes (that planning is most of a one-row
+// insert's cost), and without ON CONFLICT's speculative insertion.
+//
+//	$1 queue text, $2 type text, $3 payload text (JSON text), $4 priority int,
+//	$5 max_attempts int, $6 delay_us bigint (used where run_at is NULL),
+//	$7 run_at timestamptz (NULL: now() + delay)
+//
+// Returns sqlInsert's row shape: (1, id, false, due).
+const sqlInsertOne = `
+INSERT INTO {schema}.jobs AS j (queue, type, payload, priority, max_attempts, available_at)
+VALUES ($1, $2, $3::text::json, $4, $5,
+        coalesce($7::timestamptz, now() + $6::bigint * interval '1 microsecond'))
+RETURNING 1::bigint, j.id, false, j.available_at <= now()`
+
+// insertCTEs is the common head of sqlInsert and sqlInsertNotify: ids are
+// drawn in input order before inserting, so each result row can be matched
+// to its item whatever order the insert returns rows in. Jobs without a
+// unique key are inserted apart: ON CONFLICT makes every row a speculative
+// insertion, which costs about as much again as the insert itself.
+const insertCTEs = `
+WITH input AS MATERIALIZED (
+	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],
+	            $6::bigint[], $7::timestamptz[], $8::text[])
+	     WITH ORDINALITY AS t(queue, type, payload, priority, max_attempts,
+	                          delay_us, run_at, unique_key, ord)
+),
+plain AS (
+	INSERT INTO {schema}.jobs AS j
+	       (id, queue, type, payload, priority, max_attempts, available_at)
+	SELECT id, queue, type, payload::json, priority, max_attempts,
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond')
+	FROM input
+	WHERE unique_key IS NULL
+	ORDER BY ord
+	RETURNING j.id, j.queue, j.available_at
+),
+keyed AS (
+	INSERT INTO {schema}.jobs AS j
+	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key)
+	SELECT id, queue, type, payload::json, priority, max_attempts,
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key
+	FROM input
+	WHERE unique_key IS NOT NULL
+	ORDER BY ord
+	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+	RETURNING j.id, j.queue, j.available_at
+),
+ins AS (
+	SELECT * FROM plain UNION ALL SELECT * FROM keyed
+)`
+
+// sqlNotify sends the wake-up hints for queues $1 after the statements that
+// made their jobs available committed. The transaction commits without
+// waiting for its WAL flush (synchronous_commit off, for this transaction
+// only): a hint lost in a crash costs a worker one poll interval, while
+// waiting would hold NOTIFY's database-wide lock for a disk flush.
+//
+// The payload is "<queue> <origin>": the sending Backend already woke its
+// own subscribers and its listener skips hints of its own origin.
+//
+//	$1 queues text[], $2 origin text
+//
+// Returns one row: (setting text, notified bigint).
+const sqlNotify = `
+SELECT set_config('synchronous_commit', 'off', true),
+       (SELECT count(pg_notify({channel}, q || ' ' || $2)) FROM unnest($1::text[]) AS q)`
+
+// sqlClaim reserves up to $2 due pending jobs of the queues $1.
+//
+//	$1 queues text[], $2 max int, $3 lease_us bigint
+//
+// The MATERIALIZED CTE makes LIMIT and SKIP LOCKED apply before the
+// update, under any plan. Each queue is read by its own ordered scan of
+// jobs_claim_idx that stops after $2 rows (queue = ANY(...) would read and
+// sort every pending job of the queues); with several queues up to $2 rows
+// per queue are locked for the instant of the statement and the best $2
+// kept. Returns the claimed rows (jobColumns), in no
+// particular order; attempts already counts this try.
+const sqlClaim = `
+WITH picked AS MATERIALIZED (
+	SELECT c.id
+	FROM unnest($1::text[]) AS q(name)
+	CROSS JOIN LATERAL (
+		SELECT id, priority FROM {schema}.jobs
+		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
+		ORDER BY priority DESC, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.priority DESC, c.id
+	LIMIT $2
+)
+UPDATE {schema}.jobs j
+SET status = 'reserved',
+    attempts = j.attempts + 1,
+    reserved_at = now(),
+    lease_until = now() + $3::bigint * interval '1 microsecond'
+FROM picked
+WHERE j.id = picked.id
+RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
+	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key`
+
+// sqlComplete applies a batch of outcomes in one statement, each fenced by
+// (id, attempt, status reserved).
+//
+//	$1 id bigint[], $2 attempt int[], $3 kind int[] (1 done, 2 retry, 3 fail),
+//	$4 delay_us bigint[] (retry), $5 error text[] (retry, fail)
+//
+// Done rows are deleted; retried rows go back to pending at now() + delay;
+// failed rows are deleted and inserted into failed_jobs by the same
+// statement, so a job is never in both tables nor in neither. The input
+// must not repeat an (id, attempt). Returns one row: (ids bigint[],
+// attempts int[], queues text[]): the outcomes that applied, and the queues
+// that got a retry due at once.
+const sqlComplete = `
+WITH input AS MATERIALIZED (
+	SELECT * FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::text[])
+	       AS t(id, attempt, kind, delay_us, error)
+),
+done AS (
+	DELETE FROM {schema}.jobs j USING input i
+	WHERE i.kind = 1 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	RETURNING j.id, j.attempts
+),
+retried AS (
+	UPDATE {schema}.jobs j
+	SET status = 'pending',
+	    available_at = now() + i.delay_us * interval '1 microsecond',
+	    reserved_at = NULL,
+	    lease_until = NULL,
+	    last_error = i.error
+	FROM input i
+	WHERE i.kind = 2 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	RETURNING j.id, j.attempts, j.queue, i.delay_us
+),
+failed AS (
+	DELETE FROM {schema}.jobs j USING input i
+	WHERE i.kind = 3 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	          i.error, j.unique_key, j.created_at
+),
+moved AS (
+	INSERT INTO {schema}.failed_jobs
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now()
+	FROM failed
+	RETURNING job_id, attempts
+),
+settled AS (
+	SELECT id, attempts FROM done
+	UNION ALL SELECT id, attempts FROM retried
+	UNION ALL SELECT job_id, attempts FROM moved
+)
+SELECT ARRAY(SELECT id FROM settled)::bigint[],
+       ARRAY(SELECT attempts FROM settled)::int[],
+       ARRAY(SELECT DISTINCT queue FROM retried WHERE delay_us <= 0)::text[]`
+
+// sqlCompleteOne deletes one held job: the handler's own completion inside
+// its own transaction.
+//
+//	$1 id bigint, $2 attempt int
+//
+// Returns the command tag: 1 row when the attempt was still held, 0 when the
+// fence failed.
+const sqlCompleteOne = `
+DELETE FROM {schema}.jobs
+WHERE id = $1 AND attempts = $2 AND status = 'reserved'`
+
+// sqlExtendLease moves lease_until of held jobs to now() + $3.
+//
+//	$1 id bigint[], $2 attempt int[], $3 lease_us bigint
+//
+// Returns (id, attempts) of each job whose lease was extended; the others
+// were lost.
+const sqlExtendLease = `
+UPDATE {schema}.jobs j
+SET lease_until = now() + $3::bigint * interval '1 microsecond'
+FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt)
+WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+RETURNING j.id, j.attempts`
+
+// sqlRelease gives held jobs back as pending, due now, un-counting the
+// interrupted attempt.
+//
+//	$1 id bigint[], $2 attempt int[]
+//
+// Returns one row: (released bigint, queues text[]), the queues that got a
+// job back.
+const sqlRelease = `
+WITH released AS (
+	UPDATE {schema}.jobs j
+	SET status = 'pending',
+	    attempts = j.attempts - 1,
+	    available_at = now(),
+	    reserved_at = NULL,
+	    lease_until = NULL
+	FROM (SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)) r
+	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+	RETURNING j.queue
+)
+SELECT (SELECT count(*) FROM released), ARRAY(SELECT DISTINCT queue FROM released)::text[]`
+
+// sqlSweep handles up to $1 reserved jobs whose lease expired: those with
+// attempts left go back to pending, due now; the others move to
+// failed_jobs with the error 'lease expired'. SKIP LOCKED lets concurrent
+// sweepers (one per worker process) share the work.
+//
+//	$1 limit int
+//
+// Returns one row: (rescued bigint, failed bigint, queues text[]), the
+// queues that got a job back.
+const sqlSweep = `
+WITH expired AS MATERIALIZED (
+	SELECT id FROM {schema}.jobs
+	WHERE status = 'reserved' AND lease_until < now()
+	ORDER BY lease_until
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+),
+rescued AS (
+	UPDATE {schema}.jobs j
+	SET status = 'pending',
+	    available_at = now(),
+	    reserved_at = NULL,
+	    lease_until = NULL,
+	    last_error = 'lease expired'
+	FROM expired e
+	WHERE j.id = e.id AND j.attempts < j.max_attempts
+	RETURNING j.queue
+),
+dead AS (
+	DELETE FROM {schema}.jobs j USING expired e
+	WHERE j.id = e.id AND j.attempts >= j.max_attempts
+	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	          j.unique_key, j.created_at
+),
+moved AS (
+	INSERT INTO {schema}.failed_jobs
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now()
+	FROM dead
+	RETURNING 1
+)
+SELECT (SELECT count(*) FROM rescued), (SELECT count(*) FROM moved),
+       ARRAY(SELECT DISTINCT queue FROM rescued)::text[]`
+
+// sqlJobGet reads one live job.
+//
+//	$1 id bigint
+//
+// Returns zero or one row (jobColumns).
+const sqlJobGet = `SELECT ` + jobColumns + ` FROM {schema}.jobs WHERE id = $1`
+
+// sqlQueueStats counts jobs per queue and state.
+//
+// Takes no parameters. Returns (queue text, pending bigint, scheduled
+// bigint, reserved bigint, failed bigint) per queue with any job, ordered
+// by queue name bytewise (COLLATE "C", as Go sorts strings).
+const sqlQueueStats = `
+SELECT queue, sum(pending)::bigint, sum(scheduled)::bigint, sum(reserved)::bigint, sum(failed)::bigint
+FROM (
+	SELECT queue,
+	       count(*) FILTER (WHERE status = 'pending' AND available_at <= now()) AS pending,
+	       count(*) FILTER (WHERE status = 'pending' AND available_at > now()) AS scheduled,
+	       count(*) FILTER (WHERE status = 'reserved') AS reserved,
+	       0 AS failed
+	FROM {schema}.jobs GROUP BY queue
+	UNION ALL
+	SELECT queue, 0, 0, 0, count(*) FROM {schema}.failed_jobs GROUP BY queue
+) s
+GROUP BY queue
+ORDER BY queue COLLATE "C"`
+
+// sqlFailedList pages through failed jobs, newest first.
+//
+//	$1 queue text (NULL: any), $2 type text (NULL: any),
+//	$3 failed_before timestamptz (NULL: any), $4 before_id bigint (NULL: no bound),
+//	$5 limit int
+//
+// Returns up to $5 rows (failedColumns) by id descending.
+const sqlFailedList = `
+SELECT ` + failedColumns + ` FROM {schema}.failed_jobs
+WHERE ($1::text IS NULL OR queue = $1)
+  AND ($2::text IS NULL OR type = $2)
+  AND ($3::timestamptz IS NULL OR failed_at < $3)
+  AND ($4::bigint IS NULL OR id < $4)
+ORDER BY id DESC
+LIMIT $5`
+
+// sqlFailedGet reads one failed job.
+//
+//	$1 id bigint (the failed_jobs id)
+//
+// Returns zero or one row (failedColumns).
+const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHERE id = $1`
+
+// sqlFailedReplay moves failed jobs back to jobs as pending, due now,
+// attempts 0, with their original id; a job whose unique key (or id) is
+// held by a live job stays in failed_jobs.
+//
+//	$1 ids bigint[] (NULL: select by the filter instead),
+//	$2 queue text (NULL: any), $3 type text (NULL: any),
+//	$4 failed_before timestamptz (NULL: any)
+//
+// Returns one row: (matched bigint, replayed bigint, queues text[]), the
+// queues that got a job back.
+// The caller runs it in a transaction and rolls back when listed ids were
+// missing (matched < number of distinct ids).
+const sqlFailedReplay = `
+WITH sel AS MATERIALIZED (
+	SELECT * FROM {schema}.failed_jobs f
+	WHERE CASE WHEN $1::bigint[] IS NULL
+	           THEN ($2::text IS NULL OR f.queue = $2)
+	            AND ($3::text IS NULL OR f.type = $3)
+	            AND ($4::timestamptz IS NULL OR f.failed_at < $4)
+	           ELSE f.id = ANY($1)
+	      END
+	ORDER BY f.id
+	FOR UPDATE
+),
+ins AS (
+	INSERT INTO {schema}.jobs
+	       (id, queue, type, payload, attempts, max_attempts, priority, status,
+	        available_at, created_at, last_error, unique_key)
+	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
+	       now(), created_at, error, unique_key
+	FROM sel
+	ORDER BY id
+	ON CONFLICT DO NOTHING
+	RETURNING id, queue
+),
+del AS (
+	DELETE FROM {schema}.failed_jobs f
+	USING sel s JOIN ins ON ins.id = s.job_id
+	WHERE f.id = s.id
+	RETURNING f.id
+)
+SELECT (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
+       ARRAY(SELECT DISTINCT queue FROM ins)::text[]`
+
+// sqlFailedPurge deletes failed jobs.
+//
+//	$1 ids bigint[] (NULL: select by the filter instead),
+//	$2 queue text (NULL: any), $3 type text (NULL: any),
+//	$4 failed_before timestamptz (NULL: any)
+//
+// Returns the command tag; its row count is the number deleted.
+const sqlFailedPurge = `
+DELETE FROM {schema}.failed_jobs f
+WHERE CASE WHEN $1::bigint[] IS NULL
+           THEN ($2::text IS NULL OR f.queue = $2)
+            AND ($3::text IS NULL OR f.type = $3)
+            AND ($4::timestamptz IS NULL OR f.failed_at < $4)
+           ELSE f.id = ANY($1)
+      END`
+
+// sqlListen subscribes the listener's connection to the channel. It takes
+// no parameters (LISTEN accepts none): the channel is the quoted
+// identifier {channel_ident}.
+const sqlListen = `LISTEN {channel_ident}`
+
+// Schema management. The migration statements run in one transaction:
+// lock, create schema and version table, read the version, apply each
+// missing migration file with search_path set to the schema, record it.
+
+// sqlMigrateLock serialises migrations of one schema across processes.
+//
+//	$1 lock name text
+//
+// Returns one row (void); the lock is released at commit or rollback.
+const sqlMigrateLock = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+// sqlCreateSchema creates the schema and the version table when missing.
+// No parameters; returns nothing. Runs under sqlMigrateLock.
+const sqlCreateSchema = `
+CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.jobq_schema_version (
+	version    integer     PRIMARY KEY,
+	applied_at timestamptz NOT NULL DEFAULT now()
+)`
+
+// sqlVersionTableExists tells whether the schema has a version table yet,
+// without creating anything (a read-only user can open an up-to-date
+// schema).
+//
+//	$1 qualified table name text
+//
+// Returns one row: (exists bool).
+const sqlVersionTableExists = `SELECT to_regclass($1) IS NOT NULL`
+
+// sqlSchemaVersion reads the version in force.
+// No parameters; returns one row: (version int), 0 when none was applied.
+const sqlSchemaVersion = `SELECT coalesce(max(version), 0) FROM {schema}.jobq_schema_version`
+
+// sqlSetSearchPath points unqualified names of a migration file at the
+// schema for the rest of the migration transaction. No parameters.
+const sqlSetSearchPath = `SET LOCAL search_path TO {schema}`
+
+// sqlRecordVersion records an applied migration.
+//
+//	$1 version int
+//
+// Returns nothing.
+const sqlRecordVersion = `INSERT INTO {schema}.jobq_schema_version (version) VALUES ($1)`
+
+// queries holds the statements with the schema filled in.
+type queries struct {
+	insert, insertOne, insertNotify, notify                   string
+	claim, complete, completeOne, extendLease, release, sweep string
+	jobGet, queueStats                                        string
+	failedList, failedGet, failedReplay, failedPurge          string
+	listen                                                    string
+	createSchema, schemaVersion, setSearchPath, recordVersion string
+}
+
+// newQueries fills the placeholders for schema, which must already have
+// passed validateSchema (it is quoted, but never escaped further).
+func newQueries(schema string) queries {
+	channel := channelName(schema)
+	r := strings.NewReplacer(
+		"{schema}", quoteIdent(schema),
+		"{channel}", "'"+channel+"'",
+		"{channel_ident}", quoteIdent(channel),
+	)
+	return queries{
+		insert:        r.Replace(sqlInsert),
+		insertOne:     r.Replace(sqlInsertOne),
+		insertNotify:  r.Replace(sqlInsertNotify),
+		notify:        r.Replace(sqlNotify),
+		claim:         r.Replace(sqlClaim),
+		complete:      r.Replace(sqlComplete),
+		completeOne:   r.Replace(sqlCompleteOne),
+		extendLease:   r.Replace(sqlExtendLease),
+		release:       r.Replace(sqlRelease),
+		sweep:         r.Replace(sqlSweep),
+		jobGet:        r.Replace(sqlJobGet),
+		queueStats:    r.Replace(sqlQueueStats),
+		failedList:    r.Replace(sqlFailedList),
+		failedGet:     r.Replace(sqlFailedGet),
+		failedReplay:  r.Replace(sqlFailedReplay),
+		failedPurge:   r.Replace(sqlFailedPurge),
+		listen:        r.Replace(sqlListen),
+		createSchema:  r.Replace(sqlCreateSchema),
+		schemaVersion: r.Replace(sqlSchemaVersion),
+		setSearchPath: r.Replace(sqlSetSearchPath),
+		recordVersion: r.Replace(sqlRecordVersion),
+	}
+}
+
+// channelName is the NOTIFY channel of a schema. validateSchema keeps it
+// within Postgres' 63-byte identifier limit.
+func channelName(schema string) string { return "jobq_" + schema }
+
+// quoteIdent quotes a validated identifier.
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }

@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// JobInsertManyTx implements backend.TxInserter: the jobs are inserted by
+// the caller's transaction, so they exist if and only if it commits, and
+// workers are notified only then. tx is a pgx.Tx, or a *sql.Tx opened
+// through the pgx stdlib driver (github.com/jackc/pgx/v5/stdlib; other
+// database/sql drivers cannot pass the array parameters). The transaction
+// must be on the database holding the backend's schema. A failed insert
+// aborts the caller's transaction, as any failed statement does.
+func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	query, err := txQuerier(tx)
+	if err != nil {
+		return nil, fmt.Errorf("insert jobs in tx: %w", err)
+	}
+	if err := validateInserts(params); err != nil {
+		return nil, err
+	}
+	if len(params) == 0 {
+		return []backend.InsertResult{}, nil
+	}
+	var results []backend.InsertResult
+	err = b.doInTx(ctx, "insert jobs in tx", func(ctx context.Context) error {
+		results, _, err = b.insert(ctx, query, b.q.insertNotify, "", params)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// JobCompleteTx implements backend.TxCompleter: it deletes the held job
+// inside the handler's transaction, so the handler's writes and the job's
+// completion commit (or roll back) together. It returns backend.ErrNotFound
+// when the attempt is no longer held (rescued after its lease, re-claimed,
+// or already completed); the caller should then roll back. tx is as for
+// JobInsertManyTx. The deleted row stays locked until the transaction ends,
+// so the lease sweep and other holders wait for it rather than race it.
+func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef) error {
+	op := fmt.Sprintf("complete job %d in tx", ref.ID)
+	var exec func(ctx context.Context) (int64, error)
+	switch t := tx.(type) {
+	case pgx.Tx:
+		exec = func(ctx context.Context) (int64, error) {
+			tag, err := t.Exec(ctx, b.q.completeOne, ref.ID, int32(ref.Attempt))
+			return tag.RowsAffected(), err
+		}
+	case *sql.Tx:
+		if t == nil {
+			return fmt.Errorf("%s: %w", op, txTypeError(tx))
+		}
+		exec = func(ctx context.Context) (int64, error) {
+			res, err := t.ExecContext(ctx, b.q.completeOne, ref.ID, int32(ref.Attempt))
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		}
+	default:
+		return fmt.Errorf("%s: %w", op, txTypeError(tx))
+	}
+	return b.doInTx(ctx, op, func(ctx context.Context) error {
+		n, err := exec(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("attempt %d is not held: %w", ref.Attempt, backend.ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// txQuerier adapts a caller's transaction, refusing other types.
+func txQuerier(tx any) (rowQuerier, error) {
+	switch t := tx.(type) {
+	case pgx.Tx:
+		return pgxRows(t), nil
+	case *sql.Tx:
+		if t != nil {
+			return sqlRows(t), nil
+		}
+	}
+	return nil, txTypeError(tx)
+}
+
+func txTypeError(tx any) error {
+	return &backend.InputError{Field: "tx", Reason: fmt.Sprintf("%T is not a pgx.Tx or *sql.Tx", tx)}
+}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -11,6 +12,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Worker processes for process_test.go re-execute this test binary.
+	if os.Getenv(procURLEnv) != "" {
+		os.Exit(runWorkerProcess())
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -94,6 +94,11 @@ type Options struct {
 	// Logger receives the listener's reconnect warnings. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+
+	// NoVacuum turns off the backend's own vacuuming of the jobs table (see
+	// vacuumer.go) for servers whose autovacuum is tuned for a queue table.
+	// Defaults to false: the backend vacuums when dead rows pile up.
+	NoVacuum bool
 }
 
 // schemaPattern: lowercase, so the quoted name means what an unquoted one
@@ -154,6 +159,7 @@ type Backend struct {
 	closeMu  sync.Mutex
 	listener *listener
 	sender   *sender
+	vacuumer *vacuumer // nil with Options.NoVacuum
 	origin   string // tags this Backend's NOTIFY payloads (see sqlNotify)
 }
 
@@ -214,6 +220,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	if err != nil {
 		b.pool.Close()
 		return nil, err
+	}
+	if !opts.NoVacuum {
+		b.vacuumer = startVacuumer(b)
 	}
 	return b, nil
 }
@@ -287,6 +296,9 @@ func (b *Backend) Close() error {
 	defer b.closeMu.Unlock()
 	if b.closed.Swap(true) {
 		return nil
+	}
+	if b.vacuumer != nil {
+		b.vacuumer.stop()
 	}
 	b.listener.close()
 	b.sender.close()

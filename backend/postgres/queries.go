@@ -320,6 +320,21 @@ moved AS (
 SELECT (SELECT count(*) FROM rescued), (SELECT count(*) FROM moved),
        ARRAY(SELECT DISTINCT queue FROM rescued)::text[]`
 
+// sqlDeadTuples reads the statistics the vacuumer decides on.
+//
+//	$1 schema name
+//
+// Returns one row: (dead bigint, live bigint) for the jobs table, zeros
+// before the statistics have seen it.
+const sqlDeadTuples = `
+SELECT coalesce(max(n_dead_tup), 0), coalesce(max(n_live_tup), 0)
+FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`
+
+// sqlVacuum vacuums the jobs table. SKIP_LOCKED: when another process's
+// vacuum is already at it, this one returns at once instead of queueing.
+// No parameters, no rows; it must not run inside a transaction block.
+const sqlVacuum = `VACUUM (SKIP_LOCKED) {schema}.jobs`
+
 // sqlJobGet reads one live job.
 //
 //	$1 id bigint
@@ -483,7 +498,7 @@ const sqlRecordVersion = `INSERT INTO {schema}.jobq_schema_version (version) VAL
 type queries struct {
 	insert, insertOne, insertNotify, notify                   string
 	claim, complete, completeOne, extendLease, release, sweep string
-	jobGet, queueStats                                        string
+	jobGet, queueStats, deadTuples, vacuum                    string
 	failedList, failedGet, failedReplay, failedPurge          string
 	listen                                                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
@@ -510,6 +525,8 @@ func newQueries(schema string) queries {
 		release:       r.Replace(sqlRelease),
 		sweep:         r.Replace(sqlSweep),
 		jobGet:        r.Replace(sqlJobGet),
+		deadTuples:    sqlDeadTuples,
+		vacuum:        r.Replace(sqlVacuum),
 		queueStats:    r.Replace(sqlQueueStats),
 		failedList:    r.Replace(sqlFailedList),
 		failedGet:     r.Replace(sqlFailedGet),

@@ -1,0 +1,746 @@
+package postgres
+
+// Tests that prove the queue across real worker processes sharing one
+// PostgreSQL schema: 4 processes × 25 handlers on 100,000 jobs with an
+// exactly-once effect, a worker killed with SIGKILL in the middle of a job,
+// and a (private) server restarted under a running pair of workers.
+//
+// The worker processes are this test binary re-executed with procURLEnv set
+// (see TestMain). Their handlers complete their job inside their own pgx
+// transaction (jobq.CompleteTx) together with an insert into a ledger table
+// keyed by job id, so a duplicated effect would break the primary key.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/postgres/pgtest"
+)
+
+// The worker process's settings travel in the environment; procURLEnv being
+// set is what makes the test binary a worker (see TestMain).
+const (
+	procURLEnv    = "JOBQ_PGTEST_WORKER_URL"
+	procSchemaEnv = "JOBQ_PGTEST_WORKER_SCHEMA"
+	procConcEnv   = "JOBQ_PGTEST_WORKER_CONCURRENCY"
+	procLeaseEnv  = "JOBQ_PGTEST_WORKER_LEASE" // "" or "0s": the runtime's default
+	procStrictEnv = "JOBQ_PGTEST_WORKER_STRICT"
+)
+
+// Connections per worker process. The shared server allows 100 in all and
+// other engineers' tests use it too: 4 processes × (5 + 5 + the listener)
+// stays well below. Handlers beyond handlerConns wait for a connection,
+// which costs nothing here since two cores are the limit anyway.
+const (
+	procBackendConns = 5
+	procHandlerConns = 5
+)
+
+// procSummary prefixes the line a worker prints on its way out, of
+// key=value counts (see runWorkerProcess).
+const procSummary = "jobq-worker-summary "
+
+// Exit codes of a worker process.
+const (
+	procExitRun   = 1 // Worker.Run failed
+	procExitSetup = 3 // could not open the backend or the handler pool
+	procExitDup   = 4 // strict, and a ledger insert broke the primary key
+)
+
+// runWorkerProcess is a worker process: it works the "ledger" and
+// "hang-first" types until SIGTERM, then prints its summary.
+//
+// "ledger" inserts (job_id, attempt, pid) into <schema>.ledger, completes
+// the job with jobq.CompleteTx and commits, all in one transaction on a
+// pool of its own. "hang-first" first records (job_id, attempt, pid) in
+// <schema>.started (committed at once, so the test sees it), hangs until
+// cancelled on attempt 1, and behaves as "ledger" on later attempts.
+//
+// A primary-key violation on the ledger is printed; under procStrictEnv it
+// also makes the exit code procExitDup. Where no attempt can overlap another
+// (no lease runs out) such a violation can only mean a job's effect was
+// about to happen twice.
+func runWorkerProcess() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	pid := os.Getpid()
+	url, schema := os.Getenv(procURLEnv), os.Getenv(procSchemaEnv)
+	conc, _ := strconv.Atoi(os.Getenv(procConcEnv))
+	lease, _ := time.ParseDuration(os.Getenv(procLeaseEnv))
+	strict := os.Getenv(procStrictEnv) == "1"
+	logs := newProcLog(pid)
+	log := slog.New(logs)
+	fail := func(code int, format string, args ...any) int {
+		fmt.Fprintf(os.Stderr, "worker %d: "+format+"\n", append([]any{pid}, args...)...)
+		return code
+	}
+
+	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelOpen()
+	b, err := Open(openCtx, url, Options{Schema: schema, NoMigrate: true, MaxConns: procBackendConns, Logger: log})
+	if err != nil {
+		return fail(procExitSetup, "open backend: %v", err)
+	}
+	defer b.Close()
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return fail(procExitSetup, "parse url: %v", err)
+	}
+	cfg.MaxConns = procHandlerConns
+	pool, err := pgxpool.NewWithConfig(openCtx, cfg)
+	if err != nil {
+		return fail(procExitSetup, "open handler pool: %v", err)
+	}
+	defer pool.Close()
+
+	ledgerSQL := "INSERT INTO " + quoteIdent(schema) + ".ledger (job_id, attempt, pid) VALUES ($1, $2, $3)"
+	startedSQL := "INSERT INTO " + quoteIdent(schema) + ".started (job_id, attempt, pid) VALUES ($1, $2, $3)"
+	var runs, retried, done, dups, notHeld, txErrs atomic.Int64
+
+	// ledger is the handler's effect and its completion in one transaction.
+	ledger := func(ctx context.Context, j *jobq.Job) error {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			txErrs.Add(1)
+			return fmt.Errorf("begin: %w", err)
+		}
+		defer func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			_ = tx.Rollback(rctx) // a no-op after Commit
+		}()
+		if _, err := tx.Exec(ctx, ledgerSQL, j.ID, j.Attempt, pid); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+				dups.Add(1)
+				fmt.Fprintf(os.Stderr, "worker %d: DUPLICATE EFFECT: job %d attempt %d: the ledger already has it: %v\n", pid, j.ID, j.Attempt, err)
+			} else {
+				txErrs.Add(1)
+			}
+			return fmt.Errorf("insert ledger row: %w", err)
+		}
+		if err := jobq.CompleteTx(ctx, tx); err != nil {
+			if errors.Is(err, jobq.ErrNotFound) {
+				notHeld.Add(1)
+			} else {
+				txErrs.Add(1)
+			}
+			return err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			txErrs.Add(1)
+			return fmt.Errorf("commit: %w", err)
+		}
+		done.Add(1)
+		return nil
+	}
+	count := func(j *jobq.Job) {
+		runs.Add(1)
+		if j.Attempt > 1 {
+			retried.Add(1)
+		}
+	}
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("ledger", func(ctx context.Context, j *jobq.Job) error {
+		count(j)
+		return ledger(ctx, j)
+	})
+	reg.HandleFunc("hang-first", func(ctx context.Context, j *jobq.Job) error {
+		count(j)
+		if _, err := pool.Exec(ctx, startedSQL, j.ID, j.Attempt, pid); err != nil {
+			return fmt.Errorf("record start: %w", err)
+		}
+		if j.Attempt == 1 {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		return ledger(ctx, j)
+	})
+
+	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+		Concurrency:     conc,
+		Lease:           lease,
+		PollInterval:    50 * time.Millisecond,
+		SweepInterval:   100 * time.Millisecond,
+		Retry:           jobq.RetryPolicy{Base: 10 * time.Millisecond, Max: 200 * time.Millisecond},
+		ShutdownTimeout: 5 * time.Second,
+		Logger:          log,
+	})
+	if err != nil {
+		return fail(procExitSetup, "new worker: %v", err)
+	}
+	if err := w.Run(ctx); err != nil {
+		return fail(procExitRun, "run: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "%spid=%d runs=%d retried=%d done=%d dups=%d notheld=%d txerrs=%d fenced_jobs=%d warnings=%d errors=%d\n",
+		procSummary, pid, runs.Load(), retried.Load(), done.Load(), dups.Load(), notHeld.Load(), txErrs.Load(),
+		logs.jobs(fencedMsg), logs.total(slog.LevelWarn), logs.total(slog.LevelError))
+	logs.report()
+	if strict && dups.Load() > 0 {
+		return procExitDup
+	}
+	return 0
+}
+
+// fencedMsg is the runtime's warning for outcomes the lease fence refused.
+const fencedMsg = "job outcomes refused by the lease fence: the jobs were taken over"
+
+// procLog is the worker process's slog handler: it prints the first few
+// warnings and errors of each kind to stderr and counts all of them, so a
+// warning logged once per batch cannot flood the test's output.
+type procLog struct {
+	pid     int
+	mu      sync.Mutex
+	records map[slog.Level]map[string]int64
+	jobSums map[string]int64 // sum of the "jobs" attribute per message
+}
+
+func newProcLog(pid int) *procLog {
+	return &procLog{pid: pid, records: map[slog.Level]map[string]int64{}, jobSums: map[string]int64{}}
+}
+
+const procLogPrintMax = 5
+
+func (l *procLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
+func (l *procLog) WithAttrs([]slog.Attr) slog.Handler               { return l }
+func (l *procLog) WithGroup(string) slog.Handler                    { return l }
+
+func (l *procLog) Handle(_ context.Context, r slog.Record) error {
+	var attrs strings.Builder
+	var jobs int64
+	r.Attrs(func(a slog.Attr) bool {
+		fmt.Fprintf(&attrs, " %s=%v", a.Key, a.Value)
+		if a.Key == "jobs" {
+			jobs = a.Value.Int64()
+		}
+		return true
+	})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.records[r.Level] == nil {
+		l.records[r.Level] = map[string]int64{}
+	}
+	l.records[r.Level][r.Message]++
+	l.jobSums[r.Message] += jobs
+	if l.records[r.Level][r.Message] <= procLogPrintMax {
+		fmt.Fprintf(os.Stderr, "worker %d: %s %s%s\n", l.pid, r.Level, r.Message, attrs.String())
+	}
+	return nil
+}
+
+func (l *procLog) jobs(msg string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.jobSums[msg]
+}
+
+func (l *procLog) total(level slog.Level) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var n int64
+	for _, c := range l.records[level] {
+		n += c
+	}
+	return n
+}
+
+// report prints how often each message was logged.
+func (l *procLog) report() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for level, msgs := range l.records {
+		for msg, n := range msgs {
+			fmt.Fprintf(os.Stderr, "worker %d: logged %dx %s %q (jobs=%d)\n", l.pid, n, level, msg, l.jobSums[msg])
+		}
+	}
+}
+
+// proc is a running worker process.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+	err    error // cmd.Wait's result, set before exited is closed
+}
+
+// procOptions are a worker process's settings.
+type procOptions struct {
+	concurrency int
+	lease       time.Duration // 0: the runtime's default (30s)
+	strict      bool          // exit procExitDup on a ledger primary-key violation
+}
+
+// startProc starts a worker process on url's schema. It is killed when the
+// test ends, if still running, and its output is logged if the test failed.
+func startProc(t *testing.T, url, schema string, o procOptions) *proc {
+	t.Helper()
+	strict := "0"
+	if o.strict {
+		strict = "1"
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(),
+		procURLEnv+"="+url, procSchemaEnv+"="+schema,
+		procConcEnv+"="+strconv.Itoa(o.concurrency), procLeaseEnv+"="+o.lease.String(),
+		procStrictEnv+"="+strict)
+	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start worker process: %v", err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		if p.running() {
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("worker process %d (%v) output:\n%s", p.pid(), p.err, p.out.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) pid() int { return p.cmd.Process.Pid }
+
+func (p *proc) running() bool {
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and asserts that the process exits 0 within a minute.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if !p.running() {
+		t.Fatalf("worker process %d exited before it was stopped: %v\n%s", p.pid(), p.err, p.out.String())
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("signal worker process %d: %v", p.pid(), err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(time.Minute):
+		t.Fatalf("worker process %d still running a minute after SIGTERM", p.pid())
+	}
+	if p.err != nil {
+		t.Fatalf("worker process %d exited with %v after SIGTERM, want exit 0\n%s", p.pid(), p.err, p.out.String())
+	}
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("kill worker process %d: %v", p.pid(), err)
+	}
+	<-p.exited
+}
+
+// summary parses the counts the process printed on a clean exit.
+func (p *proc) summary(t *testing.T) map[string]int64 {
+	t.Helper()
+	for line := range strings.Lines(p.out.String()) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), procSummary)
+		if !ok {
+			continue
+		}
+		m := map[string]int64{}
+		for _, f := range strings.Fields(rest) {
+			k, v, _ := strings.Cut(f, "=")
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("worker summary %q: %v", line, err)
+			}
+			m[k] = n
+		}
+		return m
+	}
+	t.Fatalf("worker process %d printed no summary:\n%s", p.pid(), p.out.String())
+	return nil
+}
+
+// syncBuffer is a bytes.Buffer safe for the process's output copier and
+// the test reading it at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// createProcTables makes the handlers' tables in schema: ledger (one row
+// per completed job, keyed by job id) and started ("hang-first" attempts).
+func createProcTables(t *testing.T, b *Backend) {
+	t.Helper()
+	s := quoteIdent(b.Schema())
+	for _, stmt := range []string{
+		"CREATE TABLE " + s + ".ledger (job_id bigint PRIMARY KEY, attempt int NOT NULL, pid int NOT NULL)",
+		"CREATE TABLE " + s + ".started (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL)",
+	} {
+		if _, err := b.Pool().Exec(t.Context(), stmt); err != nil {
+			t.Fatalf("create handler tables: %v", err)
+		}
+	}
+}
+
+// enqueueLedgerJobs enqueues n "ledger" jobs in batches of 5,000 and
+// returns their ids.
+func enqueueLedgerJobs(t *testing.T, b *Backend, n int, opts ...jobq.EnqueueOption) []int64 {
+	t.Helper()
+	c, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const batch = 5000
+	ids := make([]int64, 0, n)
+	for len(ids) < n {
+		specs := make([]jobq.JobSpec, min(batch, n-len(ids)))
+		for i := range specs {
+			specs[i] = jobq.JobSpec{Type: "ledger", Options: opts}
+		}
+		res, err := c.EnqueueMany(t.Context(), specs)
+		if err != nil {
+			t.Fatalf("enqueue: %v", err)
+		}
+		for _, r := range res {
+			ids = append(ids, r.ID)
+		}
+	}
+	return ids
+}
+
+// queryInt runs a query returning one integer on b's pool.
+func queryInt(ctx context.Context, b *Backend, sql string, args ...any) (int64, error) {
+	var n int64
+	err := b.Pool().QueryRow(ctx, sql, args...).Scan(&n)
+	return n, err
+}
+
+// mustInt is queryInt failing the test on error.
+func mustInt(t *testing.T, b *Backend, sql string, args ...any) int64 {
+	t.Helper()
+	n, err := queryInt(t.Context(), b, sql, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// pollEvery is waitFor with a coarser step, for conditions that cost a
+// query over many rows: it checks cond every step until it holds, failing
+// the test after within.
+func pollEvery(t *testing.T, step, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		<-tick.C
+	}
+}
+
+// ledgerCount counts ledger rows, reporting -1 while the server is
+// unreachable (during a restart).
+func ledgerCount(t *testing.T, b *Backend) int64 {
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	n, err := queryInt(ctx, b, "SELECT count(*) FROM "+quoteIdent(b.Schema())+".ledger")
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// checkAllDone asserts that the ledger holds exactly ids, one row each,
+// that no job is left in jobs nor moved to failed_jobs, and returns the
+// number of ledger rows per pid.
+func checkAllDone(t *testing.T, b *Backend, ids []int64) map[int]int {
+	t.Helper()
+	s := quoteIdent(b.Schema())
+	rows := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger")
+	distinct := mustInt(t, b, "SELECT count(DISTINCT job_id) FROM "+s+".ledger")
+	ours := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger WHERE job_id = ANY($1)", ids)
+	if rows != int64(len(ids)) || distinct != rows || ours != rows {
+		t.Errorf("ledger has %d rows, %d distinct jobs, %d of the enqueued ids; want %d of each", rows, distinct, ours, len(ids))
+	}
+	if n := mustInt(t, b, "SELECT count(*) FROM "+s+".jobs"); n != 0 {
+		t.Errorf("%d jobs left in the jobs table, want none", n)
+	}
+	if n := mustInt(t, b, "SELECT count(*) FROM "+s+".failed_jobs"); n != 0 {
+		f, _ := b.FailedList(t.Context(), backend.FailedListParams{Limit: 5})
+		for _, j := range f {
+			t.Logf("failed job %d after %d attempts: %s", j.JobID, j.Attempts, j.Error)
+		}
+		t.Errorf("%d failed jobs, want none", n)
+	}
+	perPID := map[int]int{}
+	r, err := b.Pool().Query(t.Context(), "SELECT pid, count(*) FROM "+s+".ledger GROUP BY pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid, n int
+	if _, err := pgx.ForEachRow(r, []any{&pid, &n}, func() error { perPID[pid] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return perPID
+}
+
+// checkEveryProcWorked asserts that the ledger's rows came from the procs
+// and that each of them did some.
+func checkEveryProcWorked(t *testing.T, perPID map[int]int, procs []*proc) {
+	t.Helper()
+	for _, p := range procs {
+		if perPID[p.pid()] == 0 {
+			t.Errorf("worker process %d completed no job (jobs per process: %v)", p.pid(), perPID)
+		}
+		delete(perPID, p.pid())
+	}
+	if len(perPID) != 0 {
+		t.Errorf("ledger rows from processes that were not started: %v", perPID)
+	}
+}
+
+// TestProcessesExactlyOnce: 4 worker processes × 25 handlers drain 100,000
+// jobs; every job's effect is recorded exactly once, on its first attempt,
+// by a handler run exactly once; nothing fails or stays behind; every
+// process takes part and exits 0 on SIGTERM.
+//
+// It does not run in parallel: it keeps both cores busy from start to end,
+// and its jobs/s figure means something only when it has them alone.
+func TestProcessesExactlyOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	b := openTest(t, Options{})
+	createProcTables(t, b)
+	const total, procs, concurrency = 100_000, 4, 25
+	enqStart := time.Now()
+	ids := enqueueLedgerJobs(t, b, total)
+	enqTook := time.Since(enqStart)
+
+	start := time.Now()
+	var workers []*proc
+	for range procs {
+		workers = append(workers, startProc(t, testURL(t), b.Schema(), procOptions{concurrency: concurrency, strict: true}))
+	}
+	pollEvery(t, 100*time.Millisecond, 100*time.Second, "4 processes to complete 100,000 jobs", func() bool {
+		for _, p := range workers {
+			if !p.running() {
+				t.Fatalf("worker process %d exited while working: %v\n%s", p.pid(), p.err, p.out.String())
+			}
+		}
+		return ledgerCount(t, b) >= total
+	})
+	took := time.Since(start)
+	for _, p := range workers {
+		p.stop(t)
+	}
+
+	perPID := checkAllDone(t, b, ids)
+	if n := mustInt(t, b, "SELECT count(*) FROM "+quoteIdent(b.Schema())+".ledger WHERE attempt <> 1"); n != 0 {
+		t.Errorf("%d jobs completed on a later attempt: they were claimed again", n)
+	}
+	var runs, fenced int64
+	for _, p := range workers {
+		s := p.summary(t)
+		runs += s["runs"]
+		fenced += s["fenced_jobs"]
+		if s["dups"] != 0 || s["notheld"] != 0 || s["txerrs"] != 0 || s["retried"] != 0 {
+			t.Errorf("worker process %d: %v; want no duplicate, lost lease, transaction error or retry", p.pid(), s)
+		}
+	}
+	if runs != total {
+		t.Errorf("handlers ran %d times for %d jobs, want exactly once each", runs, total)
+	}
+	checkEveryProcWorked(t, perPID, workers)
+	t.Logf("enqueued %d jobs in %s (%.0f jobs/s); %d processes × %d drained them in %s: %.0f jobs/s; jobs per process %v",
+		total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds(),
+		procs, concurrency, took.Round(time.Millisecond), float64(total)/took.Seconds(), perPID)
+	t.Logf("the runtime's own done outcome was refused by the lease fence for %d of %d jobs (CompleteTx had already deleted them)", fenced, total)
+}
+
+// TestProcessKilledMidJob: a worker process killed with SIGKILL in the
+// middle of a job leaves it reserved; another process rescues it once the
+// lease (1s) runs out and completes it as attempt 2; nothing is lost or
+// failed.
+func TestProcessKilledMidJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes")
+	}
+	t.Parallel()
+	b := openTest(t, Options{})
+	createProcTables(t, b)
+	c, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := c.Enqueue(t.Context(), "hang-first", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := quoteIdent(b.Schema())
+	opts := procOptions{concurrency: 1, lease: time.Second, strict: true}
+
+	victim := startProc(t, testURL(t), b.Schema(), opts)
+	waitFor(t, 30*time.Second, "the victim to start the job", func() bool {
+		n, err := queryInt(t.Context(), b, "SELECT count(*) FROM "+s+".started")
+		return err == nil && n > 0
+	})
+	victim.kill(t)
+	row, err := b.JobGet(t.Context(), id)
+	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
+		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker on attempt 1", row, err)
+	}
+
+	rescuer := startProc(t, testURL(t), b.Schema(), opts)
+	waitFor(t, 30*time.Second, "the rescuer to complete the job", func() bool {
+		n, err := queryInt(t.Context(), b, "SELECT count(*) FROM "+s+".ledger")
+		return err == nil && n > 0
+	})
+	rescuer.stop(t)
+
+	type run struct{ id, attempt, pid int64 }
+	read := func(table string) []run {
+		r, err := b.Pool().Query(t.Context(), "SELECT job_id, attempt, pid FROM "+s+"."+table+" ORDER BY attempt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []run
+		var x run
+		if _, err := pgx.ForEachRow(r, []any{&x.id, &x.attempt, &x.pid}, func() error { out = append(out, x); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	vpid, rpid := int64(victim.pid()), int64(rescuer.pid())
+	if got, want := read("started"), []run{{id, 1, vpid}, {id, 2, rpid}}; !slices.Equal(got, want) {
+		t.Errorf("attempts started %v, want %v", got, want)
+	}
+	if got, want := read("ledger"), []run{{id, 2, rpid}}; !slices.Equal(got, want) {
+		t.Errorf("ledger %v, want %v", got, want)
+	}
+	checkAllDone(t, b, []int64{id})
+}
+
+// TestWorkersSurviveServerRestart: 2 worker processes × 25 handlers work
+// 20,000 jobs on a private server that is restarted ("immediate", a crash)
+// when about a third is done. The workers ride it out without exiting, every
+// job completes exactly once in the ledger (complete-in-transaction; some
+// attempts may run twice, which the fence and the primary key absorb),
+// nothing fails, and both exit 0 on SIGTERM.
+func TestWorkersSurviveServerRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a private server and worker processes")
+	}
+	t.Parallel()
+	if os.Geteuid() == 0 {
+		// pgtest runs the server as the postgres user when we are root and
+		// fails (rather than skips) without one.
+		if _, err := user.Lookup("postgres"); err != nil {
+			msg := fmt.Sprintf("running as root needs a postgres OS user for the private server: %v", err)
+			if os.Getenv("CI") == "true" {
+				t.Fatal(msg)
+			}
+			t.Skip(msg)
+		}
+	}
+	srv := pgtest.StartServer(t)
+	b := openSchema(t, srv.URL, Options{Schema: "jobq_restart", QueryTimeout: 5 * time.Second})
+	createProcTables(t, b)
+	const total = 20_000
+	// Attempts cut short by the restart count; 25 leaves room for several.
+	ids := enqueueLedgerJobs(t, b, total, jobq.MaxAttempts(25))
+
+	// A short lease: claims whose reply the crash swallowed are held by no
+	// one and come back only when it runs out.
+	opts := procOptions{concurrency: 25, lease: 2 * time.Second}
+	workers := []*proc{
+		startProc(t, srv.URL, b.Schema(), opts),
+		startProc(t, srv.URL, b.Schema(), opts),
+	}
+	alive := func(when string) {
+		t.Helper()
+		for _, p := range workers {
+			if !p.running() {
+				t.Fatalf("worker process %d exited %s: %v\n%s", p.pid(), when, p.err, p.out.String())
+			}
+		}
+	}
+	pollEvery(t, 20*time.Millisecond, 60*time.Second, "a third of the jobs to complete", func() bool {
+		alive("before the restart")
+		return ledgerCount(t, b) >= total/3
+	})
+	before := ledgerCount(t, b)
+	restartStart := time.Now()
+	srv.Restart("immediate")
+	down := time.Since(restartStart)
+	if before >= total {
+		t.Fatalf("all %d jobs were done before the restart: nothing was tested", total)
+	}
+	alive("during the restart")
+
+	pollEvery(t, 100*time.Millisecond, 90*time.Second, "all jobs to complete after the restart", func() bool {
+		alive("after the restart")
+		return ledgerCount(t, b) >= total
+	})
+	alive("after all jobs completed")
+	for _, p := range workers {
+		p.stop(t)
+	}
+
+	perPID := checkAllDone(t, b, ids)
+	checkEveryProcWorked(t, perPID, workers)
+	var runs, retried, warnings int64
+	for _, p := range workers {
+		s := p.summary(t)
+		runs += s["runs"]
+		retried += s["retried"]
+		warnings += s["warnings"]
+	}
+	if runs < total {
+		t.Errorf("handlers ran %d times for %d jobs", runs, total)
+	}
+	t.Logf("restarted the server (down %s) after %d of %d jobs; handlers ran %d times (%d on a later attempt), workers logged %d warnings; jobs per process %v",
+		down.Round(time.Millisecond), before, total, runs, retried, warnings, perPID)
+}

@@ -1,0 +1,74 @@
+package postgres
+
+import (
+	"context"
+	"time"
+)
+
+// Every job row is inserted, updated and deleted within seconds, so the
+// jobs table and its claim index fill with dead rows far faster than a
+// default autovacuum cleans them (and some servers run with autovacuum
+// off): each claim then walks past every dead entry at the front of the
+// claim index, and draining 50,000 jobs fell from 17,000 to 1,500 jobs/s
+// on this project's test server. The vacuumer checks the table's dead-row
+// count every vacuumInterval and vacuums once dead rows pass
+// vacuumMinDead and a quarter of the live ones.
+const (
+	vacuumInterval = time.Second
+	vacuumMinDead  = 5000
+)
+
+// vacuumer runs the jobs table's vacuum loop until Close.
+type vacuumer struct {
+	b      *Backend
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func startVacuumer(b *Backend) *vacuumer {
+	ctx, cancel := context.WithCancel(context.Background())
+	v := &vacuumer{b: b, cancel: cancel, done: make(chan struct{})}
+	go v.run(ctx)
+	return v
+}
+
+func (v *vacuumer) run(ctx context.Context) {
+	defer close(v.done)
+	t := time.NewTicker(vacuumInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			v.runOnce(ctx)
+		}
+	}
+}
+
+// runOnce vacuums if the table needs it. Errors are logged and the next
+// tick tries again: a missed vacuum only costs speed.
+func (v *vacuumer) runOnce(ctx context.Context) {
+	var dead, live int64
+	err := v.b.do(ctx, "read jobs table statistics", func(ctx context.Context) error {
+		return v.b.pool.QueryRow(ctx, v.b.q.deadTuples, v.b.opts.Schema).Scan(&dead, &live)
+	})
+	if err != nil || dead < vacuumMinDead || dead < live/4 {
+		if err != nil && ctx.Err() == nil {
+			v.b.opts.Logger.Warn("read jobs table statistics", "err", err)
+		}
+		return
+	}
+	err = v.b.run(ctx, "vacuum jobs table", 1, time.Minute, func(ctx context.Context) error {
+		_, err := v.b.pool.Exec(ctx, v.b.q.vacuum)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		v.b.opts.Logger.Warn("vacuum jobs table", "dead_rows", dead, "err", err)
+	}
+}
+
+func (v *vacuumer) stop() {
+	v.cancel()
+	<-v.done
+}

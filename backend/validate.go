@@ -17,7 +17,6 @@ const (
 	MaxMaxAttempts  = 1000
 )
 
-
 // InputError says which field of a request was refused and why. It wraps
 // ErrInvalidInput.
 type InputError struct {

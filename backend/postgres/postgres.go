@@ -160,7 +160,7 @@ type Backend struct {
 	listener *listener
 	sender   *sender
 	vacuumer *vacuumer // nil with Options.NoVacuum
-	origin   string // tags this Backend's NOTIFY payloads (see sqlNotify)
+	origin   string    // tags this Backend's NOTIFY payloads (see sqlNotify)
 }
 
 var (

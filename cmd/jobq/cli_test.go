@@ -127,7 +127,7 @@ func TestBadInput(t *testing.T) {
 		{"worker queue", []string{"worker", "--queues", "a b"}, "--queues"},
 		{"lease", []string{"worker", "--lease", "0s"}, "--lease"},
 		{"interval", []string{"stats", "--watch", "--interval", "0s"}, "--interval"},
-		{"bad scheme", []string{"--db", "mysql://x", "stats"}, "memory:, sqlite:, sync:"},
+		{"bad scheme", []string{"--db", "mysql://x", "stats"}, "memory:, postgres:, postgresql:, sqlite:, sync:"},
 		{"no scheme", []string{"--db", "jobq.db", "stats"}, "sqlite:jobq.db"},
 	}
 	for _, c := range cases {

@@ -125,6 +125,18 @@ ins AS (
 	SELECT * FROM plain UNION ALL SELECT * FROM keyed
 )`
 
+// sqlReserveIDs draws ids for a COPY batch (see copyInsert): COPY returns
+// nothing, so the ids are taken from the sequence first.
+//
+//	$1 count int
+//
+// Returns one row: (ids bigint[]), $1 fresh ids.
+const sqlReserveIDs = `SELECT array_agg(nextval('{schema}.jobs_id_seq')) FROM generate_series(1, $1)`
+
+// copyColumns are the jobs columns a COPY batch fills; the others take
+// their defaults (pending, no attempts, available and created at now()).
+var copyColumns = []string{"id", "queue", "type", "payload", "priority", "max_attempts"}
+
 // sqlNotify sends the wake-up hints for queues $1 after the statements that
 // made their jobs available committed. The transaction commits without
 // waiting for its WAL flush (synchronous_commit off, for this transaction
@@ -496,7 +508,7 @@ const sqlRecordVersion = `INSERT INTO {schema}.jobq_schema_version (version) VAL
 
 // queries holds the statements with the schema filled in.
 type queries struct {
-	insert, insertOne, insertNotify, notify                   string
+	insert, insertOne, insertNotify, notify, reserveIDs       string
 	claim, complete, completeOne, extendLease, release, sweep string
 	jobGet, queueStats, deadTuples, vacuum                    string
 	failedList, failedGet, failedReplay, failedPurge          string
@@ -526,6 +538,7 @@ func newQueries(schema string) queries {
 		sweep:         r.Replace(sqlSweep),
 		jobGet:        r.Replace(sqlJobGet),
 		deadTuples:    sqlDeadTuples,
+		reserveIDs:    r.Replace(sqlReserveIDs),
 		vacuum:        r.Replace(sqlVacuum),
 		queueStats:    r.Replace(sqlQueueStats),
 		failedList:    r.Replace(sqlFailedList),

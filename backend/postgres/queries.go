@@ -164,10 +164,17 @@ SELECT set_config('synchronous_commit', 'off', true),
 // per queue are locked for the instant of the statement and the best $2
 // kept. Returns the claimed rows (jobColumns), in no
 // particular order; attempts already counts this try.
+//
+// The claim commits without waiting for its WAL flush (synchronous_commit
+// off for this transaction only): a claim lost in a server crash only puts
+// the job back to pending, which a crash does to running jobs anyway
+// (delivery is at-least-once), while waiting would make every claim pay a
+// disk flush and compete with the enqueues' flushes.
 const sqlClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT c.id
 	FROM unnest($1::text[]) AS q(name)
+	CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 	CROSS JOIN LATERAL (
 		SELECT id, priority FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
@@ -457,6 +464,33 @@ WHERE CASE WHEN $1::bigint[] IS NULL
            ELSE f.id = ANY($1)
       END`
 
+// sqlFailedKeep deletes the failed jobs matching a filter except the
+// newest few, in one statement: the subquery finds the oldest row to keep
+// (OFFSET keep-1 from the newest, through failed_jobs_queue_idx when the
+// queue is set) and everything matching below its id goes. When fewer rows
+// match, the subquery has no row, id < NULL is never true and nothing is
+// deleted. A row failed after the statement's snapshot has a higher id and
+// is kept.
+//
+//	$1 queue text (NULL: any), $2 type text (NULL: any),
+//	$3 failed_before timestamptz (NULL: any), $4 keep int (>= 1)
+//
+// Returns the command tag; its row count is the number deleted.
+const sqlFailedKeep = `
+DELETE FROM {schema}.failed_jobs f
+WHERE ($1::text IS NULL OR f.queue = $1)
+  AND ($2::text IS NULL OR f.type = $2)
+  AND ($3::timestamptz IS NULL OR f.failed_at < $3)
+  AND f.id < (
+	SELECT k.id FROM {schema}.failed_jobs k
+	WHERE ($1::text IS NULL OR k.queue = $1)
+	  AND ($2::text IS NULL OR k.type = $2)
+	  AND ($3::timestamptz IS NULL OR k.failed_at < $3)
+	ORDER BY k.id DESC
+	OFFSET $4::int - 1
+	LIMIT 1
+  )`
+
 // sqlListen subscribes the listener's connection to the channel. It takes
 // no parameters (LISTEN accepts none): the channel is the quoted
 // identifier {channel_ident}.
@@ -512,6 +546,7 @@ type queries struct {
 	claim, complete, completeOne, extendLease, release, sweep string
 	jobGet, queueStats, deadTuples, vacuum                    string
 	failedList, failedGet, failedReplay, failedPurge          string
+	failedKeep                                                string
 	listen                                                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
 }
@@ -545,6 +580,7 @@ func newQueries(schema string) queries {
 		failedGet:     r.Replace(sqlFailedGet),
 		failedReplay:  r.Replace(sqlFailedReplay),
 		failedPurge:   r.Replace(sqlFailedPurge),
+		failedKeep:    r.Replace(sqlFailedKeep),
 		listen:        r.Replace(sqlListen),
 		createSchema:  r.Replace(sqlCreateSchema),
 		schemaVersion: r.Replace(sqlSchemaVersion),

@@ -290,6 +290,14 @@ type ReplayResult struct {
 type FailedPurgeParams struct {
 	IDs    []int64
 	Filter FailedFilter
+	// KeepNewest, when > 0, bounds the dead-letter queue by count rather
+	// than by age: of the jobs matching Filter, the KeepNewest newest
+	// (highest failed_jobs ID) are kept and the rest deleted, so a queue
+	// that keeps failing cannot grow failed_jobs without limit. It cannot
+	// be combined with IDs, and a negative value is refused; both are an
+	// *InputError (Field "keep newest") wrapping ErrInvalidInput, with
+	// nothing deleted. Zero, the default, deletes every match.
+	KeepNewest int
 }
 
 // Sentinel errors. Backends wrap their driver's errors so callers can branch

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
@@ -92,11 +93,24 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 
 // FailedPurge implements backend.Backend in one statement.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
+	const op = "purge failed jobs"
+	switch {
+	case params.KeepNewest < 0:
+		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", params.KeepNewest)})
+	case params.KeepNewest > 0 && len(params.IDs) > 0:
+		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: "cannot be combined with IDs"})
+	}
 	ids := distinctIDs(params.IDs)
 	queue, typ, failedBefore := filterArgs(params.Filter)
 	var n int64
-	err := b.do(ctx, "purge failed jobs", func(ctx context.Context) error {
-		tag, err := b.pool.Exec(ctx, b.q.failedPurge, ids, queue, typ, failedBefore)
+	err := b.do(ctx, op, func(ctx context.Context) error {
+		var tag pgconn.CommandTag
+		var err error
+		if params.KeepNewest > 0 {
+			tag, err = b.pool.Exec(ctx, b.q.failedKeep, queue, typ, failedBefore, params.KeepNewest)
+		} else {
+			tag, err = b.pool.Exec(ctx, b.q.failedPurge, ids, queue, typ, failedBefore)
+		}
 		n = tag.RowsAffected()
 		return err
 	})

@@ -480,6 +480,21 @@ func pollEvery(t *testing.T, step, within time.Duration, what string, cond func(
 	}
 }
 
+// progressLog returns a function to call with the number of jobs done; it
+// logs the count and the rate at most every 10 seconds, so a slow run shows
+// how far it got.
+func progressLog(t *testing.T, start time.Time, total int) func(done int64) {
+	last := start
+	return func(done int64) {
+		if time.Since(last) < 10*time.Second {
+			return
+		}
+		last = time.Now()
+		took := time.Since(start)
+		t.Logf("%s: %d of %d jobs done (%.0f jobs/s)", took.Round(time.Second), done, total, float64(done)/took.Seconds())
+	}
+}
+
 // ledgerCount counts ledger rows, reporting -1 while the server is
 // unreachable (during a restart).
 func ledgerCount(t *testing.T, b *Backend) int64 {
@@ -558,19 +573,23 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	enqStart := time.Now()
 	ids := enqueueLedgerJobs(t, b, total)
 	enqTook := time.Since(enqStart)
+	t.Logf("enqueued %d jobs in %s (%.0f jobs/s)", total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds())
 
 	start := time.Now()
 	var workers []*proc
 	for range procs {
 		workers = append(workers, startProc(t, testURL(t), b.Schema(), procOptions{concurrency: concurrency, strict: true}))
 	}
+	progress := progressLog(t, start, total)
 	pollEvery(t, 100*time.Millisecond, 100*time.Second, "4 processes to complete 100,000 jobs", func() bool {
 		for _, p := range workers {
 			if !p.running() {
 				t.Fatalf("worker process %d exited while working: %v\n%s", p.pid(), p.err, p.out.String())
 			}
 		}
-		return ledgerCount(t, b) >= total
+		n := ledgerCount(t, b)
+		progress(n)
+		return n >= total
 	})
 	took := time.Since(start)
 	for _, p := range workers {
@@ -594,9 +613,8 @@ func TestProcessesExactlyOnce(t *testing.T) {
 		t.Errorf("handlers ran %d times for %d jobs, want exactly once each", runs, total)
 	}
 	checkEveryProcWorked(t, perPID, workers)
-	t.Logf("enqueued %d jobs in %s (%.0f jobs/s); %d processes × %d drained them in %s: %.0f jobs/s; jobs per process %v",
-		total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds(),
-		procs, concurrency, took.Round(time.Millisecond), float64(total)/took.Seconds(), perPID)
+	t.Logf("%d processes × %d drained %d jobs in %s: %.0f jobs/s; jobs per process %v",
+		procs, concurrency, total, took.Round(time.Millisecond), float64(total)/took.Seconds(), perPID)
 	t.Logf("the runtime's own done outcome was refused by the lease fence for %d of %d jobs (CompleteTx had already deleted them)", fenced, total)
 }
 

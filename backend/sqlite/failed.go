@@ -128,12 +128,23 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	if err := b.checkOpen(op); err != nil {
 		return 0, err
 	}
+	switch {
+	case params.KeepNewest < 0:
+		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", params.KeepNewest)})
+	case params.KeepNewest > 0 && len(params.IDs) > 0:
+		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: "cannot be combined with IDs"})
+	}
 	purged := 0
 	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
 		purged = 0
 		if len(params.IDs) == 0 {
 			where, args := failedWhere(params.Filter, 0)
-			r, err := tx.ExecContext(ctx, failedPurgeSQL(where), args...)
+			query := failedPurgeSQL(where)
+			if params.KeepNewest > 0 {
+				query = failedPurgeKeepSQL(where)
+				args = append(append(args, args...), int64(params.KeepNewest-1))
+			}
+			r, err := tx.ExecContext(ctx, query, args...)
 			if err != nil {
 				return err
 			}

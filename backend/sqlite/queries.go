@@ -247,3 +247,13 @@ const qFailedDelete = `DELETE FROM failed_jobs WHERE id = ?1`
 func failedPurgeSQL(where string) string {
 	return `DELETE FROM failed_jobs WHERE ` + where
 }
+
+// failedPurgeKeepSQL: the failedWhere arguments twice (the deleted rows,
+// then the kept ones), then the number kept minus one (the OFFSET of the
+// oldest kept row). Deletes the matching failed jobs older than the newest
+// kept ones; when fewer match, the subquery has no row, id < NULL is never
+// true and nothing is deleted. RowsAffected counts them.
+func failedPurgeKeepSQL(where string) string {
+	return `DELETE FROM failed_jobs WHERE ` + where + ` AND id < (SELECT id FROM failed_jobs WHERE ` + where +
+		` ORDER BY id DESC LIMIT 1 OFFSET ?)`
+}

@@ -113,3 +113,21 @@ func (i *Inspector) Purge(ctx context.Context, f FailedFilter, olderThan time.Du
 	}
 	return n, nil
 }
+
+// PurgeKeepNewest bounds the failed-jobs table by count: of the failed jobs
+// matching f (the zero filter: all of them), the keep newest (highest
+// failed-jobs ID) stay and the rest are deleted, in one step. With a queue
+// or type in f, only those jobs are counted and pruned; others are
+// untouched. It returns how many were deleted, 0 when no more than keep
+// match. keep must be at least 1 (use Purge to delete every match);
+// anything less is ErrInvalidInput.
+func (i *Inspector) PurgeKeepNewest(ctx context.Context, f FailedFilter, keep int) (int, error) {
+	if keep < 1 {
+		return 0, fmt.Errorf("%w: keep %d: keep at least 1 failed job (Purge deletes them all)", ErrInvalidInput, keep)
+	}
+	n, err := i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f, KeepNewest: keep})
+	if err != nil {
+		return 0, fmt.Errorf("purge failed jobs keeping the newest %d: %w", keep, err)
+	}
+	return n, nil
+}

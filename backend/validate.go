@@ -109,6 +109,18 @@ func ValidateClaim(p ClaimParams) error {
 	return nil
 }
 
+// ValidatePurge checks purge parameters: KeepNewest must not be negative
+// nor combined with IDs.
+func ValidatePurge(p FailedPurgeParams) error {
+	switch {
+	case p.KeepNewest < 0:
+		return &InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", p.KeepNewest)}
+	case p.KeepNewest > 0 && len(p.IDs) > 0:
+		return &InputError{Field: "keep newest", Reason: "cannot be combined with IDs"}
+	}
+	return nil
+}
+
 // AvailableAt resolves when an inserted job becomes due, given the backend's
 // current time.
 func (p InsertParams) AvailableAt(now time.Time) time.Time {

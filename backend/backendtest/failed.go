@@ -278,6 +278,103 @@ func testFailed(t *testing.T, h Harness) {
 		}
 	})
 
+	parallel(t, h, "PurgeKeepNewest", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"), typed("q", "t"), typed("q", "t"), typed("q", "t"))
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{KeepNewest: 2})
+		if err != nil || n != 3 {
+			t.Fatalf("FailedPurge(keep 2 of 5) = %d, %v; want 3", n, err)
+		}
+		want := []int64{made[4].ID, made[3].ID}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want) {
+			t.Fatalf("failed rows left %v, want the 2 newest %v", left, want)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Failed: 2})
+		// Already at the bound: a second call deletes nothing.
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{KeepNewest: 2})
+		if err != nil || n != 0 {
+			t.Fatalf("FailedPurge(keep 2 of 2) = %d, %v; want 0", n, err)
+		}
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{KeepNewest: 1})
+		if err != nil || n != 1 {
+			t.Fatalf("FailedPurge(keep 1 of 2) = %d, %v; want 1", n, err)
+		}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want[:1]) {
+			t.Fatalf("failed rows left %v, want %v", left, want[:1])
+		}
+	})
+
+	parallel(t, h, "PurgeKeepNewestByFilter", func(t *testing.T, b backend.Backend) {
+		// a: 0 2 4 5 6, b: 1 3 (b's are older than a's newest, so a count
+		// over all queues would keep different rows).
+		made := makeFailed(t, b, typed("a", "x"), typed("b", "x"), typed("a", "x"), typed("b", "x"),
+			typed("a", "y"), typed("a", "x"), typed("a", "y"))
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: backend.FailedFilter{Queue: "a", Type: "x"}, KeepNewest: 1})
+		if err != nil || n != 2 {
+			t.Fatalf("FailedPurge(a, x, keep 1) = %d, %v; want 2", n, err)
+		}
+		want := []int64{made[6].ID, made[5].ID, made[4].ID, made[3].ID, made[1].ID}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want) {
+			t.Fatalf("failed rows left %v, want %v", left, want)
+		}
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: backend.FailedFilter{Queue: "a"}, KeepNewest: 2})
+		if err != nil || n != 1 {
+			t.Fatalf("FailedPurge(a, keep 2) = %d, %v; want 1", n, err)
+		}
+		want = []int64{made[6].ID, made[5].ID, made[3].ID, made[1].ID}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want) {
+			t.Fatalf("failed rows left %v, want %v", left, want)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "a", Failed: 2})
+		wantStats(t, b, backend.QueueStats{Queue: "b", Failed: 2})
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: backend.FailedFilter{Queue: "none"}, KeepNewest: 1})
+		if err != nil || n != 0 {
+			t.Fatalf("FailedPurge(no match, keep 1) = %d, %v; want 0", n, err)
+		}
+		// FailedBefore narrows the counted rows too: nothing failed an hour
+		// ago, so nothing is counted and nothing goes.
+		n, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: backend.FailedFilter{FailedBefore: time.Now().Add(-time.Hour)}, KeepNewest: 1})
+		if err != nil || n != 0 {
+			t.Fatalf("FailedPurge(failed before an hour ago, keep 1) = %d, %v; want 0", n, err)
+		}
+	})
+
+	parallel(t, h, "PurgeKeepNewestMoreThanCount", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"), typed("q", "t"))
+		for _, keep := range []int{3, 4, 1000} {
+			n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{KeepNewest: keep})
+			if err != nil || n != 0 {
+				t.Fatalf("FailedPurge(keep %d of 3) = %d, %v; want 0", keep, n, err)
+			}
+		}
+		want := failedIDs(made)
+		slices.Reverse(want)
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want) {
+			t.Fatalf("failed rows left %v, want all %v", left, want)
+		}
+	})
+
+	parallel(t, h, "PurgeKeepNewestInvalid", func(t *testing.T, b backend.Backend) {
+		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"))
+		for _, p := range []backend.FailedPurgeParams{
+			{IDs: []int64{made[0].ID}, KeepNewest: 1},
+			{KeepNewest: -1},
+			{Filter: backend.FailedFilter{Queue: "q"}, KeepNewest: -5},
+		} {
+			n, err := b.FailedPurge(t.Context(), p)
+			var ie *backend.InputError
+			if !errors.Is(err, backend.ErrInvalidInput) || !errors.As(err, &ie) || ie.Field != "keep newest" {
+				t.Fatalf("FailedPurge(%+v) = %d, %v; want an InputError on \"keep newest\"", p, n, err)
+			}
+			if n != 0 {
+				t.Errorf("FailedPurge(%+v) refused but reported %d purged", p, n)
+			}
+		}
+		want := []int64{made[1].ID, made[0].ID}
+		if left := failedIDs(failedList(t, b, backend.FailedListParams{})); !slices.Equal(left, want) {
+			t.Fatalf("failed rows left %v after refused purges, want %v", left, want)
+		}
+	})
+
 	parallel(t, h, "PurgeAll", func(t *testing.T, b backend.Backend) {
 		makeFailed(t, b, typed("a", "x"), typed("b", "y"), typed("c", "z"))
 		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{})

@@ -146,7 +146,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 
 // FailedPurge implements backend.Backend. Unknown IDs are not counted.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
-	if err := checkKeepNewest(params); err != nil {
+	if err := backend.ValidatePurge(params); err != nil {
 		return 0, fmt.Errorf("purge failed jobs: %w", err)
 	}
 	if err := b.lock(ctx, "purge failed jobs"); err != nil {
@@ -169,15 +169,4 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	}
 	b.removeFailed(rows)
 	return len(rows), nil
-}
-
-// checkKeepNewest refuses a KeepNewest the contract does not allow.
-func checkKeepNewest(p backend.FailedPurgeParams) error {
-	switch {
-	case p.KeepNewest < 0:
-		return &backend.InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", p.KeepNewest)}
-	case p.KeepNewest > 0 && len(p.IDs) > 0:
-		return &backend.InputError{Field: "keep newest", Reason: "cannot be combined with IDs"}
-	}
-	return nil
 }

@@ -94,11 +94,8 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 // FailedPurge implements backend.Backend in one statement.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
 	const op = "purge failed jobs"
-	switch {
-	case params.KeepNewest < 0:
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", params.KeepNewest)})
-	case params.KeepNewest > 0 && len(params.IDs) > 0:
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: "cannot be combined with IDs"})
+	if err := backend.ValidatePurge(params); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	ids := distinctIDs(params.IDs)
 	queue, typ, failedBefore := filterArgs(params.Filter)

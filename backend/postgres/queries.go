@@ -165,16 +165,14 @@ SELECT set_config('synchronous_commit', 'off', true),
 // kept. Returns the claimed rows (jobColumns), in no
 // particular order; attempts already counts this try.
 //
-// The claim commits without waiting for its WAL flush (synchronous_commit
-// off for this transaction only): a claim lost in a server crash only puts
-// the job back to pending, which a crash does to running jobs anyway
-// (delivery is at-least-once), while waiting would make every claim pay a
-// disk flush and compete with the enqueues' flushes.
+// The claim commits synchronously on purpose: a claim lost in a server
+// crash would let a second worker re-claim the job with the same attempt
+// number as the first, and the (id, attempt) fence could no longer tell
+// them apart.
 const sqlClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT c.id
 	FROM unnest($1::text[]) AS q(name)
-	CROSS JOIN (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
 	CROSS JOIN LATERAL (
 		SELECT id, priority FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
@@ -343,10 +341,10 @@ SELECT (SELECT count(*) FROM rescued), (SELECT count(*) FROM moved),
 //
 //	$1 schema name
 //
-// Returns one row: (dead bigint, live bigint) for the jobs table, zeros
-// before the statistics have seen it.
+// Returns one row: (dead bigint) for the jobs table, zero before the
+// statistics have seen it.
 const sqlDeadTuples = `
-SELECT coalesce(max(n_dead_tup), 0), coalesce(max(n_live_tup), 0)
+SELECT coalesce(max(n_dead_tup), 0)
 FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`
 
 // sqlVacuum vacuums the jobs table. SKIP_LOCKED: when another process's

@@ -128,11 +128,8 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	if err := b.checkOpen(op); err != nil {
 		return 0, err
 	}
-	switch {
-	case params.KeepNewest < 0:
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: fmt.Sprintf("%d is negative", params.KeepNewest)})
-	case params.KeepNewest > 0 && len(params.IDs) > 0:
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "keep newest", Reason: "cannot be combined with IDs"})
+	if err := backend.ValidatePurge(params); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	purged := 0
 	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {

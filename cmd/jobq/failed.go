@@ -208,20 +208,42 @@ func (a *app) newFailedPurgeCmd() *cobra.Command {
 	var (
 		s         selection
 		olderThan time.Duration
+		keep      int
 	)
 	cmd := &cobra.Command{
-		Use:   "purge ID... | --all | --older-than D [--queue Q] [--type T]",
+		Use:   "purge ID... | --all | --older-than D | --keep N [--queue Q] [--type T]",
 		Short: "Delete failed jobs for good",
+		Long: `Delete failed jobs for good: the listed IDs, or every failed job matching
+the filters (--all for all of them), or those that failed longer ago than
+--older-than. --keep N instead keeps the N newest matching failed jobs and
+deletes the rest, so the table can be bounded by count; with --queue or
+--type only those jobs are counted and pruned.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "older-than", olderThan); err != nil {
 				return err
 			}
-			ids, err := s.ids(cmd, args, olderThan > 0)
-			if err != nil {
+			if err := positive(cmd, "keep", keep); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("keep") && (len(args) > 0 || s.all || olderThan > 0) {
+				return usagef("%s: --keep cannot be combined with failed job IDs, --all or --older-than (narrow it with --queue and --type)", cmd.CommandPath())
+			}
+			var ids []int64
+			if keep == 0 {
+				var err error
+				if ids, err = s.ids(cmd, args, olderThan > 0); err != nil {
+					return err
+				}
+			}
 			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
-				n, err := jobq.NewInspector(b).Purge(cmd.Context(), s.f.filter(), olderThan, ids...)
+				in := jobq.NewInspector(b)
+				var n int
+				var err error
+				if keep > 0 {
+					n, err = in.PurgeKeepNewest(cmd.Context(), s.f.filter(), keep)
+				} else {
+					n, err = in.Purge(cmd.Context(), s.f.filter(), olderThan, ids...)
+				}
 				if err != nil {
 					return err
 				}
@@ -232,6 +254,7 @@ func (a *app) newFailedPurgeCmd() *cobra.Command {
 	}
 	s.add(cmd, "purge")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only jobs that failed longer ago than this, e.g. 720h")
+	cmd.Flags().IntVar(&keep, "keep", 0, "keep the `N` newest matching failed jobs and delete the rest")
 	return cmd
 }
 

@@ -149,3 +149,49 @@ func TestFailedPurge(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedPurgeKeep(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	ids := seedFailed(t, openDB(t, db),
+		[2]string{"a", "x"}, [2]string{"b", "x"}, [2]string{"a", "y"}, [2]string{"a", "x"}, [2]string{"b", "x"}, [2]string{"a", "x"})
+
+	// Refused before anything is opened or deleted: one-line usage errors.
+	for _, args := range [][]string{
+		{"--keep", "0"},
+		{"--keep", "-3"},
+		{"--keep", "2", fmt.Sprint(ids[0])},
+		{"--keep", "2", "--all"},
+		{"--keep", "2", "--older-than", "1h"},
+		{"--keep", "2", "--all", "--queue", "a"},
+	} {
+		r := run(t, append([]string{"--db", db, "failed", "purge"}, args...)...)
+		if r.code() != 2 || strings.Contains(r.err.Error(), "\n") {
+			t.Errorf("purge %v: exit %d, err %v; want a one-line usage error", args, r.code(), r.err)
+		}
+	}
+	if got := failedIDs(t, db); len(got) != len(ids) {
+		t.Fatalf("refused purges left %v, want all %d", got, len(ids))
+	}
+
+	steps := []struct {
+		args []string
+		want string
+		left []int64
+	}{
+		// Queue a: 0 2 3 5; only its two oldest go, b is untouched.
+		{[]string{"--keep", "2", "--queue", "a"}, "purged 2\n", []int64{ids[5], ids[4], ids[3], ids[1]}},
+		{[]string{"--keep", "1", "--queue", "b", "--type", "x"}, "purged 1\n", []int64{ids[5], ids[4], ids[3]}},
+		{[]string{"--keep", "3"}, "purged 0\n", []int64{ids[5], ids[4], ids[3]}},
+		{[]string{"--keep", "1"}, "purged 2\n", []int64{ids[5]}},
+	}
+	for _, s := range steps {
+		r := run(t, append([]string{"--db", db, "failed", "purge"}, s.args...)...)
+		if r.err != nil || r.out != s.want {
+			t.Fatalf("purge %v: %q, %v; want %q", s.args, r.out, r.err, s.want)
+		}
+		if got := failedIDs(t, db); fmt.Sprint(got) != fmt.Sprint(s.left) {
+			t.Fatalf("after purge %v: left %v, want %v", s.args, got, s.left)
+		}
+	}
+}

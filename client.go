@@ -56,7 +56,7 @@ func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
 		}
 		reg := cfg.Registry
 		in.SetRunner(func(ctx context.Context, row *backend.JobRow) error {
-			return reg.run(ctx, b, row, 0)
+			return reg.run(ctx, &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}, row, 0)
 		})
 	}
 	return &Client{b: b, cfg: cfg}, nil
@@ -136,7 +136,10 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 // CompleteTx marks the job whose handler ctx belongs to as done inside tx,
 // the handler's own transaction, so the handler's writes and the completion
 // commit together: if tx rolls back, the job is still held and the handler's
-// return value decides its fate as usual. It returns ErrNotFound when the
+// return value decides its fate as usual. When the handler then returns
+// nil the worker writes nothing more; if tx did not commit after all, the
+// job stays reserved until its lease expires and runs again. It returns
+// ErrNotFound when the
 // job's lease was lost (roll back then), and ErrNotSupported on backends
 // without it.
 func CompleteTx(ctx context.Context, tx any) error {
@@ -148,9 +151,13 @@ func CompleteTx(ctx context.Context, tx any) error {
 	if !ok {
 		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, ErrNotSupported)
 	}
+	if jc.stopHeartbeat != nil {
+		jc.stopHeartbeat()
+	}
 	if err := txc.JobCompleteTx(ctx, tx, jc.ref); err != nil {
 		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, err)
 	}
+	jc.completedInTx.Store(true)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"encoding/json"
+	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -36,6 +37,13 @@ type jobCtx struct {
 	job     *Job
 	ref     backend.JobRef
 	backend backend.Backend
+	// stopHeartbeat, when set, stops extending the job's lease: CompleteTx
+	// calls it before deleting the job, so a heartbeat that finds the row
+	// gone cannot cancel the handler in the middle of its commit.
+	stopHeartbeat func()
+	// completedInTx is set once CompleteTx deleted the job inside the
+	// handler's transaction; the worker then writes no outcome of its own.
+	completedInTx atomic.Bool
 }
 
 // JobFromContext returns the job a handler's context belongs to, for typed

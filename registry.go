@@ -108,8 +108,9 @@ func (e errNoHandler) Error() string { return "no handler registered for type " 
 
 // run executes one attempt: looks the handler up, bounds it with timeout
 // (when > 0), and turns a panic into an error carrying the stack, so a bad
-// handler costs one attempt and never the worker.
-func (r *Registry) run(ctx context.Context, b backend.Backend, row *backend.JobRow, timeout time.Duration) (err error) {
+// handler costs one attempt and never the worker. jc travels in the
+// handler's context (see JobFromContext and CompleteTx).
+func (r *Registry) run(ctx context.Context, jc *jobCtx, row *backend.JobRow, timeout time.Duration) (err error) {
 	h, ok := r.lookup(row.Type)
 	if !ok {
 		return errNoHandler{typ: row.Type}
@@ -122,12 +123,11 @@ func (r *Registry) run(ctx context.Context, b backend.Backend, row *backend.JobR
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	job := jobFromRow(row)
-	ctx = context.WithValue(ctx, jobCtxKey{}, &jobCtx{job: job, ref: row.Ref(), backend: b})
+	ctx = context.WithValue(ctx, jobCtxKey{}, jc)
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return h.fn(ctx, job)
+	return h.fn(ctx, jc.job)
 }

@@ -196,6 +196,12 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 // Busy is the number of handlers running now.
 func (w *Worker) Busy() int { return int(w.busy.Load()) }
 
+// StaleOutcomes counts the outcomes the lease fence refused since the
+// worker started: jobs whose lease was lost and that another worker took
+// over. A rising count means leases are too short for the handlers or the
+// workers are starved.
+func (w *Worker) StaleOutcomes() int64 { return w.stale.Load() }
+
 // Run works jobs until ctx is cancelled, then shuts down gracefully: it
 // claims nothing new, lets in-flight jobs finish for up to ShutdownTimeout,
 // then cancels their contexts and releases the unfinished ones to pending at
@@ -290,16 +296,21 @@ func (w *Worker) execute(workCtx context.Context, row *backend.JobRow, completer
 	ctx, cancel := context.WithCancelCause(workCtx)
 	defer cancel(nil)
 	extender.Add(row.Ref(), cancel)
+	jc := &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: w.b, stopHeartbeat: func() { extender.Remove(row.ID) }}
 	w.busy.Add(1)
 	start := time.Now()
-	err := w.reg.run(ctx, w.b, row, w.cfg.JobTimeout)
+	err := w.reg.run(ctx, jc, row, w.cfg.JobTimeout)
 	took := time.Since(start)
 	w.busy.Add(-1)
 	extender.Remove(row.ID)
 
 	item, ev := w.decide(workCtx, row, err)
 	ev.Duration = took
-	completer.Submit(item)
+	// A job the handler completed in its own transaction is gone: writing
+	// "done" again would only be refused by the fence.
+	if !(err == nil && jc.completedInTx.Load()) {
+		completer.Submit(item)
+	}
 	if w.cfg.OnEvent != nil {
 		w.cfg.OnEvent(ev)
 	}

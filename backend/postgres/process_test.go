@@ -15,7 +15,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -36,6 +38,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/postgres/pgtest"
+	"github.com/jobq/jobq/internal/runner"
 )
 
 // The worker process's settings travel in the environment; procURLEnv being
@@ -44,14 +47,16 @@ const (
 	procURLEnv    = "JOBQ_PGTEST_WORKER_URL"
 	procSchemaEnv = "JOBQ_PGTEST_WORKER_SCHEMA"
 	procConcEnv   = "JOBQ_PGTEST_WORKER_CONCURRENCY"
-	procLeaseEnv  = "JOBQ_PGTEST_WORKER_LEASE" // "" or "0s": the runtime's default
+	procLeaseEnv  = "JOBQ_PGTEST_WORKER_LEASE" // "0s": the runtime's default
 	procStrictEnv = "JOBQ_PGTEST_WORKER_STRICT"
+	procAsyncEnv  = "JOBQ_PGTEST_WORKER_ASYNC_COMMIT"
 )
 
 // Connections per worker process. The shared server allows 100 in all and
 // other engineers' tests use it too: 4 processes × (5 + 5 + the listener)
-// stays well below. Handlers beyond handlerConns wait for a connection,
-// which costs nothing here since two cores are the limit anyway.
+// stays well below. Handlers beyond procHandlerConns wait for a
+// connection; measured on this machine, 10 were no faster than 5, since the
+// two cores are the limit.
 const (
 	procBackendConns = 5
 	procHandlerConns = 5
@@ -60,6 +65,10 @@ const (
 // procSummary prefixes the line a worker prints on its way out, of
 // key=value counts (see runWorkerProcess).
 const procSummary = "jobq-worker-summary "
+
+// procLeaseLost prefixes the line a worker prints for each handler
+// transaction that failed under a context cancelled for a lost lease.
+const procLeaseLost = "jobq-worker-lease-lost "
 
 // Exit codes of a worker process.
 const (
@@ -82,13 +91,23 @@ const (
 // (no lease runs out) such a violation can only mean a job's effect was
 // about to happen twice.
 func runWorkerProcess() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	// The test holds the write end of stdin: when it dies without stopping
+	// us (a test binary timeout), stdin reaches EOF and we shut down rather
+	// than work on as an orphan.
+	ctx, orphaned := context.WithCancel(sigCtx)
+	defer orphaned()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		orphaned()
+	}()
 	pid := os.Getpid()
-	url, schema := os.Getenv(procURLEnv), os.Getenv(procSchemaEnv)
+	dbURL, schema := os.Getenv(procURLEnv), os.Getenv(procSchemaEnv)
 	conc, _ := strconv.Atoi(os.Getenv(procConcEnv))
 	lease, _ := time.ParseDuration(os.Getenv(procLeaseEnv))
 	strict := os.Getenv(procStrictEnv) == "1"
+	async := os.Getenv(procAsyncEnv) == "1"
 	logs := newProcLog(pid)
 	log := slog.New(logs)
 	fail := func(code int, format string, args ...any) int {
@@ -98,16 +117,19 @@ func runWorkerProcess() int {
 
 	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
 	defer cancelOpen()
-	b, err := Open(openCtx, url, Options{Schema: schema, NoMigrate: true, MaxConns: procBackendConns, Logger: log})
+	b, err := Open(openCtx, dbURL, Options{Schema: schema, NoMigrate: true, MaxConns: procBackendConns, Logger: log})
 	if err != nil {
 		return fail(procExitSetup, "open backend: %v", err)
 	}
 	defer b.Close()
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return fail(procExitSetup, "parse url: %v", err)
 	}
 	cfg.MaxConns = procHandlerConns
+	if async {
+		cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
+	}
 	pool, err := pgxpool.NewWithConfig(openCtx, cfg)
 	if err != nil {
 		return fail(procExitSetup, "open handler pool: %v", err)
@@ -116,14 +138,30 @@ func runWorkerProcess() int {
 
 	ledgerSQL := "INSERT INTO " + quoteIdent(schema) + ".ledger (job_id, attempt, pid) VALUES ($1, $2, $3)"
 	startedSQL := "INSERT INTO " + quoteIdent(schema) + ".started (job_id, attempt, pid) VALUES ($1, $2, $3)"
-	var runs, retried, done, dups, notHeld, txErrs atomic.Int64
+	var runs, retried, done, dups, notHeld, txErrs, leaseLost atomic.Int64
 
+	// txErr counts a failed handler transaction and prints the first few,
+	// with the cause the handler's context was cancelled for, if it was.
+	// Failures under a context cancelled for a lost lease are counted
+	// apart, and each is printed as "<procLeaseLost><job id> <attempt>" so
+	// the test can check whether the transaction committed after all.
+	txErr := func(ctx context.Context, j *jobq.Job, err error) error {
+		if errors.Is(context.Cause(ctx), runner.ErrLeaseLost) {
+			leaseLost.Add(1)
+			fmt.Fprintf(os.Stderr, "%s%d %d\n", procLeaseLost, j.ID, j.Attempt)
+			fmt.Fprintf(os.Stderr, "worker %d: job %d attempt %d: %v (handler context: %v)\n", pid, j.ID, j.Attempt, err, context.Cause(ctx))
+			return err
+		}
+		if txErrs.Add(1) <= procLogPrintMax {
+			fmt.Fprintf(os.Stderr, "worker %d: job %d attempt %d: %v (handler context: %v)\n", pid, j.ID, j.Attempt, err, context.Cause(ctx))
+		}
+		return err
+	}
 	// ledger is the handler's effect and its completion in one transaction.
 	ledger := func(ctx context.Context, j *jobq.Job) error {
 		tx, err := pool.Begin(ctx)
 		if err != nil {
-			txErrs.Add(1)
-			return fmt.Errorf("begin: %w", err)
+			return txErr(ctx, j, fmt.Errorf("begin: %w", err))
 		}
 		defer func() {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -132,25 +170,22 @@ func runWorkerProcess() int {
 		}()
 		if _, err := tx.Exec(ctx, ledgerSQL, j.ID, j.Attempt, pid); err != nil {
 			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-				dups.Add(1)
-				fmt.Fprintf(os.Stderr, "worker %d: DUPLICATE EFFECT: job %d attempt %d: the ledger already has it: %v\n", pid, j.ID, j.Attempt, err)
-			} else {
-				txErrs.Add(1)
+			if !errors.As(err, &pgErr) || pgErr.Code != "23505" {
+				return txErr(ctx, j, fmt.Errorf("insert ledger row: %w", err))
 			}
-			return fmt.Errorf("insert ledger row: %w", err)
+			dups.Add(1)
+			fmt.Fprintf(os.Stderr, "worker %d: DUPLICATE EFFECT: job %d attempt %d: the ledger already has it: %v\n", pid, j.ID, j.Attempt, err)
+			return err
 		}
 		if err := jobq.CompleteTx(ctx, tx); err != nil {
-			if errors.Is(err, jobq.ErrNotFound) {
-				notHeld.Add(1)
-			} else {
-				txErrs.Add(1)
+			if !errors.Is(err, jobq.ErrNotFound) {
+				return txErr(ctx, j, err)
 			}
+			notHeld.Add(1)
 			return err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			txErrs.Add(1)
-			return fmt.Errorf("commit: %w", err)
+			return txErr(ctx, j, fmt.Errorf("commit: %w", err))
 		}
 		done.Add(1)
 		return nil
@@ -193,9 +228,9 @@ func runWorkerProcess() int {
 	if err := w.Run(ctx); err != nil {
 		return fail(procExitRun, "run: %v", err)
 	}
-	fmt.Fprintf(os.Stderr, "%spid=%d runs=%d retried=%d done=%d dups=%d notheld=%d txerrs=%d fenced_jobs=%d warnings=%d errors=%d\n",
-		procSummary, pid, runs.Load(), retried.Load(), done.Load(), dups.Load(), notHeld.Load(), txErrs.Load(),
-		logs.jobs(fencedMsg), logs.total(slog.LevelWarn), logs.total(slog.LevelError))
+	fmt.Fprintf(os.Stderr, "%spid=%d runs=%d retried=%d done=%d dups=%d notheld=%d txerrs=%d leaselost=%d fenced_jobs=%d fenced_warnings=%d warnings=%d errors=%d\n",
+		procSummary, pid, runs.Load(), retried.Load(), done.Load(), dups.Load(), notHeld.Load(), txErrs.Load(), leaseLost.Load(),
+		logs.jobs(fencedMsg), logs.count(slog.LevelWarn, fencedMsg), logs.total(slog.LevelWarn), logs.total(slog.LevelError))
 	logs.report()
 	if strict && dups.Load() > 0 {
 		return procExitDup
@@ -255,6 +290,12 @@ func (l *procLog) jobs(msg string) int64 {
 	return l.jobSums[msg]
 }
 
+func (l *procLog) count(level slog.Level, msg string) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.records[level][msg]
+}
+
 func (l *procLog) total(level slog.Level) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -289,28 +330,42 @@ type procOptions struct {
 	concurrency int
 	lease       time.Duration // 0: the runtime's default (30s)
 	strict      bool          // exit procExitDup on a ledger primary-key violation
+	asyncCommit bool          // handler transactions commit without waiting for the WAL flush
 }
 
-// startProc starts a worker process on url's schema. It is killed when the
-// test ends, if still running, and its output is logged if the test failed.
-func startProc(t *testing.T, url, schema string, o procOptions) *proc {
+// startProc starts a worker process on dbURL's schema. It is killed when
+// the test ends, if still running, and its output is logged if the test
+// failed.
+func startProc(t *testing.T, dbURL, schema string, o procOptions) *proc {
 	t.Helper()
-	strict := "0"
-	if o.strict {
-		strict = "1"
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		procURLEnv+"="+url, procSchemaEnv+"="+schema,
+		procURLEnv+"="+withoutLoopbackTLS(dbURL), procSchemaEnv+"="+schema,
 		procConcEnv+"="+strconv.Itoa(o.concurrency), procLeaseEnv+"="+o.lease.String(),
-		procStrictEnv+"="+strict)
+		procStrictEnv+"="+flag(o.strict), procAsyncEnv+"="+flag(o.asyncCommit))
+	stdin, lifeline, err := os.Pipe()
+	if err != nil {
+		t.Fatalf("pipe: %v", err)
+	}
 	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = p.out, p.out
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.out, p.out
+	err = cmd.Start()
+	_ = stdin.Close() // the child has its own copy
+	if err != nil {
+		_ = lifeline.Close()
 		t.Fatalf("start worker process: %v", err)
 	}
 	go func() {
 		p.err = cmd.Wait()
+		if cmd.ProcessState != nil {
+			fmt.Fprintf(p.out, "cpu time user=%s sys=%s\n", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime())
+		}
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
@@ -318,11 +373,50 @@ func startProc(t *testing.T, url, schema string, o procOptions) *proc {
 			_ = cmd.Process.Kill()
 			<-p.exited
 		}
+		_ = lifeline.Close()
 		if t.Failed() {
 			t.Logf("worker process %d (%v) output:\n%s", p.pid(), p.err, p.out.String())
 		}
 	})
 	return p
+}
+
+// withoutLoopbackTLS turns TLS off for a server on this machine when the
+// URL does not choose: pgx would otherwise negotiate it (sslmode=prefer),
+// and on this two-core machine TLS cost the workers a fifth of their CPU
+// while proving nothing these tests are about.
+func withoutLoopbackTLS(dbURL string) string {
+	u, err := url.Parse(dbURL)
+	if err != nil || u.Query().Has("sslmode") {
+		return dbURL
+	}
+	switch u.Hostname() {
+	case "127.0.0.1", "::1", "localhost":
+		q := u.Query()
+		q.Set("sslmode", "disable")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dbURL
+}
+
+// leaseLost returns the (job id, attempt) pairs whose handler transaction
+// failed under a context cancelled for a lost lease.
+func (p *proc) leaseLost(t *testing.T) [][2]int64 {
+	t.Helper()
+	var out [][2]int64
+	for line := range strings.Lines(p.out.String()) {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), procLeaseLost)
+		if !ok {
+			continue
+		}
+		var id, attempt int64
+		if _, err := fmt.Sscanf(rest, "%d %d", &id, &attempt); err != nil {
+			t.Fatalf("worker line %q: %v", line, err)
+		}
+		out = append(out, [2]int64{id, attempt})
+	}
+	return out
 }
 
 func (p *proc) pid() int { return p.cmd.Process.Pid }
@@ -545,14 +639,17 @@ func checkAllDone(t *testing.T, b *Backend, ids []int64) map[int]int {
 // and that each of them did some.
 func checkEveryProcWorked(t *testing.T, perPID map[int]int, procs []*proc) {
 	t.Helper()
+	started := map[int]bool{}
 	for _, p := range procs {
+		started[p.pid()] = true
 		if perPID[p.pid()] == 0 {
 			t.Errorf("worker process %d completed no job (jobs per process: %v)", p.pid(), perPID)
 		}
-		delete(perPID, p.pid())
 	}
-	if len(perPID) != 0 {
-		t.Errorf("ledger rows from processes that were not started: %v", perPID)
+	for pid, n := range perPID {
+		if !started[pid] {
+			t.Errorf("%d ledger rows from process %d, which the test did not start", n, pid)
+		}
 	}
 }
 
@@ -573,15 +670,19 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	enqStart := time.Now()
 	ids := enqueueLedgerJobs(t, b, total)
 	enqTook := time.Since(enqStart)
-	t.Logf("enqueued %d jobs in %s (%.0f jobs/s)", total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds())
+	t.Logf("enqueued %d jobs in batches of 5,000 in %s (%.0f jobs/s)", total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds())
 
 	start := time.Now()
 	var workers []*proc
 	for range procs {
-		workers = append(workers, startProc(t, testURL(t), b.Schema(), procOptions{concurrency: concurrency, strict: true}))
+		// Asynchronous commit: the handlers' durability is not what this
+		// test proves, and on the shared server each WAL flush queues
+		// behind other tests' flushes.
+		workers = append(workers, startProc(t, testURL(t), b.Schema(),
+			procOptions{concurrency: concurrency, strict: true, asyncCommit: true}))
 	}
 	progress := progressLog(t, start, total)
-	pollEvery(t, 100*time.Millisecond, 100*time.Second, "4 processes to complete 100,000 jobs", func() bool {
+	pollEvery(t, 250*time.Millisecond, 150*time.Second, "4 processes to complete 100,000 jobs", func() bool {
 		for _, p := range workers {
 			if !p.running() {
 				t.Fatalf("worker process %d exited while working: %v\n%s", p.pid(), p.err, p.out.String())
@@ -597,25 +698,48 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	}
 
 	perPID := checkAllDone(t, b, ids)
-	if n := mustInt(t, b, "SELECT count(*) FROM "+quoteIdent(b.Schema())+".ledger WHERE attempt <> 1"); n != 0 {
+	checkEveryProcWorked(t, perPID, workers)
+	s := quoteIdent(b.Schema())
+	if n := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger WHERE attempt <> 1"); n != 0 {
 		t.Errorf("%d jobs completed on a later attempt: they were claimed again", n)
 	}
 	var runs, fenced int64
+	var lost []string
 	for _, p := range workers {
-		s := p.summary(t)
-		runs += s["runs"]
-		fenced += s["fenced_jobs"]
-		if s["dups"] != 0 || s["notheld"] != 0 || s["txerrs"] != 0 || s["retried"] != 0 {
-			t.Errorf("worker process %d: %v; want no duplicate, lost lease, transaction error or retry", p.pid(), s)
+		sum := p.summary(t)
+		runs += sum["runs"]
+		fenced += sum["fenced_jobs"]
+		if sum["dups"] != 0 || sum["notheld"] != 0 || sum["txerrs"] != 0 || sum["retried"] != 0 {
+			t.Errorf("worker process %d: %v; want no duplicate effect, lost lease, transaction error or retry", p.pid(), sum)
+		}
+		for _, l := range p.leaseLost(t) {
+			lost = append(lost, fmt.Sprintf("job %d attempt %d", l[0], l[1]))
+			// Its handler was told the transaction failed; the ledger
+			// shows whether it committed.
+			n := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger WHERE job_id = $1 AND attempt = $2 AND pid = $3", l[0], l[1], p.pid())
+			if n != 1 {
+				t.Errorf("job %d attempt %d: its handler failed for a lost lease and did not commit, yet the job was not run again", l[0], l[1])
+			}
 		}
 	}
 	if runs != total {
 		t.Errorf("handlers ran %d times for %d jobs, want exactly once each", runs, total)
 	}
-	checkEveryProcWorked(t, perPID, workers)
 	t.Logf("%d processes × %d drained %d jobs in %s: %.0f jobs/s; jobs per process %v",
 		procs, concurrency, total, took.Round(time.Millisecond), float64(total)/took.Seconds(), perPID)
-	t.Logf("the runtime's own done outcome was refused by the lease fence for %d of %d jobs (CompleteTx had already deleted them)", fenced, total)
+	// Two runtime defects with CompleteTx, logged rather than failed since
+	// the effects stay exactly-once. The worker still submits OutcomeDone
+	// for a job its handler completed, which the lease fence refuses (a
+	// wasted write per job, and a "jobs were taken over" warning per batch
+	// although none was). And a lease-extension tick that meets the row
+	// deleted by the handler's transaction waits for it, finds it gone
+	// after the commit, calls the lease lost and cancels the handler's
+	// context, which may still be inside tx.Commit: the handler is told
+	// "commit: context canceled" for a transaction that committed.
+	t.Logf("the runtime's own done outcome was refused by the lease fence for %d of %d jobs", fenced, total)
+	if len(lost) > 0 {
+		t.Logf("%d handlers had their context cancelled (lease lost) during or after a commit that succeeded: %v", len(lost), lost)
+	}
 }
 
 // TestProcessKilledMidJob: a worker process killed with SIGKILL in the
@@ -704,7 +828,10 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 		}
 	}
 	srv := pgtest.StartServer(t)
-	b := openSchema(t, srv.URL, Options{Schema: "jobq_restart", QueryTimeout: 5 * time.Second})
+	// Quiet: this backend's own complaints while the server is down are
+	// expected and not what is tested.
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	b := openSchema(t, srv.URL, Options{Schema: "jobq_restart", QueryTimeout: 5 * time.Second, Logger: quiet})
 	createProcTables(t, b)
 	const total = 20_000
 	// Attempts cut short by the restart count; 25 leaves room for several.
@@ -749,16 +876,17 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 
 	perPID := checkAllDone(t, b, ids)
 	checkEveryProcWorked(t, perPID, workers)
-	var runs, retried, warnings int64
+	var runs, retried, dups, warnings int64
 	for _, p := range workers {
 		s := p.summary(t)
 		runs += s["runs"]
 		retried += s["retried"]
-		warnings += s["warnings"]
+		dups += s["dups"] // a stale attempt meeting its successor's committed row
+		warnings += s["warnings"] - s["fenced_warnings"]
 	}
 	if runs < total {
 		t.Errorf("handlers ran %d times for %d jobs", runs, total)
 	}
-	t.Logf("restarted the server (down %s) after %d of %d jobs; handlers ran %d times (%d on a later attempt), workers logged %d warnings; jobs per process %v",
-		down.Round(time.Millisecond), before, total, runs, retried, warnings, perPID)
+	t.Logf("restarted the server (down %s) after %d of %d jobs; handlers ran %d times (%d on a later attempt, %d refused by the ledger's key); workers logged %d warnings besides the fence's; jobs per process %v",
+		down.Round(time.Millisecond), before, total, runs, retried, dups, warnings, perPID)
 }

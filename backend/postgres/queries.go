@@ -347,10 +347,14 @@ const sqlDeadTuples = `
 SELECT coalesce(max(n_dead_tup), 0)
 FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`
 
-// sqlVacuum vacuums the jobs table. SKIP_LOCKED: when another process's
-// vacuum is already at it, this one returns at once instead of queueing.
-// No parameters, no rows; it must not run inside a transaction block.
-const sqlVacuum = `VACUUM (SKIP_LOCKED) {schema}.jobs`
+// sqlVacuum vacuums and analyzes the jobs table. SKIP_LOCKED: when
+// another process's vacuum is already at it, this one returns at once
+// instead of queueing. ANALYZE because VACUUM alone sets the row count but
+// no column statistics, and with autovacuum off the planner then expects
+// two pending rows and sorts every pending job for each claim (77 ms
+// instead of 0.5 ms over 100,000 jobs). No parameters, no rows; it must not
+// run inside a transaction block.
+const sqlVacuum = `VACUUM (SKIP_LOCKED, ANALYZE) {schema}.jobs`
 
 // sqlJobGet reads one live job.
 //

@@ -121,6 +121,23 @@ func ValidatePurge(p FailedPurgeParams) error {
 	return nil
 }
 
+// The page sizes the contract gives a zero Limit.
+const (
+	DefaultFailedListLimit = 100  // FailedListParams.Limit
+	DefaultSweepLimit      = 1000 // SweepParams.Limit
+)
+
+// PageLimit resolves a Limit field: zero means def, negative is refused.
+func PageLimit(limit, def int) (int, error) {
+	switch {
+	case limit < 0:
+		return 0, &InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", limit)}
+	case limit == 0:
+		return def, nil
+	}
+	return limit, nil
+}
+
 // AvailableAt resolves when an inserted job becomes due, given the backend's
 // current time.
 func (p InsertParams) AvailableAt(now time.Time) time.Time {

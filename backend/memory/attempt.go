@@ -9,9 +9,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// defaultSweepLimit is SweepParams.Limit when zero, as the contract says.
-const defaultSweepLimit = 1000
-
 // leaseExpired is the error recorded for jobs whose holder vanished with the
 // last attempt.
 const leaseExpired = "lease expired"
@@ -116,12 +113,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 // are bounded by the workers' concurrency, and handles the longest-expired
 // first.
 func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
-	if params.Limit < 0 {
-		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = defaultSweepLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultSweepLimit)
+	if err != nil {
+		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	if err := b.lock(ctx, "sweep leases"); err != nil {
 		return backend.SweepResult{}, err

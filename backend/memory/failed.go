@@ -9,9 +9,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// defaultFailedLimit is FailedListParams.Limit when zero, as the contract says.
-const defaultFailedLimit = 100
-
 // matches reports whether f passes filter; zero fields match everything.
 func matches(f *backend.FailedJob, filter backend.FailedFilter) bool {
 	return (filter.Queue == "" || f.Queue == filter.Queue) &&
@@ -21,12 +18,9 @@ func matches(f *backend.FailedJob, filter backend.FailedFilter) bool {
 
 // FailedList implements backend.Backend.
 func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
-	if params.Limit < 0 {
-		return nil, fmt.Errorf("list failed jobs: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = defaultFailedLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list failed jobs: %w", err)
 	}
 	if err := b.lock(ctx, "list failed jobs"); err != nil {
 		return nil, err

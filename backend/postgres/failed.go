@@ -12,22 +12,16 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// defaultFailedLimit is the page size of FailedList when Limit is 0.
-const defaultFailedLimit = 100
-
 // FailedList implements backend.Backend.
 func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
-	if params.Limit < 0 {
-		return nil, fmt.Errorf("list failed jobs: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = defaultFailedLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("list failed jobs: %w", err)
 	}
 	before := pgtype.Int8{Int64: params.BeforeID, Valid: params.BeforeID > 0}
 	queue, typ, failedBefore := filterArgs(params.Filter)
 	var jobs []*backend.FailedJob
-	err := b.do(ctx, "list failed jobs", func(ctx context.Context) error {
+	err = b.do(ctx, "list failed jobs", func(ctx context.Context) error {
 		rows, err := b.pool.Query(ctx, b.q.failedList, queue, typ, failedBefore, before, limit)
 		if err != nil {
 			return err

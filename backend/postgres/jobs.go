@@ -179,23 +179,16 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 	return int(released), nil
 }
 
-// defaultSweepLimit is the number of expired leases one LeaseSweep handles
-// when SweepParams.Limit is 0.
-const defaultSweepLimit = 1000
-
 // LeaseSweep implements backend.Backend in one statement (see sqlSweep);
 // concurrent sweepers skip each other's rows.
 func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
-	if params.Limit < 0 {
-		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = defaultSweepLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultSweepLimit)
+	if err != nil {
+		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	var rescued, failed int64
 	var due []string
-	err := b.do(ctx, "sweep leases", func(ctx context.Context) error {
+	err = b.do(ctx, "sweep leases", func(ctx context.Context) error {
 		return b.pool.QueryRow(ctx, b.q.sweep, limit).Scan(&rescued, &failed, &due)
 	})
 	if err != nil {

@@ -10,21 +10,15 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// DefaultFailedListLimit is the page size of FailedList when Limit is 0.
-const DefaultFailedListLimit = 100
-
 // FailedList implements backend.Backend on the read connections.
 func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
 	const op = "list failed jobs"
 	if err := b.checkOpen(op); err != nil {
 		return nil, err
 	}
-	if params.Limit < 0 {
-		return nil, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = DefaultFailedListLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	where, args := failedWhere(params.Filter, params.BeforeID)
 	rows, err := b.r.QueryContext(ctx, failedListSQL(where), append(args, int64(limit))...)

@@ -8,10 +8,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// DefaultSweepLimit is how many expired leases one LeaseSweep handles when
-// SweepParams.Limit is 0.
-const DefaultSweepLimit = 1000
-
 // leaseExpiredError is the error recorded for jobs whose holder vanished.
 const leaseExpiredError = "lease expired"
 
@@ -24,16 +20,13 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	if err := b.checkOpen(op); err != nil {
 		return res, err
 	}
-	if params.Limit < 0 {
-		return res, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "limit", Reason: fmt.Sprintf("%d is negative", params.Limit)})
-	}
-	limit := params.Limit
-	if limit == 0 {
-		limit = DefaultSweepLimit
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultSweepLimit)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", op, err)
 	}
 	now := micros(b.now())
 	woken := map[string]struct{}{}
-	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
 		res = backend.SweepResult{}
 		clear(woken)
 		type expired struct {

@@ -682,7 +682,7 @@ func TestProcessesExactlyOnce(t *testing.T) {
 			procOptions{concurrency: concurrency, strict: true, asyncCommit: true}))
 	}
 	progress := progressLog(t, start, total)
-	pollEvery(t, 250*time.Millisecond, 150*time.Second, "4 processes to complete 100,000 jobs", func() bool {
+	pollEvery(t, 250*time.Millisecond, 300*time.Second, "4 processes to complete 100,000 jobs", func() bool {
 		for _, p := range workers {
 			if !p.running() {
 				t.Fatalf("worker process %d exited while working: %v\n%s", p.pid(), p.err, p.out.String())

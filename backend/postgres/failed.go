@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -37,22 +36,7 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 
 // FailedGet implements backend.Backend.
 func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	var job *backend.FailedJob
-	err := b.do(ctx, fmt.Sprintf("get failed job %d", id), func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, b.q.failedGet, id)
-		if err != nil {
-			return err
-		}
-		job, err = pgx.CollectExactlyOneRow(rows, scanFailed)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return backend.ErrNotFound
-		}
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return job, nil
+	return getOne(ctx, b, fmt.Sprintf("get failed job %d", id), b.q.failedGet, id, scanFailed)
 }
 
 // FailedReplay implements backend.Backend in one transaction: when listed

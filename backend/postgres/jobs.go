@@ -200,22 +200,25 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 
 // JobGet implements backend.Backend.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
-	var job *backend.JobRow
-	err := b.do(ctx, fmt.Sprintf("get job %d", id), func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, b.q.jobGet, id)
+	return getOne(ctx, b, fmt.Sprintf("get job %d", id), b.q.jobGet, id, scanJob)
+}
+
+// getOne runs a by-id query that returns at most one row, scanning it with
+// scan; no row is backend.ErrNotFound.
+func getOne[T any](ctx context.Context, b *Backend, op, sql string, id int64, scan pgx.RowToFunc[T]) (T, error) {
+	var row T
+	err := b.do(ctx, op, func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, sql, id)
 		if err != nil {
 			return err
 		}
-		job, err = pgx.CollectExactlyOneRow(rows, scanJob)
+		row, err = pgx.CollectExactlyOneRow(rows, scan)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return backend.ErrNotFound
 		}
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return job, nil
+	return row, err
 }
 
 // QueueStats implements backend.Backend. It counts every row, so it costs a

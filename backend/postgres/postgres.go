@@ -151,16 +151,16 @@ const (
 // Backend is a jobq store in one PostgreSQL schema. It is safe for
 // concurrent use; many Backends (in one process or many) may share a schema.
 type Backend struct {
-	pool     *pgxpool.Pool
-	opts     Options
-	q        queries
-	host     string // host:port for error messages
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	listener *listener
-	sender   *sender
-	vacuumer *vacuumer // nil with Options.NoVacuum
-	origin   string    // tags this Backend's NOTIFY payloads (see sqlNotify)
+	pool       *pgxpool.Pool
+	opts       Options
+	q          queries
+	host       string // host:port for error messages
+	closed     atomic.Bool
+	closeMu    sync.Mutex
+	listener   *listener
+	sender     *sender
+	stopVacuum func() // stops the vacuum loop; nil with Options.NoVacuum
+	origin     string // tags this Backend's NOTIFY payloads (see sqlNotify)
 }
 
 var (
@@ -222,7 +222,7 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	if !opts.NoVacuum {
-		b.vacuumer = startVacuumer(b)
+		b.stopVacuum = startVacuumer(b)
 	}
 	return b, nil
 }
@@ -297,8 +297,8 @@ func (b *Backend) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	if b.vacuumer != nil {
-		b.vacuumer.stop()
+	if b.stopVacuum != nil {
+		b.stopVacuum()
 	}
 	b.listener.close()
 	b.sender.close()

@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"time"
+
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // Every job row is inserted, updated and deleted within seconds, so the
@@ -19,32 +21,13 @@ const (
 	vacuumMinDead  = 5000
 )
 
-// vacuumer runs the jobs table's vacuum loop until Close.
-type vacuumer struct {
-	b      *Backend
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+// vacuumer decides and runs the jobs table's vacuums.
+type vacuumer struct{ b *Backend }
 
-func startVacuumer(b *Backend) *vacuumer {
-	ctx, cancel := context.WithCancel(context.Background())
-	v := &vacuumer{b: b, cancel: cancel, done: make(chan struct{})}
-	go v.run(ctx)
-	return v
-}
-
-func (v *vacuumer) run(ctx context.Context) {
-	defer close(v.done)
-	t := time.NewTicker(vacuumInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			v.runOnce(ctx)
-		}
-	}
+// startVacuumer runs the vacuum check every vacuumInterval until the
+// returned stop is called.
+func startVacuumer(b *Backend) (stop func()) {
+	return ticker.Background(vacuumInterval, (&vacuumer{b: b}).runOnce)
 }
 
 // runOnce vacuums if the table needs it. Errors are logged and the next
@@ -67,9 +50,4 @@ func (v *vacuumer) runOnce(ctx context.Context) {
 	if err != nil && ctx.Err() == nil {
 		v.b.opts.Logger.Warn("vacuum jobs table", "dead_rows", dead, "err", err)
 	}
-}
-
-func (v *vacuumer) stop() {
-	v.cancel()
-	<-v.done
 }

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"os"
 	"time"
+
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // SQLite's automatic checkpoint runs inside whichever commit pushes the WAL
@@ -21,47 +23,21 @@ const (
 	walTruncateBytes = 64 << 20
 )
 
-// checkpointer runs WAL checkpoints until Close.
-type checkpointer struct {
-	db     *sql.DB
-	wal    string
-	cancel context.CancelFunc
-	done   chan struct{}
+// startCheckpointer checkpoints path's WAL through db every
+// checkpointInterval until the returned stop is called.
+func startCheckpointer(db *sql.DB, path string) (stop func()) {
+	wal := path + "-wal"
+	return ticker.Background(checkpointInterval, func(ctx context.Context) {
+		checkpoint(ctx, db, wal)
+	})
 }
 
-func startCheckpointer(db *sql.DB, path string) *checkpointer {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &checkpointer{db: db, wal: path + "-wal", cancel: cancel, done: make(chan struct{})}
-	go c.run(ctx)
-	return c
-}
-
-func (c *checkpointer) run(ctx context.Context) {
-	defer close(c.done)
-	t := time.NewTicker(checkpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			c.runOnce(ctx)
-		}
-	}
-}
-
-// runOnce checkpoints once. Errors are not fatal (a busy checkpoint is
+// checkpoint runs one checkpoint. Errors are not fatal (a busy checkpoint is
 // simply retried next tick), so they are dropped.
-func (c *checkpointer) runOnce(ctx context.Context) {
+func checkpoint(ctx context.Context, db *sql.DB, wal string) {
 	mode := "PASSIVE"
-	if fi, err := os.Stat(c.wal); err == nil && fi.Size() > walTruncateBytes {
+	if fi, err := os.Stat(wal); err == nil && fi.Size() > walTruncateBytes {
 		mode = "TRUNCATE"
 	}
-	_, _ = c.db.ExecContext(ctx, "PRAGMA wal_checkpoint("+mode+")")
-}
-
-// stop ends the loop and waits for it.
-func (c *checkpointer) stop() {
-	c.cancel()
-	<-c.done
+	_, _ = db.ExecContext(ctx, "PRAGMA wal_checkpoint("+mode+")")
 }

@@ -74,7 +74,7 @@ type Backend struct {
 	w           *sql.DB // one connection: every write
 	r           *sql.DB // read-only connections
 	ckpt        *sql.DB // one connection: WAL checkpoints, see checkpoint.go
-	checkpoints *checkpointer
+	stopCkpt    func()  // stops the checkpoint loop; nil until Open succeeds
 	hub         hub
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -151,7 +151,7 @@ func (b *Backend) open(ctx context.Context, noMigrate bool) error {
 		return fmt.Errorf("open sqlite %s: %w", b.path, err)
 	}
 	b.ckpt.SetMaxOpenConns(1)
-	b.checkpoints = startCheckpointer(b.ckpt, b.path)
+	b.stopCkpt = startCheckpointer(b.ckpt, b.path)
 	return nil
 }
 
@@ -183,8 +183,8 @@ func (b *Backend) Close() error {
 
 func (b *Backend) closeDBs() error {
 	var errs []error
-	if b.checkpoints != nil {
-		b.checkpoints.stop()
+	if b.stopCkpt != nil {
+		b.stopCkpt()
 	}
 	if b.ckpt != nil {
 		errs = append(errs, b.ckpt.Close())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // ErrLeaseLost is the cause given to a handler's context when its job's
@@ -51,19 +52,8 @@ func (e *LeaseExtender) Remove(id int64) {
 	e.mu.Unlock()
 }
 
-// Run ticks until ctx ends.
-func (e *LeaseExtender) Run(ctx context.Context) {
-	t := time.NewTicker(e.interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			e.RunOnce(ctx)
-		}
-	}
-}
+// Run extends held leases every interval until ctx ends.
+func (e *LeaseExtender) Run(ctx context.Context) { ticker.Loop(ctx, e.interval, e.RunOnce) }
 
 // RunOnce extends every held lease once.
 func (e *LeaseExtender) RunOnce(ctx context.Context) {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // LeaseSweeper returns jobs whose holder stopped heartbeating (a crashed or
@@ -26,16 +27,8 @@ func NewLeaseSweeper(b backend.Backend, interval time.Duration, log *slog.Logger
 
 // Run sweeps at once, then every interval, until ctx ends.
 func (s *LeaseSweeper) Run(ctx context.Context) {
-	t := time.NewTicker(s.interval)
-	defer t.Stop()
-	for {
-		s.RunOnce(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	s.RunOnce(ctx)
+	ticker.Loop(ctx, s.interval, s.RunOnce)
 }
 
 // RunOnce sweeps until no expired lease is left (in pages of 1000).

@@ -109,6 +109,21 @@ func ValidateClaim(p ClaimParams) error {
 	return nil
 }
 
+// ValidateOutcome checks one outcome: a known kind, and a retry delay that
+// is not negative.
+func ValidateOutcome(o Outcome) error {
+	switch o.Kind {
+	case OutcomeDone, OutcomeFail:
+	case OutcomeRetry:
+		if o.RetryDelay < 0 {
+			return &InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)}
+		}
+	default:
+		return &InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry or fail", o.Kind)}
+	}
+	return nil
+}
+
 // ValidatePurge checks purge parameters: KeepNewest must not be negative
 // nor combined with IDs.
 func ValidatePurge(p FailedPurgeParams) error {

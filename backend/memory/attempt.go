@@ -17,7 +17,7 @@ const leaseExpired = "lease expired"
 // (kind, delay), so a malformed batch applies none of them.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
 	for _, o := range params.Outcomes {
-		if err := validateOutcome(o); err != nil {
+		if err := backend.ValidateOutcome(o); err != nil {
 			return backend.CompleteResult{}, fmt.Errorf("complete job %d: %w", o.Ref.ID, err)
 		}
 	}
@@ -49,19 +49,6 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	}
 	b.wake(woken)
 	return res, nil
-}
-
-func validateOutcome(o backend.Outcome) error {
-	switch o.Kind {
-	case backend.OutcomeDone, backend.OutcomeFail:
-	case backend.OutcomeRetry:
-		if o.RetryDelay < 0 {
-			return &backend.InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)}
-		}
-	default:
-		return &backend.InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry or fail", o.Kind)}
-	}
-	return nil
 }
 
 // JobExtendLease implements backend.Backend.

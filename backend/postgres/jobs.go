@@ -78,13 +78,10 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	seen := make(map[backend.JobRef]bool, n)
 	var repeats []backend.JobRef
 	for i, o := range params.Outcomes {
+		if err := backend.ValidateOutcome(o); err != nil {
+			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, err)
+		}
 		code := kindCode(o.Kind)
-		if code == 0 {
-			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, &backend.InputError{Field: "outcome kind", Reason: fmt.Sprintf("unknown kind %d", o.Kind)})
-		}
-		if o.RetryDelay < 0 {
-			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, &backend.InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)})
-		}
 		if seen[o.Ref] {
 			repeats = append(repeats, o.Ref)
 			continue

@@ -20,7 +20,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return res, err
 	}
 	for i, o := range params.Outcomes {
-		if err := validateOutcome(o); err != nil {
+		if err := backend.ValidateOutcome(o); err != nil {
 			return res, fmt.Errorf("%s: outcome %d: %w", op, i, err)
 		}
 	}
@@ -86,19 +86,6 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	}
 	b.hub.notify(woken)
 	return res, nil
-}
-
-func validateOutcome(o backend.Outcome) error {
-	switch o.Kind {
-	case backend.OutcomeDone, backend.OutcomeFail:
-	case backend.OutcomeRetry:
-		if o.RetryDelay < 0 {
-			return &backend.InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)}
-		}
-	default:
-		return &backend.InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry or fail", int(o.Kind))}
-	}
-	return nil
 }
 
 // JobExtendLease implements backend.Backend in one write transaction.

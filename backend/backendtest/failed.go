@@ -202,6 +202,18 @@ func testFailed(t *testing.T, h Harness) {
 		failedByJob(t, b, made[0].JobID)
 	})
 
+	parallel(t, h, "ReplayKnownAndUnknownMovesNothing", func(t *testing.T, b backend.Backend) {
+		// A replay naming an unknown ID is refused whole: the known job
+		// named with it stays in failed_jobs.
+		made := makeFailed(t, b, typed("q", "t"))
+		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID, made[0].ID + 1000}})
+		if !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("FailedReplay(known, unknown) error = %v, want ErrNotFound", err)
+		}
+		gone(t, b, made[0].JobID)
+		failedByJob(t, b, made[0].JobID)
+	})
+
 	parallel(t, h, "ReplaySkipsHeldUniqueKey", func(t *testing.T, b backend.Backend) {
 		p := job("q", "t")
 		p.UniqueKey = "only-one"

@@ -16,17 +16,29 @@ import (
 // JobClaim implements backend.Backend with one statement that commits at
 // once (see sqlClaim): the claimed rows carry their lease and no
 // transaction stays open while handlers run. Rows come back in claim order.
+// sqlClaimPlan goes with it in the same batch, one round trip.
 func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
 	if err := backend.ValidateClaim(params); err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*backend.JobRow
 	err := b.do(ctx, "claim jobs", func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, b.q.claim, params.Queues, params.Max, micros(params.Lease))
-		if err != nil {
-			return err
+		batch := &pgx.Batch{}
+		batch.Queue(b.q.claimPlan)
+		batch.Queue(b.q.claim, params.Queues, params.Max, micros(params.Lease))
+		br := b.pool.SendBatch(ctx, batch)
+		_, err := br.Exec()
+		if err == nil {
+			var rows pgx.Rows
+			if rows, err = br.Query(); err == nil {
+				jobs, err = pgx.CollectRows(rows, scanJob)
+			}
 		}
-		jobs, err = pgx.CollectRows(rows, scanJob)
+		// Close reads the commit's outcome: rows read before it failed
+		// were never claimed.
+		if cerr := br.Close(); err == nil {
+			err = cerr
+		}
 		return err
 	})
 	if err != nil {

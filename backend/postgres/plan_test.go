@@ -1,0 +1,86 @@
+package postgres
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// explain returns the plan of query with args in a transaction that first
+// runs each of setup, then rolls back.
+func explain(t *testing.T, b *Backend, setup []string, query string, args ...any) string {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for _, s := range setup {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN (COSTS OFF) "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// TestClaimPlanIgnoresStatistics: with statistics that predict one job per
+// queue (taken while the queues held a job or two) and index pages costed
+// dear, the planner's own plan for the claim reads every job and sorts
+// them. After sqlClaimPlan, the claim walks jobs_claim_idx in order and
+// stops after the batch, whatever the statistics and costs say.
+func TestClaimPlanIgnoresStatistics(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	insertN(t, b, "q", 5000)
+	jobs := quoteIdent(b.Schema()) + ".jobs"
+	execTest(t, "ALTER TABLE "+jobs+" ALTER COLUMN queue SET (n_distinct = -1)")
+	execTest(t, "ANALYZE "+jobs)
+	const dear = "SET LOCAL random_page_cost = 1000"
+	args := []any{[]string{"q"}, 100, int64(time.Minute / time.Microsecond)}
+
+	if plan := explain(t, b, []string{dear}, b.q.claim, args...); strings.Contains(plan, "jobs_claim_idx") {
+		t.Fatalf("the setup did not mislead the planner; its own plan already uses the claim index:\n%s", plan)
+	}
+	plan := explain(t, b, []string{dear, b.q.claimPlan}, b.q.claim, args...)
+	if !strings.Contains(plan, "Index Scan using jobs_claim_idx") || strings.Contains(plan, "Seq Scan on jobs") || strings.Contains(plan, "Bitmap") {
+		t.Fatalf("claim plan after sqlClaimPlan does not walk jobs_claim_idx alone:\n%s", plan)
+	}
+}
+
+// TestCompletePlanUsesPrimaryKey: statistics taken while every job was
+// pending predict no held jobs, which once made the planner scan the lease
+// index for each outcome write and compare every held job with every
+// outcome. The outcome write must look its jobs up by primary key.
+func TestCompletePlanUsesPrimaryKey(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	insertN(t, b, "q", 5000)
+	execTest(t, "ANALYZE "+quoteIdent(b.Schema())+".jobs")
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 100, Lease: time.Minute})
+	if err != nil || len(rows) != 100 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	ids := make([]int64, len(rows))
+	attempts, kinds := make([]int32, len(rows)), make([]int32, len(rows))
+	delays, errs := make([]int64, len(rows)), make([]string, len(rows))
+	for i, r := range rows {
+		ids[i], attempts[i], kinds[i] = r.ID, int32(r.Attempts), kindDone
+	}
+	plan := explain(t, b, nil, b.q.complete, ids, attempts, kinds, delays, errs)
+	if strings.Contains(plan, "jobs_lease_idx") || !strings.Contains(plan, "jobs_pkey") {
+		t.Fatalf("outcome write does not look jobs up by primary key:\n%s", plan)
+	}
+}

@@ -44,8 +44,9 @@ type WorkerConfig struct {
 	// enqueues on SQLite). Defaults to 1s.
 	PollInterval time.Duration
 	// ClaimCooldown is the longest a worker with a known backlog waits for
-	// half a batch of free slots before claiming fewer. Defaults to 2ms;
-	// negative disables it.
+	// half a batch of free slots before claiming fewer, and how long it
+	// waits after a claim that found several jobs but not a full batch, so
+	// the next claim carries more. Defaults to 2ms; negative disables it.
 	ClaimCooldown time.Duration
 	// ShutdownTimeout is how long in-flight jobs may run on after Run's
 	// context is cancelled before their contexts are cancelled and they are
@@ -97,6 +98,10 @@ type Event struct {
 // written after the jobs stopped, however short ShutdownTimeout is: giving
 // up early only leaves the jobs reserved until their lease expires.
 const minFlushTime = 5 * time.Second
+
+// completeLinger is how long the completer waits to fill a batch of
+// outcomes when several are already waiting (see runner.Completer).
+const completeLinger = 5 * time.Millisecond
 
 // errShutdown is the cause given to handler contexts cancelled because the
 // worker's shutdown timeout ran out.
@@ -228,7 +233,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer unsubscribe()
 		wake = ch
 	}
-	completer := runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), w.log, func(refs []backend.JobRef) {
+	completer := runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), completeLinger, w.log, func(refs []backend.JobRef) {
 		w.stale.Add(int64(len(refs)))
 		w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(refs))
 	})

@@ -20,19 +20,29 @@ type Item struct {
 // few large transactions instead of one per job. Its buffer is bounded, so a
 // slow or unreachable backend makes Submit block (and, through the worker's
 // slots, stops claiming) instead of growing memory.
+//
+// When several outcomes are already waiting (the worker is busy) but not a
+// full batch, it lingers briefly for more before writing. Each write costs
+// the database a transaction whatever its size, so fewer, larger writes
+// leave more of the server to enqueuers and claims: on the Postgres steady
+// benchmark here, lingering 5 ms made writes average 75 outcomes instead of
+// 10. A lone outcome (an idle worker) is written at once. The jobs' slots are
+// freed before their outcomes are written, so lingering never holds up work.
 type Completer struct {
 	b        backend.Backend
 	maxBatch int
+	linger   time.Duration
 	log      *slog.Logger
 	onStale  func(refs []backend.JobRef)
 	in       chan Item
 }
 
 // NewCompleter returns a completer with room for buffer pending items,
-// writing at most maxBatch per call. onStale (may be nil) hears of outcomes
-// the lease fence refused.
-func NewCompleter(b backend.Backend, buffer, maxBatch int, log *slog.Logger, onStale func([]backend.JobRef)) *Completer {
-	return &Completer{b: b, maxBatch: maxBatch, log: log, onStale: onStale, in: make(chan Item, buffer)}
+// writing at most maxBatch per call and lingering up to linger (0: never)
+// to fill a batch. onStale (may be nil) hears of outcomes the lease fence
+// refused.
+func NewCompleter(b backend.Backend, buffer, maxBatch int, linger time.Duration, log *slog.Logger, onStale func([]backend.JobRef)) *Completer {
+	return &Completer{b: b, maxBatch: maxBatch, linger: linger, log: log, onStale: onStale, in: make(chan Item, buffer)}
 }
 
 // Submit queues an item, blocking while the buffer is full.
@@ -50,20 +60,42 @@ func (c *Completer) Run(ctx context.Context) {
 	batch := make([]Item, 0, c.maxBatch)
 	for it := range c.in {
 		batch = append(batch[:0], it)
-	fill:
-		for len(batch) < c.maxBatch {
-			select {
-			case more, ok := <-c.in:
-				if !ok {
-					break fill
-				}
-				batch = append(batch, more)
-			default:
-				break fill
-			}
+		open := c.fill(&batch, nil)
+		if open && c.linger > 0 && len(batch) >= 2 && len(batch) < c.maxBatch {
+			timer := time.NewTimer(c.linger)
+			c.fill(&batch, timer.C)
+			timer.Stop()
 		}
 		c.write(ctx, batch)
 	}
+}
+
+// fill appends waiting items to batch until it is full, until no item is
+// waiting (until == nil) or until fires, or until Close. It reports whether
+// more items may still come.
+func (c *Completer) fill(batch *[]Item, until <-chan time.Time) bool {
+	for len(*batch) < c.maxBatch {
+		var more Item
+		var ok bool
+		if until == nil {
+			select {
+			case more, ok = <-c.in:
+			default:
+				return true
+			}
+		} else {
+			select {
+			case more, ok = <-c.in:
+			case <-until:
+				return true
+			}
+		}
+		if !ok {
+			return false
+		}
+		*batch = append(*batch, more)
+	}
+	return true
 }
 
 // write applies one batch, retrying with backoff while the backend fails,

@@ -266,6 +266,10 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		return nil, err
 	}
 	j.Status = backend.Status(status)
+	if j.Status != backend.StatusPending && j.Status != backend.StatusReserved {
+		// Nothing in the schema stops another writer (see migration 003).
+		return nil, fmt.Errorf("job %d has status %q: jobq writes only %q or %q", j.ID, status, backend.StatusPending, backend.StatusReserved)
+	}
 	j.ReservedAt = reservedAt.Time
 	j.LeaseUntil = leaseUntil.Time
 	j.LastError = lastError.String

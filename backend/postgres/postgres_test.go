@@ -503,3 +503,17 @@ func TestQueryTimeout(t *testing.T) {
 		t.Fatalf("JobClaim after the lock: %v", err)
 	}
 }
+
+// TestUnknownStatusRefused: the schema no longer checks jobs.status (see
+// migration 003), so the backend refuses to read a row another writer gave
+// a status jobq never writes, rather than treat it as pending or reserved.
+func TestUnknownStatusRefused(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	id := insertN(t, b, "q", 1)[0]
+	execTest(t, "UPDATE "+quoteIdent(b.Schema())+".jobs SET status = 'done' WHERE id = $1", id)
+	_, err := b.JobGet(t.Context(), id)
+	if err == nil || !strings.Contains(err.Error(), `status "done"`) {
+		t.Fatalf("JobGet of a job with status done: %v; want an error naming the status", err)
+	}
+}

@@ -84,3 +84,41 @@ func TestCompletePlanUsesPrimaryKey(t *testing.T) {
 		t.Fatalf("outcome write does not look jobs up by primary key:\n%s", plan)
 	}
 }
+
+// TestClaimPlanReachesTheClaim: JobClaim sends sqlClaimPlan and the claim
+// as one pgx batch, relying on the batch being one implicit transaction so
+// the transaction-local settings still hold when the claim is planned. A
+// statement queued the same way after sqlClaimPlan sees them; one sent on
+// its own afterwards does not.
+func TestClaimPlanReachesTheClaim(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	ctx := t.Context()
+	conn, err := b.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	const show = "SELECT current_setting('enable_bitmapscan') || ' ' || current_setting('enable_seqscan')"
+	batch := &pgx.Batch{}
+	batch.Queue(b.q.claimPlan)
+	batch.Queue(show)
+	br := conn.SendBatch(ctx, batch)
+	if _, err := br.Exec(); err != nil {
+		t.Fatal(err)
+	}
+	var inBatch string
+	if err := br.QueryRow().Scan(&inBatch); err != nil {
+		t.Fatal(err)
+	}
+	if err := br.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var after string
+	if err := conn.QueryRow(ctx, show).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if inBatch != "off off" || after != "on on" {
+		t.Fatalf("settings in the batch %q, after it %q; want \"off off\" then \"on on\"", inBatch, after)
+	}
+}

@@ -40,15 +40,6 @@ func TestClaimerWaitsAfterPartialClaim(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	mem := memory.New(memory.Options{})
 	defer mem.Close()
-	insert := func(n int) {
-		ps := make([]backend.InsertParams, n)
-		for i := range ps {
-			ps[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}
-		}
-		if _, err := mem.JobInsertMany(ctx, ps); err != nil {
-			t.Fatal(err)
-		}
-	}
 	const cooldown = 200 * time.Millisecond
 	b := &timedClaims{Backend: mem}
 	wake := make(chan struct{}, 1)
@@ -72,13 +63,13 @@ func TestClaimerWaitsAfterPartialClaim(t *testing.T) {
 		}
 	}
 
-	insert(3)
+	insertJobs(t, mem, 3)
 	finished := make(chan struct{})
 	go func() { c.Run(ctx); close(finished) }()
 	defer func() { cancel(); <-finished }()
 
 	waitClaims(1)
-	insert(1)
+	insertJobs(t, mem, 1)
 	wake <- struct{}{}
 	at, counts := waitClaims(2)
 	if counts[0] != 3 || counts[1] != 1 {
@@ -88,7 +79,7 @@ func TestClaimerWaitsAfterPartialClaim(t *testing.T) {
 		t.Fatalf("next claim %s after a claim of 3 of 10; want the %s cooldown first", gap, cooldown)
 	}
 
-	insert(1)
+	insertJobs(t, mem, 1)
 	wake <- struct{}{}
 	at, counts = waitClaims(3)
 	if counts[2] != 1 {

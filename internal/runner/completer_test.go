@@ -47,19 +47,25 @@ func (f *flaky) written() []int {
 	return append([]int(nil), f.batches...)
 }
 
+// insertJobs inserts n jobs on queue "q" of b, each allowed one attempt.
+func insertJobs(t *testing.T, b backend.Backend, n int) {
+	t.Helper()
+	ps := make([]backend.InsertParams, n)
+	for i := range ps {
+		ps[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}
+	}
+	if _, err := b.JobInsertMany(context.Background(), ps); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // claimed inserts n jobs into a fresh memory backend and claims them all.
 func claimed(t *testing.T, n int) (*memory.Backend, []*backend.JobRow) {
 	t.Helper()
 	ctx := context.Background()
 	mem := memory.New(memory.Options{})
 	t.Cleanup(func() { mem.Close() })
-	ps := make([]backend.InsertParams, n)
-	for i := range ps {
-		ps[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}
-	}
-	if _, err := mem.JobInsertMany(ctx, ps); err != nil {
-		t.Fatal(err)
-	}
+	insertJobs(t, mem, n)
 	rows, err := mem.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: n, Lease: time.Minute})
 	if err != nil || len(rows) != n {
 		t.Fatalf("claim: %d rows, %v", len(rows), err)

@@ -209,6 +209,7 @@ func (c *Client) param(j JobSpec) (backend.InsertParams, error) {
 	p := backend.InsertParams{
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
+		Metadata: o.metadata,
 	}
 	return p, backend.ValidateInsert(p)
 }

@@ -12,6 +12,7 @@ type enqueueOptions struct {
 	delay       time.Duration
 	runAt       time.Time
 	uniqueKey   string
+	metadata    map[string]string
 }
 
 // Queue puts the job on the named queue. Defaults to "default". Names are 1
@@ -38,3 +39,23 @@ func RunAt(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.runAt
 // pending or reserved, Enqueue returns that job's ID and ErrDuplicate
 // instead of adding another. Once the job is done or failed the key is free.
 func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.uniqueKey = key } }
+
+// Metadata attaches string pairs to the job: stored with it on every
+// backend, readable by the handler (Job.Metadata), kept in failed jobs and
+// on replay. Trace context and tags travel here; data belongs in the
+// payload. Later calls add to (and override keys of) earlier ones. Limits:
+// 64 keys, 4 KiB of keys and values together, UTF-8 text without NUL;
+// beyond them Enqueue fails with ErrInvalidInput and writes nothing.
+func Metadata(m map[string]string) EnqueueOption {
+	return func(o *enqueueOptions) {
+		if len(m) == 0 {
+			return
+		}
+		if o.metadata == nil {
+			o.metadata = make(map[string]string, len(m))
+		}
+		for k, v := range m {
+			o.metadata[k] = v
+		}
+	}
+}

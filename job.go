@@ -20,13 +20,17 @@ type Job struct {
 	Priority    int
 	CreatedAt   time.Time
 	LastError   string // the previous attempt's error, empty on the first try
+	// Metadata is what the enqueuer attached (see the Metadata option);
+	// nil when nothing was. Handlers and middleware read it; changing it
+	// changes nothing stored.
+	Metadata map[string]string
 }
 
 func jobFromRow(r *backend.JobRow) *Job {
 	return &Job{
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Payload: json.RawMessage(r.Payload),
 		Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, Priority: r.Priority,
-		CreatedAt: r.CreatedAt, LastError: r.LastError,
+		CreatedAt: r.CreatedAt, LastError: r.LastError, Metadata: r.Metadata,
 	}
 }
 

@@ -63,16 +63,24 @@ type Backend interface {
 	// whose lease was lost (the job was rescued, re-claimed or is gone).
 	JobExtendLease(ctx context.Context, params ExtendLeaseParams) ([]JobRef, error)
 
-	// JobRelease returns held jobs to pending at once, available now, with the
-	// attempt un-counted (attempts-1): used on shutdown for jobs whose
-	// attempt was interrupted rather than failed. Fenced like JobComplete;
-	// it returns the number of jobs released.
+	// JobRelease gives held jobs back at once: used on shutdown for jobs
+	// whose attempt was interrupted rather than failed. Fenced like
+	// JobComplete; it returns the number of refs that still matched.
+	//
+	// A release is free at most MaxFreeReleases times per job: the job goes
+	// back to pending, available now, with the attempt un-counted
+	// (attempts-1) and Releases+1. From then on a release counts the attempt
+	// like a failure, so a job that always outlives the shutdown grace
+	// cannot escape its attempt limit: Releases+1, and with attempts left it
+	// goes back to pending, available now, with last_error ReleasedError;
+	// with none left it moves to failed_jobs with that error.
 	JobRelease(ctx context.Context, refs []JobRef) (int, error)
 
 	// LeaseSweep finds reserved jobs whose lease_until has passed. Those with
 	// attempts < max_attempts go back to pending, available now; the others
 	// move to failed_jobs with the error "lease expired". At most
 	// params.Limit jobs are handled per call (0 means a backend default).
+	// The result names every job it moved (SweepResult.Jobs).
 	LeaseSweep(ctx context.Context, params SweepParams) (SweepResult, error)
 
 	// JobGet returns one live job (pending or reserved) by ID, or ErrNotFound.
@@ -92,14 +100,20 @@ type Backend interface {
 	FailedGet(ctx context.Context, id int64) (*FailedJob, error)
 
 	// FailedReplay moves the matching failed jobs back to the jobs table as
-	// pending, available now, attempts reset to 0, keeping their original job
-	// ID, queue, type, payload, priority and max attempts; the failed_jobs
-	// rows are deleted in the same transaction. A replayed job whose unique
-	// key is now held by a live job is left in failed_jobs and counted in
-	// Skipped. Replaying an ID that does not exist returns ErrNotFound.
+	// pending, available now, attempts and releases reset to 0, keeping
+	// their original job ID, queue, type, payload, priority, max attempts
+	// and metadata; each failed_jobs row is deleted in the same transaction
+	// that re-creates its job, so a job is never in both tables nor in
+	// neither. A replayed job whose unique key is now held by a live job is
+	// left in failed_jobs and counted in Skipped. Replaying an ID that does
+	// not exist returns ErrNotFound. A replay by filter works in chunks of
+	// at most ChunkSize jobs per transaction, so it never holds a lock for
+	// the whole table; a job failing meanwhile may or may not be included.
 	FailedReplay(ctx context.Context, params FailedReplayParams) (ReplayResult, error)
 
 	// FailedPurge deletes the matching failed jobs and returns how many.
+	// Like FailedReplay, a purge by filter works in chunks of at most
+	// ChunkSize jobs per transaction.
 	FailedPurge(ctx context.Context, params FailedPurgeParams) (int, error)
 
 	// Close releases the backend's resources. It is idempotent. Calls after
@@ -133,6 +147,12 @@ type JobRow struct {
 	CreatedAt   time.Time
 	LastError   string // the error of the previous failed attempt, if any
 	UniqueKey   string // empty when the job has none
+	// Releases counts the times JobRelease gave the job back (see
+	// MaxFreeReleases); 0 for a new or replayed job.
+	Releases int
+	// Metadata is the string map given at insert (trace context, users'
+	// tags); nil when there is none.
+	Metadata map[string]string
 }
 
 // Ref returns the fence that identifies this attempt of the job.
@@ -154,6 +174,10 @@ type InsertParams struct {
 	Delay       time.Duration // available at now + Delay (backend clock); used when RunAt is zero
 	RunAt       time.Time     // absolute time; wins over Delay when set
 	UniqueKey   string        // optional; see Backend.JobInsertMany
+	// Metadata travels with the job: returned by claims, kept in
+	// failed_jobs and on replay. Optional; see ValidateMetadata for its
+	// limits. An empty map is stored as none (nil when read back).
+	Metadata map[string]string
 }
 
 // InsertResult is the outcome of one InsertParams.
@@ -201,7 +225,11 @@ type Outcome struct {
 	Ref        JobRef
 	Kind       OutcomeKind
 	RetryDelay time.Duration // OutcomeRetry only; >= 0
-	Error      string        // OutcomeRetry and OutcomeFail
+	// Error is the attempt's error text (OutcomeRetry and OutcomeFail).
+	// Backends store ErrorText(Error): any string is accepted, invalid
+	// UTF-8, NUL bytes and a megabyte of panic stack included (see
+	// PrepareOutcomes).
+	Error string
 }
 
 // CompleteParams is a batch of outcomes.
@@ -225,10 +253,21 @@ type SweepParams struct {
 	Limit int // jobs handled per call; 0 means 1000
 }
 
-// SweepResult counts what a sweep did.
+// SweepResult counts what a sweep did and names the jobs it moved.
 type SweepResult struct {
 	Rescued int // returned to pending
 	Failed  int // moved to failed_jobs: attempts spent
+	// Jobs lists every job the sweep moved, Rescued + Failed of them, in
+	// no particular order.
+	Jobs []SweptJob
+}
+
+// SweptJob is one job a lease sweep moved.
+type SweptJob struct {
+	Ref    JobRef // the attempt whose lease expired
+	Queue  string
+	Type   string
+	Failed bool // moved to failed_jobs; false: back to pending
 }
 
 // QueueStats is the count of jobs in each state for one queue.
@@ -252,7 +291,8 @@ type FailedJob struct {
 	Priority    int
 	Error       string
 	UniqueKey   string
-	CreatedAt   time.Time // when the job was first enqueued
+	Metadata    map[string]string // as given at insert; nil when none
+	CreatedAt   time.Time         // when the job was first enqueued
 	FailedAt    time.Time
 }
 
@@ -261,8 +301,13 @@ type FailedFilter struct {
 	Queue string
 	Type  string
 	// FailedBefore, when set, matches only jobs that failed before it
-	// (backend clock); "older than a duration" is now - d.
+	// (compared with failed_at, which the backend's clock wrote).
 	FailedBefore time.Time
+	// OlderThan, when > 0, matches only jobs that failed more than this
+	// long ago by the backend's clock (the database's on a server), so a
+	// client whose clock is off purges what the operator meant. Negative
+	// is refused with ErrInvalidInput.
+	OlderThan time.Duration
 }
 
 // FailedListParams pages through failed jobs, newest first.
@@ -314,4 +359,20 @@ var (
 	ErrUnavailable = errors.New("backend unavailable")
 	// ErrSchemaTooNew: the store's schema is newer than this build knows.
 	ErrSchemaTooNew = errors.New("schema is newer than this jobq")
+	// ErrNoSchema: opened with OpenOptions.Existing, the store holds no
+	// jobq schema (a mistyped path or schema name), or an older one that
+	// needs migrating. Nothing was created; 'jobq migrate' creates it.
+	ErrNoSchema = errors.New("no jobq schema")
 )
+
+// ReleasedError is the last_error (or failed_jobs error) of a job whose
+// release counted its attempt (see Backend.JobRelease).
+const ReleasedError = "interrupted by worker shutdown"
+
+// MaxFreeReleases is how many times JobRelease gives one job back without
+// counting its attempt.
+const MaxFreeReleases = 3
+
+// ChunkSize bounds the jobs one transaction of a replay or purge by filter
+// touches.
+const ChunkSize = 1000

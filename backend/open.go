@@ -9,7 +9,19 @@ import (
 )
 
 // Opener opens a backend from a URL whose scheme it was registered for.
-type Opener func(ctx context.Context, url string) (Backend, error)
+type Opener func(ctx context.Context, url string, opts OpenOptions) (Backend, error)
+
+// OpenOptions says how Open treats a store that is not there yet.
+type OpenOptions struct {
+	// Existing opens only a store that already holds an up-to-date jobq
+	// schema: nothing is created or migrated (no file, database, schema or
+	// table), and a missing or older schema fails with an error wrapping
+	// ErrNoSchema. Commands that only read use it, so a mistyped path or
+	// schema name is reported instead of silently created empty. Backends
+	// that keep nothing beyond the process (memory:, sync:) refuse it with
+	// ErrInvalidInput.
+	Existing bool
+}
 
 var (
 	openersMu sync.RWMutex
@@ -42,12 +54,19 @@ func Schemes() []string {
 }
 
 // Open chooses a backend by the URL's scheme ("sqlite:jobq.db",
-// "postgres://…", "memory:", "sync:") and opens it. An unknown scheme is an
-// ErrInvalidInput error that lists the accepted ones.
+// "postgres://…", "memory:", "sync:") and opens it, creating and migrating
+// its schema as needed. An unknown scheme is an ErrInvalidInput error that
+// lists the accepted ones. Errors never show the URL's password (see
+// RedactURL).
 func Open(ctx context.Context, url string) (Backend, error) {
+	return OpenWith(ctx, url, OpenOptions{})
+}
+
+// OpenWith is Open with options; see OpenOptions.
+func OpenWith(ctx context.Context, url string, opts OpenOptions) (Backend, error) {
 	scheme, _, ok := strings.Cut(url, ":")
 	if !ok || scheme == "" {
-		return nil, &InputError{Field: "backend URL", Reason: fmt.Sprintf("%q has no scheme; use one of %s (e.g. sqlite:jobq.db)", url, schemeList())}
+		return nil, &InputError{Field: "backend URL", Reason: fmt.Sprintf("%q has no scheme; use one of %s (e.g. sqlite:jobq.db)", RedactURL(url), schemeList())}
 	}
 	openersMu.RLock()
 	open, found := openers[strings.ToLower(scheme)]
@@ -55,8 +74,32 @@ func Open(ctx context.Context, url string) (Backend, error) {
 	if !found {
 		return nil, &InputError{Field: "backend URL", Reason: fmt.Sprintf("unknown scheme %q; use one of %s", scheme, schemeList())}
 	}
-	return open(ctx, url)
+	b, err := open(ctx, url, opts)
+	if err != nil {
+		return nil, redactError(err, url)
+	}
+	return b, nil
 }
+
+// redactError scrubs the URL's secrets from err's text, keeping what
+// errors.Is and errors.As find.
+func redactError(err error, url string) error {
+	msg := err.Error()
+	if clean := Redact(msg, url); clean != msg {
+		return &redactedError{msg: clean, err: err}
+	}
+	return err
+}
+
+// redactedError is an error whose text had secrets removed; it still
+// unwraps to the original so callers can branch on the sentinels.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 func schemeList() string {
 	s := Schemes()

@@ -3,7 +3,9 @@ package backend
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Limits that ValidateInsert enforces. Queue names are deliberately narrow
@@ -15,6 +17,13 @@ const (
 	MinPriority     = -1000
 	MaxPriority     = 1000
 	MaxMaxAttempts  = 1000
+
+	// MaxMetadataKeys and MaxMetadataBytes bound InsertParams.Metadata:
+	// metadata is for trace context and a few tags, not for data (that
+	// belongs in the payload).
+	MaxMetadataKeys     = 64
+	MaxMetadataBytes    = 4096 // the sum of every key's and value's length
+	MaxMetadataKeyBytes = 128
 )
 
 // InputError says which field of a request was refused and why. It wraps
@@ -33,7 +42,12 @@ func (e *InputError) Unwrap() error { return ErrInvalidInput }
 // ValidateQueue reports whether name is an acceptable queue name.
 func ValidateQueue(name string) error {
 	if !validQueue(name) {
-		return &InputError{Field: "queue", Reason: fmt.Sprintf("%q: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", name, MaxQueueLen)}
+		shown := fmt.Sprintf("%q", name)
+		if len(name) > MaxQueueLen {
+			// Echoing a huge argument back in full only buries the hint.
+			shown = fmt.Sprintf("%q… (%d bytes)", shorten(name, 32), len(name))
+		}
+		return &InputError{Field: "queue", Reason: fmt.Sprintf("%s: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", shown, MaxQueueLen)}
 	}
 	return nil
 }
@@ -87,7 +101,135 @@ func ValidateInsert(p InsertParams) error {
 	if len(p.UniqueKey) > MaxUniqueKeyLen {
 		return &InputError{Field: "unique key", Reason: fmt.Sprintf("longer than %d bytes", MaxUniqueKeyLen)}
 	}
+	return ValidateMetadata(p.Metadata)
+}
+
+// ValidateMetadata checks a job's metadata: at most MaxMetadataKeys
+// entries whose keys and values add up to at most MaxMetadataBytes; keys of
+// 1 to MaxMetadataKeyBytes bytes; keys and values valid UTF-8 without NUL
+// (every backend stores them as JSON text).
+func ValidateMetadata(m map[string]string) error {
+	if len(m) > MaxMetadataKeys {
+		return &InputError{Field: "metadata", Reason: fmt.Sprintf("%d keys is over the limit of %d", len(m), MaxMetadataKeys)}
+	}
+	size := 0
+	for k, v := range m {
+		switch {
+		case k == "":
+			return &InputError{Field: "metadata", Reason: "a key is empty"}
+		case len(k) > MaxMetadataKeyBytes:
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q… is longer than %d bytes", shorten(k, 32), MaxMetadataKeyBytes)}
+		case !cleanText(k):
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q is not valid UTF-8 or holds a NUL byte", shorten(k, 32))}
+		case !cleanText(v):
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("the value of key %q is not valid UTF-8 or holds a NUL byte", shorten(k, 32))}
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxMetadataBytes {
+		return &InputError{Field: "metadata", Reason: fmt.Sprintf("%d bytes of keys and values is over the limit of %d", size, MaxMetadataBytes)}
+	}
 	return nil
+}
+
+// cleanText reports whether s is valid UTF-8 without NUL bytes: text every
+// backend can store as is.
+func cleanText(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// shorten cuts s to at most n bytes on a rune boundary, for echoing user
+// input in an error without repeating all of it.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// MaxErrorBytes is the most an attempt's stored error text holds. A longer
+// text keeps its first and last parts (ErrorHeadBytes and the rest) with a
+// marker between, so a long panic message and the innermost frames of its
+// stack both survive.
+const (
+	MaxErrorBytes  = 16 << 10
+	ErrorHeadBytes = 8 << 10
+)
+
+// ErrorText is the one normalisation every attempt's error text gets before
+// it is stored: invalid UTF-8 sequences become U+FFFD, NUL bytes become
+// U+FFFD too (PostgreSQL text cannot hold them), and a text longer than
+// MaxErrorBytes is cut to its head and tail around a marker saying how much
+// was left out. Clean text of up to MaxErrorBytes is returned unchanged, so
+// applying it twice changes nothing.
+func ErrorText(s string) string {
+	if len(s) <= MaxErrorBytes && cleanText(s) {
+		return s
+	}
+	if !cleanText(s) {
+		s = strings.ToValidUTF8(s, "\uFFFD")
+		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	}
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	marker := fmt.Sprintf("\n… [%d bytes cut] …\n", len(s)-MaxErrorBytes)
+	// The marker's own length is taken from the tail, so the result is
+	// exactly at most MaxErrorBytes whatever the cut's digits.
+	head := shorten(s, ErrorHeadBytes)
+	tailLen := MaxErrorBytes - len(head) - len(marker)
+	start := len(s) - tailLen
+	for start < len(s) && !utf8.RuneStart(s[start]) {
+		start++
+	}
+	return head + marker + s[start:]
+}
+
+// PrepareOutcomes validates a batch of outcomes (see ValidateOutcome) and
+// returns it with every error text normalised by ErrorText. The caller's
+// slice is never modified: when a text needs changing, a copy is returned.
+// Backends call it first in JobComplete; an error names the outcome's index
+// and wraps ErrInvalidInput.
+func PrepareOutcomes(outcomes []Outcome) ([]Outcome, error) {
+	copied := false
+	for i, o := range outcomes {
+		if err := ValidateOutcome(o); err != nil {
+			return nil, fmt.Errorf("outcome %d (job %d attempt %d): %w", i, o.Ref.ID, o.Ref.Attempt, err)
+		}
+		if t := ErrorText(o.Error); t != o.Error {
+			if !copied {
+				outcomes = append([]Outcome(nil), outcomes...)
+				copied = true
+			}
+			outcomes[i].Error = t
+		}
+	}
+	return outcomes, nil
+}
+
+// ValidateFilter checks a failed-jobs filter: OlderThan must not be
+// negative.
+func ValidateFilter(f FailedFilter) error {
+	if f.OlderThan < 0 {
+		return &InputError{Field: "older than", Reason: fmt.Sprintf("%s is negative", f.OlderThan)}
+	}
+	return nil
+}
+
+// Cutoff resolves a filter's time bound against the backend's current
+// time: the earlier of FailedBefore and now - OlderThan (a job must pass
+// both), or zero when the filter has neither.
+func (f FailedFilter) Cutoff(now time.Time) time.Time {
+	c := f.FailedBefore
+	if f.OlderThan > 0 {
+		if o := now.Add(-f.OlderThan); c.IsZero() || o.Before(c) {
+			c = o
+		}
+	}
+	return c
 }
 
 // ValidateClaim checks claim parameters.

@@ -23,7 +23,10 @@ func init() {
 
 // open serves backend.Open for "memory:" (or "memory://"). Each call makes a
 // new, empty backend: two Opens never share jobs.
-func open(ctx context.Context, url string) (backend.Backend, error) {
+func open(ctx context.Context, url string, opts backend.OpenOptions) (backend.Backend, error) {
+	if opts.Existing {
+		return nil, &backend.InputError{Field: "backend URL", Reason: "memory: holds no jobs before it is opened and loses them when the process exits; use sqlite: or postgres:// for a store that outlives one command"}
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("open memory backend: %w", err)
 	}

@@ -45,8 +45,8 @@ import (
 )
 
 func init() {
-	open := func(ctx context.Context, url string) (backend.Backend, error) {
-		b, err := Open(ctx, url, Options{})
+	open := func(ctx context.Context, url string, oo backend.OpenOptions) (backend.Backend, error) {
+		b, err := Open(ctx, url, Options{Existing: oo.Existing})
 		if err != nil {
 			return nil, err
 		}
@@ -94,6 +94,12 @@ type Options struct {
 	// Logger receives the listener's reconnect warnings. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Existing opens only a schema that already holds jobq's tables at
+	// this build's version: nothing is created or migrated, and a missing
+	// or older schema fails with backend.ErrNoSchema (see
+	// backend.OpenOptions). Defaults to false: Open creates and migrates.
+	Existing bool
 
 	// NoVacuum turns off the backend's own vacuuming of the jobs table (see
 	// vacuumer.go) for servers whose autovacuum is tuned for a queue table.

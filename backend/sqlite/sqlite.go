@@ -58,6 +58,13 @@ type Options struct {
 	// migrates.
 	NoMigrate bool
 
+	// Existing opens only a file that already holds jobq's schema at this
+	// build's version: no file is created and nothing migrated, and a
+	// missing file, an empty one or an older schema fails with
+	// backend.ErrNoSchema (see backend.OpenOptions). Defaults to false:
+	// Open creates and migrates.
+	Existing bool
+
 	// BusyTimeout is how long a statement waits for a lock held by another
 	// connection before failing with backend.ErrUnavailable. Negative is an
 	// error. Defaults to DefaultBusyTimeout (10s).

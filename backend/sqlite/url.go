@@ -12,11 +12,12 @@ import (
 )
 
 func init() {
-	backend.Register("sqlite", func(ctx context.Context, u string) (backend.Backend, error) {
+	backend.Register("sqlite", func(ctx context.Context, u string, oo backend.OpenOptions) (backend.Backend, error) {
 		path, opts, err := ParseURL(u)
 		if err != nil {
 			return nil, err
 		}
+		opts.Existing = oo.Existing
 		b, err := Open(ctx, path, opts)
 		if err != nil {
 			return nil, err // not a typed nil in the interface

@@ -18,7 +18,10 @@ import (
 )
 
 func init() {
-	backend.Register("sync", func(ctx context.Context, url string) (backend.Backend, error) {
+	backend.Register("sync", func(ctx context.Context, url string, opts backend.OpenOptions) (backend.Backend, error) {
+		if opts.Existing {
+			return nil, &backend.InputError{Field: "backend URL", Reason: "sync: stores nothing; use sqlite: or postgres:// for a store that outlives one command"}
+		}
 		if url != "sync:" {
 			return nil, &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("%q: the sync backend takes no path or options; use sync:", url)}
 		}

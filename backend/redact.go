@@ -1,0 +1,152 @@
+package backend
+
+import (
+	"net/url"
+	"strings"
+)
+
+// secretParams are query parameters whose values are credentials, compared
+// case-insensitively: libpq's and pgx's (password, sslpassword), Redis
+// clients' (password), and the usual names of tokens and keys.
+var secretParams = []string{"password", "pass", "passwd", "pwd", "sslpassword", "secret", "token", "access_token", "api_key", "apikey", "key"}
+
+// redacted replaces a secret in what RedactURL and Redact return.
+const redacted = "xxxxx"
+
+// RedactURL returns a backend URL fit for errors, logs and output: the
+// password of its user information and the values of password-like query
+// parameters are replaced by "xxxxx". Text that does not parse as a URL
+// with credentials is returned unchanged ("sqlite:jobq.db", "memory:").
+// Every place that shows a backend URL goes through it.
+func RedactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// An unparsable URL may still carry user:password@ (that is often
+		// why it does not parse): cut the userinfo by hand.
+		return redactUnparsed(raw)
+	}
+	changed := false
+	if u.User != nil {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), redacted)
+			changed = true
+		}
+	}
+	if u.RawQuery != "" {
+		q := u.Query()
+		for k, vs := range q {
+			if isSecretParam(k) {
+				for i := range vs {
+					vs[i] = redacted
+				}
+				changed = true
+			}
+		}
+		if changed {
+			u.RawQuery = q.Encode()
+		}
+	}
+	if !changed {
+		return raw
+	}
+	return u.String()
+}
+
+// Redact returns text with every secret of the backend URL raw (its
+// password and password-like query parameters, raw and %-encoded) replaced
+// by "xxxxx", and any copy of raw itself replaced by RedactURL(raw). Use it
+// on error texts that may quote the URL or a connection string built from
+// it (drivers sometimes do).
+func Redact(text, raw string) string {
+	if raw == "" {
+		return text
+	}
+	text = strings.ReplaceAll(text, raw, RedactURL(raw))
+	for _, s := range Secrets(raw) {
+		text = strings.ReplaceAll(text, s, redacted)
+	}
+	return text
+}
+
+// Secrets lists the credential values in a backend URL, each raw and
+// %-decoded, longest first, so a caller can scrub them from any text.
+func Secrets(raw string) []string {
+	var out []string
+	add := func(s string) {
+		if len(s) < 3 {
+			// Scrubbing one or two characters would mangle ordinary text;
+			// such a secret is no secret.
+			return
+		}
+		out = append(out, s)
+		if dec, err := url.PathUnescape(s); err == nil && dec != s {
+			out = append(out, dec)
+		}
+		if enc := url.QueryEscape(s); enc != s {
+			out = append(out, enc)
+		}
+	}
+	if u, err := url.Parse(raw); err == nil {
+		if u.User != nil {
+			if p, ok := u.User.Password(); ok {
+				add(p)
+			}
+		}
+		for k, vs := range u.Query() {
+			if isSecretParam(k) {
+				for _, v := range vs {
+					add(v)
+				}
+			}
+		}
+	} else if pw := unparsedPassword(raw); pw != "" {
+		add(pw)
+	}
+	// Longest first, so a secret containing another is replaced whole.
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func isSecretParam(k string) bool {
+	k = strings.ToLower(k)
+	for _, s := range secretParams {
+		if k == s {
+			return true
+		}
+	}
+	return false
+}
+
+// unparsedPassword finds the password in scheme://user:password@host of a
+// URL that url.Parse refused.
+func unparsedPassword(raw string) string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return ""
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return ""
+	}
+	userinfo := rest[:at]
+	if slash := strings.IndexAny(userinfo, "/?#"); slash >= 0 {
+		return ""
+	}
+	_, pw, ok := strings.Cut(userinfo, ":")
+	if !ok {
+		return ""
+	}
+	return pw
+}
+
+func redactUnparsed(raw string) string {
+	pw := unparsedPassword(raw)
+	if pw == "" {
+		return raw
+	}
+	return strings.Replace(raw, ":"+pw+"@", ":"+redacted+"@", 1)
+}

@@ -176,7 +176,9 @@ type InsertParams struct {
 	UniqueKey   string        // optional; see Backend.JobInsertMany
 	// Metadata travels with the job: returned by claims, kept in
 	// failed_jobs and on replay. Optional; see ValidateMetadata for its
-	// limits. An empty map is stored as none (nil when read back).
+	// limits. An empty map is stored as none (nil when read back). A
+	// backend never keeps the caller's map nor hands out one it stores:
+	// changing a map after insert or after a read changes nothing stored.
 	Metadata map[string]string
 }
 

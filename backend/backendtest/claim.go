@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -193,6 +194,80 @@ func testClaim(t *testing.T, h Harness) {
 		near(t, "JobGet LeaseUntil", g.LeaseUntil, r.LeaseUntil, 5*time.Millisecond)
 		wantStats(t, b, backend.QueueStats{Queue: "q", Reserved: 1})
 		claimNone(t, b, "q")
+	})
+
+	parallel(t, h, "ClaimedRowTimes", func(t *testing.T, b backend.Backend) {
+		// The runtime reports a job's wait as ReservedAt - AvailableAt, both
+		// from the backend's clock: a claimed row carries the AvailableAt
+		// it was due at (not its creation, not the claim) and the claim's
+		// own ReservedAt.
+		const delay = 150 * time.Millisecond
+		overdue := job("q", "overdue")
+		overdue.RunAt = time.Now().Add(-time.Hour)
+		delayed := job("q", "delayed")
+		delayed.Delay = delay
+		ids := insertIDs(t, b, job("q", "now"), overdue, delayed)
+		stored := map[int64]time.Time{}
+		for _, id := range ids {
+			stored[id] = get(t, b, id).AvailableAt
+		}
+		// wantTimes checks a claimed row against the AvailableAt stored
+		// before the claim; the wait must be about wantWait.
+		wantTimes := func(r *backend.JobRow, wantWait time.Duration) {
+			t.Helper()
+			if r.AvailableAt.IsZero() || r.ReservedAt.IsZero() {
+				t.Fatalf("claimed job %d: AvailableAt %v ReservedAt %v, want both set", r.ID, r.AvailableAt, r.ReservedAt)
+			}
+			near(t, fmt.Sprintf("job %d AvailableAt", r.ID), r.AvailableAt, stored[r.ID], time.Millisecond)
+			near(t, fmt.Sprintf("job %d ReservedAt", r.ID), r.ReservedAt, time.Now(), skew)
+			if r.ReservedAt.Before(r.AvailableAt.Add(-time.Millisecond)) {
+				t.Errorf("job %d: ReservedAt %v is before AvailableAt %v: it was claimed before it was due", r.ID, r.ReservedAt, r.AvailableAt)
+			}
+			if wait := r.ReservedAt.Sub(r.AvailableAt); wait > wantWait+skew || wait < wantWait-skew {
+				t.Errorf("job %d: wait %s (ReservedAt - AvailableAt), want about %s", r.ID, wait, wantWait)
+			}
+		}
+		// The delayed job may already be due at the first claim on a slow
+		// machine: claim until all three are held.
+		claimed := map[int64]*backend.JobRow{}
+		eventually(t, delay+waitLimit, "the three jobs to be claimed", func() bool {
+			for _, r := range claim(t, b, 10, longLease, "q") {
+				claimed[r.ID] = r
+			}
+			return len(claimed) == len(ids)
+		})
+		for i, id := range ids {
+			r := claimed[id]
+			if r == nil {
+				t.Fatalf("job %d was not claimed", id)
+			}
+			wantWait := time.Duration(0)
+			if i == 1 {
+				wantWait = time.Hour
+			}
+			wantTimes(r, wantWait)
+		}
+		d := claimed[ids[2]]
+		if !d.AvailableAt.After(d.CreatedAt) {
+			t.Errorf("delayed job: AvailableAt %v not after CreatedAt %v", d.AvailableAt, d.CreatedAt)
+		}
+
+		// After a retry with a delay, the next claim's AvailableAt is the
+		// retry's due time.
+		completeFresh(t, b, retry(d.Ref(), delay, "again"))
+		stored[d.ID] = get(t, b, d.ID).AvailableAt
+		if !stored[d.ID].After(d.ReservedAt) {
+			t.Errorf("retried job: AvailableAt %v not after the last claim at %v", stored[d.ID], d.ReservedAt)
+		}
+		var again []*backend.JobRow
+		eventually(t, delay+waitLimit, "the retried job to be claimable", func() bool {
+			again = claim(t, b, 10, longLease, "q")
+			return len(again) > 0
+		})
+		if len(again) != 1 || again[0].ID != d.ID || again[0].Attempts != 2 {
+			t.Fatalf("claim after the retry got %+v, want job %d on attempt 2", again, d.ID)
+		}
+		wantTimes(again[0], 0)
 	})
 
 	parallel(t, h, "InvalidParams", func(t *testing.T, b backend.Backend) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -16,8 +17,10 @@ type InlineBackend interface {
 }
 
 // RunInline runs the parts of the suite that apply to a backend that stores
-// nothing: bad input refused with nothing run, each job run once with its
-// fields, the runner's error returned, nothing left to inspect, and Close.
+// nothing: bad input (metadata included) refused with nothing run, each job
+// run once with its fields and its own copy of its metadata, malformed
+// outcomes and filters refused, the runner's error returned, nothing left
+// to inspect, and Close.
 func RunInline(t *testing.T, newBackend func(t *testing.T) InlineBackend) {
 	t.Helper()
 	fresh := func(t *testing.T) (InlineBackend, *[]*backend.JobRow) {
@@ -54,6 +57,44 @@ func RunInline(t *testing.T, newBackend func(t *testing.T) InlineBackend) {
 		if j.ID != res[0].ID || j.Queue != "mail" || j.Type != "send" || !jsonEqual(j.Payload, p.Payload) || j.Priority != 7 || j.MaxAttempts != 4 || j.Attempts != 1 {
 			t.Fatalf("runner saw %+v, want the inserted job on its first attempt", j)
 		}
+	})
+	t.Run("BadMetadataRunsNothing", func(t *testing.T) {
+		b, ran := fresh(t)
+		_, err := b.JobInsertMany(t.Context(), []backend.InsertParams{job("q", "ok"), withMetadata("q", "ok", map[string]string{"k": "a\x00b"})})
+		wantInvalid(t, err, "metadata")
+		if len(*ran) != 0 {
+			t.Fatalf("a batch with bad metadata ran %d jobs", len(*ran))
+		}
+	})
+	t.Run("RunnerSeesMetadata", func(t *testing.T) {
+		b, ran := fresh(t)
+		md := traced()
+		insert(t, b, withMetadata("q", "ok", md), withMetadata("q", "ok", map[string]string{}), job("q", "ok"))
+		if len(*ran) != 3 {
+			t.Fatalf("ran %d jobs, want 3", len(*ran))
+		}
+		wantMetadata(t, "runner's job", (*ran)[0].Metadata, traced())
+		wantMetadata(t, "runner's job with an empty map", (*ran)[1].Metadata, nil)
+		wantMetadata(t, "runner's job without metadata", (*ran)[2].Metadata, nil)
+		// The handler's copy is its own.
+		(*ran)[0].Metadata["tenant"] = "changed by the handler"
+		wantMetadata(t, "the caller's map after the run", md, traced())
+	})
+	t.Run("RefusesInvalidParams", func(t *testing.T) {
+		b, _ := fresh(t)
+		_, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{
+			{Ref: backend.JobRef{ID: 1, Attempt: 1}, Kind: backend.OutcomeRetry, RetryDelay: -time.Second},
+		}})
+		wantInvalid(t, err, "retry delay")
+		neg := backend.FailedFilter{OlderThan: -time.Hour}
+		_, err = b.FailedList(t.Context(), backend.FailedListParams{Filter: neg})
+		wantInvalid(t, err, "older than")
+		_, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: neg})
+		wantInvalid(t, err, "older than")
+		_, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: neg})
+		wantInvalid(t, err, "older than")
+		_, err = b.FailedPurge(t.Context(), backend.FailedPurgeParams{KeepNewest: -1})
+		wantInvalid(t, err, "keep newest")
 	})
 	t.Run("ReturnsTheRunnersError", func(t *testing.T) {
 		b, ran := fresh(t)

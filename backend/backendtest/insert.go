@@ -119,21 +119,7 @@ func testInsert(t *testing.T, h Harness) {
 	group(t, "InvalidBatchWritesNothing", func(t *testing.T) {
 		for _, tc := range invalid {
 			parallel(t, h, tc.name, func(t *testing.T, b backend.Backend) {
-				good1 := job("q", "t")
-				good1.UniqueKey = "held-if-half-written"
-				bad := job("q", "t")
-				tc.edit(&bad)
-				good2 := job("q2", "t")
-				_, err := b.JobInsertMany(t.Context(), []backend.InsertParams{good1, bad, good2})
-				wantInvalid(t, err, tc.field)
-				wantNoStats(t, b)
-				claimNone(t, b, "q", "q2")
-				// The valid item's unique key must not have been taken either.
-				res := insert(t, b, good1)
-				if res[0].Duplicate {
-					t.Fatalf("unique key of the refused batch is held by job %d", res[0].ID)
-				}
-				wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1})
+				wantBatchRefused(t, b, tc.field, tc.edit)
 			})
 		}
 	})
@@ -146,4 +132,27 @@ func testInsert(t *testing.T, h Harness) {
 			t.Fatalf("error %v also matches another sentinel", err)
 		}
 	})
+}
+
+// wantBatchRefused inserts a batch of a valid job, one made invalid by edit
+// and another valid job, and asserts that the whole batch is refused as
+// invalid input on field with nothing written.
+func wantBatchRefused(t *testing.T, b backend.Backend, field string, edit func(*backend.InsertParams)) {
+	t.Helper()
+	good1 := job("q", "t")
+	good1.UniqueKey = "held-if-half-written"
+	good1.Metadata = map[string]string{"ok": "yes"}
+	bad := job("q", "t")
+	edit(&bad)
+	good2 := job("q2", "t")
+	_, err := b.JobInsertMany(t.Context(), []backend.InsertParams{good1, bad, good2})
+	wantInvalid(t, err, field)
+	wantNoStats(t, b)
+	claimNone(t, b, "q", "q2")
+	// The valid item's unique key must not have been taken either.
+	res := insert(t, b, good1)
+	if res[0].Duplicate {
+		t.Fatalf("unique key of the refused batch is held by job %d", res[0].ID)
+	}
+	wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1})
 }

@@ -10,22 +10,50 @@ import (
 
 // sweepUntil calls LeaseSweep until it has rescued and failed exactly the
 // given numbers of jobs in total (leases of shortLease expire within the
-// wait), failing the test if a sweep does more.
-func sweepUntil(t *testing.T, b backend.Backend, rescued, failed int) {
+// wait), failing the test if a sweep does more or names other than the jobs
+// it counted. It returns the jobs the sweeps named.
+func sweepUntil(t *testing.T, b backend.Backend, rescued, failed int) []backend.SweptJob {
 	t.Helper()
 	var total backend.SweepResult
 	eventually(t, waitLimit, "lease sweep", func() bool {
-		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
-		if err != nil {
-			t.Fatalf("LeaseSweep: %v", err)
-		}
+		res := sweep(t, b, backend.SweepParams{})
 		total.Rescued += res.Rescued
 		total.Failed += res.Failed
+		total.Jobs = append(total.Jobs, res.Jobs...)
 		if total.Rescued > rescued || total.Failed > failed {
 			t.Fatalf("LeaseSweep totals %+v, want rescued %d failed %d", total, rescued, failed)
 		}
 		return total.Rescued == rescued && total.Failed == failed
 	})
+	return total.Jobs
+}
+
+// sweep calls LeaseSweep once and checks that its Jobs agree with its
+// counts: Rescued + Failed jobs, each named once, as many with Failed set
+// as it failed.
+func sweep(t *testing.T, b backend.Backend, p backend.SweepParams) backend.SweepResult {
+	t.Helper()
+	res, err := b.LeaseSweep(t.Context(), p)
+	if err != nil {
+		t.Fatalf("LeaseSweep: %v", err)
+	}
+	if len(res.Jobs) != res.Rescued+res.Failed {
+		t.Fatalf("LeaseSweep rescued %d and failed %d but names %d jobs: %+v", res.Rescued, res.Failed, len(res.Jobs), res.Jobs)
+	}
+	failed, seen := 0, map[int64]bool{}
+	for _, j := range res.Jobs {
+		if seen[j.Ref.ID] {
+			t.Fatalf("LeaseSweep names job %d twice: %+v", j.Ref.ID, res.Jobs)
+		}
+		seen[j.Ref.ID] = true
+		if j.Failed {
+			failed++
+		}
+	}
+	if failed != res.Failed {
+		t.Fatalf("LeaseSweep failed %d jobs but marks %d as Failed: %+v", res.Failed, failed, res.Jobs)
+	}
+	return res
 }
 
 // testLease: leases are extended by their holder and expired leases are
@@ -116,6 +144,53 @@ func testLease(t *testing.T, h Harness) {
 		completeFresh(t, b, done(held.Ref()))
 	})
 
+	parallel(t, h, "SweepNamesJobs", func(t *testing.T, b backend.Backend) {
+		// rescued goes back to pending; spent has no attempt left; twice is
+		// rescued once, then swept again on its last attempt, so its ref
+		// names attempt 2; held keeps its lease and is not named.
+		spent := job("mail", "send")
+		spent.MaxAttempts = 1
+		twice := job("mail", "digest")
+		twice.MaxAttempts = 2
+		heldID := insertOne(t, b, job("q", "held"))
+		held := claimOne(t, b, "q")
+		ids := insertIDs(t, b, job("q", "resize"), spent, twice)
+		rescued, spentID, twiceID := ids[0], ids[1], ids[2]
+		if rows := claim(t, b, 3, shortLease, "q", "mail"); len(rows) != 3 {
+			t.Fatalf("claim got %d jobs, want 3", len(rows))
+		}
+		want := map[int64]backend.SweptJob{
+			rescued: {Ref: backend.JobRef{ID: rescued, Attempt: 1}, Queue: "q", Type: "resize"},
+			spentID: {Ref: backend.JobRef{ID: spentID, Attempt: 1}, Queue: "mail", Type: "send", Failed: true},
+			twiceID: {Ref: backend.JobRef{ID: twiceID, Attempt: 1}, Queue: "mail", Type: "digest"},
+		}
+		wantSwept := func(got []backend.SweptJob) {
+			t.Helper()
+			if len(got) != len(want) {
+				t.Fatalf("sweeps named %+v, want %+v", got, want)
+			}
+			for _, j := range got {
+				if w, ok := want[j.Ref.ID]; !ok || j != w {
+					t.Errorf("sweep named %+v, want %+v", j, w)
+				}
+			}
+		}
+		wantSwept(sweepUntil(t, b, 2, 1))
+
+		r := claim(t, b, 10, shortLease, "mail")
+		if len(r) != 1 || r[0].ID != twiceID || r[0].Attempts != 2 {
+			t.Fatalf("claim after the sweep got %+v, want job %d on attempt 2", r, twiceID)
+		}
+		want = map[int64]backend.SweptJob{
+			twiceID: {Ref: backend.JobRef{ID: twiceID, Attempt: 2}, Queue: "mail", Type: "digest", Failed: true},
+		}
+		wantSwept(sweepUntil(t, b, 0, 1))
+		gone(t, b, twiceID)
+		failedByJob(t, b, twiceID)
+		wantStatus(t, b, heldID, backend.StatusReserved, 1)
+		completeFresh(t, b, done(held.Ref()))
+	})
+
 	parallel(t, h, "SweepNothing", func(t *testing.T, b backend.Backend) {
 		insertOne(t, b, job("q", "t"))
 		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
@@ -131,10 +206,7 @@ func testLease(t *testing.T, h Harness) {
 		}
 		total := 0
 		eventually(t, waitLimit, "three rescues with Limit 2", func() bool {
-			res, err := b.LeaseSweep(t.Context(), backend.SweepParams{Limit: 2})
-			if err != nil {
-				t.Fatalf("LeaseSweep: %v", err)
-			}
+			res := sweep(t, b, backend.SweepParams{Limit: 2})
 			if n := res.Rescued + res.Failed; n > 2 {
 				t.Fatalf("LeaseSweep with Limit 2 handled %d jobs", n)
 			}

@@ -34,7 +34,8 @@ type Harness struct {
 
 // Run runs every area of the suite as parallel subtests of t, each test on
 // its own backend from h.New. The whole suite takes a few seconds: the
-// slowest tests wait for leases of about 50ms and delays of about 300ms.
+// slowest tests wait for leases of about 50ms and delays of about 300ms, and
+// the Chunks area fails a few thousand jobs in batches.
 func Run(t *testing.T, h Harness) {
 	t.Helper()
 	if h.New == nil {
@@ -52,6 +53,10 @@ func Run(t *testing.T, h Harness) {
 		{"Lease", testLease},
 		{"Release", testRelease},
 		{"Failed", testFailed},
+		{"OlderThan", testOlderThan},
+		{"Chunks", testChunks},
+		{"ErrorText", testErrorText},
+		{"Metadata", testMetadata},
 		{"Stats", testStats},
 		{"Closed", testClosed},
 		{"Notify", testNotify},

@@ -14,12 +14,12 @@ import (
 const leaseExpired = "lease expired"
 
 // JobComplete implements backend.Backend. The outcomes are checked first
-// (kind, delay), so a malformed batch applies none of them.
+// (kind, delay), so a malformed batch applies none of them; their error
+// texts are normalised (backend.PrepareOutcomes) like every backend's.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
-	for _, o := range params.Outcomes {
-		if err := backend.ValidateOutcome(o); err != nil {
-			return backend.CompleteResult{}, fmt.Errorf("complete job %d: %w", o.Ref.ID, err)
-		}
+	outcomes, err := backend.PrepareOutcomes(params.Outcomes)
+	if err != nil {
+		return backend.CompleteResult{}, fmt.Errorf("complete jobs: %w", err)
 	}
 	if err := b.lock(ctx, "complete jobs"); err != nil {
 		return backend.CompleteResult{}, err
@@ -28,7 +28,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	now := b.now()
 	var res backend.CompleteResult
 	woken := map[string]bool{}
-	for _, o := range params.Outcomes {
+	for _, o := range outcomes {
 		j := b.held(o.Ref)
 		if j == nil {
 			res.Stale = append(res.Stale, o.Ref)
@@ -73,7 +73,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	return lost, nil
 }
 
-// JobRelease implements backend.Backend.
+// JobRelease implements backend.Backend: the first MaxFreeReleases
+// releases of a job un-count its attempt, later ones count it (see the
+// interface).
 func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
 	if err := b.lock(ctx, "release jobs"); err != nil {
 		return 0, err
@@ -87,10 +89,19 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		if j == nil {
 			continue
 		}
-		j.Attempts--
+		released++
+		j.Releases++
+		switch {
+		case j.Releases <= backend.MaxFreeReleases:
+			j.Attempts--
+		case j.Attempts < j.MaxAttempts:
+			j.LastError = backend.ReleasedError
+		default:
+			b.toFailed(j, backend.ReleasedError, now)
+			continue
+		}
 		b.unreserve(j, now, now)
 		woken[j.Queue] = true
-		released++
 	}
 	b.wake(woken)
 	return released, nil
@@ -127,7 +138,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	var res backend.SweepResult
 	woken := map[string]bool{}
 	for _, j := range expired {
-		if j.Attempts >= j.MaxAttempts {
+		spent := j.Attempts >= j.MaxAttempts
+		res.Jobs = append(res.Jobs, backend.SweptJob{Ref: j.Ref(), Queue: j.Queue, Type: j.Type, Failed: spent})
+		if spent {
 			b.toFailed(j, leaseExpired, now)
 			res.Failed++
 			continue

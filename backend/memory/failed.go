@@ -5,20 +5,36 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
 
-// matches reports whether f passes filter; zero fields match everything.
-func matches(f *backend.FailedJob, filter backend.FailedFilter) bool {
-	return (filter.Queue == "" || f.Queue == filter.Queue) &&
-		(filter.Type == "" || f.Type == filter.Type) &&
-		(filter.FailedBefore.IsZero() || f.FailedAt.Before(filter.FailedBefore))
+// matcher is a failed-jobs filter resolved against the backend's clock.
+type matcher struct {
+	filter backend.FailedFilter
+	cutoff time.Time // the earlier of FailedBefore and now - OlderThan; zero: none
+}
+
+// matcher resolves filter's time bound now, on the backend's clock
+// (Options.Now). The caller validated filter (backend.ValidateFilter).
+func (b *Backend) matcher(filter backend.FailedFilter) matcher {
+	return matcher{filter: filter, cutoff: filter.Cutoff(b.now())}
+}
+
+// matches reports whether f passes the filter; zero fields match everything.
+func (m matcher) matches(f *backend.FailedJob) bool {
+	return (m.filter.Queue == "" || f.Queue == m.filter.Queue) &&
+		(m.filter.Type == "" || f.Type == m.filter.Type) &&
+		(m.cutoff.IsZero() || f.FailedAt.Before(m.cutoff))
 }
 
 // FailedList implements backend.Backend.
 func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
 	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err == nil {
+		err = backend.ValidateFilter(params.Filter)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list failed jobs: %w", err)
 	}
@@ -26,13 +42,14 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 		return nil, err
 	}
 	defer b.mu.Unlock()
+	m := b.matcher(params.Filter)
 	end := len(b.failed)
 	if params.BeforeID > 0 {
 		end = sort.Search(len(b.failed), func(i int) bool { return b.failed[i].ID >= params.BeforeID })
 	}
 	var out []*backend.FailedJob
 	for i := end - 1; i >= 0 && len(out) < limit; i-- {
-		if f := b.failed[i]; matches(f, params.Filter) {
+		if f := b.failed[i]; m.matches(f) {
 			out = append(out, cloneFailed(f))
 		}
 	}
@@ -53,12 +70,14 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 }
 
 // selectFailed returns the failed jobs named by ids, or matching filter when
-// ids is empty, in ascending ID order. An unknown ID is ErrNotFound.
+// ids is empty, in ascending ID order. An unknown ID is ErrNotFound. Called
+// with b.mu held.
 func (b *Backend) selectFailed(ids []int64, filter backend.FailedFilter, op string) ([]*backend.FailedJob, error) {
 	if len(ids) == 0 {
+		m := b.matcher(filter)
 		var out []*backend.FailedJob
 		for _, f := range b.failed {
-			if matches(f, filter) {
+			if m.matches(f) {
 				out = append(out, f)
 			}
 		}
@@ -99,6 +118,9 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 // FailedReplay implements backend.Backend. Unknown IDs fail the whole call
 // before anything moves.
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
+	if err := backend.ValidateFilter(params.Filter); err != nil {
+		return backend.ReplayResult{}, fmt.Errorf("replay failed jobs: %w", err)
+	}
 	if err := b.lock(ctx, "replay failed jobs"); err != nil {
 		return backend.ReplayResult{}, err
 	}
@@ -128,6 +150,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			CreatedAt:   f.CreatedAt,
 			LastError:   f.Error,
 			UniqueKey:   f.UniqueKey,
+			Metadata:    f.Metadata,
 		}, now)
 		moved = append(moved, f)
 		woken[f.Queue] = true
@@ -140,7 +163,11 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 
 // FailedPurge implements backend.Backend. Unknown IDs are not counted.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
-	if err := backend.ValidatePurge(params); err != nil {
+	err := backend.ValidatePurge(params)
+	if err == nil {
+		err = backend.ValidateFilter(params.Filter)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("purge failed jobs: %w", err)
 	}
 	if err := b.lock(ctx, "purge failed jobs"); err != nil {

@@ -41,6 +41,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			AvailableAt: p.AvailableAt(now),
 			CreatedAt:   now,
 			UniqueKey:   p.UniqueKey,
+			Metadata:    cloneMetadata(p.Metadata),
 		}
 		b.addPending(j, now)
 		woken[p.Queue] = true

@@ -10,6 +10,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -191,6 +192,7 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		Priority:    j.Priority,
 		Error:       msg,
 		UniqueKey:   j.UniqueKey,
+		Metadata:    j.Metadata,
 		CreatedAt:   j.CreatedAt,
 		FailedAt:    now,
 	}
@@ -204,11 +206,24 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 func cloneJob(j *backend.JobRow) *backend.JobRow {
 	c := *j
 	c.Payload = append([]byte(nil), j.Payload...)
+	c.Metadata = cloneMetadata(j.Metadata)
 	return &c
 }
 
 func cloneFailed(f *backend.FailedJob) *backend.FailedJob {
 	c := *f
 	c.Payload = append([]byte(nil), f.Payload...)
+	c.Metadata = cloneMetadata(f.Metadata)
 	return &c
+}
+
+// cloneMetadata copies a metadata map on its way in or out, so neither the
+// inserter nor a reader can change what is stored; an empty map is stored
+// as none. Stored maps are never written to, so a live row and its failed
+// row may share one.
+func cloneMetadata(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }

@@ -2,6 +2,8 @@ package memory_test
 
 import (
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,6 +45,24 @@ func TestOpenURL(t *testing.T) {
 	}
 }
 
+// TestOpenExistingRefused checks that memory: refuses OpenOptions.Existing:
+// there is never an existing store to read, so a read-only command must not
+// print zeros from an empty one.
+func TestOpenExistingRefused(t *testing.T) {
+	t.Parallel()
+	b, err := backend.OpenWith(t.Context(), "memory:", backend.OpenOptions{Existing: true})
+	if b != nil {
+		b.Close()
+	}
+	var ie *backend.InputError
+	if !errors.As(err, &ie) || !errors.Is(err, backend.ErrInvalidInput) || b != nil {
+		t.Fatalf("OpenWith(memory:, Existing) = %v, %v; want nil and an InputError", b, err)
+	}
+	if !strings.Contains(err.Error(), "sqlite:") {
+		t.Errorf("error %q does not say what to use instead", err)
+	}
+}
+
 // fakeClock is a settable clock for Options.Now.
 type fakeClock struct {
 	mu  sync.Mutex
@@ -61,14 +81,21 @@ func (c *fakeClock) Add(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// newFakeClocked returns a backend on a fake clock, closed when the test
+// ends.
+func newFakeClocked(t *testing.T) (*memory.Backend, *fakeClock) {
+	clock := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
+	b := memory.New(memory.Options{Now: clock.Now})
+	t.Cleanup(func() { b.Close() })
+	return b, clock
+}
+
 // TestFakeClock checks that every time the backend uses comes from
 // Options.Now: due times, leases, backoff and failed_at.
 func TestFakeClock(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	clock := &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	b := memory.New(memory.Options{Now: clock.Now})
-	defer b.Close()
+	b, clock := newFakeClocked(t)
 
 	claim := func(lease time.Duration) []*backend.JobRow {
 		t.Helper()
@@ -121,6 +148,79 @@ func TestFakeClock(t *testing.T) {
 	failed, err := b.FailedList(ctx, backend.FailedListParams{})
 	if err != nil || len(failed) != 1 || !failed[0].FailedAt.Equal(clock.Now()) {
 		t.Fatalf("FailedList = %+v, %v; want one row failed at the clock's time", failed, err)
+	}
+}
+
+// TestOlderThanFakeClock checks that FailedFilter.OlderThan is measured on
+// Options.Now for list, replay and purge: a job that failed at the fake
+// clock's time is older than an hour only once the fake clock has moved.
+func TestOlderThanFakeClock(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	b, clock := newFakeClocked(t)
+
+	// failJobs inserts and fails n jobs of queue at the clock's time.
+	failJobs := func(queue string, n int) {
+		t.Helper()
+		ps := make([]backend.InsertParams, n)
+		for i := range ps {
+			ps[i] = backend.InsertParams{Queue: queue, Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
+		}
+		if _, err := b.JobInsertMany(ctx, ps); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{queue}, Max: n, Lease: time.Minute})
+		if err != nil || len(rows) != n {
+			t.Fatalf("claim = %d rows, %v; want %d", len(rows), err, n)
+		}
+		var outs []backend.Outcome
+		for _, r := range rows {
+			outs = append(outs, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "boom"})
+		}
+		if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: outs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(f backend.FailedFilter) []string {
+		t.Helper()
+		rows, err := b.FailedList(ctx, backend.FailedListParams{Filter: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var queues []string
+		for _, r := range rows {
+			queues = append(queues, r.Queue)
+		}
+		return queues
+	}
+	hour := backend.FailedFilter{OlderThan: time.Hour}
+
+	failJobs("old", 2)
+	// Exactly an hour later the old jobs are not yet "more than" an hour old.
+	clock.Add(time.Hour)
+	failJobs("new", 1)
+	if got := list(hour); len(got) != 0 {
+		t.Fatalf("older than 1h at exactly 1h = %v, want none", got)
+	}
+	clock.Add(time.Nanosecond)
+	if got := list(hour); !slices.Equal(got, []string{"old", "old"}) {
+		t.Fatalf("older than 1h = %v, want the two old jobs", got)
+	}
+	// FailedBefore further back wins over OlderThan.
+	if got := list(backend.FailedFilter{OlderThan: time.Hour, FailedBefore: clock.Now().Add(-2 * time.Hour)}); len(got) != 0 {
+		t.Fatalf("older than 1h and failed 2h before = %v, want none", got)
+	}
+	res, err := b.FailedReplay(ctx, backend.FailedReplayParams{Filter: hour})
+	if err != nil || res != (backend.ReplayResult{Replayed: 2}) {
+		t.Fatalf("replay older than 1h = %+v, %v; want 2 replayed", res, err)
+	}
+	clock.Add(time.Hour)
+	n, err := b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: hour})
+	if err != nil || n != 1 {
+		t.Fatalf("purge older than 1h an hour later = %d, %v; want the new job", n, err)
+	}
+	if got := list(backend.FailedFilter{}); len(got) != 0 {
+		t.Fatalf("failed jobs left: %v", got)
 	}
 }
 

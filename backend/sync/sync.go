@@ -10,6 +10,7 @@ package sync
 import (
 	"context"
 	"fmt"
+	"maps"
 	gosync "sync"
 	"sync/atomic"
 	"time"
@@ -80,6 +81,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			ID: b.nextID.Add(1), Queue: p.Queue, Type: p.Type, Payload: p.Payload,
 			Attempts: 1, MaxAttempts: p.MaxAttempts, Priority: p.Priority, Status: backend.StatusReserved,
 			AvailableAt: now, ReservedAt: now, CreatedAt: now, UniqueKey: p.UniqueKey,
+			Metadata: metadata(p.Metadata),
 		}
 		out[i] = backend.InsertResult{ID: row.ID}
 		if err := run(ctx, row); err != nil {
@@ -87,6 +89,15 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 		}
 	}
 	return out, nil
+}
+
+// metadata copies the inserter's map for the handler, so neither can change
+// the other's; an empty map is none, as on the storing backends.
+func metadata(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
 }
 
 func (b *Backend) check(ctx context.Context) error {
@@ -104,8 +115,12 @@ func (b *Backend) JobClaim(ctx context.Context, p backend.ClaimParams) ([]*backe
 	return nil, b.check(ctx)
 }
 
-// JobComplete reports every outcome stale: no job is held.
+// JobComplete reports every outcome stale: no job is held. A malformed
+// outcome is refused as on every backend.
 func (b *Backend) JobComplete(ctx context.Context, p backend.CompleteParams) (backend.CompleteResult, error) {
+	if _, err := backend.PrepareOutcomes(p.Outcomes); err != nil {
+		return backend.CompleteResult{}, fmt.Errorf("complete jobs: %w", err)
+	}
 	var res backend.CompleteResult
 	for _, o := range p.Outcomes {
 		res.Stale = append(res.Stale, o.Ref)
@@ -142,7 +157,10 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 }
 
 // FailedList is always empty.
-func (b *Backend) FailedList(ctx context.Context, _ backend.FailedListParams) ([]*backend.FailedJob, error) {
+func (b *Backend) FailedList(ctx context.Context, p backend.FailedListParams) ([]*backend.FailedJob, error) {
+	if err := backend.ValidateFilter(p.Filter); err != nil {
+		return nil, fmt.Errorf("list failed jobs: %w", err)
+	}
 	return nil, b.check(ctx)
 }
 
@@ -156,6 +174,9 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 
 // FailedReplay finds nothing to replay; named IDs are ErrNotFound.
 func (b *Backend) FailedReplay(ctx context.Context, p backend.FailedReplayParams) (backend.ReplayResult, error) {
+	if err := backend.ValidateFilter(p.Filter); err != nil {
+		return backend.ReplayResult{}, fmt.Errorf("replay failed jobs: %w", err)
+	}
 	if err := b.check(ctx); err != nil {
 		return backend.ReplayResult{}, err
 	}
@@ -165,8 +186,16 @@ func (b *Backend) FailedReplay(ctx context.Context, p backend.FailedReplayParams
 	return backend.ReplayResult{}, nil
 }
 
-// FailedPurge deletes nothing.
-func (b *Backend) FailedPurge(ctx context.Context, _ backend.FailedPurgeParams) (int, error) {
+// FailedPurge deletes nothing; bad parameters are refused as on every
+// backend.
+func (b *Backend) FailedPurge(ctx context.Context, p backend.FailedPurgeParams) (int, error) {
+	err := backend.ValidatePurge(p)
+	if err == nil {
+		err = backend.ValidateFilter(p.Filter)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge failed jobs: %w", err)
+	}
 	return 0, b.check(ctx)
 }
 

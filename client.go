@@ -23,6 +23,9 @@ type ClientConfig struct {
 	// Registry, when set, supplies per-type MaxAttempts defaults. The sync
 	// backend requires it: it runs handlers inside Enqueue.
 	Registry *Registry
+	// Hooks observe (and may annotate) every enqueue, called in order; see
+	// ClientHooks.
+	Hooks []ClientHooks
 }
 
 // Client enqueues jobs. It is safe for concurrent use and cheap to keep for
@@ -50,13 +53,18 @@ func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
 	if cfg.MaxAttempts == 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.Registry != nil {
+		if err := cfg.Registry.check(defaultRetryPolicy); err != nil {
+			return nil, err
+		}
+	}
 	if in, ok := b.(backend.Inline); ok {
 		if cfg.Registry == nil {
 			return nil, fmt.Errorf("%w: the sync backend runs handlers inside Enqueue, so ClientConfig.Registry is required", ErrInvalidInput)
 		}
 		reg := cfg.Registry
 		in.SetRunner(func(ctx context.Context, row *backend.JobRow) error {
-			return reg.run(ctx, &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}, row, 0)
+			return reg.run(ctx, &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}, 0)
 		})
 	}
 	return &Client{b: b, cfg: cfg}, nil
@@ -100,15 +108,17 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...E
 // error, none. Unique-key collisions are not errors here: they are reported
 // per job in the result.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
-	params, err := c.params(jobs)
+	params, err := c.params(ctx, jobs)
 	if err != nil {
 		return nil, err
 	}
 	rows, err := c.b.JobInsertMany(ctx, params)
 	if err != nil {
-		return nil, fmt.Errorf("enqueue: %w", err)
+		err = fmt.Errorf("enqueue: %w", err)
 	}
-	return toResults(rows), nil
+	res := toResults(rows)
+	c.afterEnqueue(ctx, params, res, err)
+	return res, err
 }
 
 // EnqueueTx stores a job inside tx, a transaction the caller owns (on
@@ -119,13 +129,17 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 	if !ok {
 		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, ErrNotSupported)
 	}
-	params, err := c.params([]JobSpec{{Type: typ, Payload: payload, Options: opts}})
+	params, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
 	if err != nil {
 		return 0, err
 	}
 	rows, err := txi.JobInsertManyTx(ctx, tx, params)
 	if err != nil {
-		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, err)
+		err = fmt.Errorf("enqueue %s in transaction: %w", typ, err)
+	}
+	c.afterEnqueue(ctx, params, toResults(rows), err)
+	if err != nil {
+		return 0, err
 	}
 	if rows[0].Duplicate {
 		return rows[0].ID, fmt.Errorf("enqueue %s: %w", typ, ErrDuplicate)
@@ -161,7 +175,27 @@ func CompleteTx(ctx context.Context, tx any) error {
 	return nil
 }
 
+// afterEnqueue runs the AfterEnqueue hooks for each job of a call; res is
+// nil when the call failed.
+func (c *Client) afterEnqueue(ctx context.Context, params []backend.InsertParams, res []EnqueueResult, err error) {
+	for _, h := range c.cfg.Hooks {
+		if h.AfterEnqueue == nil {
+			continue
+		}
+		for i, p := range params {
+			var r EnqueueResult
+			if err == nil && i < len(res) {
+				r = res[i]
+			}
+			h.AfterEnqueue(ctx, EnqueueInfo{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata}, r, err)
+		}
+	}
+}
+
 func toResults(rows []backend.InsertResult) []EnqueueResult {
+	if rows == nil {
+		return nil
+	}
 	out := make([]EnqueueResult, len(rows))
 	for i, r := range rows {
 		out[i] = EnqueueResult{ID: r.ID, Duplicate: r.Duplicate}
@@ -171,10 +205,10 @@ func toResults(rows []backend.InsertResult) []EnqueueResult {
 
 // params validates and converts specs, refusing the whole batch on the first
 // bad one so nothing is written.
-func (c *Client) params(jobs []JobSpec) ([]backend.InsertParams, error) {
+func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertParams, error) {
 	out := make([]backend.InsertParams, len(jobs))
 	for i, j := range jobs {
-		p, err := c.param(j)
+		p, err := c.param(ctx, j)
 		if err != nil {
 			if len(jobs) > 1 {
 				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
@@ -186,10 +220,13 @@ func (c *Client) params(jobs []JobSpec) ([]backend.InsertParams, error) {
 	return out, nil
 }
 
-func (c *Client) param(j JobSpec) (backend.InsertParams, error) {
+func (c *Client) param(ctx context.Context, j JobSpec) (backend.InsertParams, error) {
 	o := enqueueOptions{queue: "default"}
 	for _, opt := range j.Options {
 		opt(&o)
+	}
+	if err := c.beforeEnqueue(ctx, j.Type, &o); err != nil {
+		return backend.InsertParams{}, err
 	}
 	payload, err := marshalPayload(j.Payload)
 	if err != nil {
@@ -212,6 +249,28 @@ func (c *Client) param(j JobSpec) (backend.InsertParams, error) {
 		Metadata: o.metadata,
 	}
 	return p, backend.ValidateInsert(p)
+}
+
+// beforeEnqueue lets the BeforeEnqueue hooks see the job and add to its
+// metadata.
+func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOptions) error {
+	for _, h := range c.cfg.Hooks {
+		if h.BeforeEnqueue == nil {
+			continue
+		}
+		if o.metadata == nil {
+			o.metadata = map[string]string{}
+		}
+		info := EnqueueInfo{Type: typ, Queue: o.queue, Metadata: o.metadata}
+		if err := h.BeforeEnqueue(ctx, &info); err != nil {
+			return fmt.Errorf("before enqueue hook: %w", err)
+		}
+		o.metadata = info.Metadata
+	}
+	if len(o.metadata) == 0 {
+		o.metadata = nil
+	}
+	return nil
 }
 
 func marshalPayload(v any) ([]byte, error) {

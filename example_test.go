@@ -66,8 +66,8 @@ func ExampleInspector() {
 
 	failed := make(chan jobq.Event, 1)
 	worker, _ := jobq.NewWorker(b, reg, jobq.WorkerConfig{
-		Logger:  quietLog,
-		OnEvent: func(e jobq.Event) { failed <- e },
+		Logger: quietLog,
+		Hooks:  []jobq.WorkerHooks{{Finished: func(e jobq.Event) { failed <- e }}},
 	})
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)

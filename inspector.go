@@ -21,22 +21,19 @@ type (
 
 // Inspector is the one read-and-repair view of a backend that every operator
 // surface shares (the command line now, HTTP admin and metrics later): queue
-// counts and the failed-jobs table.
+// counts and the failed-jobs table. Its errors are the backend's, which
+// already name the operation ("replay failed jobs: failed job 7: not
+// found"); the inspector adds nothing to them but its own checks.
 type Inspector struct {
-	b   backend.Backend
-	now func() time.Time
+	b backend.Backend
 }
 
 // NewInspector returns an inspector over b.
-func NewInspector(b backend.Backend) *Inspector { return &Inspector{b: b, now: time.Now} }
+func NewInspector(b backend.Backend) *Inspector { return &Inspector{b: b} }
 
 // Stats counts jobs per queue and state, sorted by queue.
 func (i *Inspector) Stats(ctx context.Context) ([]QueueStats, error) {
-	s, err := i.b.QueueStats(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read queue stats: %w", err)
-	}
-	return s, nil
+	return i.b.QueueStats(ctx)
 }
 
 // Totals sums per-queue stats; its Queue field is empty.
@@ -58,20 +55,12 @@ func (i *Inspector) FailedPage(ctx context.Context, f FailedFilter, limit int, b
 	if limit < 0 || beforeID < 0 {
 		return nil, fmt.Errorf("%w: limit and before must not be negative", ErrInvalidInput)
 	}
-	jobs, err := i.b.FailedList(ctx, backend.FailedListParams{Filter: f, Limit: limit, BeforeID: beforeID})
-	if err != nil {
-		return nil, fmt.Errorf("list failed jobs: %w", err)
-	}
-	return jobs, nil
+	return i.b.FailedList(ctx, backend.FailedListParams{Filter: f, Limit: limit, BeforeID: beforeID})
 }
 
 // Failed returns one failed job by its failed-jobs ID, or ErrNotFound.
 func (i *Inspector) Failed(ctx context.Context, id int64) (*FailedJob, error) {
-	j, err := i.b.FailedGet(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("show failed job %d: %w", id, err)
-	}
-	return j, nil
+	return i.b.FailedGet(ctx, id)
 }
 
 // Replay moves the given failed jobs back to pending with attempts reset and
@@ -83,7 +72,7 @@ func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped
 	}
 	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{IDs: ids})
 	if err != nil {
-		return 0, 0, fmt.Errorf("replay failed jobs %v: %w", ids, err)
+		return 0, 0, err
 	}
 	return r.Replayed, r.Skipped, nil
 }
@@ -92,26 +81,24 @@ func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped
 func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, skipped int, err error) {
 	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{Filter: f})
 	if err != nil {
-		return 0, 0, fmt.Errorf("replay failed jobs: %w", err)
+		return 0, 0, err
 	}
 	return r.Replayed, r.Skipped, nil
 }
 
 // Purge deletes the given failed jobs, or with no IDs every failed job
 // matching f (the zero filter purges all). olderThan > 0 keeps jobs that
-// failed more recently than that. It returns how many were deleted.
+// failed more recently than that, by the backend's clock (the database's
+// on a server, the same clock that stamped failed_at). It returns how many
+// were deleted.
 func (i *Inspector) Purge(ctx context.Context, f FailedFilter, olderThan time.Duration, ids ...int64) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("%w: older-than %s is negative", ErrInvalidInput, olderThan)
 	}
 	if olderThan > 0 {
-		f.FailedBefore = i.now().Add(-olderThan)
+		f.OlderThan = olderThan
 	}
-	n, err := i.b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: ids, Filter: f})
-	if err != nil {
-		return 0, fmt.Errorf("purge failed jobs: %w", err)
-	}
-	return n, nil
+	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: ids, Filter: f})
 }
 
 // PurgeKeepNewest bounds the failed-jobs table by count: of the failed jobs
@@ -125,9 +112,5 @@ func (i *Inspector) PurgeKeepNewest(ctx context.Context, f FailedFilter, keep in
 	if keep < 1 {
 		return 0, fmt.Errorf("%w: keep %d: keep at least 1 failed job (Purge deletes them all)", ErrInvalidInput, keep)
 	}
-	n, err := i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f, KeepNewest: keep})
-	if err != nil {
-		return 0, fmt.Errorf("purge failed jobs keeping the newest %d: %w", keep, err)
-	}
-	return n, nil
+	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f, KeepNewest: keep})
 }

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sort"
@@ -20,16 +21,36 @@ import (
 type HandlerFunc func(ctx context.Context, job *Job) error
 
 // HandlerOptions tunes one job type. Zero fields fall back to the worker's
-// settings.
+// settings. NewWorker and NewClient check every registered type's options
+// with the rules WorkerConfig follows and refuse bad ones with an error
+// naming the type, the field and the limit.
 type HandlerOptions struct {
-	// Timeout bounds one attempt. Defaults to WorkerConfig.JobTimeout.
+	// Timeout bounds one attempt. Defaults to WorkerConfig.JobTimeout;
+	// negative is refused.
 	Timeout time.Duration
 	// Retry overrides the worker's retry policy for this type, field by
-	// field.
+	// field; the merged policy must be valid (see RetryPolicy).
 	Retry RetryPolicy
 	// MaxAttempts is the default for jobs of this type enqueued through a
-	// client that has this registry. Defaults to ClientConfig.MaxAttempts.
+	// client that has this registry. Defaults to ClientConfig.MaxAttempts;
+	// otherwise 1..1000.
 	MaxAttempts int
+}
+
+// check refuses options no worker could honour. base is the worker's
+// retry policy, with which Retry is merged (nil: the defaults).
+func (o HandlerOptions) check(typ string, base RetryPolicy) error {
+	field := fmt.Sprintf("HandlerOptions for type %q", typ)
+	if o.Timeout < 0 {
+		return fmt.Errorf("%w: %s: Timeout %s is negative", ErrInvalidInput, field, o.Timeout)
+	}
+	if o.MaxAttempts < 0 || o.MaxAttempts > backend.MaxMaxAttempts {
+		return fmt.Errorf("%w: %s: MaxAttempts %d is outside 1..%d (0 means the client's default)", ErrInvalidInput, field, o.MaxAttempts, backend.MaxMaxAttempts)
+	}
+	if err := o.Retry.validate(field + ": Retry"); err != nil {
+		return err
+	}
+	return o.Retry.withDefaults(base).validate(field + ": Retry merged with the worker's")
 }
 
 type handlerEntry struct {
@@ -41,8 +62,9 @@ type handlerEntry struct {
 // whatever is registered here is what it can run. It is safe for concurrent
 // use; register before starting workers.
 type Registry struct {
-	mu       sync.RWMutex
-	handlers map[string]handlerEntry
+	mu         sync.RWMutex
+	handlers   map[string]handlerEntry
+	middleware []Middleware
 }
 
 // NewRegistry returns an empty registry.
@@ -81,6 +103,33 @@ func Handle[T any](r *Registry, typ string, fn func(ctx context.Context, args T)
 	}, opts...)
 }
 
+// Use adds middleware around every handler of the registry, for workers
+// and for the sync backend alike: the first added is the outermost. It
+// wraps unknown types' attempts too, so an observer sees every attempt.
+// Add middleware before starting workers.
+func (r *Registry) Use(mw ...Middleware) {
+	for _, m := range mw {
+		if m == nil {
+			panic("jobq: Use needs non-nil middleware")
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.middleware = append(r.middleware, mw...)
+}
+
+// check validates every registered type's options against the worker's
+// retry policy base.
+func (r *Registry) check(base RetryPolicy) error {
+	for _, typ := range r.Types() {
+		h, _ := r.lookup(typ)
+		if err := h.opts.check(typ, base); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Types lists the registered types, sorted.
 func (r *Registry) Types() []string {
 	r.mu.RLock()
@@ -100,6 +149,17 @@ func (r *Registry) lookup(typ string) (handlerEntry, bool) {
 	return h, ok
 }
 
+// chain returns fn wrapped in the registry's middleware.
+func (r *Registry) chain(fn HandlerFunc) HandlerFunc {
+	r.mu.RLock()
+	mw := r.middleware
+	r.mu.RUnlock()
+	for i := len(mw) - 1; i >= 0; i-- {
+		fn = mw[i](fn)
+	}
+	return fn
+}
+
 // errNoHandler is an ordinary (retryable) failure: another deployment of the
 // workers may know the type.
 type errNoHandler struct{ typ string }
@@ -107,21 +167,32 @@ type errNoHandler struct{ typ string }
 func (e errNoHandler) Error() string { return "no handler registered for type " + e.typ }
 
 // run executes one attempt: looks the handler up, bounds it with timeout
-// (when > 0), and turns a panic into an error carrying the stack, so a bad
+// (when > 0), runs it inside the middleware, and turns a panic (of the
+// handler or a middleware) into an error carrying the stack, so a bad
 // handler costs one attempt and never the worker. jc travels in the
 // handler's context (see JobFromContext and CompleteTx).
-func (r *Registry) run(ctx context.Context, jc *jobCtx, row *backend.JobRow, timeout time.Duration) (err error) {
-	h, ok := r.lookup(row.Type)
+func (r *Registry) run(ctx context.Context, jc *jobCtx, timeout time.Duration) (err error) {
+	h, ok := r.lookup(jc.job.Type)
+	fn := h.fn
 	if !ok {
-		return errNoHandler{typ: row.Type}
+		fn = func(context.Context, *Job) error { return errNoHandler{typ: jc.job.Type} }
 	}
 	if h.opts.Timeout > 0 {
 		timeout = h.opts.Timeout
 	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, timeout, &timeoutError{d: timeout})
 		defer cancel()
+		defer func() {
+			// "context deadline exceeded" alone does not say which limit
+			// fired; the job's timeout is the one worth naming.
+			var te *timeoutError
+			if err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &te) &&
+				errors.As(context.Cause(ctx), &te) {
+				err = fmt.Errorf("%s: %w", te.Error(), err)
+			}
+		}()
 	}
 	ctx = context.WithValue(ctx, jobCtxKey{}, jc)
 	defer func() {
@@ -129,5 +200,15 @@ func (r *Registry) run(ctx context.Context, jc *jobCtx, row *backend.JobRow, tim
 			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
 		}
 	}()
-	return h.fn(ctx, jc.job)
+	return r.chain(fn)(ctx, jc.job)
 }
+
+// timeoutError is the cause of a handler context whose attempt ran out of
+// its timeout, so the error says which limit fired.
+type timeoutError struct{ d time.Duration }
+
+func (e *timeoutError) Error() string {
+	return "job timeout of " + e.d.String() + " exceeded"
+}
+
+func (e *timeoutError) Unwrap() error { return context.DeadlineExceeded }

@@ -11,6 +11,8 @@ import (
 // Base × 2^(attempt−1), multiplied by a random factor in [1−Jitter, 1+Jitter]
 // so that jobs failing together do not retry together, then capped at Max.
 // The zero value means the defaults; a field left zero takes its default.
+// NewWorker refuses a negative Base or Max, a Jitter outside [0, 1] and a
+// Max shorter than Base (after defaults are filled in).
 type RetryPolicy struct {
 	// Base is the delay after the first failed attempt. Defaults to 10s.
 	Base time.Duration
@@ -53,8 +55,11 @@ func (p RetryPolicy) validate(field string) error {
 	if p.Max < 0 {
 		return fmt.Errorf("%w: %s.Max %s is negative", ErrInvalidInput, field, p.Max)
 	}
-	if p.Jitter < 0 || p.Jitter > 1 {
-		return fmt.Errorf("%w: %s.Jitter %v is outside [0, 1]", ErrInvalidInput, field, p.Jitter)
+	if p.Jitter < 0 || p.Jitter > 1 || math.IsNaN(p.Jitter) {
+		return fmt.Errorf("%w: %s.Jitter %v is outside [0, 1] (a fraction: 0.2 means ±20%%)", ErrInvalidInput, field, p.Jitter)
+	}
+	if p.Base > 0 && p.Max > 0 && p.Max < p.Base {
+		return fmt.Errorf("%w: %s.Max %s is shorter than Base %s", ErrInvalidInput, field, p.Max, p.Base)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/lifecycle"
 	"github.com/jobq/jobq/internal/runner"
 )
 
@@ -22,7 +23,7 @@ type WorkerConfig struct {
 	// Concurrency is how many jobs run at once. Defaults to 10.
 	Concurrency int
 	// ClaimBatch is the most jobs claimed in one backend call. Defaults to
-	// Concurrency, at most 100.
+	// Concurrency, at most 100; more than Concurrency is refused.
 	ClaimBatch int
 	// JobTimeout bounds one attempt unless its type sets
 	// HandlerOptions.Timeout. Defaults to 5m.
@@ -54,9 +55,9 @@ type WorkerConfig struct {
 	ShutdownTimeout time.Duration
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
-	// OnEvent, when set, is called after each attempt with what happened
-	// (from the job's goroutine; keep it fast).
-	OnEvent func(Event)
+	// Hooks observe the worker's jobs (metrics, tracing, tests), called in
+	// order; see WorkerHooks.
+	Hooks []WorkerHooks
 }
 
 // EventKind is what became of one attempt.
@@ -67,7 +68,11 @@ const (
 	EventDone     EventKind = iota + 1 // succeeded; the job is deleted
 	EventRetry                         // failed; scheduled again after RetryDelay
 	EventFailed                        // failed for good; moved to failed_jobs
-	EventReleased                      // interrupted by shutdown; back to pending, attempt not counted
+	EventReleased                      // interrupted by shutdown; given back (see backend.Backend.JobRelease)
+	// EventAbandoned: the handler returned after the worker stopped, so
+	// its result was dropped: the job was released or its lease expires
+	// and the sweep returns it.
+	EventAbandoned
 )
 
 // String names the kind.
@@ -81,11 +86,13 @@ func (k EventKind) String() string {
 		return "failed"
 	case EventReleased:
 		return "released"
+	case EventAbandoned:
+		return "abandoned"
 	}
 	return "unknown"
 }
 
-// Event describes one finished attempt.
+// Event describes one finished attempt (see WorkerHooks.Finished).
 type Event struct {
 	Kind       EventKind
 	Job        *Job
@@ -103,9 +110,16 @@ const minFlushTime = 5 * time.Second
 // outcomes when several are already waiting (see runner.Completer).
 const completeLinger = 5 * time.Millisecond
 
-// errShutdown is the cause given to handler contexts cancelled because the
-// worker's shutdown timeout ran out.
-var errShutdown = errors.New("worker shutting down")
+// ErrShutdown is the cause of a handler's context cancelled because the
+// worker's shutdown timeout ran out (context.Cause tells it apart).
+var ErrShutdown = errors.New("worker shutting down")
+
+// ErrLeaseLost is the cause of a handler's context cancelled because the
+// job's lease was lost: another worker took the job over, or heartbeats
+// failed until the lease ran out, so another worker may run it now. The
+// handler should stop; whatever it returns is refused by the lease fence
+// if the job was taken over.
+var ErrLeaseLost = runner.ErrLeaseLost
 
 // Worker claims jobs from its queues and runs their handlers. Create it with
 // NewWorker and run it with Run.
@@ -114,12 +128,15 @@ type Worker struct {
 	reg     *Registry
 	cfg     WorkerConfig
 	log     *slog.Logger
+	hooks   hookList
 	running atomic.Bool
 	busy    atomic.Int64
 	stale   atomic.Int64
 }
 
-// NewWorker checks cfg and returns a worker for b running reg's handlers.
+// NewWorker checks cfg and every handler's options and returns a worker
+// for b running reg's handlers. A bad value is an error wrapping
+// ErrInvalidInput that names the field and the limit.
 func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, error) {
 	if b == nil || reg == nil {
 		return nil, fmt.Errorf("%w: NewWorker needs a backend and a registry", ErrInvalidInput)
@@ -131,7 +148,10 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if err != nil {
 		return nil, err
 	}
-	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger}, nil
+	if err := reg.check(cfg.Retry); err != nil {
+		return nil, err
+	}
+	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hookList(cfg.Hooks)}, nil
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -181,17 +201,19 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
 	}
-	if c.ClaimBatch < 0 {
-		return bad("ClaimBatch %d is negative", c.ClaimBatch)
+	if c.ClaimBatch < 0 || c.ClaimBatch > c.Concurrency {
+		return bad("ClaimBatch %d is outside 1..Concurrency (%d), or 0 for the default: a worker cannot hold more jobs than it runs at once", c.ClaimBatch, c.Concurrency)
 	}
 	if c.ClaimBatch == 0 {
 		c.ClaimBatch = min(c.Concurrency, 100)
 	}
-	c.ClaimBatch = min(c.ClaimBatch, c.Concurrency)
 	if err := c.Retry.validate("WorkerConfig.Retry"); err != nil {
 		return c, err
 	}
 	c.Retry = c.Retry.withDefaults(defaultRetryPolicy)
+	if err := c.Retry.validate("WorkerConfig.Retry (with defaults)"); err != nil {
+		return c, err
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -201,6 +223,12 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 // Busy is the number of handlers running now.
 func (w *Worker) Busy() int { return int(w.busy.Load()) }
 
+// Capacity is the most handlers the worker runs at once (its Concurrency).
+func (w *Worker) Capacity() int { return w.cfg.Concurrency }
+
+// Queues are the queues the worker serves.
+func (w *Worker) Queues() []string { return append([]string(nil), w.cfg.Queues...) }
+
 // StaleOutcomes counts the outcomes the lease fence refused since the
 // worker started: jobs whose lease was lost and that another worker took
 // over. A rising count means leases are too short for the handlers or the
@@ -209,132 +237,207 @@ func (w *Worker) StaleOutcomes() int64 { return w.stale.Load() }
 
 // Run works jobs until ctx is cancelled, then shuts down gracefully: it
 // claims nothing new, lets in-flight jobs finish for up to ShutdownTimeout,
-// then cancels their contexts and releases the unfinished ones to pending at
-// once, writes every outcome and returns nil. It returns an error only when
-// the worker cannot run (already running). Backend errors while running are
+// then cancels their contexts (cause ErrShutdown) and releases the
+// unfinished ones at once (see backend.Backend.JobRelease for how often a
+// release is free), writes every outcome and returns nil. A handler that
+// ignores its cancellation for another ShutdownTimeout is abandoned: Run
+// returns without it, and its late result is dropped and logged (its job
+// returns when its lease expires). It returns an error only when the
+// worker cannot run (already running). Backend errors while running are
 // logged and retried with backoff; they never stop the worker.
+//
+// The worker's components start in this order and stop in the reverse:
+// the completer (writes outcomes), the lease extender (heartbeats), the
+// lease sweeper, the handlers, and the claimer. So on shutdown the claimer
+// stops first; the handlers drain while their leases are still extended;
+// then the sweeper and extender stop; and the completer, last, flushes
+// every outcome and release, for up to max(ShutdownTimeout, 5s).
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.running.CompareAndSwap(false, true) {
 		return errors.New("run worker: already running")
 	}
 	defer w.running.Store(false)
-	cfg := w.cfg
+	r := w.newRun(ctx)
+	defer r.abandonWrites()
 
-	// Writes must outlive ctx: the outcomes of the last jobs and the
-	// releases are written after it is cancelled.
-	writeCtx, abandonWrites := context.WithCancel(context.WithoutCancel(ctx))
-	defer abandonWrites()
-	workCtx, cancelWork := context.WithCancelCause(writeCtx)
-	defer cancelWork(nil)
-
-	var wake <-chan struct{}
-	if n, ok := w.b.(backend.Notifier); ok {
-		ch, unsubscribe := n.Subscribe(cfg.Queues)
-		defer unsubscribe()
-		wake = ch
+	var g lifecycle.Group
+	for _, c := range r.components() {
+		g.Start(r.writeCtx, c)
 	}
-	completer := runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), completeLinger, w.log, func(refs []backend.JobRef) {
-		w.stale.Add(int64(len(refs)))
-		w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(refs))
-	})
-	extender := runner.NewLeaseExtender(w.b, cfg.Lease, cfg.HeartbeatInterval, w.log)
-	sweeper := runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, nil)
-
-	var inflight sync.WaitGroup
-	var claimer *runner.Claimer
-	claimer = runner.NewClaimer(w.b, runner.ClaimerConfig{
-		Queues: cfg.Queues, Concurrency: cfg.Concurrency, Batch: cfg.ClaimBatch,
-		Lease: cfg.Lease, Poll: cfg.PollInterval, Cooldown: cfg.ClaimCooldown,
-		Wake: wake, Log: w.log,
-		Dispatch: func(row *backend.JobRow) {
-			inflight.Add(1)
-			go func() {
-				defer inflight.Done()
-				defer claimer.Done()
-				w.execute(workCtx, row, completer, extender)
-			}()
-		},
-	})
-
-	var loops sync.WaitGroup
-	loops.Go(func() { completer.Run(writeCtx) })
-	maintCtx, stopMaint := context.WithCancel(writeCtx)
-	loops.Go(func() { extender.Run(maintCtx) })
-	loops.Go(func() { sweeper.Run(maintCtx) })
-
-	w.log.Info("worker started", "queues", cfg.Queues, "concurrency", cfg.Concurrency)
-	claimer.Run(ctx)
-
-	w.log.Info("worker stopping: no new claims, waiting for in-flight jobs", "busy", w.Busy(), "timeout", cfg.ShutdownTimeout)
-	drained := make(chan struct{})
-	go func() { inflight.Wait(); close(drained) }()
-	select {
-	case <-drained:
-	case <-time.After(cfg.ShutdownTimeout):
-		w.log.Warn("shutdown timeout: cancelling in-flight jobs and releasing them", "busy", w.Busy())
-		cancelWork(errShutdown)
-		select {
-		case <-drained:
-		case <-time.After(cfg.ShutdownTimeout):
-			// A handler that ignores its context cannot be stopped; its
-			// job stays reserved and the lease sweep rescues it.
-			w.log.Error("handlers ignored cancellation; abandoning them", "busy", w.Busy())
-		}
-	}
-	stopMaint()
-	completer.Close()
-	flushed := make(chan struct{})
-	go func() { loops.Wait(); close(flushed) }()
-	select {
-	case <-flushed:
-	case <-time.After(max(cfg.ShutdownTimeout, minFlushTime)):
-		w.log.Error("could not write the last outcomes in time; those jobs return after their lease")
-		abandonWrites()
-		<-flushed
-	}
+	// The claimer alone runs under ctx itself, so it stops claiming the
+	// moment ctx ends, before Stop even begins.
+	g.Start(ctx, lifecycle.Component{Name: "claimer", Run: r.runClaimer})
+	w.log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency)
+	<-ctx.Done()
+	w.log.Info("worker stopping: no new claims, waiting for in-flight jobs", "busy", w.Busy(), "timeout", w.cfg.ShutdownTimeout)
+	g.Stop()
 	w.log.Info("worker stopped")
 	return nil
 }
 
-// execute runs one attempt and queues its outcome.
-func (w *Worker) execute(workCtx context.Context, row *backend.JobRow, completer *runner.Completer, extender *runner.LeaseExtender) {
-	ctx, cancel := context.WithCancelCause(workCtx)
-	defer cancel(nil)
-	extender.Add(row.Ref(), cancel)
-	jc := &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: w.b, stopHeartbeat: func() { extender.Remove(row.ID) }}
-	w.busy.Add(1)
-	start := time.Now()
-	err := w.reg.run(ctx, jc, row, w.cfg.JobTimeout)
-	took := time.Since(start)
-	w.busy.Add(-1)
-	extender.Remove(row.ID)
+// run is the state of one call of Worker.Run.
+type run struct {
+	w *Worker
+	// writeCtx outlives Run's context: the outcomes of the last jobs and
+	// the releases are written after it is cancelled. abandonWrites ends
+	// it when Run returns.
+	writeCtx      context.Context
+	abandonWrites context.CancelFunc
+	// workCtx is the parent of every handler's context; cancelWork ends
+	// it with ErrShutdown past the shutdown timeout.
+	workCtx    context.Context
+	cancelWork context.CancelCauseFunc
 
-	item, ev := w.decide(workCtx, row, err)
-	ev.Duration = took
-	// A job the handler completed in its own transaction is gone: writing
-	// "done" again would only be refused by the fence.
-	if !(err == nil && jc.completedInTx.Load()) {
-		completer.Submit(item)
-	}
-	if w.cfg.OnEvent != nil {
-		w.cfg.OnEvent(ev)
+	completer *runner.Completer
+	extender  *runner.LeaseExtender
+	sweeper   *runner.LeaseSweeper
+	claimer   *runner.Claimer
+
+	inflight sync.WaitGroup
+	draining chan struct{} // closed when the claimer has stopped
+}
+
+func (w *Worker) newRun(ctx context.Context) *run {
+	cfg := w.cfg
+	r := &run{w: w, draining: make(chan struct{})}
+	r.writeCtx, r.abandonWrites = context.WithCancel(context.WithoutCancel(ctx))
+	r.workCtx, r.cancelWork = context.WithCancelCause(r.writeCtx)
+	r.completer = runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), completeLinger, w.log, w.onStale)
+	r.extender = runner.NewLeaseExtender(w.b, cfg.Lease, cfg.HeartbeatInterval, w.log)
+	r.sweeper = runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, w.onSweep)
+	r.claimer = runner.NewClaimer(w.b, runner.ClaimerConfig{
+		Queues: cfg.Queues, Concurrency: cfg.Concurrency, Batch: cfg.ClaimBatch,
+		Lease: cfg.Lease, Poll: cfg.PollInterval, Cooldown: cfg.ClaimCooldown,
+		Log: w.log, Dispatch: r.dispatch,
+	})
+	return r
+}
+
+// components lists the worker's background components in start order
+// (see Run), but for the claimer, which Run starts last.
+func (r *run) components() []lifecycle.Component {
+	cfg := r.w.cfg
+	return []lifecycle.Component{
+		{Name: "completer", Run: r.completer.Run, Drain: r.completer.Close, Grace: max(cfg.ShutdownTimeout, minFlushTime)},
+		{Name: "lease extender", Run: r.extender.Run},
+		{Name: "lease sweeper", Run: r.sweeper.Run},
+		{Name: "handlers", Run: r.runHandlers, Drain: func() { close(r.draining) }, Grace: cfg.ShutdownTimeout},
 	}
 }
 
-// decide turns a handler's result into the write for the backend.
-func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, err error) (runner.Item, Event) {
+// runClaimer subscribes to the backend's wake-ups (when it has them) and
+// claims until ctx ends.
+func (r *run) runClaimer(ctx context.Context) {
+	if n, ok := r.w.b.(backend.Notifier); ok {
+		ch, unsubscribe := n.Subscribe(r.w.cfg.Queues)
+		defer unsubscribe()
+		r.claimer.SetWake(ch)
+	}
+	r.claimer.Run(ctx)
+}
+
+// runHandlers is the handlers' stage of the shutdown: once drained (the
+// claimer has stopped) it returns when the last handler has; when ctx ends
+// first (the shutdown timeout ran out) it cancels the handlers and gives
+// them another ShutdownTimeout before abandoning them.
+func (r *run) runHandlers(ctx context.Context) {
+	drained := make(chan struct{})
+	go func() {
+		<-r.draining
+		r.inflight.Wait()
+		close(drained)
+	}()
+	select {
+	case <-drained:
+		return
+	case <-ctx.Done():
+	}
+	r.w.log.Warn("shutdown timeout: cancelling in-flight jobs and releasing them", "busy", r.w.Busy())
+	r.cancelWork(ErrShutdown)
+	t := time.NewTimer(r.w.cfg.ShutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+		// A handler that ignores its context cannot be stopped; its job
+		// stays reserved and the lease sweep rescues it. Its late result
+		// is dropped (see execute).
+		r.w.log.Error("handlers ignored cancellation; abandoning them", "busy", r.w.Busy())
+	}
+}
+
+// dispatch starts a claimed job on a goroutine of its own.
+func (r *run) dispatch(c runner.Claimed) {
+	r.inflight.Add(1)
+	go func() {
+		defer r.inflight.Done()
+		defer r.claimer.Done()
+		r.execute(c)
+	}()
+}
+
+// execute runs one attempt and queues its outcome. Everything that tracks
+// the attempt is keyed by its ref (job ID and attempt).
+func (r *run) execute(c runner.Claimed) {
+	w, row := r.w, c.Row
 	ref := row.Ref()
-	ev := Event{Job: jobFromRow(row), Err: err}
+	job := jobFromRow(row)
+	ctx, cancel := context.WithCancelCause(r.workCtx)
+	defer cancel(nil)
+	r.extender.Add(ref, c.LeaseDeadline, cancel)
+	defer r.extender.Remove(ref)
+	w.hooks.claimed(ClaimedEvent{Job: job, Wait: waitTime(row)})
+
+	jc := &jobCtx{job: job, ref: ref, backend: w.b, stopHeartbeat: func() { r.extender.Remove(ref) }}
+	w.busy.Add(1)
+	w.hooks.started(ctx, job)
+	start := time.Now()
+	err := w.reg.run(ctx, jc, w.cfg.JobTimeout)
+	took := time.Since(start)
+	w.busy.Add(-1)
+	r.extender.Remove(ref)
+
+	item, ev := w.decide(r.workCtx, row, job, err)
+	ev.Duration = took
+	// A job the handler completed in its own transaction is gone: writing
+	// "done" again would only be refused by the fence.
+	if !(err == nil && jc.completedInTx.Load()) && !r.completer.Submit(item) {
+		w.log.Warn("job finished after the worker stopped; its result is dropped (the job returns when its lease expires)",
+			"job_id", ref.ID, "attempt", ref.Attempt, "outcome", ev.Kind)
+		ev.Kind = EventAbandoned
+	}
+	w.hooks.finished(ev)
+}
+
+// waitTime is how long a claimed job was due before its claim, by the
+// backend's clock.
+func waitTime(row *backend.JobRow) time.Duration {
+	if row.ReservedAt.IsZero() || row.AvailableAt.IsZero() {
+		return 0
+	}
+	return max(0, row.ReservedAt.Sub(row.AvailableAt))
+}
+
+// decide turns a handler's result into the write for the backend. The
+// error text is normalised here, once, so what hooks see is what is
+// stored.
+func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, err error) (runner.Item, Event) {
+	ref := row.Ref()
+	ev := Event{Job: job, Err: err}
+	item := runner.Item{Outcome: backend.Outcome{Ref: ref}, Queue: row.Queue, Type: row.Type}
 	switch {
 	case err == nil:
 		ev.Kind = EventDone
-		return runner.Item{Outcome: backend.Outcome{Ref: ref, Kind: backend.OutcomeDone}}, ev
-	case errors.Is(context.Cause(workCtx), errShutdown):
+		item.Outcome.Kind = backend.OutcomeDone
+		return item, ev
+	case errors.Is(context.Cause(workCtx), ErrShutdown):
 		ev.Kind = EventReleased
-		return runner.Item{Outcome: backend.Outcome{Ref: ref}, Release: true}, ev
+		item.Release = true
+		return item, ev
 	case IsPermanent(err) || row.Attempts >= row.MaxAttempts:
 		ev.Kind = EventFailed
-		return runner.Item{Outcome: backend.Outcome{Ref: ref, Kind: backend.OutcomeFail, Error: err.Error()}}, ev
+		item.Outcome.Kind, item.Outcome.Error = backend.OutcomeFail, backend.ErrorText(err.Error())
+		return item, ev
 	}
 	delay, asked := retryAfter(err)
 	if !asked {
@@ -345,5 +448,65 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, err error)
 		delay = policy.Delay(row.Attempts)
 	}
 	ev.Kind, ev.RetryDelay = EventRetry, delay
-	return runner.Item{Outcome: backend.Outcome{Ref: ref, Kind: backend.OutcomeRetry, RetryDelay: delay, Error: err.Error()}}, ev
+	item.Outcome.Kind, item.Outcome.RetryDelay, item.Outcome.Error = backend.OutcomeRetry, delay, backend.ErrorText(err.Error())
+	return item, ev
+}
+
+// onStale counts and reports outcomes the lease fence refused.
+func (w *Worker) onStale(items []runner.Item) {
+	w.stale.Add(int64(len(items)))
+	w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(items))
+	for _, it := range items {
+		w.hooks.stale(StaleEvent{JobID: it.Outcome.Ref.ID, Attempt: it.Outcome.Ref.Attempt, Queue: it.Queue, Type: it.Type})
+	}
+}
+
+// onSweep reports the jobs this worker's sweep moved.
+func (w *Worker) onSweep(res backend.SweepResult) {
+	for _, j := range res.Jobs {
+		w.hooks.rescued(RescuedEvent{JobID: j.Ref.ID, Attempt: j.Ref.Attempt, Queue: j.Queue, Type: j.Type, Failed: j.Failed})
+	}
+}
+
+// hookList calls each hook of a kind in order.
+type hookList []WorkerHooks
+
+func (l hookList) claimed(e ClaimedEvent) {
+	for _, h := range l {
+		if h.Claimed != nil {
+			h.Claimed(e)
+		}
+	}
+}
+
+func (l hookList) started(ctx context.Context, j *Job) {
+	for _, h := range l {
+		if h.Started != nil {
+			h.Started(ctx, j)
+		}
+	}
+}
+
+func (l hookList) finished(e Event) {
+	for _, h := range l {
+		if h.Finished != nil {
+			h.Finished(e)
+		}
+	}
+}
+
+func (l hookList) rescued(e RescuedEvent) {
+	for _, h := range l {
+		if h.Rescued != nil {
+			h.Rescued(e)
+		}
+	}
+}
+
+func (l hookList) stale(e StaleEvent) {
+	for _, h := range l {
+		if h.Stale != nil {
+			h.Stale(e)
+		}
+	}
 }

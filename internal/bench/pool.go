@@ -10,7 +10,7 @@ import (
 )
 
 // pool is one in-process jobq.Worker on a queue, counting finished attempts
-// through WorkerConfig.OnEvent so a workload can wait for "all done" without
+// through a WorkerHooks.Finished hook so a workload can wait for "all done" without
 // polling the backend.
 type pool struct {
 	done   atomic.Int64 // attempts that succeeded
@@ -30,7 +30,7 @@ func startPool(ctx context.Context, cfg Config, queue string, concurrency int, h
 	reg.HandleFunc(noopType, handler)
 	p := &pool{notify: make(chan struct{}, 1), ran: make(chan error, 1), credits: credits}
 	w, err := jobq.NewWorker(cfg.Backend, reg, jobq.WorkerConfig{
-		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, OnEvent: p.onEvent,
+		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, Hooks: []jobq.WorkerHooks{{Finished: p.onEvent}},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)

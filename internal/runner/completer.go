@@ -2,17 +2,22 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/jobq/jobq/backend"
 )
 
 // Item is one write for the Completer: the outcome of an attempt, or (when
-// Release is set) giving the job back untouched.
+// Release is set) giving the job back untouched. Queue and Type name the
+// job for the stale callback.
 type Item struct {
 	Outcome backend.Outcome
 	Release bool
+	Queue   string
+	Type    string
 }
 
 // Completer writes outcomes back in batches: under load each write carries
@@ -28,29 +33,76 @@ type Item struct {
 // benchmark here, lingering 5 ms made writes average 75 outcomes instead of
 // 10. A lone outcome (an idle worker) is written at once. The jobs' slots are
 // freed before their outcomes are written, so lingering never holds up work.
+//
+// No outcome can hold back the others: a batch the backend refuses (as
+// invalid input at once, or with any error but unavailability a few times
+// running) is split in halves until the outcome it refuses is alone; that
+// one is written again with a plain error text, and if that is refused too
+// it is dropped and logged (its job stays reserved until the lease sweep
+// returns it). Only an unavailable backend is waited out, for as long as
+// Run's context lasts.
 type Completer struct {
 	b        backend.Backend
 	maxBatch int
 	linger   time.Duration
 	log      *slog.Logger
-	onStale  func(refs []backend.JobRef)
+	onStale  func([]Item)
 	in       chan Item
+
+	// Submit holds mu shared while it sends; Close takes it exclusively to
+	// mark the completer closed, so no send can race the channel's close.
+	// quit is closed first, to free Submits blocked on a full buffer.
+	mu        sync.RWMutex
+	closed    bool
+	quit      chan struct{}
+	closeOnce sync.Once
 }
+
+// Tries of a write refused with an error other than unavailability before
+// the batch is split.
+const refusedTries = 3
 
 // NewCompleter returns a completer with room for buffer pending items,
 // writing at most maxBatch per call and lingering up to linger (0: never)
 // to fill a batch. onStale (may be nil) hears of outcomes the lease fence
 // refused.
-func NewCompleter(b backend.Backend, buffer, maxBatch int, linger time.Duration, log *slog.Logger, onStale func([]backend.JobRef)) *Completer {
-	return &Completer{b: b, maxBatch: maxBatch, linger: linger, log: log, onStale: onStale, in: make(chan Item, buffer)}
+func NewCompleter(b backend.Backend, buffer, maxBatch int, linger time.Duration, log *slog.Logger, onStale func([]Item)) *Completer {
+	return &Completer{
+		b: b, maxBatch: maxBatch, linger: linger, log: log, onStale: onStale,
+		in: make(chan Item, buffer), quit: make(chan struct{}),
+	}
 }
 
-// Submit queues an item, blocking while the buffer is full.
-func (c *Completer) Submit(it Item) { c.in <- it }
+// Submit queues an item, blocking while the buffer is full. It reports
+// false, queueing nothing, once Close was called: a handler that outlived
+// the worker's shutdown must not write (or panic on a closed channel); its
+// caller logs the dropped result.
+func (c *Completer) Submit(it Item) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		return false
+	}
+	select {
+	case c.in <- it:
+		return true
+	case <-c.quit:
+		return false
+	}
+}
 
-// Close says no more items will be submitted; Run then flushes what is
-// queued and returns. Call it once, after the last Submit.
-func (c *Completer) Close() { close(c.in) }
+// Close says no more items will be accepted; Run then flushes what is
+// queued and returns. Submits blocked on a full buffer return false. It is
+// safe to call more than once and concurrently with Submit.
+func (c *Completer) Close() {
+	c.closeOnce.Do(func() {
+		close(c.quit)
+		c.mu.Lock()
+		c.closed = true
+		close(c.in)
+		c.mu.Unlock()
+	})
+}
 
 // Run writes batches until Close and the buffer is empty. ctx bounds the
 // writes: cancelling it abandons what is unwritten (those jobs stay reserved
@@ -58,7 +110,20 @@ func (c *Completer) Close() { close(c.in) }
 // shutdown deadline.
 func (c *Completer) Run(ctx context.Context) {
 	batch := make([]Item, 0, c.maxBatch)
-	for it := range c.in {
+	for {
+		var it Item
+		select {
+		case <-ctx.Done():
+			if n := len(c.in); n > 0 {
+				c.log.Error("abandon job outcomes: the jobs stay reserved until their lease expires", "jobs", n)
+			}
+			return
+		case next, ok := <-c.in:
+			if !ok {
+				return
+			}
+			it = next
+		}
 		batch = append(batch[:0], it)
 		open := c.fill(&batch, nil)
 		if open && c.linger > 0 && len(batch) >= 2 && len(batch) < c.maxBatch {
@@ -98,53 +163,125 @@ func (c *Completer) fill(batch *[]Item, until <-chan time.Time) bool {
 	return true
 }
 
-// write applies one batch, retrying with backoff while the backend fails,
-// until it succeeds or ctx ends.
+// write applies one batch: the outcomes, then the releases, each retried
+// on its own so that a failed release never sends the written outcomes
+// again.
 func (c *Completer) write(ctx context.Context, batch []Item) {
-	var outcomes []backend.Outcome
-	var releases []backend.JobRef
+	var outcomes, releases []Item
 	for _, it := range batch {
 		if it.Release {
-			releases = append(releases, it.Outcome.Ref)
+			releases = append(releases, it)
 		} else {
-			outcomes = append(outcomes, it.Outcome)
+			outcomes = append(outcomes, it)
 		}
 	}
+	if len(outcomes) > 0 {
+		c.writeSplitting(ctx, "write job outcomes", outcomes, c.completeOnce)
+	}
+	if len(releases) > 0 {
+		c.writeSplitting(ctx, "release jobs", releases, c.releaseOnce)
+	}
+}
+
+// writeSplitting runs once over items until it succeeds: it waits out an
+// unavailable backend (with backoff, until ctx ends) and splits a batch
+// the backend refuses, so one bad item is isolated and the rest written.
+func (c *Completer) writeSplitting(ctx context.Context, op string, items []Item, once func(context.Context, []Item) error) {
 	backoff := 50 * time.Millisecond
-	for {
-		err := c.writeOnce(ctx, outcomes, releases)
+	for tries := 1; ; tries++ {
+		err := once(ctx, items)
 		if err == nil {
 			return
 		}
-		if ctx.Err() != nil {
-			c.log.Error("abandon job outcomes: jobs stay reserved until their lease expires",
-				"jobs", len(batch), "err", err)
+		if ctx.Err() != nil || errors.Is(err, backend.ErrClosed) {
+			c.log.Error(op+": abandoned; the jobs stay reserved until their lease expires",
+				"jobs", len(items), "err", err)
 			return
 		}
-		c.log.Warn("write job outcomes, will retry", "jobs", len(batch), "in", backoff, "err", err)
+		refused := errors.Is(err, backend.ErrInvalidInput) ||
+			(!errors.Is(err, backend.ErrUnavailable) && tries >= refusedTries)
+		if refused {
+			if len(items) > 1 {
+				mid := len(items) / 2
+				c.writeSplitting(ctx, op, items[:mid], once)
+				c.writeSplitting(ctx, op, items[mid:], once)
+				return
+			}
+			c.writeAlone(ctx, op, items[0], err, once)
+			return
+		}
+		c.log.Warn(op+", will retry", "jobs", len(items), "in", backoff, "err", err)
+		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
-		case <-time.After(backoff):
+		case <-t.C:
 		}
+		t.Stop()
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-func (c *Completer) writeOnce(ctx context.Context, outcomes []backend.Outcome, releases []backend.JobRef) error {
-	if len(outcomes) > 0 {
-		res, err := c.b.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes})
-		if err != nil {
-			return err
-		}
-		outcomes = outcomes[:0]
-		if len(res.Stale) > 0 && c.onStale != nil {
-			c.onStale(res.Stale)
+// writeAlone records an item the backend refused on its own as well as it
+// can: an outcome once more with a plain error text and no delay, and
+// failing that, nothing. Either way it is logged; an unwritten job stays
+// reserved until the lease sweep returns it.
+func (c *Completer) writeAlone(ctx context.Context, op string, it Item, refusal error, once func(context.Context, []Item) error) {
+	ref := it.Outcome.Ref
+	if !it.Release && it.Outcome.Kind != 0 {
+		plain := it
+		plain.Outcome.Error = "the attempt's error could not be stored: " + backend.ErrorText(refusal.Error())
+		plain.Outcome.RetryDelay = max(0, plain.Outcome.RetryDelay)
+		if err := once(ctx, []Item{plain}); err == nil {
+			c.log.Error(op+": the backend refused this outcome; wrote it with a plain error text",
+				"job_id", ref.ID, "attempt", ref.Attempt, "outcome", it.Outcome.Kind, "err", refusal)
+			return
 		}
 	}
-	if len(releases) > 0 {
-		if _, err := c.b.JobRelease(ctx, releases); err != nil {
-			return err
-		}
+	c.log.Error(op+": the backend refused this item; dropped it, the job returns when its lease expires",
+		"job_id", ref.ID, "attempt", ref.Attempt, "err", refusal)
+}
+
+func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
+	outcomes := make([]backend.Outcome, len(items))
+	for i, it := range items {
+		outcomes[i] = it.Outcome
+	}
+	res, err := c.b.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes})
+	if err != nil {
+		return err
+	}
+	if len(res.Stale) > 0 && c.onStale != nil {
+		c.onStale(staleItems(items, res.Stale))
 	}
 	return nil
+}
+
+func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
+	refs := make([]backend.JobRef, len(items))
+	for i, it := range items {
+		refs[i] = it.Outcome.Ref
+	}
+	n, err := c.b.JobRelease(ctx, refs)
+	if err != nil {
+		return err
+	}
+	if n < len(refs) {
+		c.log.Warn("released fewer jobs than asked: the others were taken over", "asked", len(refs), "released", n)
+	}
+	return nil
+}
+
+// staleItems picks the items whose refs the fence refused.
+func staleItems(items []Item, stale []backend.JobRef) []Item {
+	refused := make(map[backend.JobRef]bool, len(stale))
+	for _, r := range stale {
+		refused[r] = true
+	}
+	out := make([]Item, 0, len(stale))
+	for _, it := range items {
+		if refused[it.Outcome.Ref] {
+			out = append(out, it)
+		}
+	}
+	return out
 }

@@ -12,11 +12,23 @@ import (
 )
 
 // ErrLeaseLost is the cause given to a handler's context when its job's
-// lease could not be extended: another worker may already run the job.
+// lease is gone: the backend said another worker took the job over, or
+// heartbeats kept failing until the lease ran out, so another worker may
+// already run the job.
 var ErrLeaseLost = errors.New("lease lost")
 
-// LeaseExtender heartbeats every held job in one call per tick, so long
+// LeaseExtender heartbeats every held attempt in one call per tick, so long
 // handlers keep their lease, and cancels the handlers whose lease was lost.
+// Attempts are tracked by their JobRef, never by job ID alone: a job whose
+// lease was lost may be claimed again by the same worker while the old
+// attempt still runs, and each attempt keeps its own heartbeat.
+//
+// Each attempt has a lease deadline by this process's monotonic clock: the
+// start of the call that claimed or last extended it, plus the lease. The
+// backend's clock is what decides, but the backend cannot be asked when it
+// does not answer; a deadline measured from before the call is never later
+// than the backend's, so when heartbeats fail until it passes, the handler
+// is cancelled no later than other workers may take the job.
 type LeaseExtender struct {
 	b        backend.Backend
 	lease    time.Duration
@@ -24,62 +36,93 @@ type LeaseExtender struct {
 	log      *slog.Logger
 
 	mu   sync.Mutex
-	held map[int64]heldJob
+	held map[backend.JobRef]*heldJob
 }
 
 type heldJob struct {
-	ref    backend.JobRef
-	cancel context.CancelCauseFunc
+	cancel   context.CancelCauseFunc
+	deadline time.Time
 }
 
 // NewLeaseExtender extends held leases to lease every interval.
 func NewLeaseExtender(b backend.Backend, lease, interval time.Duration, log *slog.Logger) *LeaseExtender {
-	return &LeaseExtender{b: b, lease: lease, interval: interval, log: log, held: map[int64]heldJob{}}
+	return &LeaseExtender{b: b, lease: lease, interval: interval, log: log, held: map[backend.JobRef]*heldJob{}}
 }
 
-// Add starts heartbeating ref; cancel is called with ErrLeaseLost if the
+// Add starts heartbeating the attempt ref, whose lease runs out at
+// deadline unless extended; cancel is called with ErrLeaseLost if the
 // lease is lost.
-func (e *LeaseExtender) Add(ref backend.JobRef, cancel context.CancelCauseFunc) {
+func (e *LeaseExtender) Add(ref backend.JobRef, deadline time.Time, cancel context.CancelCauseFunc) {
 	e.mu.Lock()
-	e.held[ref.ID] = heldJob{ref: ref, cancel: cancel}
+	e.held[ref] = &heldJob{cancel: cancel, deadline: deadline}
 	e.mu.Unlock()
 }
 
-// Remove stops heartbeating the job.
-func (e *LeaseExtender) Remove(id int64) {
+// Remove stops heartbeating the attempt ref; other attempts of the same
+// job are untouched.
+func (e *LeaseExtender) Remove(ref backend.JobRef) {
 	e.mu.Lock()
-	delete(e.held, id)
+	delete(e.held, ref)
 	e.mu.Unlock()
+}
+
+// Held is the number of attempts being heartbeated.
+func (e *LeaseExtender) Held() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.held)
 }
 
 // Run extends held leases every interval until ctx ends.
 func (e *LeaseExtender) Run(ctx context.Context) { ticker.Loop(ctx, e.interval, e.RunOnce) }
 
-// RunOnce extends every held lease once.
+// RunOnce extends every held lease once. The call is bounded by the
+// interval, so a backend that hangs cannot keep the deadlines from being
+// checked.
 func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	e.mu.Lock()
 	refs := make([]backend.JobRef, 0, len(e.held))
-	for _, h := range e.held {
-		refs = append(refs, h.ref)
+	for ref := range e.held {
+		refs = append(refs, ref)
 	}
 	e.mu.Unlock()
 	if len(refs) == 0 {
 		return
 	}
-	lost, err := e.b.JobExtendLease(ctx, backend.ExtendLeaseParams{Refs: refs, Lease: e.lease})
-	if err != nil {
-		if ctx.Err() == nil {
-			e.log.Warn("extend job leases", "jobs", len(refs), "err", err)
-		}
+	start := time.Now()
+	callCtx, cancel := context.WithTimeout(ctx, e.interval)
+	lost, err := e.b.JobExtendLease(callCtx, backend.ExtendLeaseParams{Refs: refs, Lease: e.lease})
+	cancel()
+	if ctx.Err() != nil {
 		return
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if err != nil {
+		e.log.Warn("extend job leases", "jobs", len(refs), "err", err)
+		now := time.Now()
+		for ref, h := range e.held {
+			if !now.Before(h.deadline) {
+				e.log.Warn("job lease ran out while heartbeats failed; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
+				h.cancel(ErrLeaseLost)
+				delete(e.held, ref)
+			}
+		}
+		return
+	}
+	gone := make(map[backend.JobRef]bool, len(lost))
 	for _, ref := range lost {
-		if h, ok := e.held[ref.ID]; ok && h.ref == ref {
+		gone[ref] = true
+		if h, ok := e.held[ref]; ok {
 			e.log.Warn("job lease lost; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
 			h.cancel(ErrLeaseLost)
-			delete(e.held, ref.ID)
+			delete(e.held, ref)
+		}
+	}
+	deadline := start.Add(e.lease)
+	for _, ref := range refs {
+		if h, ok := e.held[ref]; ok && !gone[ref] {
+			h.deadline = deadline
 		}
 	}
 }

@@ -19,8 +19,11 @@ type LeaseSweeper struct {
 	onSweep  func(backend.SweepResult)
 }
 
+// sweepPage is how many expired leases one LeaseSweep call handles.
+const sweepPage = backend.DefaultSweepLimit
+
 // NewLeaseSweeper sweeps every interval; onSweep (may be nil) hears of each
-// sweep that changed something.
+// sweep call that moved jobs.
 func NewLeaseSweeper(b backend.Backend, interval time.Duration, log *slog.Logger, onSweep func(backend.SweepResult)) *LeaseSweeper {
 	return &LeaseSweeper{b: b, interval: interval, log: log, onSweep: onSweep}
 }
@@ -31,11 +34,10 @@ func (s *LeaseSweeper) Run(ctx context.Context) {
 	ticker.Loop(ctx, s.interval, s.RunOnce)
 }
 
-// RunOnce sweeps until no expired lease is left (in pages of 1000).
+// RunOnce sweeps until no expired lease is left, a page at a time.
 func (s *LeaseSweeper) RunOnce(ctx context.Context) {
-	const limit = 1000
 	for ctx.Err() == nil {
-		res, err := s.b.LeaseSweep(ctx, backend.SweepParams{Limit: limit})
+		res, err := s.b.LeaseSweep(ctx, backend.SweepParams{Limit: sweepPage})
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("sweep expired leases", "err", err)
@@ -48,7 +50,7 @@ func (s *LeaseSweeper) RunOnce(ctx context.Context) {
 				s.onSweep(res)
 			}
 		}
-		if res.Rescued+res.Failed < limit {
+		if res.Rescued+res.Failed < sweepPage {
 			return
 		}
 	}

@@ -2,8 +2,8 @@ package ticker
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"go.uber.org/goleak"
@@ -11,24 +11,24 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestBackground: the function runs repeatedly, and after stop returns it
-// never runs again and its goroutine is gone (goleak).
-func TestBackground(t *testing.T) {
-	var n atomic.Int32
-	ran := make(chan struct{}, 10)
-	stop := Background(time.Millisecond, func(ctx context.Context) {
-		n.Add(1)
-		select {
-		case ran <- struct{}{}:
-		default:
+// TestLoop: the function runs once per interval, the first one interval
+// after the start, and never again once the context has ended.
+func TestLoop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var at []time.Duration
+		began := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			Loop(ctx, time.Second, func(context.Context) { at = append(at, time.Since(began)) })
+		}()
+		time.Sleep(3500 * time.Millisecond)
+		cancel()
+		<-done
+		time.Sleep(5 * time.Second) // a stopped loop stays stopped
+		if len(at) != 3 || at[0] != time.Second || at[2] != 3*time.Second {
+			t.Fatalf("ran at %v; want 1s, 2s, 3s and nothing after the stop", at)
 		}
 	})
-	<-ran
-	<-ran
-	stop()
-	after := n.Load()
-	time.Sleep(10 * time.Millisecond) // a stopped loop must stay stopped
-	if n.Load() != after || after < 2 {
-		t.Fatalf("ran %d times before stop and %d after; want >= 2, then none", after, n.Load()-after)
-	}
 }

@@ -1,0 +1,86 @@
+package jobq
+
+import (
+	"context"
+	"time"
+)
+
+// WorkerHooks observe what a worker does with its jobs. They are the seam
+// that metrics, tracing and logging packages plug into without touching the
+// runtime: WorkerConfig.Hooks takes any number of them, called in order.
+// Every field is optional. Hooks run synchronously on the worker's own
+// goroutines (the job's, for Claimed, Started and Finished): keep them fast
+// and never block in them. A panicking hook is a bug in the hook; the
+// worker does not recover it.
+type WorkerHooks struct {
+	// Claimed: the worker claimed the job and is about to run it.
+	Claimed func(ClaimedEvent)
+	// Started: the handler is about to be called, with the handler's
+	// context (middleware runs inside it).
+	Started func(ctx context.Context, job *Job)
+	// Finished: an attempt ended and the worker decided what becomes of
+	// the job (Event.Kind); the write to the backend is queued, not yet
+	// done.
+	Finished func(Event)
+	// Rescued: this worker's lease sweep moved a job whose holder stopped
+	// heartbeating, back to pending or (attempts spent) to failed jobs.
+	Rescued func(RescuedEvent)
+	// Stale: the backend refused an outcome of this worker because the
+	// attempt no longer held the job (its lease was lost and the job was
+	// rescued or re-claimed).
+	Stale func(StaleEvent)
+}
+
+// ClaimedEvent describes a claimed job.
+type ClaimedEvent struct {
+	Job *Job
+	// Wait is how long the job was due before it was claimed (the
+	// backend's claim time minus the job's available time, both by the
+	// backend's clock; 0 when the backend did not say).
+	Wait time.Duration
+}
+
+// RescuedEvent describes a job a lease sweep moved.
+type RescuedEvent struct {
+	JobID   int64
+	Attempt int // the attempt whose lease expired
+	Queue   string
+	Type    string
+	Failed  bool // moved to failed jobs: its attempts were spent
+}
+
+// StaleEvent describes an outcome the lease fence refused.
+type StaleEvent struct {
+	JobID   int64
+	Attempt int
+	Queue   string
+	Type    string
+}
+
+// ClientHooks observe (and may annotate) what a client enqueues:
+// ClientConfig.Hooks takes any number of them, called in order. Every
+// field is optional.
+type ClientHooks struct {
+	// BeforeEnqueue runs for each job before it is validated and stored.
+	// It may add to the job's Metadata (a tracer injects its context
+	// there); an error refuses the whole call, and nothing is written.
+	BeforeEnqueue func(ctx context.Context, job *EnqueueInfo) error
+	// AfterEnqueue runs for each job once the insert returned, with the
+	// job's result or the call's error. For EnqueueTx the insert is part
+	// of the caller's transaction, which may still roll back.
+	AfterEnqueue func(ctx context.Context, job EnqueueInfo, res EnqueueResult, err error)
+}
+
+// EnqueueInfo is what client hooks see of a job being enqueued.
+type EnqueueInfo struct {
+	Type  string
+	Queue string
+	// Metadata is the job's metadata; BeforeEnqueue may set keys in it
+	// (it is never nil there).
+	Metadata map[string]string
+}
+
+// Middleware wraps a handler: it may act before and after next, change
+// the context, or return without calling it. Registry.Use installs it
+// around every handler of the registry.
+type Middleware func(next HandlerFunc) HandlerFunc

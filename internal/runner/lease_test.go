@@ -1,0 +1,229 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// cancelRecorder is a handler's cancel function that remembers its cause.
+type cancelRecorder struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (c *cancelRecorder) cancel(err error) {
+	c.mu.Lock()
+	c.err = err
+	c.mu.Unlock()
+}
+
+func (c *cancelRecorder) cause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+// TestLeaseExtenderKeysByAttempt: two attempts of one job held at once
+// (the job was lost and claimed again while the old attempt still ran)
+// each keep their own heartbeat: removing the old one leaves the new one
+// extended.
+func TestLeaseExtenderKeysByAttempt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMemory(t)
+		ctx0 := context.Background()
+		if _, err := mem.JobInsertMany(ctx0, []backend.InsertParams{{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 3}}); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := mem.JobClaim(ctx0, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: 3 * time.Second})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("claim: %d rows, %v", len(rows), err)
+		}
+		oldRef := rows[0].Ref()
+		// The attempt loses its lease; the same job is claimed again.
+		time.Sleep(4 * time.Second)
+		if _, err := mem.LeaseSweep(context.Background(), backend.SweepParams{}); err != nil {
+			t.Fatal(err)
+		}
+		again, err := mem.JobClaim(context.Background(), backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: 3 * time.Second})
+		if err != nil || len(again) != 1 {
+			t.Fatalf("second claim: %d rows, %v", len(again), err)
+		}
+		newRef := again[0].Ref()
+		if newRef.ID != oldRef.ID || newRef.Attempt == oldRef.Attempt {
+			t.Fatalf("the job was not claimed again with a new attempt: %v then %v", oldRef, newRef)
+		}
+		rec := &recorder{Backend: mem}
+		e := NewLeaseExtender(rec, 3*time.Second, time.Second, quiet)
+		var oldC, newC cancelRecorder
+		e.Add(oldRef, time.Now(), oldC.cancel)
+		e.Add(newRef, time.Now().Add(3*time.Second), newC.cancel)
+		e.Remove(oldRef) // the old attempt ends
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { e.Run(ctx) })
+		time.Sleep(10 * time.Second)
+		cancel()
+		wait()
+		if e.Held() != 1 {
+			t.Fatalf("the new attempt %v is no longer heartbeated after the old one %v ended", newRef, oldRef)
+		}
+		for _, refs := range rec.extendCalls() {
+			if !slices.Equal(refs, []backend.JobRef{newRef}) {
+				t.Fatalf("extended %v; want only the new attempt %v", refs, newRef)
+			}
+		}
+		if newC.cause() != nil {
+			t.Fatalf("the new attempt was cancelled: %v", newC.cause())
+		}
+		row, err := mem.JobGet(context.Background(), newRef.ID)
+		if err != nil || row.Status != backend.StatusReserved {
+			t.Fatalf("job after 10s of heartbeats with a 3s lease = %+v, %v; want still reserved", row, err)
+		}
+	})
+}
+
+// TestLeaseExtenderCancelsLostLease: an attempt the backend says is no
+// longer held is cancelled with ErrLeaseLost and dropped; the others are
+// extended.
+func TestLeaseExtenderCancelsLostLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 2, time.Minute)
+		e := NewLeaseExtender(mem, time.Minute, 20*time.Second, quiet)
+		var kept, lost cancelRecorder
+		e.Add(rows[0].Ref(), time.Now().Add(time.Minute), kept.cancel)
+		gone := backend.JobRef{ID: rows[1].ID, Attempt: rows[1].Attempts + 1}
+		e.Add(gone, time.Now().Add(time.Minute), lost.cancel)
+		e.RunOnce(context.Background())
+		if !errors.Is(lost.cause(), ErrLeaseLost) || kept.cause() != nil {
+			t.Fatalf("causes: lost %v, kept %v; want ErrLeaseLost for the lost attempt only", lost.cause(), kept.cause())
+		}
+		if e.Held() != 1 {
+			t.Fatalf("%d attempts held; want 1", e.Held())
+		}
+	})
+}
+
+// TestLeaseExtenderCancelsWhenHeartbeatsFail: a worker cut off from its
+// backend keeps its handlers running while the lease lasts, and cancels
+// them with ErrLeaseLost once it has run out; a successful heartbeat moves
+// the deadline.
+func TestLeaseExtenderCancelsWhenHeartbeatsFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 1, 3*time.Second)
+		var failing atomic.Bool
+		rec := &recorder{Backend: mem, extendErr: func(int) error {
+			if failing.Load() {
+				return backend.ErrUnavailable
+			}
+			return nil
+		}}
+		var log logLines
+		e := NewLeaseExtender(rec, 3*time.Second, time.Second, log.logger())
+		var c cancelRecorder
+		e.Add(rows[0].Ref(), time.Now().Add(3*time.Second), c.cancel)
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { e.Run(ctx) })
+		defer func() { cancel(); wait() }()
+
+		time.Sleep(5500 * time.Millisecond) // five good heartbeats: deadline now 5s + 3s
+		failing.Store(true)
+		time.Sleep(2 * time.Second) // 7.5s: failing, but the lease lasts until 8s
+		if c.cause() != nil {
+			t.Fatalf("cancelled at 7.5s with the lease extended to 8s: %v", c.cause())
+		}
+		time.Sleep(time.Second) // the tick at 8s finds the deadline passed
+		if !errors.Is(c.cause(), ErrLeaseLost) {
+			t.Fatalf("cause at 8.5s = %v; want ErrLeaseLost once the lease ran out", c.cause())
+		}
+		if e.Held() != 0 || !strings.Contains(log.String(), "lease ran out") {
+			t.Fatalf("held %d, log %s; want the attempt dropped and the loss logged", e.Held(), log.String())
+		}
+	})
+}
+
+// hangingExtend never answers a heartbeat until its context ends.
+type hangingExtend struct{ backend.Backend }
+
+func (hangingExtend) JobExtendLease(ctx context.Context, _ backend.ExtendLeaseParams) ([]backend.JobRef, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestLeaseExtenderBoundsHangingCalls: a backend that never answers cannot
+// keep the extender from noticing that the lease ran out.
+func TestLeaseExtenderBoundsHangingCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 1, 3*time.Second)
+		e := NewLeaseExtender(hangingExtend{mem}, 3*time.Second, time.Second, quiet)
+		var c cancelRecorder
+		e.Add(rows[0].Ref(), time.Now().Add(3*time.Second), c.cancel)
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { e.Run(ctx) })
+		time.Sleep(5 * time.Second)
+		cancel()
+		wait()
+		if !errors.Is(c.cause(), ErrLeaseLost) {
+			t.Fatalf("cause after 5s of a hanging backend with a 3s lease = %v; want ErrLeaseLost", c.cause())
+		}
+	})
+}
+
+// TestLeaseSweeperRescuesInPages: the sweep returns expired jobs in pages
+// until none is left, and reports every job it moved.
+func TestLeaseSweeperRescuesInPages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = sweepPage + 5
+		mem, _ := claimed(t, n, time.Second)
+		time.Sleep(2 * time.Second)
+		var moved []backend.SweptJob
+		s := NewLeaseSweeper(mem, time.Hour, quiet, func(r backend.SweepResult) { moved = append(moved, r.Jobs...) })
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { s.Run(ctx) })
+		synctest.Wait()
+		cancel()
+		wait()
+		if len(moved) != n {
+			t.Fatalf("sweep reported %d jobs; want %d in two pages", len(moved), n)
+		}
+		for _, j := range moved {
+			if !j.Failed || j.Queue != "q" || j.Type != "t" {
+				t.Fatalf("swept %+v; want failed (one attempt allowed) with queue q and type t", j)
+			}
+		}
+		if f, _ := mem.FailedList(context.Background(), backend.FailedListParams{Limit: 2000}); len(f) != n {
+			t.Fatalf("%d failed jobs; want %d", len(f), n)
+		}
+	})
+}
+
+// failingSweep fails every sweep.
+type failingSweep struct{ backend.Backend }
+
+func (failingSweep) LeaseSweep(context.Context, backend.SweepParams) (backend.SweepResult, error) {
+	return backend.SweepResult{}, backend.ErrUnavailable
+}
+
+// TestLeaseSweeperLogsErrors: a failed sweep is logged and tried again on
+// the next tick.
+func TestLeaseSweeperLogsErrors(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var log logLines
+		s := NewLeaseSweeper(failingSweep{newMemory(t)}, time.Second, log.logger(), nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { s.Run(ctx) })
+		time.Sleep(2500 * time.Millisecond)
+		cancel()
+		wait()
+		if got := strings.Count(log.String(), "sweep expired leases"); got != 3 {
+			t.Fatalf("%d sweep errors logged in 2.5s; want 3 (at start, 1s, 2s): %s", got, log.String())
+		}
+	})
+}

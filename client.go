@@ -112,10 +112,8 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResu
 	if err != nil {
 		return nil, err
 	}
+	// The backend's error already names the step ("insert jobs: …").
 	rows, err := c.b.JobInsertMany(ctx, params)
-	if err != nil {
-		err = fmt.Errorf("enqueue: %w", err)
-	}
 	res := toResults(rows)
 	c.afterEnqueue(ctx, params, res, err)
 	return res, err
@@ -134,9 +132,6 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 		return 0, err
 	}
 	rows, err := txi.JobInsertManyTx(ctx, tx, params)
-	if err != nil {
-		err = fmt.Errorf("enqueue %s in transaction: %w", typ, err)
-	}
 	c.afterEnqueue(ctx, params, toResults(rows), err)
 	if err != nil {
 		return 0, err

@@ -36,6 +36,14 @@
 // expires, so handlers should be idempotent (UniqueKey helps at enqueue,
 // CompleteTx at completion on SQL backends).
 //
+// # Observing
+//
+// Registry.Use wraps every handler in middleware; WorkerConfig.Hooks and
+// ClientConfig.Hooks observe claims (with the time a job waited), starts,
+// outcomes, lease rescues, refused outcomes and enqueues. Metrics and
+// tracing packages are written on these seams, and Metadata carries trace
+// context and tags from the enqueuer to the handler.
+//
 // # Operating
 //
 // An Inspector counts jobs per queue and state and lists, shows, replays and

@@ -76,14 +76,18 @@ func OpenWith(ctx context.Context, url string, opts OpenOptions) (Backend, error
 	}
 	b, err := open(ctx, url, opts)
 	if err != nil {
-		return nil, redactError(err, url)
+		return nil, RedactError(err, url)
 	}
 	return b, nil
 }
 
-// redactError scrubs the URL's secrets from err's text, keeping what
-// errors.Is and errors.As find.
-func redactError(err error, url string) error {
+// RedactError scrubs the secrets of the backend URL url from err's text
+// (see Redact), keeping what errors.Is and errors.As find. It returns err
+// itself when there was nothing to scrub, and nil for nil.
+func RedactError(err error, url string) error {
+	if err == nil {
+		return nil
+	}
 	msg := err.Error()
 	if clean := Redact(msg, url); clean != msg {
 		return &redactedError{msg: clean, err: err}

@@ -110,7 +110,7 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) error {
 	}
 	b, err := backend.Open(ctx, url)
 	if err != nil {
-		return fmt.Errorf("open %s: %w", url, err)
+		return err // it names the store and the step
 	}
 	defer b.Close()
 

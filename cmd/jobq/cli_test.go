@@ -114,6 +114,13 @@ func TestBadInput(t *testing.T) {
 		{"bad run-at", []string{"enqueue", "x", "{}", "--run-at", "tomorrow"}, "RFC 3339"},
 		{"bad duration", []string{"enqueue", "x", "{}", "--delay", "5"}, "--delay"},
 		{"http payload", []string{"enqueue", "http", `{"url":"ftp://x"}`}, "scheme must be http or https"},
+		{"http method typo", []string{"enqueue", "http", `{"url":"http://x","method":"POTS"}`}, `method "POTS" is not one of GET, HEAD, POST`},
+		{"http connect", []string{"enqueue", "http", `{"url":"http://x","method":"connect"}`}, "CONNECT"},
+		{"http field type", []string{"enqueue", "http", `{"url":"http://x","timeout":10}`}, `"timeout" is a JSON number, want a string`},
+		{"file and args", []string{"enqueue", "x", "{}", "--file", "-"}, "not both"},
+		{"file and unique", []string{"enqueue", "--file", "-", "--unique", "k"}, "unique_key"},
+		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
+		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},
 		{"arg count", []string{"enqueue", "x"}, "TYPE and PAYLOAD"},
 		{"unknown command", []string{"nope"}, `unknown command "nope"`},
 		{"unknown subcommand", []string{"failed", "nope"}, "list, purge, retry, show"},
@@ -177,7 +184,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("migrate: %q, %v", r.out, r.err)
 	}
 	r = run(t, "--db", "memory:", "migrate")
-	if r.err != nil || !strings.Contains(r.out, "no schema") {
-		t.Fatalf("migrate memory: %q, %v", r.out, r.err)
+	if r.code() != 2 || !strings.Contains(r.err.Error(), "vanish") {
+		t.Fatalf("migrate memory: exit %d, %v; want it refused", r.code(), r.err)
 	}
 }

@@ -79,7 +79,7 @@ in --db. Needs no server: the default is the SQLite file jobq.db. Takes a few
 seconds.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			return a.withBackend(cmd.Context(), mayCreate, func(b backend.Backend) error {
 				return a.runDemo(cmd.Context(), b)
 			})
 		},
@@ -249,7 +249,7 @@ func (a *app) runDemo(ctx context.Context, b backend.Backend) error {
 		PollInterval:    demoPoll,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		OnEvent:         func(ev jobq.Event) { events <- ev },
+		Hooks:           []jobq.WorkerHooks{{Finished: func(ev jobq.Event) { events <- ev }}},
 	})
 	if err != nil {
 		return err
@@ -264,7 +264,7 @@ func (a *app) runDemo(ctx context.Context, b backend.Backend) error {
 	outcome := a.watchDemo(ctx, in, w, run, events, screen)
 	stopWorker()
 	// Keep taking events while the worker stops, so no handler blocks in
-	// OnEvent; once Run returns no attempt is left to report.
+	// the Finished hook; once Run returns no attempt is left to report.
 	for stopped := false; !stopped; {
 		select {
 		case err := <-ran:

@@ -21,39 +21,79 @@ type enqueueFlags struct {
 	priority    int
 	maxAttempts int
 	unique      string
+	metadata    map[string]string
+	file        string
 }
 
 func (a *app) newEnqueueCmd() *cobra.Command {
 	var f enqueueFlags
 	cmd := &cobra.Command{
-		Use:   "enqueue TYPE PAYLOAD",
-		Short: "Add a job and print its id",
+		Use:   "enqueue TYPE PAYLOAD | --file FILE",
+		Short: "Add a job and print its id, or many from a JSON Lines file",
 		Long: `Add a job of type TYPE with the JSON text PAYLOAD ('-' reads it from stdin)
 and print its id. The built-in "http" type, run by 'jobq worker', sends a
-request; 2xx is success, 408, 429, 5xx and network errors are retried
-(honouring Retry-After), any other status fails the job for good:
+request; 2xx is success, 408, 429, 5xx (but 501) and network errors are
+retried (honouring Retry-After), any other status fails the job for good:
 
   jobq enqueue http '{"url":"https://example.com/hook","method":"POST",
     "headers":{"Authorization":"Bearer t"},"body":{"event":"signup"},"timeout":"10s"}'
 
-url is required (http or https); method defaults to POST with a body, GET
-without; a string body is sent as text, any other JSON value as JSON;
-timeout bounds one attempt (default 30s).
+url is required (http or https); method is one of GET, HEAD, POST, PUT,
+PATCH, DELETE, OPTIONS and TRACE (any case; default POST with a body, GET
+without); another method, such as PROPFIND, is sent only with
+"extension_method": true, so a typo like "POTS" is refused here. A string
+body is sent as text, any other JSON value as JSON; timeout bounds one
+attempt (default 30s).
 
 With --unique KEY, while a job with that key is pending or reserved nothing
 new is added: the existing job's id is printed with a "duplicate" note, and
-the exit code is still 0.`,
-		Args: exactArgs(2, "TYPE and PAYLOAD"),
+the exit code is still 0.
+
+With --file FILE ('-' for stdin), each line is one job, a JSON object:
+
+  {"type":"http","payload":{"url":"https://example.com/hook"},"queue":"hooks",
+   "priority":5,"max_attempts":10,"delay":"90s","run_at":"2030-01-02T15:04:05Z",
+   "unique_key":"order-7","metadata":{"tenant":"acme"}}
+
+Only "type" is required ("payload" defaults to {}); delay and run_at
+exclude each other; other fields are refused. --queue, --priority,
+--max-attempts, --delay, --run-at and --metadata are defaults for lines
+that omit the field (a line's delay or run_at replaces both defaults; its
+metadata adds to --metadata). Blank lines are skipped. Jobs are stored in
+batches of 1000 lines, each batch checked whole before it is stored and
+stored all or nothing. For each job one line is printed: its id, or its
+id and a tab and "duplicate" when a live job already held its unique key
+(nothing added). A summary goes to stderr. A bad line stops the command
+(exit 2) naming the line, how many jobs earlier batches stored and the
+line to resume from; nothing of its batch is stored.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if f.file != "" {
+				if len(args) > 0 {
+					return usagef("%s: give TYPE and PAYLOAD or --file, not both (see '%s --help')", cmd.CommandPath(), cmd.CommandPath())
+				}
+				return nil
+			}
+			return exactArgs(2, "TYPE and PAYLOAD (or --file FILE)")(cmd, args)
+		},
+		PreRunE: a.requireDurable,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			def, err := f.defaults(cmd)
+			if err != nil {
+				return err
+			}
+			if f.file != "" {
+				return a.enqueueFile(cmd, f.file, def)
+			}
 			payload, err := readPayload(cmd, args[1])
 			if err != nil {
 				return err
 			}
-			opts, err := f.options(cmd, args[0], payload)
+			def.typ, def.payload = args[0], payload
+			spec, err := def.spec()
 			if err != nil {
 				return err
 			}
-			return a.enqueue(cmd, args[0], payload, opts)
+			return a.enqueue(cmd, spec)
 		},
 	}
 	fl := cmd.Flags()
@@ -63,6 +103,8 @@ the exit code is still 0.`,
 	fl.IntVar(&f.priority, "priority", 0, "higher runs first (-1000..1000)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", jobq.DefaultMaxAttempts, "tries before the job moves to failed jobs (1..1000)")
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
+	fl.StringToStringVar(&f.metadata, "metadata", nil, "metadata the handler can read, e.g. tenant=acme,trace=abc (repeatable)")
+	fl.StringVar(&f.file, "file", "", "enqueue the jobs of this JSON Lines `FILE`, one per line ('-' reads stdin)")
 	return cmd
 }
 
@@ -77,8 +119,8 @@ func readPayload(cmd *cobra.Command, arg string) ([]byte, error) {
 			return nil, fmt.Errorf("read payload from stdin: %w", err)
 		}
 	}
-	if len(payload) > jobq.DefaultMaxPayloadBytes {
-		return nil, usagef("payload is over the %d-byte (1 MiB) limit: store large data elsewhere and pass a reference", jobq.DefaultMaxPayloadBytes)
+	if err := checkPayloadSize(len(payload)); err != nil {
+		return nil, err
 	}
 	var v any
 	if err := json.Unmarshal(payload, &v); err != nil {
@@ -87,62 +129,114 @@ func readPayload(cmd *cobra.Command, arg string) ([]byte, error) {
 	return payload, nil
 }
 
-// options checks the flags (and the job as a whole, with the same rules
-// the backend applies) so bad input never opens or creates a database.
-func (f *enqueueFlags) options(cmd *cobra.Command, typ string, payload []byte) ([]jobq.EnqueueOption, error) {
-	p := backend.InsertParams{
-		Queue: f.queue, Type: typ, Payload: payload, Priority: f.priority,
-		MaxAttempts: f.maxAttempts, Delay: f.delay, UniqueKey: f.unique,
+// checkPayloadSize refuses a payload over the client's limit in the command
+// line's words (the client's own error names its Go configuration).
+func checkPayloadSize(n int) error {
+	if n > jobq.DefaultMaxPayloadBytes {
+		return usagef("payload is over the %d-byte (1 MiB) limit: store large data elsewhere and pass a reference", jobq.DefaultMaxPayloadBytes)
 	}
-	opts := []jobq.EnqueueOption{
-		jobq.Queue(f.queue), jobq.Priority(f.priority), jobq.MaxAttempts(f.maxAttempts),
+	return nil
+}
+
+// jobInput is one job as the command line describes it: TYPE, PAYLOAD and
+// the flags, or one line of --file over the flags as defaults.
+type jobInput struct {
+	typ         string
+	payload     []byte
+	queue       string
+	priority    int
+	maxAttempts int
+	delay       time.Duration
+	runAt       time.Time
+	unique      string
+	metadata    map[string]string
+}
+
+// defaults checks the flags and returns them as the job they describe, so
+// bad input never opens or creates a database.
+func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
+	in := jobInput{
+		queue: f.queue, priority: f.priority, maxAttempts: f.maxAttempts,
+		delay: f.delay, unique: f.unique, metadata: f.metadata,
+	}
+	if f.file != "" && f.unique != "" {
+		return in, usagef("--unique names one job: give each line of --file its own \"unique_key\"")
 	}
 	if f.runAt != "" {
 		if cmd.Flags().Changed("delay") {
-			return nil, usagef("use --delay or --run-at, not both")
+			return in, usagef("use --delay or --run-at, not both")
 		}
 		t, err := time.Parse(time.RFC3339, f.runAt)
 		if err != nil {
-			return nil, usagef("--run-at %q is not an RFC 3339 time: use e.g. 2030-01-02T15:04:05Z or 2030-01-02T15:04:05+02:00", f.runAt)
+			return in, usagef("--run-at %q is not an RFC 3339 time: use e.g. 2030-01-02T15:04:05Z or 2030-01-02T15:04:05+02:00", f.runAt)
 		}
-		p.RunAt = t
-		opts = append(opts, jobq.RunAt(t))
+		in.runAt = t
 	}
 	if f.delay < 0 {
-		return nil, usagef("--delay %s is negative: use a positive duration such as 30s", f.delay)
+		return in, usagef("--delay %s is negative: use a positive duration such as 30s", f.delay)
 	}
-	if f.delay > 0 {
-		opts = append(opts, jobq.Delay(f.delay))
-	}
-	if f.unique != "" {
-		opts = append(opts, jobq.UniqueKey(f.unique))
-	}
-	if err := backend.ValidateInsert(p); err != nil {
-		return nil, err
-	}
-	if typ == httpJobType {
-		// The worker would fail it permanently on its first attempt.
-		if _, _, err := buildRequest(payload); err != nil {
-			return nil, usagef("http job payload: %v (see 'jobq enqueue --help')", err)
-		}
-	}
-	return opts, nil
+	return in, nil
 }
 
-func (a *app) enqueue(cmd *cobra.Command, typ string, payload []byte, opts []jobq.EnqueueOption) error {
+// spec checks the job with the rules the backend applies (and, for an http
+// job, those its worker would apply on the first attempt) and returns it
+// for the client.
+func (in jobInput) spec() (jobq.JobSpec, error) {
+	if err := checkPayloadSize(len(in.payload)); err != nil {
+		return jobq.JobSpec{}, err
+	}
+	p := backend.InsertParams{
+		Queue: in.queue, Type: in.typ, Payload: in.payload, Priority: in.priority,
+		MaxAttempts: in.maxAttempts, Delay: in.delay, RunAt: in.runAt, UniqueKey: in.unique,
+		Metadata: in.metadata,
+	}
+	if err := backend.ValidateInsert(p); err != nil {
+		return jobq.JobSpec{}, err
+	}
+	if in.typ == httpJobType {
+		// The worker would fail it permanently on its first attempt.
+		if _, _, err := buildRequest(in.payload); err != nil {
+			return jobq.JobSpec{}, usagef("http job payload: %v (see 'jobq enqueue --help')", err)
+		}
+	}
+	opts := []jobq.EnqueueOption{
+		jobq.Queue(in.queue), jobq.Priority(in.priority), jobq.MaxAttempts(in.maxAttempts),
+	}
+	if !in.runAt.IsZero() {
+		opts = append(opts, jobq.RunAt(in.runAt))
+	}
+	if in.delay > 0 {
+		opts = append(opts, jobq.Delay(in.delay))
+	}
+	if in.unique != "" {
+		opts = append(opts, jobq.UniqueKey(in.unique))
+	}
+	if len(in.metadata) > 0 {
+		opts = append(opts, jobq.Metadata(in.metadata))
+	}
+	return jobq.JobSpec{Type: in.typ, Payload: json.RawMessage(in.payload), Options: opts}, nil
+}
+
+// newClient returns a client over b. The registry matters only for the
+// sync: backend, which runs the job inside Enqueue; the transport is closed
+// when the command ends.
+func newClient(b backend.Backend) (*jobq.Client, func(), error) {
+	reg := jobq.NewRegistry()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	registerHTTP(reg, &http.Client{Transport: tr})
+	client, err := jobq.NewClient(b, jobq.ClientConfig{Registry: reg})
+	return client, tr.CloseIdleConnections, err
+}
+
+func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {
 	ctx := cmd.Context()
-	return a.withBackend(ctx, func(b backend.Backend) error {
-		// The registry matters only for the sync: backend, which runs the
-		// job inside Enqueue.
-		reg := jobq.NewRegistry()
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		defer tr.CloseIdleConnections()
-		registerHTTP(reg, &http.Client{Transport: tr})
-		client, err := jobq.NewClient(b, jobq.ClientConfig{Registry: reg})
+	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+		client, done, err := newClient(b)
+		defer done()
 		if err != nil {
 			return err
 		}
-		id, err := client.Enqueue(ctx, typ, json.RawMessage(payload), opts...)
+		id, err := client.Enqueue(ctx, spec.Type, spec.Payload, spec.Options...)
 		if errors.Is(err, jobq.ErrDuplicate) {
 			fmt.Fprintln(a.out, id)
 			fmt.Fprintf(a.errOut, "duplicate of job %d: a job with unique key %q is still pending or reserved, so nothing new was enqueued\n", id, cmd.Flag("unique").Value)

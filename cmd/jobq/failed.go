@@ -18,10 +18,15 @@ func (a *app) newFailedCmd() *cobra.Command {
 		Use:   "failed",
 		Short: "List, show, replay and purge failed jobs",
 		Long: `Jobs that ran out of attempts, or failed permanently, wait in the failed
-jobs table with their payload and last error until replayed or purged.`,
+jobs table with their payload and last error until replayed or purged.
+These commands never create a store: a --db without a jobq schema is an
+error (exit 1) that names the 'jobq migrate' command creating it.`,
 	}
 	requireSubcommand(cmd)
 	cmd.AddCommand(a.newFailedListCmd(), a.newFailedShowCmd(), a.newFailedRetryCmd(), a.newFailedPurgeCmd())
+	for _, sub := range cmd.Commands() {
+		sub.PreRunE = a.requireDurable
+	}
 	return cmd
 }
 
@@ -38,6 +43,18 @@ func (f *filterFlags) filter() jobq.FailedFilter {
 }
 
 func (f *filterFlags) set() bool { return f.queue != "" || f.typ != "" }
+
+// check refuses a --queue that no job can have, which would otherwise
+// match nothing without a word.
+func (f *filterFlags) check() error {
+	if f.queue == "" {
+		return nil
+	}
+	if err := backend.ValidateQueue(f.queue); err != nil {
+		return usagef("--queue: %v", err)
+	}
+	return nil
+}
 
 func (a *app) newFailedListCmd() *cobra.Command {
 	var (
@@ -57,7 +74,10 @@ func (a *app) newFailedListCmd() *cobra.Command {
 			if before < 0 {
 				return usagef("--before %d: use a failed job ID from a previous page", before)
 			}
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				jobs, err := jobq.NewInspector(b).FailedPage(cmd.Context(), f.filter(), limit, before)
 				if err != nil {
 					return err
@@ -105,7 +125,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				j, err := jobq.NewInspector(b).Failed(cmd.Context(), ids[0])
 				if errors.Is(err, jobq.ErrNotFound) {
 					return fmt.Errorf("failed job %d not found: see 'jobq failed list' for the IDs", ids[0])
@@ -158,6 +178,9 @@ func (s *selection) add(cmd *cobra.Command, verb string) {
 // that nothing acts on every failed job unless --all or a filter says so.
 // narrowed reports a filter beyond the shared ones (purge's --older-than).
 func (s *selection) ids(cmd *cobra.Command, args []string, narrowed bool) ([]int64, error) {
+	if err := s.f.check(); err != nil {
+		return nil, err
+	}
 	filtered := s.all || s.f.set() || narrowed
 	if len(args) > 0 && filtered {
 		return nil, usagef("%s: give failed job IDs or filters (--all, --queue, --type...), not both", cmd.CommandPath())
@@ -178,7 +201,7 @@ func (a *app) newFailedRetryCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				in := jobq.NewInspector(b)
 				var replayed, skipped int
 				if len(ids) > 0 {
@@ -229,13 +252,16 @@ deletes the rest, so the table can be bounded by count; with --queue or
 				return usagef("%s: --keep cannot be combined with failed job IDs, --all or --older-than (narrow it with --queue and --type)", cmd.CommandPath())
 			}
 			var ids []int64
+			var err error
 			if keep == 0 {
-				var err error
-				if ids, err = s.ids(cmd, args, olderThan > 0); err != nil {
-					return err
-				}
+				ids, err = s.ids(cmd, args, olderThan > 0)
+			} else {
+				err = s.f.check()
 			}
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				in := jobq.NewInspector(b)
 				var n int
 				var err error

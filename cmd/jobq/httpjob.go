@@ -9,9 +9,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq"
 )
@@ -22,10 +24,13 @@ import (
 //	jobq enqueue http '{"url":"https://example.com/hook","method":"POST",
 //	  "headers":{"Authorization":"Bearer x"},"body":{"event":"signup"},"timeout":"10s"}'
 //
-// method defaults to POST when there is a body, else GET. A body that is a
-// JSON string is sent as that text; any other JSON value is sent as JSON
-// (with Content-Type application/json unless headers set one). timeout
-// bounds one attempt and defaults to 30s.
+// method defaults to POST when there is a body, else GET; it must be one of
+// httpMethods (any case) unless "extension_method" is true, so a typo such
+// as "POTS" is refused at enqueue and fails the job for good in a worker
+// instead of reaching a server. A body that is a JSON string is sent as
+// that text; any other JSON value is sent as JSON (with Content-Type
+// application/json unless headers set one). timeout bounds one attempt and
+// defaults to 30s.
 
 const (
 	httpJobType        = "http"
@@ -42,6 +47,19 @@ type httpPayload struct {
 	Headers map[string]string `json:"headers"`
 	Body    json.RawMessage   `json:"body"`
 	Timeout string            `json:"timeout"`
+	// ExtensionMethod sends Method as given (case kept) even when it is not
+	// one of httpMethods: WebDAV's PROPFIND, a vendor's PURGE.
+	ExtensionMethod bool `json:"extension_method"`
+}
+
+const httpPayloadFields = "url, method, headers, body, timeout, extension_method"
+
+// httpMethods are the request methods of RFC 9110 (and PATCH, RFC 5789)
+// that name an action on the url. CONNECT is left out: it asks a proxy for
+// a tunnel to a host, so the url's path would never reach a server.
+var httpMethods = []string{
+	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+	http.MethodDelete, http.MethodOptions, http.MethodTrace,
 }
 
 // registerHTTP adds the http job type to reg, sending requests with client.
@@ -57,9 +75,9 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 	if err != nil {
 		return jobq.Permanent(fmt.Errorf("http job payload: %w", err))
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	attemptCtx, cancel := context.WithTimeoutCause(ctx, timeout, errHTTPTimeout{timeout})
 	defer cancel()
-	resp, err := client.Do(req.WithContext(ctx))
+	resp, err := client.Do(req.WithContext(attemptCtx))
 	if err != nil {
 		// Network errors and timeouts may pass: retry. The *url.Error's
 		// own text repeats the URL unredacted, so keep only its cause.
@@ -67,16 +85,53 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		switch {
+		case ctx.Err() != nil:
+			// The worker ended the attempt: say why (shutdown, lost lease).
+			if cause := context.Cause(ctx); !errors.Is(err, cause) {
+				err = fmt.Errorf("%w: %w", err, cause)
+			}
+		case attemptCtx.Err() != nil:
+			err = context.Cause(attemptCtx) // the payload's timeout: name it
+		}
 		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
-	return classify(req, resp, snippet)
+	return classify(req, resp, trimPartialRune(snippet))
+}
+
+// errHTTPTimeout is the cause of an attempt cut off by the payload's
+// timeout; it matches context.DeadlineExceeded.
+type errHTTPTimeout struct{ d time.Duration }
+
+func (e errHTTPTimeout) Error() string {
+	return fmt.Sprintf("no response within the job's %s timeout (the payload's \"timeout\", default %s)", e.d, httpDefaultTimeout)
+}
+
+func (e errHTTPTimeout) Is(target error) bool { return target == context.DeadlineExceeded }
+
+// trimPartialRune drops a multi-byte UTF-8 character cut in two at the end
+// of b, as a byte limit on a response body does, so the error text holds
+// only whole characters.
+func trimPartialRune(b []byte) []byte {
+	for i := 1; i < utf8.UTFMax && i <= len(b); i++ {
+		if !utf8.RuneStart(b[len(b)-i]) {
+			continue // a continuation byte: look further back for the start
+		}
+		if !utf8.FullRune(b[len(b)-i:]) {
+			return b[:len(b)-i]
+		}
+		return b
+	}
+	return b
 }
 
 // classify turns a response into the job's outcome: 2xx done; 408, 429 and
-// 5xx retried (after Retry-After when given); anything else permanent.
+// 5xx but 501 retried (after Retry-After when given); anything else, 501
+// Not Implemented included (the server does not support the method, and
+// will not later), permanent.
 func classify(req *http.Request, resp *http.Response, snippet []byte) error {
 	code := resp.StatusCode
 	if code >= 200 && code < 300 {
@@ -86,7 +141,9 @@ func classify(req *http.Request, resp *http.Response, snippet []byte) error {
 	if body := strings.TrimSpace(string(snippet)); body != "" {
 		err = fmt.Errorf("%w: %s", err, body)
 	}
-	if code != http.StatusRequestTimeout && code != http.StatusTooManyRequests && code < 500 {
+	retryable := code == http.StatusRequestTimeout || code == http.StatusTooManyRequests ||
+		code >= 500 && code != http.StatusNotImplemented
+	if !retryable {
 		return jobq.Permanent(err)
 	}
 	if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
@@ -117,7 +174,7 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields() // a misspelt "heders" should fail, not be ignored
 	if err := dec.Decode(&p); err != nil {
-		return nil, 0, fmt.Errorf("decode: %w", err)
+		return nil, 0, errors.New(describeJSONError(err, httpPayloadFields))
 	}
 	u, err := url.Parse(p.URL)
 	switch {
@@ -140,12 +197,9 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	method := strings.ToUpper(p.Method)
-	if method == "" {
-		method = http.MethodGet
-		if body != nil {
-			method = http.MethodPost
-		}
+	method, err := requestMethod(p.Method, p.ExtensionMethod, body != nil)
+	if err != nil {
+		return nil, 0, err
 	}
 	var rd io.Reader
 	if body != nil {
@@ -165,6 +219,33 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 		req.Header.Set("User-Agent", "jobq")
 	}
 	return req, timeout, nil
+}
+
+// requestMethod checks the payload's method: a standard one in any case,
+// or with extension any token, sent as given.
+func requestMethod(m string, extension, hasBody bool) (string, error) {
+	switch {
+	case m == "" && hasBody:
+		return http.MethodPost, nil
+	case m == "":
+		return http.MethodGet, nil
+	case extension:
+		return m, nil // http.NewRequest checks it is a token
+	case slices.Contains(httpMethods, strings.ToUpper(m)):
+		return strings.ToUpper(m), nil
+	case strings.EqualFold(m, http.MethodConnect):
+		return "", errors.New(`method CONNECT asks a proxy for a tunnel and is not supported; use one of ` + strings.Join(httpMethods, ", "))
+	}
+	return "", fmt.Errorf(`method %q is not one of %s; for an extension method such as PROPFIND set "extension_method": true`, shorten(m, 32), strings.Join(httpMethods, ", "))
+}
+
+// shorten cuts s to at most n bytes on a rune boundary, marking the cut,
+// so a huge argument is not echoed whole in an error.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return string(trimPartialRune([]byte(s[:n]))) + "…"
 }
 
 // requestBody returns the bytes to send: a JSON string's text, or any other

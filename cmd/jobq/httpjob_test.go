@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
@@ -31,7 +33,7 @@ func workHTTPJob(t *testing.T, h http.HandlerFunc, payload func(url string) stri
 		PollInterval: 10 * time.Millisecond,
 		Retry:        jobq.RetryPolicy{Base: 10 * time.Millisecond, NoJitter: true},
 		Logger:       slog.New(slog.DiscardHandler),
-		OnEvent:      func(e jobq.Event) { events <- e },
+		Hooks:        []jobq.WorkerHooks{{Finished: func(e jobq.Event) { events <- e }}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,6 +161,11 @@ func TestHTTPJobOutcomes(t *testing.T) {
 		{"503 retries", `{"url":"` + status(503) + `"}`, false},
 		{"network error retries", `{"url":"` + closed.URL + `"}`, false},
 		{"400 is permanent", `{"url":"` + status(400) + `"}`, true},
+		{"501 is permanent", `{"url":"` + status(501) + `"}`, true},
+		{"502 retries", `{"url":"` + status(502) + `"}`, false},
+		{"method typo", `{"url":"http://example.com","method":"POTS"}`, true},
+		{"connect", `{"url":"http://example.com","method":"CONNECT"}`, true},
+		{"extension method not a token", `{"url":"http://example.com","method":"NO PE","extension_method":true}`, true},
 		{"no url", `{"method":"POST"}`, true},
 		{"bad scheme", `{"url":"ftp://example.com/x"}`, true},
 		{"no host", `{"url":"http:///x"}`, true},
@@ -192,6 +199,98 @@ func TestParseRetryAfter(t *testing.T) {
 	for _, c := range cases {
 		if got, ok := parseRetryAfter(c.in, now); got != c.want || ok != c.ok {
 			t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+// TestHTTPJobMethods: standard methods in any case; anything else only
+// with extension_method, sent as given.
+func TestHTTPJobMethods(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Method }))
+	t.Cleanup(srv.Close)
+	cases := []struct{ payload, want string }{
+		{`{"url":"` + srv.URL + `"}`, "GET"},
+		{`{"url":"` + srv.URL + `","body":"x"}`, "POST"},
+		{`{"url":"` + srv.URL + `","method":"put"}`, "PUT"},
+		{`{"url":"` + srv.URL + `","method":"Patch"}`, "PATCH"},
+		{`{"url":"` + srv.URL + `","method":"PROPFIND","extension_method":true}`, "PROPFIND"},
+		{`{"url":"` + srv.URL + `","method":"purge","extension_method":true}`, "purge"},
+	}
+	for _, c := range cases {
+		if err := deliver(t.Context(), srv.Client(), []byte(c.payload)); err != nil {
+			t.Errorf("%s: %v", c.payload, err)
+			continue
+		}
+		if m := <-got; m != c.want {
+			t.Errorf("%s: server saw %s, want %s", c.payload, m, c.want)
+		}
+	}
+	err := deliver(t.Context(), srv.Client(), []byte(`{"url":"`+srv.URL+`","method":"PROPFIND"}`))
+	if !jobq.IsPermanent(err) || !strings.Contains(err.Error(), `"extension_method": true`) {
+		t.Errorf("PROPFIND without extension_method: %v, want a permanent error naming extension_method", err)
+	}
+	select {
+	case m := <-got:
+		t.Errorf("a refused method reached the server as %s", m)
+	default:
+	}
+}
+
+// TestHTTPJobTimeoutNamesIt: an attempt cut off by the payload's timeout
+// says so (and is retried); one cut off by the worker says the worker's
+// reason instead.
+func TestHTTPJobTimeoutNamesIt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(srv.Close)
+	payload := []byte(`{"url":"` + srv.URL + `","timeout":"50ms"}`)
+	err := deliver(t.Context(), srv.Client(), payload)
+	if err == nil || jobq.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) ||
+		!strings.Contains(err.Error(), "no response within the job's 50ms timeout") {
+		t.Fatalf("timed-out attempt: %v; want a retryable error naming the 50ms timeout", err)
+	}
+
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errors.New("lease lost"))
+	err = deliver(ctx, srv.Client(), []byte(`{"url":"`+srv.URL+`"}`))
+	if err == nil || !strings.HasSuffix(err.Error(), "lease lost") || strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("attempt cancelled by the worker: %v; want its cause and no mention of the job's timeout", err)
+	}
+}
+
+// TestHTTPJobErrorBodyCutOnRune: the 512-byte excerpt of a response body
+// never ends inside a multi-byte character.
+func TestHTTPJobErrorBodyCutOnRune(t *testing.T) {
+	t.Parallel()
+	body := strings.Repeat("a", httpErrorBody-1) + "é and more"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, body, http.StatusInternalServerError)
+	}))
+	t.Cleanup(srv.Close)
+	err := deliver(t.Context(), srv.Client(), []byte(`{"url":"`+srv.URL+`"}`))
+	if err == nil || !utf8.ValidString(err.Error()) || !strings.HasSuffix(err.Error(), ": "+strings.Repeat("a", httpErrorBody-1)) {
+		t.Fatalf("error %q: want valid UTF-8 ending with the 511 whole bytes", err)
+	}
+}
+
+func TestTrimPartialRune(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"":              "",
+		"abc":           "abc",
+		"aé":            "aé",
+		"a\xc3":         "a",
+		"a€":            "a€",
+		"a\xe2\x82":     "a",
+		"a\xf0\x9f\x98": "a",
+		"a😀":            "a😀",
+		"a\x80":         "a\x80", // not a cut character: left to the error-text normaliser
+		"\xff":          "\xff",
+	} {
+		if got := string(trimPartialRune([]byte(in))); got != want {
+			t.Errorf("trimPartialRune(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -16,10 +16,10 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// withBackend opens the --db backend, runs fn and closes it, so no command
-// forgets to release the file or connection.
-func (a *app) withBackend(ctx context.Context, fn func(b backend.Backend) error) error {
-	b, err := a.open(ctx)
+// withBackend opens the --db backend (see openMode), runs fn and closes it,
+// so no command forgets to release the file or connection.
+func (a *app) withBackend(ctx context.Context, mode openMode, fn func(b backend.Backend) error) error {
+	b, err := a.open(ctx, mode)
 	if err != nil {
 		return err
 	}

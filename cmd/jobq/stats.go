@@ -23,8 +23,11 @@ func (a *app) newStatsCmd() *cobra.Command {
 		Long: `Count jobs per queue: pending (due now), scheduled (delayed or backing off
 before a retry), reserved (running) and failed (in the failed jobs table).
 With --watch the table is redrawn every --interval until Ctrl-C; with --json
-each count is one JSON line.`,
-		Args: exactArgs(0, "no arguments"),
+each count is one JSON line. It never creates a store: a --db without a
+jobq schema is an error (exit 1) that names the 'jobq migrate' command
+creating it.`,
+		Args:    exactArgs(0, "no arguments"),
+		PreRunE: a.requireDurable,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := positive(cmd, "interval", interval); err != nil {
 				return err
@@ -32,7 +35,7 @@ each count is one JSON line.`,
 			if cmd.Flags().Changed("interval") && !watch {
 				return usagef("--interval only applies with --watch")
 			}
-			return a.withBackend(cmd.Context(), func(b backend.Backend) error {
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				in := jobq.NewInspector(b)
 				if !watch {
 					return a.printStats(cmd.Context(), in, asJSON, false)

@@ -48,7 +48,11 @@ func TestStatsWatchRedrawsUntilCancelled(t *testing.T) {
 
 func TestStatsEmpty(t *testing.T) {
 	t.Parallel()
-	r := run(t, "--db", tempDB(t), "stats")
+	db := tempDB(t)
+	if r := run(t, "--db", db, "migrate"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	r := run(t, "--db", db, "stats")
 	if r.err != nil || !strings.Contains(r.out, "TOTAL  0        0          0         0") {
 		t.Fatalf("stats on an empty db: %q, %v", r.out, r.err)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -29,9 +30,14 @@ func (a *app) newWorkerCmd() *cobra.Command {
 		Short: "Run a worker for the built-in http job type until SIGTERM or Ctrl-C",
 		Long: `Run a worker that claims jobs from the given queues and runs the built-in
 "http" job type (see 'jobq enqueue --help'). On SIGTERM or Ctrl-C it stops
-claiming, lets running jobs finish for up to --shutdown-timeout, releases the
-rest back to pending and exits 0. Your own job types run in your own Go
-program with the jobq library.`,
+claiming, lets running jobs finish for up to --shutdown-timeout, cancels the
+rest and gives them back to pending at once, and exits 0 (a job's first three
+give-backs do not count as attempts; later ones do, so a job that always
+outlives the grace period ends in failed jobs). A second SIGTERM or Ctrl-C exits at once
+(code 143 or 130) without waiting: jobs still running stay reserved until
+their --lease expires, then another worker runs them again. It creates and
+migrates the --db store if needed, and logs it with any password shown as
+xxxxx. Your own job types run in your own Go program with the jobq library.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(cmd)
@@ -101,12 +107,22 @@ func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, jsonLogs bool
 	registerHTTP(reg, &http.Client{Transport: tr})
 
 	ctx := cmd.Context()
-	return a.withBackend(ctx, func(b backend.Backend) error {
+	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
 		w, err := jobq.NewWorker(b, reg, cfg)
 		if err != nil {
 			return err
 		}
-		cfg.Logger.Info("jobq worker", "db", a.db, "types", reg.Types())
+		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types())
+		logged := make(chan struct{})
+		stop := context.AfterFunc(ctx, func() {
+			defer close(logged)
+			cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
+		})
+		defer func() {
+			if !stop() {
+				<-logged // no line written after the command returns
+			}
+		}()
 		return w.Run(ctx)
 	})
 }

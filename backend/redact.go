@@ -2,6 +2,7 @@ package backend
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -99,15 +100,15 @@ func Secrets(raw string) []string {
 				}
 			}
 		}
-	} else if pw := unparsedPassword(raw); pw != "" {
+	}
+	// The password as written in the URL, %-escapes and all.
+	if pw := unparsedPassword(raw); pw != "" {
 		add(pw)
 	}
+	slices.Sort(out)
+	out = slices.Compact(out)
 	// Longest first, so a secret containing another is replaced whole.
-	for i := 1; i < len(out); i++ {
-		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
+	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
 }
 
@@ -132,12 +133,11 @@ func unparsedPassword(raw string) string {
 	if at < 0 {
 		return ""
 	}
-	userinfo := rest[:at]
-	if slash := strings.IndexAny(userinfo, "/?#"); slash >= 0 {
-		return ""
-	}
-	_, pw, ok := strings.Cut(userinfo, ":")
-	if !ok {
+	// The password may hold '/', '?' or '#' (often why the URL does not
+	// parse); the user name before it cannot, or this '@' was not the
+	// userinfo's.
+	user, pw, ok := strings.Cut(rest[:at], ":")
+	if !ok || strings.ContainsAny(user, "/?#") {
 		return ""
 	}
 	return pw

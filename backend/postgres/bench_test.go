@@ -40,11 +40,18 @@ func BenchmarkInsertSingleParallel(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "jobs/s")
 }
 
-// BenchmarkInsertBatch1000: 1,000 jobs per call.
-func BenchmarkInsertBatch1000(b *testing.B) {
+// BenchmarkInsertBatch1000: 1,000 jobs per call (COPY).
+func BenchmarkInsertBatch1000(b *testing.B) { benchInsertBatch(b, 1000) }
+
+// BenchmarkInsertBatch32: 32 jobs per call, below copyMinRows: the
+// one-statement insert fed by arrays (unnest).
+func BenchmarkInsertBatch32(b *testing.B) { benchInsertBatch(b, 32) }
+
+// benchInsertBatch inserts n jobs per call.
+func benchInsertBatch(b *testing.B, n int) {
 	be := openTest(b, Options{})
 	ctx := context.Background()
-	params := make([]backend.InsertParams, 1000)
+	params := make([]backend.InsertParams, n)
 	for i := range params {
 		params[i] = testJob("q")
 	}

@@ -30,12 +30,18 @@ var errQueryTimeout = errors.New("query timeout")
 //     backend.ErrInvalidInput;
 //   - anything else (a bug, a missing table): wrapped as is.
 //
-// ctx is the context the failed call ran under (after QueryTimeout was
-// applied), so a timeout can be told from a cancellation.
+// The text never shows the URL's secrets (see redactError). ctx is the
+// context the failed call ran under (after QueryTimeout was applied), so a
+// timeout can be told from a cancellation.
 func (b *Backend) mapError(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	return backend.RedactError(b.classify(ctx, op, err), b.url)
+}
+
+// classify is mapError before redaction.
+func (b *Backend) classify(ctx context.Context, op string, err error) error {
 	if b.closed.Load() {
 		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
 	}

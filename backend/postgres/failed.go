@@ -2,10 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
@@ -13,15 +13,19 @@ import (
 
 // FailedList implements backend.Backend.
 func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
+	const op = "list failed jobs"
 	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err == nil {
+		err = backend.ValidateFilter(params.Filter)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("list failed jobs: %w", err)
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	before := pgtype.Int8{Int64: params.BeforeID, Valid: params.BeforeID > 0}
-	queue, typ, failedBefore := filterArgs(params.Filter)
+	args := append(filterArgs(params.Filter), before, limit)
 	var jobs []*backend.FailedJob
-	err = b.do(ctx, "list failed jobs", func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, b.q.failedList, queue, typ, failedBefore, before, limit)
+	err = b.do(ctx, op, func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.q.failedList, args...)
 		if err != nil {
 			return err
 		}
@@ -39,23 +43,48 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 	return getOne(ctx, b, fmt.Sprintf("get failed job %d", id), b.q.failedGet, id, scanFailed)
 }
 
-// FailedReplay implements backend.Backend in one transaction: when listed
-// IDs are missing it rolls back and returns backend.ErrNotFound, replaying
-// none of them.
+// FailedReplay implements backend.Backend. Listed IDs are replayed in one
+// transaction: when some are missing it rolls back and returns
+// backend.ErrNotFound, replaying none of them. A replay by filter is a
+// series of statements of at most backend.ChunkSize jobs each, each its
+// own transaction; when one fails, the result counts the chunks already
+// committed and the error says why the rest were not replayed.
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
-	ids := distinctIDs(params.IDs)
-	queue, typ, failedBefore := filterArgs(params.Filter)
+	const op = "replay failed jobs"
+	if ids := distinctIDs(params.IDs); ids != nil {
+		return b.replayIDs(ctx, op, ids)
+	}
+	if err := backend.ValidateFilter(params.Filter); err != nil {
+		return backend.ReplayResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var res backend.ReplayResult
+	err := b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
+		var replayed int64
+		var due []string
+		args := append(filterArgs(params.Filter), after, backend.ChunkSize)
+		err = b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...).Scan(&last, &matched, &replayed, &due)
+		if err == nil {
+			res.Replayed += int(replayed)
+			res.Skipped += int(matched - replayed)
+			b.wake(due)
+		}
+		return last, matched, err
+	})
+	return res, err
+}
+
+// replayIDs replays the listed failed jobs, all or none.
+func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backend.ReplayResult, error) {
 	var res backend.ReplayResult
 	var due []string
-	err := b.do(ctx, "replay failed jobs", func(ctx context.Context) error {
+	err := b.do(ctx, op, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+			var last pgtype.Int8
 			var matched, replayed int64
-			err := tx.QueryRow(ctx, b.q.failedReplay, ids, queue, typ, failedBefore).
-				Scan(&matched, &replayed, &due)
-			if err != nil {
+			if err := tx.QueryRow(ctx, b.q.failedReplayIDs, ids).Scan(&last, &matched, &replayed, &due); err != nil {
 				return err
 			}
-			if ids != nil && int(matched) < len(ids) {
+			if int(matched) < len(ids) {
 				return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(matched), len(ids), backend.ErrNotFound)
 			}
 			res = backend.ReplayResult{Replayed: int(replayed), Skipped: int(matched - replayed)}
@@ -69,35 +98,91 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	return res, nil
 }
 
-// FailedPurge implements backend.Backend in one statement.
+// FailedPurge implements backend.Backend. Listed IDs go in one statement;
+// a purge by filter (with or without KeepNewest) is a series of statements
+// of at most backend.ChunkSize jobs each, and when one fails the count
+// covers the chunks already committed.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
 	const op = "purge failed jobs"
-	if err := backend.ValidatePurge(params); err != nil {
+	err := backend.ValidatePurge(params)
+	if err == nil {
+		err = backend.ValidateFilter(params.Filter)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	ids := distinctIDs(params.IDs)
-	queue, typ, failedBefore := filterArgs(params.Filter)
-	var n int64
-	err := b.do(ctx, op, func(ctx context.Context) error {
-		var tag pgconn.CommandTag
-		var err error
-		if params.KeepNewest > 0 {
-			tag, err = b.pool.Exec(ctx, b.q.failedKeep, queue, typ, failedBefore, params.KeepNewest)
-		} else {
-			tag, err = b.pool.Exec(ctx, b.q.failedPurge, ids, queue, typ, failedBefore)
+	if ids := distinctIDs(params.IDs); ids != nil {
+		var n int64
+		err := b.do(ctx, op, func(ctx context.Context) error {
+			tag, err := b.pool.Exec(ctx, b.q.failedPurgeIDs, ids)
+			n = tag.RowsAffected()
+			return err
+		})
+		return int(n), err
+	}
+	var below pgtype.Int8 // NULL: no bound
+	if params.KeepNewest > 0 {
+		found := false
+		err := b.do(ctx, op, func(ctx context.Context) error {
+			args := append(filterArgs(params.Filter), params.KeepNewest)
+			err := b.pool.QueryRow(ctx, b.q.failedKeepBound, args...).Scan(&below)
+			found = err == nil
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			return err
+		})
+		if err != nil || !found {
+			return 0, err // !found: no more match than are kept
 		}
-		n = tag.RowsAffected()
-		return err
+	}
+	var deleted int
+	err = b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
+		var n int64
+		args := append(filterArgs(params.Filter), after, below, backend.ChunkSize)
+		err = b.pool.QueryRow(ctx, b.q.failedPurgeChunk, args...).Scan(&last, &matched, &n)
+		if err == nil {
+			deleted += int(n)
+		}
+		return last, matched, err
 	})
-	return int(n), err
+	return deleted, err
 }
 
-// filterArgs turns a filter into the nullable parameters the failed_jobs
-// statements take (NULL matches everything).
-func filterArgs(f backend.FailedFilter) (queue, typ pgtype.Text, failedBefore pgtype.Timestamptz) {
-	return pgtype.Text{String: f.Queue, Valid: f.Queue != ""},
+// chunks runs one chunk of a replay or purge by filter after another until
+// a chunk comes back short. Each call of chunk handles the matching failed
+// jobs above the cursor after (0 at first), at most backend.ChunkSize, and
+// returns the highest id it selected (the next cursor) and how many it
+// selected. Each chunk is one statement, retried by do on its own.
+func (b *Backend) chunks(ctx context.Context, op string, chunk func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error)) error {
+	var after int64
+	for {
+		var last pgtype.Int8
+		var matched int64
+		err := b.do(ctx, op, func(ctx context.Context) error {
+			var err error
+			last, matched, err = chunk(ctx, after)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if matched < backend.ChunkSize || !last.Valid {
+			return nil
+		}
+		after = last.Int64
+	}
+}
+
+// filterArgs turns a filter into the nullable parameters $1..$4 of the
+// failed_jobs statements (see failedFilter; NULL matches everything).
+func filterArgs(f backend.FailedFilter) []any {
+	return []any{
+		pgtype.Text{String: f.Queue, Valid: f.Queue != ""},
 		pgtype.Text{String: f.Type, Valid: f.Type != ""},
-		pgtype.Timestamptz{Time: f.FailedBefore, Valid: !f.FailedBefore.IsZero()}
+		pgtype.Timestamptz{Time: f.FailedBefore, Valid: !f.FailedBefore.IsZero()},
+		pgtype.Int8{Int64: micros(f.OlderThan), Valid: f.OlderThan > 0},
+	}
 }
 
 // distinctIDs drops repeats; nil for none, which the statements read as
@@ -122,11 +207,15 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 	var (
 		f         backend.FailedJob
 		uniqueKey pgtype.Text
+		metadata  []byte
 	)
 	err := row.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts,
-		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt)
+		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata)
 	if err != nil {
 		return nil, err
+	}
+	if f.Metadata, err = decodeMetadata(metadata); err != nil {
+		return nil, fmt.Errorf("failed job %d: %w", f.ID, err)
 	}
 	f.UniqueKey = uniqueKey.String
 	return &f, nil

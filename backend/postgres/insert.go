@@ -174,6 +174,7 @@ func insertArgs(params []backend.InsertParams, idx []int) []any {
 	delays := make([]int64, n)
 	runAt := make([]pgtype.Timestamptz, n)
 	keys := make([]pgtype.Text, n)
+	var metadata []pgtype.Text // NULL, which unnest pads with NULLs, unless some job has metadata
 	for j, i := range idx {
 		p := params[i]
 		queues[j] = p.Queue
@@ -184,14 +185,24 @@ func insertArgs(params []backend.InsertParams, idx []int) []any {
 		delays[j] = micros(p.Delay)
 		runAt[j] = pgtype.Timestamptz{Time: p.RunAt, Valid: !p.RunAt.IsZero()}
 		keys[j] = pgtype.Text{String: p.UniqueKey, Valid: p.UniqueKey != ""}
+		if len(p.Metadata) > 0 {
+			if metadata == nil {
+				metadata = make([]pgtype.Text, n)
+			}
+			metadata[j] = encodeMetadata(p.Metadata)
+		}
 	}
-	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys}
+	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys, metadata}
 }
 
 // insertOneArgs builds sqlInsertOne's parameters.
 func insertOneArgs(p backend.InsertParams) []any {
+	var metadata any // NULL
+	if len(p.Metadata) > 0 {
+		metadata = encodeMetadata(p.Metadata)
+	}
 	return []any{p.Queue, p.Type, string(p.Payload), int32(p.Priority), int32(p.MaxAttempts),
-		micros(p.Delay), pgtype.Timestamptz{Time: p.RunAt, Valid: !p.RunAt.IsZero()}}
+		micros(p.Delay), pgtype.Timestamptz{Time: p.RunAt, Valid: !p.RunAt.IsZero()}, metadata}
 }
 
 // copyMinRows is the batch size from which COPY beats the one-statement
@@ -228,19 +239,31 @@ func (b *Backend) copyInsert(ctx context.Context, params []backend.InsertParams)
 		return nil, nil, err
 	}
 	slices.Sort(ids) // so ids increase in input order, as a plain insert's do
+	columns := copyColumns
+	withMetadata := slices.ContainsFunc(params, func(p backend.InsertParams) bool { return len(p.Metadata) > 0 })
+	if withMetadata {
+		columns = append(slices.Clip(copyColumns), copyMetadataColumn)
+	}
 	rows := make([][]any, len(params))
 	results := make([]backend.InsertResult, len(params))
 	seen := map[string]bool{}
 	var queues []string
 	for i, p := range params {
 		rows[i] = []any{ids[i], p.Queue, p.Type, json.RawMessage(p.Payload), p.Priority, p.MaxAttempts}
+		if withMetadata {
+			var metadata any // NULL
+			if m := encodeMetadata(p.Metadata); m.Valid {
+				metadata = json.RawMessage(m.String)
+			}
+			rows[i] = append(rows[i], metadata)
+		}
 		results[i] = backend.InsertResult{ID: ids[i]}
 		if !seen[p.Queue] {
 			seen[p.Queue] = true
 			queues = append(queues, p.Queue)
 		}
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{b.opts.Schema, "jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{b.opts.Schema, "jobs"}, columns, pgx.CopyFromRows(rows)); err != nil {
 		return nil, nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

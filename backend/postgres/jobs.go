@@ -76,11 +76,19 @@ func kindCode(k backend.OutcomeKind) int32 {
 // JobComplete implements backend.Backend: the whole batch is one statement
 // (see sqlComplete), one round trip and one commit however many outcomes it
 // carries. A ref repeated within the batch applies once; its repeats are
-// reported stale.
+// reported stale. Error texts are stored as backend.PrepareOutcomes
+// normalises them, so no text the server would refuse (invalid UTF-8, a
+// NUL byte) reaches it; should the server refuse a batch's data anyway,
+// the error wraps backend.ErrInvalidInput (see mapError) and the runtime
+// isolates the outcome by splitting the batch.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
 	n := len(params.Outcomes)
 	if n == 0 {
 		return backend.CompleteResult{}, nil
+	}
+	outcomes, err := backend.PrepareOutcomes(params.Outcomes)
+	if err != nil {
+		return backend.CompleteResult{}, fmt.Errorf("complete jobs: %w", err)
 	}
 	ids := make([]int64, 0, n)
 	attempts := make([]int32, 0, n)
@@ -89,10 +97,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	errs := make([]string, 0, n)
 	seen := make(map[backend.JobRef]bool, n)
 	var repeats []backend.JobRef
-	for i, o := range params.Outcomes {
-		if err := backend.ValidateOutcome(o); err != nil {
-			return backend.CompleteResult{}, fmt.Errorf("complete jobs: outcome %d: %w", i, err)
-		}
+	for _, o := range outcomes {
 		code := kindCode(o.Kind)
 		if seen[o.Ref] {
 			repeats = append(repeats, o.Ref)
@@ -108,7 +113,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	var appliedIDs []int64
 	var appliedAttempts []int32
 	var due []string
-	err := b.do(ctx, "complete jobs", func(ctx context.Context) error {
+	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
 		return b.pool.QueryRow(ctx, b.q.complete, ids, attempts, kinds, delays, errs).
 			Scan(&appliedIDs, &appliedAttempts, &due)
 	})
@@ -121,7 +126,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		applied[backend.JobRef{ID: id, Attempt: int(appliedAttempts[i])}] = true
 	}
 	var res backend.CompleteResult
-	for _, o := range params.Outcomes {
+	for _, o := range outcomes {
 		if !seen[o.Ref] {
 			continue
 		}
@@ -169,8 +174,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	return lost, nil
 }
 
-// JobRelease implements backend.Backend in one statement; released jobs
-// wake subscribers of their queues.
+// JobRelease implements backend.Backend in one statement (see sqlRelease):
+// free releases, counted ones and moves to failed_jobs alike. Jobs back in
+// pending wake subscribers of their queues.
 func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
 	if len(refs) == 0 {
 		return 0, nil
@@ -179,7 +185,8 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 	var released int64
 	var due []string
 	err := b.do(ctx, "release jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.q.release, ids, attempts).Scan(&released, &due)
+		return b.pool.QueryRow(ctx, b.q.release, ids, attempts, int32(backend.MaxFreeReleases), backend.ReleasedError).
+			Scan(&released, &due)
 	})
 	if err != nil {
 		return 0, err
@@ -195,16 +202,38 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	if err != nil {
 		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
-	var rescued, failed int64
-	var due []string
+	var res backend.SweepResult
 	err = b.do(ctx, "sweep leases", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.q.sweep, limit).Scan(&rescued, &failed, &due)
+		res = backend.SweepResult{}
+		rows, err := b.pool.Query(ctx, b.q.sweep, limit)
+		if err != nil {
+			return err
+		}
+		var j backend.SweptJob
+		_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Queue, &j.Type, &j.Failed}, func() error {
+			res.Jobs = append(res.Jobs, j)
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return backend.SweepResult{}, err
 	}
+	var due []string
+	seen := map[string]bool{}
+	for _, j := range res.Jobs {
+		if j.Failed {
+			res.Failed++
+			continue
+		}
+		res.Rescued++
+		if !seen[j.Queue] {
+			seen[j.Queue] = true
+			due = append(due, j.Queue)
+		}
+	}
 	b.wake(due)
-	return backend.SweepResult{Rescued: int(rescued), Failed: int(failed)}, nil
+	return res, nil
 }
 
 // JobGet implements backend.Backend.
@@ -259,11 +288,16 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		status                 string
 		reservedAt, leaseUntil pgtype.Timestamptz
 		lastError, uniqueKey   pgtype.Text
+		metadata               []byte
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
-		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey)
+		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
+		&j.Releases, &metadata)
 	if err != nil {
 		return nil, err
+	}
+	if j.Metadata, err = decodeMetadata(metadata); err != nil {
+		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.Status = backend.Status(status)
 	if j.Status != backend.StatusPending && j.Status != backend.StatusReserved {

@@ -133,6 +133,42 @@ func (b *Backend) checkVersion(ctx context.Context) error {
 	return nil
 }
 
+// checkExisting is Open's check with Options.Existing: the schema must hold
+// jobq's tables at this build's version. It only reads (no lock, no DDL),
+// and anything missing or older is backend.ErrNoSchema saying what and how
+// to create it.
+func (b *Backend) checkExisting(ctx context.Context) error {
+	const op = "open postgres"
+	s := quoteIdent(b.opts.Schema)
+	var exists, hasVersion, hasTables bool
+	err := b.do(ctx, op, func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, sqlSchemaState, b.opts.Schema, s+".jobq_schema_version", s+".jobs", s+".failed_jobs").
+			Scan(&exists, &hasVersion, &hasTables)
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case !exists:
+		return fmt.Errorf("%s: %w: schema %q does not exist in the database at %s ('jobq migrate' creates it)",
+			op, backend.ErrNoSchema, b.opts.Schema, b.host)
+	case !hasVersion || !hasTables:
+		return fmt.Errorf("%s: %w: schema %q holds no jobq tables ('jobq migrate' creates them)",
+			op, backend.ErrNoSchema, b.opts.Schema)
+	}
+	version, err := b.currentVersion(ctx)
+	switch {
+	case err != nil:
+		return err
+	case version > LatestVersion():
+		return b.tooNew(version)
+	case version < LatestVersion():
+		return fmt.Errorf("%s: %w: schema %q is at version %d, this jobq needs %d ('jobq migrate' upgrades it)",
+			op, backend.ErrNoSchema, b.opts.Schema, version, LatestVersion())
+	}
+	return nil
+}
+
 // currentVersion reads the schema version without writing: 0 when the
 // schema or its version table does not exist yet.
 func (b *Backend) currentVersion(ctx context.Context) (int, error) {

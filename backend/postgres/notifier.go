@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/jobq/jobq/internal/lifecycle"
 )
 
 // Subscribe implements backend.Notifier with LISTEN/NOTIFY on the channel
@@ -62,7 +64,9 @@ func (s *subscription) wake() {
 	}
 }
 
-// listener owns the LISTEN connection and the subscriber set.
+// listener owns the LISTEN connection and the subscriber set. Its loop
+// runs in the Backend's lifecycle group from the first Subscribe until
+// Close.
 type listener struct {
 	b *Backend
 
@@ -70,8 +74,6 @@ type listener struct {
 	subs    map[*subscription]struct{}
 	running bool
 	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
 
 	pid atomic.Uint32 // backend pid of the live LISTEN connection; 0 while down
 }
@@ -94,9 +96,7 @@ func (l *listener) subscribe(queues []string) (<-chan struct{}, func()) {
 	if !l.running {
 		// The listener's lifetime is the Backend's: it ends in Close,
 		// not with any caller's context.
-		ctx, cancel := context.WithCancel(context.Background())
-		l.running, l.cancel, l.done = true, cancel, make(chan struct{})
-		go l.run(ctx)
+		l.running = l.b.background.Start(context.Background(), lifecycle.Component{Name: "postgres listener", Run: l.run})
 	}
 	var once sync.Once
 	return s.ch, func() {
@@ -143,24 +143,20 @@ func (l *listener) wakeAll() {
 	}
 }
 
-// close stops the loop and waits for it. Idempotent.
-func (l *listener) close() {
+// stop drops every subscriber and keeps the loop from starting; Close
+// calls it before stopping the lifecycle group, which ends a running loop.
+// Idempotent.
+func (l *listener) stop() {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.stopped = true
-	cancel, done := l.cancel, l.done
 	l.subs = map[*subscription]struct{}{}
-	l.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
 }
 
 // run is the listener loop: connect and LISTEN, deliver notifications until
 // the connection fails, then reconnect with backoff. It returns when ctx
 // ends.
 func (l *listener) run(ctx context.Context) {
-	defer close(l.done)
 	backoff := time.Duration(0)
 	for ctx.Err() == nil {
 		if backoff > 0 {
@@ -241,8 +237,9 @@ const minNotifyInterval = 2 * time.Millisecond
 // sender sends the NOTIFY hints for statements that already committed
 // (see sqlNotify). Hints for queues that pile up while one is in flight go
 // out together in the next, so however many enqueuers run, at most one
-// NOTIFY transaction per Backend is open at a time. It runs from the first
-// send until Close. A hint that fails to send is dropped: workers poll.
+// NOTIFY transaction per Backend is open at a time. Its loop runs in the
+// Backend's lifecycle group from the first send until Close. A hint that
+// fails to send is dropped: workers poll.
 type sender struct {
 	b *Backend
 
@@ -251,8 +248,6 @@ type sender struct {
 	running bool
 	stopped bool
 	kick    chan struct{}
-	cancel  context.CancelFunc
-	done    chan struct{}
 }
 
 func newSender(b *Backend) *sender {
@@ -271,9 +266,7 @@ func (s *sender) send(queues []string) {
 	}
 	if !s.running {
 		// Like the listener, the sender lives as long as the Backend.
-		ctx, cancel := context.WithCancel(context.Background())
-		s.running, s.cancel, s.done = true, cancel, make(chan struct{})
-		go s.run(ctx)
+		s.running = s.b.background.Start(context.Background(), lifecycle.Component{Name: "postgres sender", Run: s.run})
 	}
 	s.mu.Unlock()
 	select {
@@ -282,21 +275,16 @@ func (s *sender) send(queues []string) {
 	}
 }
 
-// close stops the loop and waits for it; pending hints are dropped.
-// Idempotent.
-func (s *sender) close() {
+// stop keeps the loop from starting and drops later hints; Close calls it
+// before stopping the lifecycle group, which ends a running loop (pending
+// hints are dropped). Idempotent.
+func (s *sender) stop() {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stopped = true
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
 }
 
 func (s *sender) run(ctx context.Context) {
-	defer close(s.done)
 	for {
 		select {
 		case <-ctx.Done():

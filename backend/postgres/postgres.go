@@ -42,6 +42,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/lifecycle"
 )
 
 func init() {
@@ -165,8 +166,9 @@ type Backend struct {
 	closeMu    sync.Mutex
 	listener   *listener
 	sender     *sender
-	stopVacuum func() // stops the vacuum loop; nil with Options.NoVacuum
-	origin     string // tags this Backend's NOTIFY payloads (see sqlNotify)
+	background lifecycle.Group // the vacuumer, listener and sender loops
+	origin     string          // tags this Backend's NOTIFY payloads (see sqlNotify)
+	url        string          // as given to Open when it has secrets, to scrub them from errors and logs
 }
 
 var (
@@ -178,14 +180,27 @@ var (
 )
 
 // Open connects to the PostgreSQL server named by a postgres:// or
-// postgresql:// URL and, unless opts.NoMigrate, applies pending migrations
-// to the schema. ctx bounds only the opening (connecting and migrating).
+// postgresql:// URL and, unless opts.NoMigrate or opts.Existing, applies
+// pending migrations to the schema. ctx bounds only the opening (connecting
+// and migrating).
 //
 // It fails with backend.ErrInvalidInput for a malformed URL or option,
 // backend.ErrUnavailable when the server cannot be reached, refuses the
-// login or lacks the database, and backend.ErrSchemaTooNew when the
-// schema was migrated by a newer jobq.
+// login or lacks the database, backend.ErrSchemaTooNew when the schema was
+// migrated by a newer jobq, and, with opts.Existing, backend.ErrNoSchema
+// when the schema is missing, empty or older than this build. No error
+// (nor any log line of the Backend) shows the URL's password or
+// password-like query parameters (see backend.Redact).
 func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
+	b, err := openBackend(ctx, rawURL, opts)
+	if err != nil {
+		return nil, backend.RedactError(err, rawURL)
+	}
+	return b, nil
+}
+
+// openBackend is Open before its errors are redacted.
+func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	connString, urlSchema, err := stripSchemaParam(rawURL)
 	if err != nil {
 		return nil, err
@@ -210,6 +225,9 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	configureConn(cfg.ConnConfig)
 
 	b := &Backend{opts: opts, q: newQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
+	if len(backend.Secrets(rawURL)) > 0 {
+		b.url = rawURL // only a URL with secrets needs scrubbing from errors
+	}
 	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, b.mapError(ctx, "open postgres", err)
@@ -217,9 +235,12 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	b.listener, b.sender = newListener(b), newSender(b)
 	err = b.do(ctx, "open postgres", func(ctx context.Context) error { return b.pool.Ping(ctx) })
 	if err == nil {
-		if opts.NoMigrate {
+		switch {
+		case opts.Existing:
+			err = b.checkExisting(ctx)
+		case opts.NoMigrate:
 			err = b.checkVersion(ctx)
-		} else {
+		default:
 			_, err = b.Migrate(ctx)
 		}
 	}
@@ -228,7 +249,8 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 		return nil, err
 	}
 	if !opts.NoVacuum {
-		b.stopVacuum = startVacuumer(b)
+		v := newVacuumer(b)
+		b.background.Start(context.Background(), lifecycle.Component{Name: "postgres vacuumer", Run: v.run})
 	}
 	return b, nil
 }
@@ -294,20 +316,20 @@ func (b *Backend) Pool() *pgxpool.Pool { return b.pool }
 // Schema is the schema the backend's tables live in.
 func (b *Backend) Schema() string { return b.opts.Schema }
 
-// Close stops the listener and closes the pool, waiting for calls in
-// flight to return their connections. It is idempotent; calls after Close
-// fail with backend.ErrClosed.
+// Close stops the background loops (vacuumer, listener, sender) and
+// closes the pool, waiting for calls in flight to return their
+// connections. It is idempotent; calls after Close fail with
+// backend.ErrClosed.
 func (b *Backend) Close() error {
 	b.closeMu.Lock()
 	defer b.closeMu.Unlock()
 	if b.closed.Swap(true) {
 		return nil
 	}
-	if b.stopVacuum != nil {
-		b.stopVacuum()
-	}
-	b.listener.close()
-	b.sender.close()
+	// Stopped first, so neither starts its loop once the group is down.
+	b.listener.stop()
+	b.sender.stop()
+	b.background.Stop()
 	b.pool.Close()
 	return nil
 }

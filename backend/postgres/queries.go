@@ -20,22 +20,27 @@ import "strings"
 // the backend cannot see, notifies inline.
 //
 // Outcome kinds in sqlComplete: 1 done, 2 retry, 3 fail (see kindCode).
+//
+// metadata is jsonb, NULL for a job without any; it travels as JSON text
+// (see encodeMetadata) and is copied by every statement that moves a job
+// between jobs and failed_jobs.
 
 // jobColumns is the column list every statement returning a JobRow selects,
 // in the order scanJob reads it.
 const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
-	available_at, reserved_at, lease_until, created_at, last_error, unique_key`
+	available_at, reserved_at, lease_until, created_at, last_error, unique_key, releases, metadata`
 
 // failedColumns is the column list scanFailed reads.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
-	error, unique_key, created_at, failed_at`
+	error, unique_key, created_at, failed_at, metadata`
 
 // sqlInsert inserts a batch of jobs in one statement.
 //
 //	$1 queue text[], $2 type text[], $3 payload text[] (JSON text),
 //	$4 priority int[], $5 max_attempts int[],
 //	$6 delay_us bigint[] (used where run_at is NULL),
-//	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none)
+//	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none),
+//	$9 metadata text[] (JSON object text; NULL: none)
 //
 // The arrays are parallel and must not repeat a unique key (the caller
 // folds duplicates inside a batch). Returns one row per item, in input
@@ -78,13 +83,13 @@ ORDER BY i.ord`
 //
 //	$1 queue text, $2 type text, $3 payload text (JSON text), $4 priority int,
 //	$5 max_attempts int, $6 delay_us bigint (used where run_at is NULL),
-//	$7 run_at timestamptz (NULL: now() + delay)
+//	$7 run_at timestamptz (NULL: now() + delay), $8 metadata text (JSON; NULL: none)
 //
 // Returns sqlInsert's row shape: (1, id, false, due).
 const sqlInsertOne = `
-INSERT INTO {schema}.jobs AS j (queue, type, payload, priority, max_attempts, available_at)
+INSERT INTO {schema}.jobs AS j (queue, type, payload, priority, max_attempts, available_at, metadata)
 VALUES ($1, $2, $3::text::json, $4, $5,
-        coalesce($7::timestamptz, now() + $6::bigint * interval '1 microsecond'))
+        coalesce($7::timestamptz, now() + $6::bigint * interval '1 microsecond'), $8::text::jsonb)
 RETURNING 1::bigint, j.id, false, j.available_at <= now()`
 
 // insertCTEs is the common head of sqlInsert and sqlInsertNotify: ids are
@@ -96,15 +101,15 @@ const insertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],
-	            $6::bigint[], $7::timestamptz[], $8::text[])
+	            $6::bigint[], $7::timestamptz[], $8::text[], $9::text[])
 	     WITH ORDINALITY AS t(queue, type, payload, priority, max_attempts,
-	                          delay_us, run_at, unique_key, ord)
+	                          delay_us, run_at, unique_key, metadata, ord)
 ),
 plain AS (
 	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at)
+	       (id, queue, type, payload, priority, max_attempts, available_at, metadata)
 	SELECT id, queue, type, payload::json, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond')
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata::jsonb
 	FROM input
 	WHERE unique_key IS NULL
 	ORDER BY ord
@@ -112,9 +117,9 @@ plain AS (
 ),
 keyed AS (
 	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key)
+	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key, metadata)
 	SELECT id, queue, type, payload::json, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb
 	FROM input
 	WHERE unique_key IS NOT NULL
 	ORDER BY ord
@@ -135,7 +140,12 @@ const sqlReserveIDs = `SELECT array_agg(nextval('{schema}.jobs_id_seq')) FROM ge
 
 // copyColumns are the jobs columns a COPY batch fills; the others take
 // their defaults (pending, no attempts, available and created at now()).
+// A batch in which some job has metadata adds copyMetadataColumn, so one
+// without any streams no column of NULLs.
 var copyColumns = []string{"id", "queue", "type", "payload", "priority", "max_attempts"}
+
+// copyMetadataColumn is the jobs column a COPY batch with metadata adds.
+const copyMetadataColumn = "metadata"
 
 // sqlNotify sends the wake-up hints for queues $1 after the statements that
 // made their jobs available committed. The transaction commits without
@@ -191,7 +201,8 @@ SET status = 'reserved',
 FROM picked
 WHERE j.id = picked.id
 RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
-	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key`
+	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
+	j.releases, j.metadata`
 
 // sqlClaimPlan runs just before sqlClaim, in the same implicit
 // transaction (one pgx batch), and rules out the plans that read every
@@ -246,12 +257,12 @@ failed AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 3 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          i.error, j.unique_key, j.created_at
+	          i.error, j.unique_key, j.created_at, j.metadata
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now()
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata
 	FROM failed
 	RETURNING job_id, attempts
 ),
@@ -288,26 +299,51 @@ FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt)
 WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
 RETURNING j.id, j.attempts`
 
-// sqlRelease gives held jobs back as pending, due now, un-counting the
-// interrupted attempt.
+// sqlRelease gives held jobs back (see backend.Backend.JobRelease). A job
+// released fewer than $3 times before goes back to pending, due now, with
+// the interrupted attempt un-counted; after that the release counts the
+// attempt: back to pending with last_error $4 while attempts remain,
+// otherwise moved to failed_jobs with error $4. Every release adds one to
+// releases.
 //
-//	$1 id bigint[], $2 attempt int[]
+//	$1 id bigint[], $2 attempt int[], $3 free releases int, $4 error text
 //
-// Returns one row: (released bigint, queues text[]), the queues that got a
-// job back.
+// Returns one row: (released bigint, queues text[]), the refs that still
+// matched and the queues that got a job back.
 const sqlRelease = `
-WITH released AS (
+WITH ref AS (
+	SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
+),
+released AS (
 	UPDATE {schema}.jobs j
 	SET status = 'pending',
-	    attempts = j.attempts - 1,
+	    attempts = CASE WHEN j.releases < $3 THEN j.attempts - 1 ELSE j.attempts END,
+	    last_error = CASE WHEN j.releases < $3 THEN j.last_error ELSE $4 END,
+	    releases = j.releases + 1,
 	    available_at = now(),
 	    reserved_at = NULL,
 	    lease_until = NULL
-	FROM (SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)) r
+	FROM ref r
 	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+	  AND (j.releases < $3 OR j.attempts < j.max_attempts)
 	RETURNING j.queue
+),
+dead AS (
+	DELETE FROM {schema}.jobs j USING ref r
+	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+	  AND j.releases >= $3 AND j.attempts >= j.max_attempts
+	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	          j.unique_key, j.created_at, j.metadata
+),
+moved AS (
+	INSERT INTO {schema}.failed_jobs
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata
+	FROM dead
+	RETURNING 1
 )
-SELECT (SELECT count(*) FROM released), ARRAY(SELECT DISTINCT queue FROM released)::text[]`
+SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM moved),
+       ARRAY(SELECT DISTINCT queue FROM released)::text[]`
 
 // sqlSweep handles up to $1 reserved jobs whose lease expired: those with
 // attempts left go back to pending, due now; the others move to
@@ -316,8 +352,8 @@ SELECT (SELECT count(*) FROM released), ARRAY(SELECT DISTINCT queue FROM release
 //
 //	$1 limit int
 //
-// Returns one row: (rescued bigint, failed bigint, queues text[]), the
-// queues that got a job back.
+// Returns one row per job moved: (id bigint, attempts int, queue text,
+// type text, failed bool).
 const sqlSweep = `
 WITH expired AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
@@ -335,36 +371,64 @@ rescued AS (
 	    last_error = 'lease expired'
 	FROM expired e
 	WHERE j.id = e.id AND j.attempts < j.max_attempts
-	RETURNING j.queue
+	RETURNING j.id, j.attempts, j.queue, j.type
 ),
 dead AS (
 	DELETE FROM {schema}.jobs j USING expired e
 	WHERE j.id = e.id AND j.attempts >= j.max_attempts
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at
+	          j.unique_key, j.created_at, j.metadata
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now()
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now(), metadata
 	FROM dead
-	RETURNING 1
+	RETURNING job_id, attempts, queue, type
 )
-SELECT (SELECT count(*) FROM rescued), (SELECT count(*) FROM moved),
-       ARRAY(SELECT DISTINCT queue FROM rescued)::text[]`
+SELECT id, attempts, queue, type, false FROM rescued
+UNION ALL
+SELECT job_id, attempts, queue, type, true FROM moved`
 
-// sqlDeadTuples reads the statistics the vacuumer decides on.
+// sqlDeadTuples reads what the vacuumer decides on.
 //
 //	$1 schema name
 //
-// Returns one row: (dead bigint, analyzed_ago_s double precision) for the
-// jobs table: its dead rows, zero before the statistics have seen it, and
-// the seconds since it was last analyzed (by anyone, autovacuum included),
-// NULL when never.
+// Returns one row: (dead bigint, analyzed_ago_s double precision,
+// can_vacuum bool, role text) for the jobs table: its dead rows, zero
+// before the statistics have seen it; the seconds since it was last
+// analyzed (by anyone, autovacuum included), NULL when never; whether the
+// current role may vacuum it (a role that may not gets a warning from
+// VACUUM, which skips the table, rather than an error); and that role.
+// The server allows the table's owner (or a member of its role, or a
+// superuser), the database's owner and, from PostgreSQL 17, holders of
+// MAINTAIN on the table; true while the table has no statistics row yet.
 const sqlDeadTuples = `
-SELECT coalesce(max(n_dead_tup), 0),
-       extract(epoch FROM now() - max(greatest(last_analyze, last_autoanalyze)))::float8
-FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`
+SELECT coalesce(max(s.n_dead_tup), 0),
+       extract(epoch FROM now() - max(greatest(s.last_analyze, s.last_autoanalyze)))::float8,
+       coalesce(bool_or(
+           pg_has_role(c.relowner, 'USAGE')
+           OR pg_has_role((SELECT datdba FROM pg_database WHERE datname = current_database()), 'USAGE')
+           OR CASE WHEN current_setting('server_version_num')::int >= 170000
+                   THEN has_table_privilege(c.oid, 'MAINTAIN') ELSE false END
+       ), true),
+       current_user::text
+FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+WHERE s.schemaname = $1 AND s.relname = 'jobs'`
+
+// sqlVacuumLock and sqlVacuumUnlock take and give back the session-level
+// advisory lock that lets one process at a time vacuum a schema's jobs
+// table (VACUUM cannot run in a transaction, so a transaction-level lock
+// cannot cover it). The vacuumer runs both and the vacuum on one
+// connection.
+//
+//	$1 lock name text
+//
+// Each returns one row: (ok bool), whether the lock was taken (released).
+const (
+	sqlVacuumLock   = `SELECT pg_try_advisory_lock(hashtextextended($1, 0))`
+	sqlVacuumUnlock = `SELECT pg_advisory_unlock(hashtextextended($1, 0))`
+)
 
 // sqlVacuum vacuums the jobs table. SKIP_LOCKED: when another process's
 // vacuum is already at it, this one returns at once instead of queueing.
@@ -405,21 +469,30 @@ FROM (
 GROUP BY queue
 ORDER BY queue COLLATE "C"`
 
-// sqlFailedList pages through failed jobs, newest first.
+// failedFilter is the WHERE clause of a backend.FailedFilter over
+// failed_jobs f, with its parameters first in every statement that uses it:
 //
 //	$1 queue text (NULL: any), $2 type text (NULL: any),
-//	$3 failed_before timestamptz (NULL: any), $4 before_id bigint (NULL: no bound),
-//	$5 limit int
+//	$3 failed_before timestamptz (NULL: any),
+//	$4 older_than_us bigint (NULL: any): failed before now() minus this,
+//	   by the database's clock
+const failedFilter = `($1::text IS NULL OR f.queue = $1)
+	AND ($2::text IS NULL OR f.type = $2)
+	AND ($3::timestamptz IS NULL OR f.failed_at < $3)
+	AND ($4::bigint IS NULL OR f.failed_at < now() - $4::bigint * interval '1 microsecond')`
+
+// sqlFailedList pages through failed jobs, newest first.
 //
-// Returns up to $5 rows (failedColumns) by id descending.
+//	$1..$4 the filter (see failedFilter),
+//	$5 before_id bigint (NULL: no bound), $6 limit int
+//
+// Returns up to $6 rows (failedColumns) by id descending.
 const sqlFailedList = `
-SELECT ` + failedColumns + ` FROM {schema}.failed_jobs
-WHERE ($1::text IS NULL OR queue = $1)
-  AND ($2::text IS NULL OR type = $2)
-  AND ($3::timestamptz IS NULL OR failed_at < $3)
-  AND ($4::bigint IS NULL OR id < $4)
-ORDER BY id DESC
-LIMIT $5`
+SELECT ` + failedColumns + ` FROM {schema}.failed_jobs f
+WHERE ` + failedFilter + `
+  AND ($5::bigint IS NULL OR f.id < $5)
+ORDER BY f.id DESC
+LIMIT $6`
 
 // sqlFailedGet reads one failed job.
 //
@@ -428,36 +501,21 @@ LIMIT $5`
 // Returns zero or one row (failedColumns).
 const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHERE id = $1`
 
-// sqlFailedReplay moves failed jobs back to jobs as pending, due now,
-// attempts 0, with their original id; a job whose unique key (or id) is
-// held by a live job stays in failed_jobs.
-//
-//	$1 ids bigint[] (NULL: select by the filter instead),
-//	$2 queue text (NULL: any), $3 type text (NULL: any),
-//	$4 failed_before timestamptz (NULL: any)
-//
-// Returns one row: (matched bigint, replayed bigint, queues text[]), the
-// queues that got a job back.
-// The caller runs it in a transaction and rolls back when listed ids were
-// missing (matched < number of distinct ids).
-const sqlFailedReplay = `
-WITH sel AS MATERIALIZED (
-	SELECT * FROM {schema}.failed_jobs f
-	WHERE CASE WHEN $1::bigint[] IS NULL
-	           THEN ($2::text IS NULL OR f.queue = $2)
-	            AND ($3::text IS NULL OR f.type = $3)
-	            AND ($4::timestamptz IS NULL OR f.failed_at < $4)
-	           ELSE f.id = ANY($1)
-	      END
-	ORDER BY f.id
-	FOR UPDATE
-),
+// replayTail is the common end of sqlFailedReplayIDs and
+// sqlFailedReplayChunk: it moves the failed jobs in sel back to jobs as
+// pending, due now, attempts and releases 0, with their original id and
+// metadata; a job whose unique key (or id) is held by a live job stays in
+// failed_jobs. It returns one row: (last_id bigint, matched bigint,
+// replayed bigint, queues text[]): the highest failed_jobs id selected
+// (NULL when none), how many were selected and moved, and the queues that
+// got a job back.
+const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key)
+	        available_at, created_at, last_error, unique_key, releases, metadata)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key
+	       now(), created_at, error, unique_key, 0, metadata
 	FROM sel
 	ORDER BY id
 	ON CONFLICT DO NOTHING
@@ -469,51 +527,86 @@ del AS (
 	WHERE f.id = s.id
 	RETURNING f.id
 )
-SELECT (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
+SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
        ARRAY(SELECT DISTINCT queue FROM ins)::text[]`
 
-// sqlFailedPurge deletes failed jobs.
+// sqlFailedReplayIDs replays the listed failed jobs (see replayTail).
 //
-//	$1 ids bigint[] (NULL: select by the filter instead),
-//	$2 queue text (NULL: any), $3 type text (NULL: any),
-//	$4 failed_before timestamptz (NULL: any)
+//	$1 ids bigint[]
 //
-// Returns the command tag; its row count is the number deleted.
-const sqlFailedPurge = `
-DELETE FROM {schema}.failed_jobs f
-WHERE CASE WHEN $1::bigint[] IS NULL
-           THEN ($2::text IS NULL OR f.queue = $2)
-            AND ($3::text IS NULL OR f.type = $3)
-            AND ($4::timestamptz IS NULL OR f.failed_at < $4)
-           ELSE f.id = ANY($1)
-      END`
+// The caller runs it in a transaction and rolls back when listed ids were
+// missing (matched < number of distinct ids).
+const sqlFailedReplayIDs = `
+WITH sel AS MATERIALIZED (
+	SELECT * FROM {schema}.failed_jobs f
+	WHERE f.id = ANY($1)
+	ORDER BY f.id
+	FOR UPDATE
+),` + replayTail
 
-// sqlFailedKeep deletes the failed jobs matching a filter except the
-// newest few, in one statement: the subquery finds the oldest row to keep
-// (OFFSET keep-1 from the newest, through failed_jobs_queue_idx when the
-// queue is set) and everything matching below its id goes. When fewer rows
-// match, the subquery has no row, id < NULL is never true and nothing is
-// deleted. A row failed after the statement's snapshot has a higher id and
-// is kept.
+// sqlFailedReplayChunk replays the next chunk of failed jobs matching a
+// filter (see replayTail): those above the cursor $5 in id order, at most
+// $6 of them. The caller moves the cursor to the returned last_id, which
+// also passes over the jobs left behind for their unique key.
 //
-//	$1 queue text (NULL: any), $2 type text (NULL: any),
-//	$3 failed_before timestamptz (NULL: any), $4 keep int (>= 1)
+//	$1..$4 the filter (see failedFilter), $5 after_id bigint, $6 limit int
+const sqlFailedReplayChunk = `
+WITH sel AS MATERIALIZED (
+	SELECT * FROM {schema}.failed_jobs f
+	WHERE ` + failedFilter + `
+	  AND f.id > $5
+	ORDER BY f.id
+	LIMIT $6
+	FOR UPDATE
+),` + replayTail
+
+// sqlFailedPurgeIDs deletes the listed failed jobs.
+//
+//	$1 ids bigint[]
 //
 // Returns the command tag; its row count is the number deleted.
-const sqlFailedKeep = `
-DELETE FROM {schema}.failed_jobs f
-WHERE ($1::text IS NULL OR f.queue = $1)
-  AND ($2::text IS NULL OR f.type = $2)
-  AND ($3::timestamptz IS NULL OR f.failed_at < $3)
-  AND f.id < (
-	SELECT k.id FROM {schema}.failed_jobs k
-	WHERE ($1::text IS NULL OR k.queue = $1)
-	  AND ($2::text IS NULL OR k.type = $2)
-	  AND ($3::timestamptz IS NULL OR k.failed_at < $3)
-	ORDER BY k.id DESC
-	OFFSET $4::int - 1
-	LIMIT 1
-  )`
+const sqlFailedPurgeIDs = `DELETE FROM {schema}.failed_jobs WHERE id = ANY($1)`
+
+// sqlFailedPurgeChunk deletes the next chunk of failed jobs matching a
+// filter: those above the cursor $5 and below the bound $6 in id order, at
+// most $7 of them.
+//
+//	$1..$4 the filter (see failedFilter), $5 after_id bigint,
+//	$6 below_id bigint (NULL: no bound), $7 limit int
+//
+// Returns one row: (last_id bigint, matched bigint, deleted bigint), the
+// highest id selected (NULL when none), how many were selected and how
+// many of them this statement deleted (not a concurrent one).
+const sqlFailedPurgeChunk = `
+WITH sel AS MATERIALIZED (
+	SELECT f.id FROM {schema}.failed_jobs f
+	WHERE ` + failedFilter + `
+	  AND f.id > $5
+	  AND ($6::bigint IS NULL OR f.id < $6)
+	ORDER BY f.id
+	LIMIT $7
+),
+del AS (
+	DELETE FROM {schema}.failed_jobs f USING sel
+	WHERE f.id = sel.id
+	RETURNING 1
+)
+SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) FROM del)`
+
+// sqlFailedKeepBound finds the oldest of the newest $5 failed jobs matching
+// a filter, the lowest id a purge with KeepNewest keeps (through
+// failed_jobs_queue_idx when the queue is set); everything matching below it
+// goes. No row when fewer match: nothing is deleted.
+//
+//	$1..$4 the filter (see failedFilter), $5 keep int (>= 1)
+//
+// Returns zero or one row: (id bigint).
+const sqlFailedKeepBound = `
+SELECT f.id FROM {schema}.failed_jobs f
+WHERE ` + failedFilter + `
+ORDER BY f.id DESC
+OFFSET $5::int - 1
+LIMIT 1`
 
 // sqlListen subscribes the listener's connection to the channel. It takes
 // no parameters (LISTEN accepts none): the channel is the quoted
@@ -549,6 +642,18 @@ CREATE TABLE IF NOT EXISTS {schema}.jobq_schema_version (
 // Returns one row: (exists bool).
 const sqlVersionTableExists = `SELECT to_regclass($1) IS NOT NULL`
 
+// sqlSchemaState tells what an Existing open finds, without creating
+// anything or taking a lock.
+//
+//	$1 schema name text, $2 its version table, $3 its jobs table,
+//	$4 its failed_jobs table (qualified names, text)
+//
+// Returns one row: (schema_exists bool, has_version bool, has_tables bool).
+const sqlSchemaState = `
+SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
+       to_regclass($2) IS NOT NULL,
+       to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL`
+
 // sqlSchemaVersion reads the version in force.
 // No parameters; returns one row: (version int), 0 when none was applied.
 const sqlSchemaVersion = `SELECT coalesce(max(version), 0) FROM {schema}.jobq_schema_version`
@@ -570,8 +675,9 @@ type queries struct {
 	claim, claimPlan, complete, completeOne, extendLease      string
 	release, sweep                                            string
 	jobGet, queueStats, deadTuples, vacuum, vacuumAnalyze     string
-	failedList, failedGet, failedReplay, failedPurge          string
-	failedKeep                                                string
+	vacuumLock, vacuumUnlock                                  string
+	failedList, failedGet, failedReplayIDs, failedReplayChunk string
+	failedPurgeIDs, failedPurgeChunk, failedKeepBound         string
 	listen                                                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
 }
@@ -586,33 +692,37 @@ func newQueries(schema string) queries {
 		"{channel_ident}", quoteIdent(channel),
 	)
 	return queries{
-		insert:        r.Replace(sqlInsert),
-		insertOne:     r.Replace(sqlInsertOne),
-		insertNotify:  r.Replace(sqlInsertNotify),
-		notify:        r.Replace(sqlNotify),
-		claim:         r.Replace(sqlClaim),
-		claimPlan:     sqlClaimPlan,
-		complete:      r.Replace(sqlComplete),
-		completeOne:   r.Replace(sqlCompleteOne),
-		extendLease:   r.Replace(sqlExtendLease),
-		release:       r.Replace(sqlRelease),
-		sweep:         r.Replace(sqlSweep),
-		jobGet:        r.Replace(sqlJobGet),
-		deadTuples:    sqlDeadTuples,
-		reserveIDs:    r.Replace(sqlReserveIDs),
-		vacuum:        r.Replace(sqlVacuum),
-		vacuumAnalyze: r.Replace(sqlVacuumAnalyze),
-		queueStats:    r.Replace(sqlQueueStats),
-		failedList:    r.Replace(sqlFailedList),
-		failedGet:     r.Replace(sqlFailedGet),
-		failedReplay:  r.Replace(sqlFailedReplay),
-		failedPurge:   r.Replace(sqlFailedPurge),
-		failedKeep:    r.Replace(sqlFailedKeep),
-		listen:        r.Replace(sqlListen),
-		createSchema:  r.Replace(sqlCreateSchema),
-		schemaVersion: r.Replace(sqlSchemaVersion),
-		setSearchPath: r.Replace(sqlSetSearchPath),
-		recordVersion: r.Replace(sqlRecordVersion),
+		insert:            r.Replace(sqlInsert),
+		insertOne:         r.Replace(sqlInsertOne),
+		insertNotify:      r.Replace(sqlInsertNotify),
+		notify:            r.Replace(sqlNotify),
+		claim:             r.Replace(sqlClaim),
+		claimPlan:         sqlClaimPlan,
+		complete:          r.Replace(sqlComplete),
+		completeOne:       r.Replace(sqlCompleteOne),
+		extendLease:       r.Replace(sqlExtendLease),
+		release:           r.Replace(sqlRelease),
+		sweep:             r.Replace(sqlSweep),
+		jobGet:            r.Replace(sqlJobGet),
+		deadTuples:        sqlDeadTuples,
+		vacuumLock:        sqlVacuumLock,
+		vacuumUnlock:      sqlVacuumUnlock,
+		reserveIDs:        r.Replace(sqlReserveIDs),
+		vacuum:            r.Replace(sqlVacuum),
+		vacuumAnalyze:     r.Replace(sqlVacuumAnalyze),
+		queueStats:        r.Replace(sqlQueueStats),
+		failedList:        r.Replace(sqlFailedList),
+		failedGet:         r.Replace(sqlFailedGet),
+		failedReplayIDs:   r.Replace(sqlFailedReplayIDs),
+		failedReplayChunk: r.Replace(sqlFailedReplayChunk),
+		failedPurgeIDs:    r.Replace(sqlFailedPurgeIDs),
+		failedPurgeChunk:  r.Replace(sqlFailedPurgeChunk),
+		failedKeepBound:   r.Replace(sqlFailedKeepBound),
+		listen:            r.Replace(sqlListen),
+		createSchema:      r.Replace(sqlCreateSchema),
+		schemaVersion:     r.Replace(sqlSchemaVersion),
+		setSearchPath:     r.Replace(sqlSetSearchPath),
+		recordVersion:     r.Replace(sqlRecordVersion),
 	}
 }
 

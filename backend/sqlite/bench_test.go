@@ -34,6 +34,20 @@ func benchJobs(n int) []backend.InsertParams {
 	return ps
 }
 
+// benchMetadata is what a traced job carries: a W3C traceparent and a tag.
+var benchMetadata = map[string]string{
+	"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	"tenant":      "acme",
+}
+
+// withMetadata sets benchMetadata on every job of ps.
+func withMetadata(ps []backend.InsertParams) []backend.InsertParams {
+	for i := range ps {
+		ps[i].Metadata = benchMetadata
+	}
+	return ps
+}
+
 func reportJobs(b *testing.B, jobs int) {
 	b.ReportMetric(float64(jobs)/b.Elapsed().Seconds(), "jobs/s")
 }
@@ -42,6 +56,20 @@ func reportJobs(b *testing.B, jobs int) {
 func BenchmarkInsertBatch1000(b *testing.B) {
 	be := openBench(b)
 	ps := benchJobs(1000)
+	ctx := b.Context()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N*len(ps))
+}
+
+// BenchmarkInsertBatch1000Metadata: BenchmarkInsertBatch1000 with every
+// job carrying benchMetadata, the cost of encoding it.
+func BenchmarkInsertBatch1000Metadata(b *testing.B) {
+	be := openBench(b)
+	ps := withMetadata(benchJobs(1000))
 	ctx := b.Context()
 	for b.Loop() {
 		if _, err := be.JobInsertMany(ctx, ps); err != nil {
@@ -66,11 +94,18 @@ func BenchmarkInsertSingle(b *testing.B) {
 
 // BenchmarkClaimComplete: per op, claim a batch of 100 due jobs and complete
 // them all as done in one JobComplete, from a backlog inserted beforehand.
-func BenchmarkClaimComplete(b *testing.B) {
+func BenchmarkClaimComplete(b *testing.B) { benchClaimComplete(b, benchJobs(1000)) }
+
+// BenchmarkClaimCompleteMetadata: BenchmarkClaimComplete with every job
+// carrying benchMetadata, the cost of decoding it.
+func BenchmarkClaimCompleteMetadata(b *testing.B) {
+	benchClaimComplete(b, withMetadata(benchJobs(1000)))
+}
+
+func benchClaimComplete(b *testing.B, chunk []backend.InsertParams) {
 	const batch = 100
 	be := openBench(b)
 	ctx := b.Context()
-	chunk := benchJobs(1000)
 	for left := b.N * batch; left > 0; left -= len(chunk) {
 		if _, err := be.JobInsertMany(ctx, chunk[:min(left, len(chunk))]); err != nil {
 			b.Fatal(err)

@@ -23,12 +23,13 @@ const (
 	walTruncateBytes = 64 << 20
 )
 
-// startCheckpointer checkpoints path's WAL through db every
-// checkpointInterval until the returned stop is called.
-func startCheckpointer(db *sql.DB, path string) (stop func()) {
-	wal := path + "-wal"
-	return ticker.Background(checkpointInterval, func(ctx context.Context) {
-		checkpoint(ctx, db, wal)
+// checkpointLoop checkpoints the WAL through b.ckpt every
+// checkpointInterval until ctx ends: the checkpointer component Open starts
+// in b.loops.
+func (b *Backend) checkpointLoop(ctx context.Context) {
+	wal := b.path + "-wal"
+	ticker.Loop(ctx, checkpointInterval, func(ctx context.Context) {
+		checkpoint(ctx, b.ckpt, wal)
 	})
 }
 

@@ -27,8 +27,11 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	queues = slices.Compact(queues)
 
 	now := b.now()
+	reservedAt, leaseUntil := micros(now), micros(now.Add(params.Lease))
+	// What the claim writes, as JobGet would read it back.
+	claimed := &backend.JobRow{ReservedAt: fromMicros(reservedAt), LeaseUntil: fromMicros(leaseUntil)}
 	args := make([]any, 0, 3+len(queues))
-	args = append(args, micros(now), micros(now.Add(params.Lease)), int64(params.Max))
+	args = append(args, reservedAt, leaseUntil, int64(params.Max))
 	for _, q := range queues {
 		args = append(args, q)
 	}
@@ -56,7 +59,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		}
 		defer rows.Close()
 		for rows.Next() {
-			j, err := scanJob(rows)
+			j, err := scanRow(rows, claimed)
 			if err != nil {
 				return err
 			}
@@ -81,29 +84,47 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 type scanner interface{ Scan(dest ...any) error }
 
 // scanJob reads one row of jobColumns.
-func scanJob(s scanner) (*backend.JobRow, error) {
+func scanJob(s scanner) (*backend.JobRow, error) { return scanRow(s, nil) }
+
+// scanRow reads one row of jobColumns or, when claimed is set, of
+// claimColumns: the row's status, reserved_at and lease_until are then
+// claimed's.
+func scanRow(s scanner, claimed *backend.JobRow) (*backend.JobRow, error) {
 	var (
-		j                      backend.JobRow
-		status                 string
-		avail, created         int64
-		reservedAt, leaseUntil sql.NullInt64
-		uniqueKey              sql.NullString
-		attempts, maxAtt, prio int64
+		j                                                backend.JobRow
+		avail, created, attempts, maxAtt, prio, releases int64
+		uniqueKey, metadata                              sql.NullString
+		status                                           string
+		reservedAt, leaseUntil                           sql.NullInt64
 	)
-	if err := s.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &attempts, &maxAtt, &prio, &status,
-		&avail, &reservedAt, &leaseUntil, &created, &j.LastError, &uniqueKey); err != nil {
+	dest := make([]any, 0, 16)
+	dest = append(dest, &j.ID, &j.Queue, &j.Type, &j.Payload, &attempts, &maxAtt, &prio,
+		&avail, &created, &j.LastError, &uniqueKey, &releases, &metadata)
+	if claimed == nil {
+		dest = append(dest, &status, &reservedAt, &leaseUntil)
+	}
+	if err := s.Scan(dest...); err != nil {
 		return nil, err
 	}
-	j.Attempts, j.MaxAttempts, j.Priority = int(attempts), int(maxAtt), int(prio)
-	j.Status = backend.Status(status)
+	md, err := decodeMetadata(metadata.String, metadata.Valid)
+	if err != nil {
+		return nil, err
+	}
+	j.Metadata = md
+	j.Attempts, j.MaxAttempts, j.Priority, j.Releases = int(attempts), int(maxAtt), int(prio), int(releases)
 	j.AvailableAt = fromMicros(avail)
 	j.CreatedAt = fromMicros(created)
+	j.UniqueKey = uniqueKey.String
+	if claimed != nil {
+		j.Status, j.ReservedAt, j.LeaseUntil = backend.StatusReserved, claimed.ReservedAt, claimed.LeaseUntil
+		return &j, nil
+	}
+	j.Status = backend.Status(status)
 	if reservedAt.Valid {
 		j.ReservedAt = fromMicros(reservedAt.Int64)
 	}
 	if leaseUntil.Valid {
 		j.LeaseUntil = fromMicros(leaseUntil.Int64)
 	}
-	j.UniqueKey = uniqueKey.String
 	return &j, nil
 }

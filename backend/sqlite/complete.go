@@ -12,29 +12,31 @@ import (
 // JobComplete implements backend.Backend: every outcome of the batch is
 // applied in one write transaction, each fenced by (id, attempts, reserved).
 // A fail copies the row into failed_jobs and deletes it in that same
-// transaction, so a job is never in both tables or in neither.
+// transaction, so a job is never in both tables or in neither. Error texts
+// are stored as backend.PrepareOutcomes normalised them; SQLite takes any
+// text, so no outcome's text can fail the batch.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
 	const op = "complete jobs"
 	var res backend.CompleteResult
 	if err := b.checkOpen(op); err != nil {
 		return res, err
 	}
-	for i, o := range params.Outcomes {
-		if err := backend.ValidateOutcome(o); err != nil {
-			return res, fmt.Errorf("%s: outcome %d: %w", op, i, err)
-		}
+	outcomes, err := backend.PrepareOutcomes(params.Outcomes)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", op, err)
 	}
-	if len(params.Outcomes) == 0 {
+	if len(outcomes) == 0 {
 		return res, nil
 	}
 	now := b.now()
 	nowUS := micros(now)
 	woken := map[string]struct{}{}
-	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
 		res.Stale = res.Stale[:0]
 		clear(woken)
-		var done, retry, failCopy, del *sql.Stmt
-		for _, o := range params.Outcomes {
+		var done, retry *sql.Stmt
+		fails := failMover{ctx: ctx, tx: tx, st: st}
+		for _, o := range outcomes {
 			id, att := o.Ref.ID, int64(o.Ref.Attempt)
 			switch o.Kind {
 			case backend.OutcomeDone:
@@ -63,19 +65,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					woken[queue] = struct{}{}
 				}
 			case backend.OutcomeFail:
-				if failCopy == nil {
-					failCopy, del = tx.StmtContext(ctx, st.failCopy), tx.StmtContext(ctx, st.jobDelete)
-				}
-				r, err := failCopy.ExecContext(ctx, id, att, o.Error, nowUS)
+				moved, err := fails.move(id, att, o.Error, nowUS)
 				if err != nil {
 					return err
 				}
-				if n, _ := r.RowsAffected(); n == 0 {
+				if !moved {
 					res.Stale = append(res.Stale, o.Ref)
-					continue
-				}
-				if _, err := del.ExecContext(ctx, id); err != nil {
-					return err
 				}
 			}
 		}
@@ -123,7 +118,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 }
 
 // JobRelease implements backend.Backend in one write transaction and wakes
-// the released queues' subscribers.
+// the released queues' subscribers. The release rule (free releases, then
+// counted ones) is qRelease's; a counted release that spends the last
+// attempt moves the job to failed_jobs with backend.ReleasedError.
 func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
 	const op = "release jobs"
 	if err := b.checkOpen(op); err != nil {
@@ -139,16 +136,26 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		released = 0
 		clear(woken)
 		release := tx.StmtContext(ctx, st.release)
+		fails := failMover{ctx: ctx, tx: tx, st: st}
 		for _, ref := range refs {
+			id, att := ref.ID, int64(ref.Attempt)
 			var queue string
-			err := release.QueryRowContext(ctx, ref.ID, int64(ref.Attempt), now).Scan(&queue)
+			err := release.QueryRowContext(ctx, id, att, now, backend.MaxFreeReleases, backend.ReleasedError).Scan(&queue)
 			switch {
-			case errors.Is(err, sql.ErrNoRows):
-			case err != nil:
-				return err
-			default:
+			case err == nil:
 				released++
 				woken[queue] = struct{}{}
+				continue
+			case !errors.Is(err, sql.ErrNoRows):
+				return err
+			}
+			// Stale, or its last attempt is spent: the fenced move tells.
+			moved, err := fails.move(id, att, backend.ReleasedError, now)
+			if err != nil {
+				return err
+			}
+			if moved {
+				released++
 			}
 		}
 		return nil
@@ -158,4 +165,32 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 	}
 	b.hub.notify(woken)
 	return released, nil
+}
+
+// failMover moves held jobs to failed_jobs inside one write transaction,
+// binding its statements to the transaction on first use.
+type failMover struct {
+	ctx       context.Context
+	tx        *sql.Tx
+	st        *stmts
+	copy, del *sql.Stmt
+}
+
+// move copies the job into failed_jobs with error text and deletes it, if
+// attempt still holds it (the fence); moved is false when it does not.
+func (m *failMover) move(id, attempt int64, text string, now int64) (moved bool, err error) {
+	if m.copy == nil {
+		m.copy, m.del = m.tx.StmtContext(m.ctx, m.st.failCopy), m.tx.StmtContext(m.ctx, m.st.jobDelete)
+	}
+	r, err := m.copy.ExecContext(m.ctx, id, attempt, text, now)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if _, err := m.del.ExecContext(m.ctx, id); err != nil {
+		return false, err
+	}
+	return true, nil
 }

@@ -13,32 +13,43 @@ import (
 )
 
 // mapErr is the one place driver errors become jobq's sentinels. op names
-// the call ("claim jobs"); the result reads "op: cause". Errors that already
+// the call ("claim jobs"); the result reads "op: cause", and an error that
+// means the file cannot be used reads "op: sqlite PATH: backend
+// unavailable: driver error: what to do", naming the file once. An empty op
+// (Open's own steps) starts the text at "sqlite PATH". Errors that already
 // carry a jobq sentinel, and context errors, pass through wrapped with op.
 func (b *Backend) mapErr(ctx context.Context, op string, err error) error {
 	if err == nil {
 		return nil
 	}
+	prefix := op
+	if op == "" {
+		prefix = b.name()
+	}
 	if ctx != nil && ctx.Err() != nil {
 		// An interrupted statement or a busy wait cut short by the
 		// context reports a driver error; the caller asked for the
 		// context's reason.
-		return fmt.Errorf("%s: %w", op, ctx.Err())
+		return fmt.Errorf("%s: %w", prefix, ctx.Err())
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w", op, err)
+		return fmt.Errorf("%s: %w", prefix, err)
 	}
 	if b.closed.Load() || errors.Is(err, sql.ErrConnDone) || strings.Contains(err.Error(), "sql: database is closed") {
-		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+		return fmt.Errorf("%s: %w", prefix, backend.ErrClosed)
 	}
 	if hint := b.unavailableHint(err); hint != "" {
-		return fmt.Errorf("%s: %w: %s (%w)", op, backend.ErrUnavailable, hint, err)
+		if op != "" {
+			prefix = op + ": " + b.name()
+		}
+		return fmt.Errorf("%s: %w: %w: %s", prefix, backend.ErrUnavailable, err, hint)
 	}
-	return fmt.Errorf("%s: %w", op, err)
+	return fmt.Errorf("%s: %w", prefix, err)
 }
 
 // unavailableHint says, for a driver error that means the file cannot be
-// used, what is wrong and what to do; "" for any other error.
+// used, what is wrong and what to do; "" for any other error. The file's
+// name is not repeated: mapErr gives it.
 func (b *Backend) unavailableHint(err error) string {
 	var se *msqlite.Error
 	if !errors.As(err, &se) {
@@ -46,15 +57,15 @@ func (b *Backend) unavailableHint(err error) string {
 	}
 	switch se.Code() & 0xff {
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED:
-		return fmt.Sprintf("sqlite database %s stayed locked by another connection past the %s busy timeout; retry, stop the process holding it, or raise busy_timeout", b.path, b.busyTimeout)
+		return fmt.Sprintf("another connection held the lock past the %s busy timeout; retry, stop the process holding it, or raise busy_timeout", b.busyTimeout)
 	case sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB:
-		return fmt.Sprintf("%s is not a valid sqlite database (corrupt, or another kind of file); check the path or restore the file from a backup", b.path)
+		return "not a valid sqlite database (corrupt, or another kind of file); check the path or restore the file from a backup"
 	case sqlite3.SQLITE_CANTOPEN:
-		return fmt.Sprintf("cannot open sqlite database %s; check that its directory exists and is writable", b.path)
+		return "check that its directory exists and is writable"
 	case sqlite3.SQLITE_PERM, sqlite3.SQLITE_READONLY, sqlite3.SQLITE_AUTH:
-		return fmt.Sprintf("permission denied writing sqlite database %s; check the permissions of the file, its -wal and -shm files and its directory", b.path)
+		return "permission denied; check the permissions of the file, its -wal and -shm files and its directory"
 	case sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL:
-		return fmt.Sprintf("i/o error on sqlite database %s; check free disk space and the device", b.path)
+		return "i/o error; check free disk space and the device"
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -16,11 +17,14 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 	if err := b.checkOpen(op); err != nil {
 		return nil, err
 	}
+	if err := backend.ValidateFilter(params.Filter); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
 	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	where, args := failedWhere(params.Filter, params.BeforeID)
+	where, args := failedWhere(params.Filter, params.Filter.Cutoff(b.now()), params.BeforeID)
 	rows, err := b.r.QueryContext(ctx, failedListSQL(where), append(args, int64(limit))...)
 	if err != nil {
 		return nil, b.mapErr(ctx, op, err)
@@ -60,63 +64,88 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 	return f, nil
 }
 
-// FailedReplay implements backend.Backend in one write transaction: each
-// selected failed job is re-inserted under its original ID unless a live job
-// holds its unique key, and its failed_jobs row deleted. An unknown ID in
-// params.IDs rolls the whole call back with ErrNotFound.
+// FailedReplay implements backend.Backend. Listed IDs are replayed in one
+// write transaction, and an unknown one rolls the whole call back with
+// ErrNotFound. A replay by filter works in chunks of at most
+// backend.ChunkSize jobs, each in a write transaction of its own, so other
+// writers (claims, enqueues) get the write lock between chunks and the
+// replayed jobs are claimable as soon as their chunk commits; it stops at
+// the highest failed_jobs ID it saw when it started. On an error, the
+// result counts the chunks committed before it.
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
 	const op = "replay failed jobs"
 	var res backend.ReplayResult
 	if err := b.checkOpen(op); err != nil {
 		return res, err
 	}
-	now := micros(b.now())
-	woken := map[string]struct{}{}
-	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
-		res = backend.ReplayResult{}
-		clear(woken)
-		ids := slices.Compact(slices.Sorted(slices.Values(params.IDs)))
-		if len(ids) == 0 {
-			var err error
-			if ids, err = matchingFailedIDs(ctx, tx, params.Filter); err != nil {
-				return err
-			}
-		}
-		replay, del, exists := tx.StmtContext(ctx, st.replay), tx.StmtContext(ctx, st.failedDelete), tx.StmtContext(ctx, st.failedExists)
-		for _, id := range ids {
-			var queue string
-			err := replay.QueryRowContext(ctx, id, now).Scan(&queue)
-			if errors.Is(err, sql.ErrNoRows) {
-				var one int
-				switch err := exists.QueryRowContext(ctx, id).Scan(&one); {
-				case errors.Is(err, sql.ErrNoRows):
-					return fmt.Errorf("failed job %d: %w", id, backend.ErrNotFound)
-				case err != nil:
-					return err
-				}
-				res.Skipped++
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if _, err := del.ExecContext(ctx, id); err != nil {
-				return err
-			}
-			res.Replayed++
-			woken[queue] = struct{}{}
-		}
-		return nil
-	})
-	if err != nil {
-		return backend.ReplayResult{}, err
+	if err := backend.ValidateFilter(params.Filter); err != nil {
+		return res, fmt.Errorf("%s: %w", op, err)
 	}
-	b.hub.notify(woken)
-	return res, nil
+	var step backend.ReplayResult
+	woken := map[string]struct{}{}
+	replay := func(tx *sql.Tx, st *stmts, ids []int64) error {
+		step = backend.ReplayResult{}
+		clear(woken)
+		return replayTx(ctx, tx, st, ids, micros(b.now()), &step, woken)
+	}
+	committed := func() {
+		res.Replayed += step.Replayed
+		res.Skipped += step.Skipped
+		b.hub.notify(woken)
+	}
+	if len(params.IDs) > 0 {
+		ids := slices.Compact(slices.Sorted(slices.Values(params.IDs)))
+		if err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error { return replay(tx, st, ids) }); err != nil {
+			return res, err
+		}
+		committed()
+		return res, nil
+	}
+	where, args := failedWhere(params.Filter, params.Filter.Cutoff(b.now()), 0)
+	last, err := b.failedMaxID(ctx, op)
+	if err != nil {
+		return res, err
+	}
+	err = b.inChunks(ctx, op, where, args, last, replay, committed)
+	return res, err
 }
 
-// FailedPurge implements backend.Backend in one write transaction. Listed
-// IDs that do not exist are not counted and are not an error.
+// replayTx replays the failed jobs ids inside tx, counting them into res
+// and adding the queues of replayed jobs to woken.
+func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64, res *backend.ReplayResult, woken map[string]struct{}) error {
+	replay, del, exists := tx.StmtContext(ctx, st.replay), tx.StmtContext(ctx, st.failedDelete), tx.StmtContext(ctx, st.failedExists)
+	for _, id := range ids {
+		var queue string
+		err := replay.QueryRowContext(ctx, id, now).Scan(&queue)
+		if errors.Is(err, sql.ErrNoRows) {
+			var one int
+			switch err := exists.QueryRowContext(ctx, id).Scan(&one); {
+			case errors.Is(err, sql.ErrNoRows):
+				return fmt.Errorf("failed job %d: %w", id, backend.ErrNotFound)
+			case err != nil:
+				return err
+			}
+			res.Skipped++
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := del.ExecContext(ctx, id); err != nil {
+			return err
+		}
+		res.Replayed++
+		woken[queue] = struct{}{}
+	}
+	return nil
+}
+
+// FailedPurge implements backend.Backend. Listed IDs are deleted in one
+// write transaction; those that do not exist are not counted and are not
+// an error. A purge by filter works in chunks of at most backend.ChunkSize
+// jobs, each in a write transaction of its own (see FailedReplay); with
+// KeepNewest, the jobs to keep are chosen when it starts. On an error, the
+// count includes the chunks committed before it.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
 	const op = "purge failed jobs"
 	if err := b.checkOpen(op); err != nil {
@@ -125,58 +154,138 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	if err := backend.ValidatePurge(params); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	purged := 0
-	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
-		purged = 0
-		if len(params.IDs) == 0 {
-			where, args := failedWhere(params.Filter, 0)
-			query := failedPurgeSQL(where)
-			if params.KeepNewest > 0 {
-				query = failedPurgeKeepSQL(where)
-				args = append(append(args, args...), int64(params.KeepNewest-1))
+	if err := backend.ValidateFilter(params.Filter); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	purged, step := 0, 0
+	if len(params.IDs) > 0 {
+		err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+			step = 0
+			del := tx.StmtContext(ctx, st.failedDelete)
+			for _, id := range params.IDs {
+				r, err := del.ExecContext(ctx, id)
+				if err != nil {
+					return err
+				}
+				n, _ := r.RowsAffected()
+				step += int(n)
 			}
-			r, err := tx.ExecContext(ctx, query, args...)
-			if err != nil {
-				return err
-			}
-			n, err := r.RowsAffected()
-			purged = int(n)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+		return step, nil
+	}
+	where, args := failedWhere(params.Filter, params.Filter.Cutoff(b.now()), 0)
+	var last int64
+	if params.KeepNewest > 0 {
+		// Everything below the oldest kept job goes.
+		err := b.r.QueryRowContext(ctx, failedKeepSQL(where), append(slices.Clip(args), int64(params.KeepNewest-1))...).Scan(&last)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, b.mapErr(ctx, op, err)
+		}
+		last--
+	} else {
+		var err error
+		if last, err = b.failedMaxID(ctx, op); err != nil {
+			return 0, err
+		}
+	}
+	query := failedPurgeChunkSQL(where)
+	err := b.inChunks(ctx, op, where, args, last, func(tx *sql.Tx, _ *stmts, ids []int64) error {
+		r, err := tx.ExecContext(ctx, query, append(slices.Clip(args), ids[0], ids[len(ids)-1])...)
+		if err != nil {
 			return err
 		}
-		del := tx.StmtContext(ctx, st.failedDelete)
-		for _, id := range params.IDs {
-			r, err := del.ExecContext(ctx, id)
+		n, err := r.RowsAffected()
+		step = int(n)
+		return err
+	}, func() { purged += step })
+	return purged, err
+}
+
+// failedMaxID returns the highest failed_jobs ID now, 0 when there is none.
+func (b *Backend) failedMaxID(ctx context.Context, op string) (int64, error) {
+	var last int64
+	if err := b.r.QueryRowContext(ctx, qFailedMaxID).Scan(&last); err != nil {
+		return 0, b.mapErr(ctx, op, err)
+	}
+	return last, nil
+}
+
+// inChunks calls fn for each chunk of at most backend.ChunkSize failed jobs
+// matching where (with args) whose IDs are at most last, lowest first, each
+// chunk in a write transaction of its own, and committed after each commit.
+//
+// Between chunks the write lock is free. Writers of this process waiting
+// for the write connection get it at once (database/sql hands a released
+// connection to a waiting caller). Writers of other processes poll for the
+// lock (SQLite's busy handler sleeps between tries, up to 100ms), so a
+// chunk that followed the last at once would starve them, past their busy
+// timeout on a large table: after each chunk the loop pauses for half the
+// time the chunk held the lock, which keeps their waits to tens of
+// milliseconds and costs a bulk operation a third of its speed at most.
+func (b *Backend) inChunks(ctx context.Context, op, where string, args []any, last int64,
+	fn func(tx *sql.Tx, st *stmts, ids []int64) error, committed func()) error {
+	query := failedChunkSQL(where)
+	qargs := append(slices.Clip(args), int64(0), last, int64(backend.ChunkSize))
+	after := &qargs[len(args)]
+	ids := make([]int64, 0, backend.ChunkSize)
+	var pause *time.Timer
+	defer func() {
+		if pause != nil {
+			pause.Stop()
+		}
+	}()
+	for {
+		var locked time.Time
+		err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+			locked = time.Now()
+			ids = ids[:0]
+			rows, err := tx.QueryContext(ctx, query, qargs...)
 			if err != nil {
 				return err
 			}
-			n, _ := r.RowsAffected()
-			purged += int(n)
+			for rows.Next() {
+				var id int64
+				if err := rows.Scan(&id); err != nil {
+					_ = rows.Close()
+					return err
+				}
+				ids = append(ids, id)
+			}
+			if err := rows.Close(); err != nil {
+				return err
+			}
+			if err := rows.Err(); err != nil || len(ids) == 0 {
+				return err
+			}
+			return fn(tx, st, ids)
+		})
+		if err != nil || len(ids) == 0 {
+			return err
 		}
-		return nil
-	})
-	if err != nil {
-		return 0, err
-	}
-	return purged, nil
-}
-
-// matchingFailedIDs lists the failed job IDs matching f, oldest first.
-func matchingFailedIDs(ctx context.Context, tx *sql.Tx, f backend.FailedFilter) ([]int64, error) {
-	where, args := failedWhere(f, 0)
-	rows, err := tx.QueryContext(ctx, failedIDsSQL(where), args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
+		committed()
+		if len(ids) < backend.ChunkSize {
+			return nil
 		}
-		ids = append(ids, id)
+		*after = ids[len(ids)-1]
+		d := time.Since(locked) / 2
+		if pause == nil {
+			pause = time.NewTimer(d)
+		} else {
+			pause.Reset(d)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", op, ctx.Err())
+		case <-pause.C:
+		}
 	}
-	return ids, rows.Err()
 }
 
 // scanFailed reads one row of failedColumns.
@@ -184,13 +293,18 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 	var (
 		f                      backend.FailedJob
 		attempts, maxAtt, prio int64
-		uniqueKey              sql.NullString
+		uniqueKey, metadata    sql.NullString
 		created, failed        int64
 	)
 	if err := s.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.Error, &uniqueKey, &created, &failed); err != nil {
+		&f.Error, &uniqueKey, &created, &failed, &metadata); err != nil {
 		return nil, err
 	}
+	md, err := decodeMetadata(metadata.String, metadata.Valid)
+	if err != nil {
+		return nil, err
+	}
+	f.Metadata = md
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
 	f.CreatedAt = fromMicros(created)

@@ -103,6 +103,13 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	args := make([]any, 0, min(len(fresh), insertChunkRows)*insertColumnsPerRow)
 	for start := 0; start < len(fresh); start += insertChunkRows {
 		chunk := fresh[start:min(start+insertChunkRows, len(fresh))]
+		metadata := false
+		for _, i := range chunk {
+			if len(params[i].Metadata) > 0 {
+				metadata = true
+				break
+			}
+		}
 		args = args[:0]
 		for _, i := range chunk {
 			p := params[i]
@@ -112,18 +119,16 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			}
 			args = append(args, p.Queue, p.Type, p.Payload, int64(p.MaxAttempts), int64(p.Priority),
 				micros(p.AvailableAt(now)), nowUS, key)
+			if metadata {
+				args = append(args, encodeMetadata(p.Metadata))
+			}
 		}
 		var res sql.Result
 		var err error
-		switch {
-		case st == nil:
-			res, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
-		case len(chunk) == insertChunkRows:
-			res, err = tx.StmtContext(ctx, st.insertChunk).ExecContext(ctx, args...)
-		case len(chunk) == 1:
-			res, err = tx.StmtContext(ctx, st.insertOne).ExecContext(ctx, args...)
-		default:
-			res, err = tx.ExecContext(ctx, insertSQL(len(chunk)), args...)
+		if stmt := st.insertStmt(len(chunk), metadata); stmt != nil {
+			res, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
+		} else {
+			res, err = tx.ExecContext(ctx, insertSQL(len(chunk), metadata), args...)
 		}
 		if err != nil {
 			return err

@@ -72,7 +72,7 @@ func SchemaVersion() int { return len(migrations) }
 // backend.ErrSchemaTooNew, changing nothing, when the file was migrated by a
 // newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
-	const op = "migrate sqlite schema"
+	const op = "migrate schema"
 	if err := b.checkOpen(op); err != nil {
 		return 0, err
 	}
@@ -115,7 +115,7 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 // refuses one newer than this build. Reading it is also how Open proves the
 // file is a readable database.
 func (b *Backend) schemaState(ctx context.Context, db *sql.DB) (int, error) {
-	const op = "read sqlite schema version"
+	const op = "read schema version"
 	var n, version int
 	if err := db.QueryRowContext(ctx, qSchemaTableExists).Scan(&n); err != nil {
 		return 0, b.mapErr(ctx, op, err)
@@ -133,5 +133,5 @@ func (b *Backend) schemaState(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 func (b *Backend) tooNew(op string, v int) error {
-	return fmt.Errorf("%s: %w: %s is at version %d, this jobq knows up to %d; upgrade jobq", op, backend.ErrSchemaTooNew, b.path, v, SchemaVersion())
+	return fmt.Errorf("%s: %s: %w: it is at version %d, this jobq knows up to %d; upgrade jobq", op, b.name(), backend.ErrSchemaTooNew, v, SchemaVersion())
 }

@@ -61,14 +61,23 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 		{"fenced done", qCompleteDone, []any{1, 1},
 			[]string{"USING INTEGER PRIMARY KEY (rowid=?)"}, nil},
 	}
-	w, args := failedWhere(backend.FailedFilter{Queue: "q"}, 10)
-	cases = append(cases, struct {
+	type planCase = struct {
 		name, query string
 		args        []any
 		want        []string
 		not         []string
-	}{"failed list by queue", failedListSQL(w), append(args, 100),
+	}
+	w, args := failedWhere(backend.FailedFilter{Queue: "q"}, time.Time{}, 10)
+	cases = append(cases, planCase{"failed list by queue", failedListSQL(w), append(args, 100),
 		[]string{"failed_jobs_queue (queue=? AND id<?)"}, []string{"TEMP B-TREE"}})
+	// A replay or purge by filter pages by ID: each chunk continues the
+	// walk where the last one stopped, never sorts and never rescans.
+	w, args = failedWhere(backend.FailedFilter{Queue: "q"}, time.Now(), 0)
+	cases = append(cases, planCase{"failed chunk by queue and age", failedChunkSQL(w), append(args, 0, 100, 1000),
+		[]string{"failed_jobs_queue (queue=? AND id>? AND id<?)"}, []string{"TEMP B-TREE"}})
+	w, args = failedWhere(backend.FailedFilter{}, time.Now(), 0)
+	cases = append(cases, planCase{"failed chunk by age", failedChunkSQL(w), append(args, 0, 100, 1000),
+		[]string{"USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"}, []string{"TEMP B-TREE"}})
 	for _, c := range cases {
 		plan := queryPlan(t, b, c.query, c.args...)
 		for _, s := range c.want {

@@ -22,12 +22,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/lifecycle"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -36,7 +40,7 @@ import (
 // backend.ErrUnavailable.
 const DefaultBusyTimeout = 10 * time.Second
 
-// insertChunkRows is how many jobs one multi-row INSERT carries: 8
+// insertChunkRows is how many jobs one multi-row INSERT carries: 9
 // parameters each keeps a statement far below SQLite's 32766-variable limit
 // while amortizing the per-statement cost.
 const insertChunkRows = 500
@@ -78,10 +82,10 @@ type Backend struct {
 	path        string
 	busyTimeout time.Duration
 	now         func() time.Time
-	w           *sql.DB // one connection: every write
-	r           *sql.DB // read-only connections
-	ckpt        *sql.DB // one connection: WAL checkpoints, see checkpoint.go
-	stopCkpt    func()  // stops the checkpoint loop; nil until Open succeeds
+	w           *sql.DB         // one connection: every write
+	r           *sql.DB         // read-only connections
+	ckpt        *sql.DB         // one connection: WAL checkpoints, see checkpoint.go
+	loops       lifecycle.Group // the checkpointer; started by Open, stopped by Close
 	hub         hub
 	closed      atomic.Bool
 	closeOnce   sync.Once
@@ -98,10 +102,15 @@ var (
 
 // Open opens (creating it if needed) the SQLite database at path, applies
 // pending migrations unless opts.NoMigrate, and checks the file is usable.
-// ctx bounds only the opening. An unreadable, corrupt or locked file, or a
-// path whose directory does not exist, fails here with an error wrapping
-// backend.ErrUnavailable that names the file; a schema newer than this
-// build fails with backend.ErrSchemaTooNew; a bad path or option with
+// With opts.Existing it opens only a file that already holds this build's
+// schema, creating and migrating nothing. ctx bounds only the opening.
+//
+// An error about the file names it once, as "sqlite PATH", so a caller
+// adds only what it was doing ("open database: …"). An unreadable, corrupt or locked file, or a path
+// whose directory does not exist, wraps backend.ErrUnavailable; a schema
+// newer than this build wraps backend.ErrSchemaTooNew; with Existing, a
+// missing file, one without jobq's tables or with an older schema wraps
+// backend.ErrNoSchema; a bad path (a directory, say) or option wraps
 // backend.ErrInvalidInput.
 func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file::memory:") {
@@ -117,56 +126,140 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	if b.now == nil {
 		b.now = time.Now
 	}
-	if err := b.open(ctx, opts.NoMigrate); err != nil {
-		b.closeDBs()
+	if err := b.open(ctx, opts); err != nil {
+		_ = b.closeDBs()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *Backend) open(ctx context.Context, noMigrate bool) error {
-	var err error
-	if b.w, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, true)); err != nil {
-		return fmt.Errorf("open sqlite %s: %w", b.path, err)
+func (b *Backend) open(ctx context.Context, opts Options) error {
+	size, err := b.checkPath(opts.Existing)
+	if err != nil {
+		return err
 	}
+	// sql.Open only records the DSN: nothing touches the file until the
+	// first connection.
+	for _, c := range []struct {
+		db    **sql.DB
+		write bool
+	}{{&b.r, false}, {&b.w, true}, {&b.ckpt, true}} {
+		if *c.db, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, c.write, !opts.Existing)); err != nil {
+			return fmt.Errorf("%s: %w", b.name(), err)
+		}
+	}
+	b.r.SetMaxOpenConns(4)
+	b.r.SetMaxIdleConns(4)
 	// One writer: SQLite serializes writers anyway, and queueing them in
 	// database/sql is cheaper than SQLITE_BUSY retries between connections.
 	b.w.SetMaxOpenConns(1)
 	b.w.SetMaxIdleConns(1)
 	b.w.SetConnMaxIdleTime(0)
 	b.w.SetConnMaxLifetime(0)
-	if b.r, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, false)); err != nil {
-		return fmt.Errorf("open sqlite %s: %w", b.path, err)
-	}
-	b.r.SetMaxOpenConns(4)
-	b.r.SetMaxIdleConns(4)
+	b.ckpt.SetMaxOpenConns(1)
 
+	if opts.Existing {
+		// Checked on a read connection, whose pragmas write nothing,
+		// before the write connection's journal_mode=WAL would convert a
+		// foreign file.
+		if err := b.checkExisting(ctx, size); err != nil {
+			return err
+		}
+	}
 	// Connecting runs the pragmas (journal_mode=WAL reads the header), so a
 	// missing directory, a locked or a non-database file fails here.
 	if err := b.w.PingContext(ctx); err != nil {
-		return b.mapErr(ctx, "open sqlite", err)
+		return b.mapErr(ctx, "", err)
 	}
-	if noMigrate {
+	switch {
+	case opts.Existing:
+	case opts.NoMigrate:
 		_, err = b.schemaState(ctx, b.r)
-	} else {
+	default:
 		_, err = b.Migrate(ctx)
 	}
 	if err != nil {
 		return err
 	}
-	if b.ckpt, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, true)); err != nil {
-		return fmt.Errorf("open sqlite %s: %w", b.path, err)
-	}
-	b.ckpt.SetMaxOpenConns(1)
-	b.stopCkpt = startCheckpointer(b.ckpt, b.path)
+	b.loops.Start(context.Background(), lifecycle.Component{Name: "sqlite checkpointer " + b.path, Run: b.checkpointLoop})
 	return nil
 }
 
+// name is how errors name the store: "sqlite PATH".
+func (b *Backend) name() string { return "sqlite " + b.path }
+
+// checkPath refuses a directory and, for an Existing open, a missing file,
+// before any connection could create one. It returns the file's size (-1
+// when unknown).
+func (b *Backend) checkPath(existing bool) (int64, error) {
+	fi, err := os.Stat(b.path)
+	switch {
+	case err == nil && fi.IsDir():
+		return 0, fmt.Errorf("%s: %w", b.name(), &backend.InputError{Field: "path", Reason: fmt.Sprintf("it is a directory, not a database file; give a file's path, e.g. %s", filepath.Join(b.path, "jobq.db"))})
+	case err == nil:
+		return fi.Size(), nil
+	case existing && errors.Is(err, fs.ErrNotExist):
+		if _, err := os.Stat(filepath.Dir(b.path)); errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("%s: %w: neither the file nor its directory exists; create the directory, then the schema with: jobq migrate --db %s",
+				b.name(), backend.ErrNoSchema, shellQuote("sqlite:"+b.path))
+		}
+		return 0, b.noSchema("the file does not exist")
+	}
+	// Anything else (a missing directory, no permission) is for the
+	// driver to report when it connects.
+	return -1, nil
+}
+
+// checkExisting refuses, for an Existing open, a file that does not hold
+// this build's schema. size is the file's size (0: empty).
+func (b *Backend) checkExisting(ctx context.Context, size int64) error {
+	var tables int
+	if err := b.r.QueryRowContext(ctx, qJobqTables).Scan(&tables); err != nil {
+		return b.mapErr(ctx, "", err)
+	}
+	switch {
+	case tables == 0 && size == 0:
+		return b.noSchema("the file is empty")
+	case tables < 3:
+		return b.noSchema("the file holds no jobq tables")
+	}
+	v, err := b.schemaState(ctx, b.r)
+	if err != nil {
+		return err
+	}
+	if v < SchemaVersion() {
+		return fmt.Errorf("%s: %w at version %d: the file's schema is at version %d; upgrade it with: jobq migrate --db %s",
+			b.name(), backend.ErrNoSchema, SchemaVersion(), v, shellQuote("sqlite:"+b.path))
+	}
+	return nil
+}
+
+// noSchema is the ErrNoSchema error of an Existing open: why, and the
+// command that creates the schema.
+func (b *Backend) noSchema(why string) error {
+	return fmt.Errorf("%s: %w: %s; create it with: jobq migrate --db %s", b.name(), backend.ErrNoSchema, why, shellQuote("sqlite:"+b.path))
+}
+
+// shellQuote quotes s for a POSIX shell when it holds anything but
+// ordinary path characters, so a suggested command can be pasted.
+func shellQuote(s string) string {
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-:+,=@%", c)) {
+			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+		}
+	}
+	return s
+}
+
 // dsn builds the driver's data source name: a file: URI (so any path
-// character is safe) with the pragmas every connection needs.
-func dsn(path string, busy time.Duration, write bool) string {
+// character is safe) with the pragmas every connection needs. create false
+// opens the file read-write without creating it (mode=rw).
+func dsn(path string, busy time.Duration, write, create bool) string {
 	esc := strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path)
 	q := fmt.Sprintf("?_pragma=busy_timeout(%d)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(OFF)", busy.Milliseconds())
+	if !create {
+		q += "&mode=rw"
+	}
 	if write {
 		// wal_autocheckpoint(0): checkpoints run off the write path, see
 		// checkpoint.go.
@@ -190,9 +283,7 @@ func (b *Backend) Close() error {
 
 func (b *Backend) closeDBs() error {
 	var errs []error
-	if b.stopCkpt != nil {
-		b.stopCkpt()
-	}
+	b.loops.Stop()
 	if b.ckpt != nil {
 		errs = append(errs, b.ckpt.Close())
 	}
@@ -209,7 +300,7 @@ func (b *Backend) closeDBs() error {
 		errs = append(errs, b.w.Close())
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("close sqlite %s: %w", b.path, err)
+		return fmt.Errorf("close %s: %w", b.name(), err)
 	}
 	return nil
 }

@@ -16,20 +16,22 @@ import (
 // re-parse SQL.
 type stmts struct {
 	// write connection
-	uniqueLookup *sql.Stmt
-	insertOne    *sql.Stmt // insertSQL(1): the common single enqueue
-	insertChunk  *sql.Stmt // insertSQL(insertChunkRows)
-	done         *sql.Stmt
-	retry        *sql.Stmt
-	failCopy     *sql.Stmt
-	jobDelete    *sql.Stmt
-	extend       *sql.Stmt
-	release      *sql.Stmt
-	sweepExpired *sql.Stmt
-	sweepRescue  *sql.Stmt
-	replay       *sql.Stmt
-	failedExists *sql.Stmt
-	failedDelete *sql.Stmt
+	uniqueLookup  *sql.Stmt
+	insertOne     *sql.Stmt // insertSQL(1, false): the common single enqueue
+	insertChunk   *sql.Stmt // insertSQL(insertChunkRows, false)
+	insertOneMD   *sql.Stmt // the same with metadata
+	insertChunkMD *sql.Stmt
+	done          *sql.Stmt
+	retry         *sql.Stmt
+	failCopy      *sql.Stmt
+	jobDelete     *sql.Stmt
+	extend        *sql.Stmt
+	release       *sql.Stmt
+	sweepExpired  *sql.Stmt
+	sweepRescue   *sql.Stmt
+	replay        *sql.Stmt
+	failedExists  *sql.Stmt
+	failedDelete  *sql.Stmt
 	// read connections
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
@@ -57,8 +59,10 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		text string
 	}{
 		{b.w, &st.uniqueLookup, qUniqueLookup},
-		{b.w, &st.insertOne, insertSQL(1)},
-		{b.w, &st.insertChunk, insertSQL(insertChunkRows)},
+		{b.w, &st.insertOne, insertSQL(1, false)},
+		{b.w, &st.insertChunk, insertSQL(insertChunkRows, false)},
+		{b.w, &st.insertOneMD, insertSQL(1, true)},
+		{b.w, &st.insertChunkMD, insertSQL(insertChunkRows, true)},
 		{b.w, &st.done, qCompleteDone},
 		{b.w, &st.retry, qCompleteRetry},
 		{b.w, &st.failCopy, qFailCopy},
@@ -84,6 +88,25 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 	return st, nil
 }
 
+// insertStmt returns the prepared insertSQL(n, metadata), or nil when
+// there is none for n rows or st is nil (a caller's transaction, see
+// insertTx): then the caller runs the SQL text.
+func (st *stmts) insertStmt(n int, metadata bool) *sql.Stmt {
+	switch {
+	case st == nil:
+		return nil
+	case n == 1 && metadata:
+		return st.insertOneMD
+	case n == 1:
+		return st.insertOne
+	case n == insertChunkRows && metadata:
+		return st.insertChunkMD
+	case n == insertChunkRows:
+		return st.insertChunk
+	}
+	return nil
+}
+
 // claimStmt returns the claim statement for n queues and whether the caller
 // must close it (when n is beyond the cached range).
 func (st *stmts) claimStmt(ctx context.Context, w *sql.DB, n int) (*sql.Stmt, bool, error) {
@@ -107,7 +130,7 @@ func (st *stmts) claimStmt(ctx context.Context, w *sql.DB, n int) (*sql.Stmt, bo
 func (st *stmts) close() error {
 	var errs []error
 	for _, s := range []*sql.Stmt{
-		st.uniqueLookup, st.insertOne, st.insertChunk, st.done, st.retry, st.failCopy, st.jobDelete,
+		st.uniqueLookup, st.insertOne, st.insertChunk, st.insertOneMD, st.insertChunkMD, st.done, st.retry, st.failCopy, st.jobDelete,
 		st.extend, st.release, st.sweepExpired, st.sweepRescue, st.replay,
 		st.failedExists, st.failedDelete, st.jobGet, st.failedGet,
 	} {

@@ -13,7 +13,7 @@ const leaseExpiredError = "lease expired"
 
 // LeaseSweep implements backend.Backend in one write transaction: expired
 // jobs with attempts left go back to pending (available now, last_error
-// "lease expired"), the others move to failed_jobs.
+// "lease expired"), the others move to failed_jobs; the result names each.
 func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
 	const op = "sweep leases"
 	var res backend.SweepResult
@@ -31,7 +31,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		clear(woken)
 		type expired struct {
 			id, attempts, maxAttempts int64
-			queue                     string
+			queue, typ                string
 		}
 		rows, err := tx.StmtContext(ctx, st.sweepExpired).QueryContext(ctx, now, int64(limit))
 		if err != nil {
@@ -40,7 +40,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		var found []expired
 		for rows.Next() {
 			var e expired
-			if err := rows.Scan(&e.id, &e.attempts, &e.maxAttempts, &e.queue); err != nil {
+			if err := rows.Scan(&e.id, &e.attempts, &e.maxAttempts, &e.queue, &e.typ); err != nil {
 				_ = rows.Close()
 				return err
 			}
@@ -55,24 +55,29 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		if len(found) == 0 {
 			return nil
 		}
+		res.Jobs = make([]backend.SweptJob, 0, len(found))
 		rescue := tx.StmtContext(ctx, st.sweepRescue)
-		failCopy, del := tx.StmtContext(ctx, st.failCopy), tx.StmtContext(ctx, st.jobDelete)
+		fails := failMover{ctx: ctx, tx: tx, st: st}
 		for _, e := range found {
-			if e.attempts < e.maxAttempts {
+			failed := e.attempts >= e.maxAttempts
+			if !failed {
 				if _, err := rescue.ExecContext(ctx, e.id, e.attempts, now, leaseExpiredError); err != nil {
 					return err
 				}
 				res.Rescued++
 				woken[e.queue] = struct{}{}
-				continue
+			} else {
+				if _, err := fails.move(e.id, e.attempts, leaseExpiredError, now); err != nil {
+					return err
+				}
+				res.Failed++
 			}
-			if _, err := failCopy.ExecContext(ctx, e.id, e.attempts, leaseExpiredError, now); err != nil {
-				return err
-			}
-			if _, err := del.ExecContext(ctx, e.id); err != nil {
-				return err
-			}
-			res.Failed++
+			res.Jobs = append(res.Jobs, backend.SweptJob{
+				Ref:    backend.JobRef{ID: e.id, Attempt: int(e.attempts)},
+				Queue:  e.queue,
+				Type:   e.typ,
+				Failed: failed,
+			})
 		}
 		return nil
 	})

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"database/sql"
 	"errors"
+	"maps"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,12 +39,14 @@ func TestTxInsertAndComplete(t *testing.T) {
 		t.Fatalf("job of a rolled-back tx: %v, want ErrNotFound", err)
 	}
 
-	// Committed: it exists, invisible before the commit.
+	// Committed: it exists, invisible before the commit, with its metadata.
 	tx, err = app.BeginTx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err = b.JobInsertManyTx(ctx, tx, oneJob("q"))
+	traced := oneJob("q")
+	traced[0].Metadata = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	res, err = b.JobInsertManyTx(ctx, tx, traced)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +59,9 @@ func TestTxInsertAndComplete(t *testing.T) {
 	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
 	if err != nil || len(rows) != 1 || rows[0].ID != res[0].ID {
 		t.Fatalf("claim = %v, %v; want job %d", rows, err, res[0].ID)
+	}
+	if !maps.Equal(rows[0].Metadata, traced[0].Metadata) {
+		t.Fatalf("claimed metadata %v, want %v as inserted in the tx", rows[0].Metadata, traced[0].Metadata)
 	}
 
 	// Completed inside the handler's tx.

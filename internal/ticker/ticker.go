@@ -21,19 +21,3 @@ func Loop(ctx context.Context, interval time.Duration, fn func(context.Context))
 		}
 	}
 }
-
-// Background runs Loop in a goroutine of its own, for components whose
-// lifetime is an object's rather than a caller's context. stop cancels the
-// loop and waits for it to return; call it once.
-func Background(interval time.Duration, fn func(context.Context)) (stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		Loop(ctx, interval, fn)
-	}()
-	return func() {
-		cancel()
-		<-done
-	}
-}

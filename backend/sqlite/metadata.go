@@ -1,0 +1,149 @@
+package sqlite
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+)
+
+// The metadata column holds a job's metadata as a JSON object of strings,
+// NULL when there is none, so jobs without metadata, the common case, cost
+// nothing to encode or decode. Jobs with metadata are encoded at every
+// insert and decoded at every claim: encoding/json took 0.5µs and 3.6µs for
+// a traceparent and one tag, a quarter of a claim's cost per job, so both
+// directions have a direct path here (about a tenth of that), and decoding
+// falls back to encoding/json for anything it does not expect.
+
+// encodeMetadata returns m as the metadata column stores it: a JSON object
+// with sorted keys as text, or nil (NULL) when m is empty.
+func encodeMetadata(m map[string]string) any {
+	if len(m) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(m))
+	n := 2
+	for k, v := range m {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		writeJSONString(&sb, k)
+		sb.WriteByte(':')
+		writeJSONString(&sb, m[k])
+	}
+	sb.WriteByte('}')
+	return sb.String()
+}
+
+// writeJSONString writes s as a JSON string. s is valid UTF-8 (see
+// backend.ValidateMetadata), so only quotes, backslashes and control
+// characters need escaping.
+func writeJSONString(sb *strings.Builder, s string) {
+	const hex = "0123456789abcdef"
+	sb.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		sb.WriteString(s[start:i])
+		switch c {
+		case '"', '\\':
+			sb.WriteByte('\\')
+			sb.WriteByte(c)
+		case '\n':
+			sb.WriteString(`\n`)
+		case '\t':
+			sb.WriteString(`\t`)
+		case '\r':
+			sb.WriteString(`\r`)
+		default:
+			sb.WriteString(`\u00`)
+			sb.WriteByte(hex[c>>4])
+			sb.WriteByte(hex[c&0xf])
+		}
+		start = i + 1
+	}
+	sb.WriteString(s[start:])
+	sb.WriteByte('"')
+}
+
+// decodeMetadata is the inverse of encodeMetadata for the column's value
+// (valid false for NULL): nil for NULL or an empty object.
+func decodeMetadata(text string, valid bool) (map[string]string, error) {
+	if !valid {
+		return nil, nil
+	}
+	m, ok := decodeFlatObject(text)
+	if !ok {
+		if err := json.Unmarshal([]byte(text), &m); err != nil {
+			return nil, fmt.Errorf("decode metadata column: %w", err)
+		}
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// decodeFlatObject decodes what encodeMetadata writes when no string needs
+// an escape: {"k":"v",...} without spaces. Keys and values are substrings
+// of text. ok is false for anything else (escapes, spaces, invalid UTF-8,
+// malformed text), which encoding/json then decodes or refuses.
+func decodeFlatObject(text string) (m map[string]string, ok bool) {
+	if len(text) < 2 || text[0] != '{' || text[len(text)-1] != '}' {
+		return nil, false
+	}
+	if len(text) == 2 {
+		return nil, true
+	}
+	m = make(map[string]string, strings.Count(text, `":"`))
+	rest := text[1:]
+	for {
+		k, after, ok := cutJSONString(rest)
+		if !ok || after == "" || after[0] != ':' {
+			return nil, false
+		}
+		v, after, ok := cutJSONString(after[1:])
+		if !ok || after == "" {
+			return nil, false
+		}
+		m[k] = v
+		switch after[0] {
+		case ',':
+			rest = after[1:]
+		case '}':
+			return m, len(after) == 1
+		default:
+			return nil, false
+		}
+	}
+}
+
+// cutJSONString cuts a JSON string without escapes or control characters
+// from the front of s, returning its contents and what follows.
+func cutJSONString(s string) (str, rest string, ok bool) {
+	if s == "" || s[0] != '"' {
+		return "", "", false
+	}
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
+			str = s[1:i]
+			return str, s[i+1:], utf8.ValidString(str)
+		case c == '\\' || c < 0x20:
+			return "", "", false
+		}
+	}
+	return "", "", false
+}

@@ -57,7 +57,7 @@ func (b *Backend) classify(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	}
 	if unavailable(err) {
-		return fmt.Errorf("%s: %w: postgres at %s: %w", op, backend.ErrUnavailable, b.host, err)
+		return fmt.Errorf("%s: %w: postgres at %s: %w", op, backend.ErrUnavailable, b.host, oneLine{err})
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -116,3 +116,14 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// oneLine shows a driver error on one line: pgconn lists each address it
+// tried on a line of its own, and a log line or a command's error must
+// stay one line.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(e.err.Error())
+}
+
+func (e oneLine) Unwrap() error { return e.err }

@@ -138,7 +138,7 @@ func (b *Backend) checkVersion(ctx context.Context) error {
 // and anything missing or older is backend.ErrNoSchema saying what and how
 // to create it.
 func (b *Backend) checkExisting(ctx context.Context) error {
-	const op = "open postgres"
+	const op = "open"
 	s := quoteIdent(b.opts.Schema)
 	var exists, hasVersion, hasTables bool
 	err := b.do(ctx, op, func(ctx context.Context) error {

@@ -156,6 +156,9 @@ func TestOpenRedactsSecrets(t *testing.T) {
 				if msg := err.Error(); strings.Contains(msg, password) || strings.Contains(msg, token) {
 					t.Fatalf("error shows a secret: %s", msg)
 				}
+				if msg := err.Error(); strings.Contains(msg, "\n") || strings.Count(msg, "open") > 1 {
+					t.Fatalf("error is not one line saying each thing once: %q", msg)
+				}
 			}
 			t.Logf("error: %v", err)
 		})

@@ -230,10 +230,10 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	}
 	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, b.mapError(ctx, "open postgres", err)
+		return nil, b.mapError(ctx, "open", err)
 	}
 	b.listener, b.sender = newListener(b), newSender(b)
-	err = b.do(ctx, "open postgres", func(ctx context.Context) error { return b.pool.Ping(ctx) })
+	err = b.do(ctx, "open", func(ctx context.Context) error { return b.pool.Ping(ctx) })
 	if err == nil {
 		switch {
 		case opts.Existing:

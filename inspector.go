@@ -36,7 +36,8 @@ func (i *Inspector) Stats(ctx context.Context) ([]QueueStats, error) {
 	return i.b.QueueStats(ctx)
 }
 
-// Totals sums per-queue stats; its Queue field is empty.
+// Totals sums per-queue stats; its Queue field is empty and its OldestDue
+// is the earliest of the queues'.
 func Totals(stats []QueueStats) QueueStats {
 	var t QueueStats
 	for _, s := range stats {
@@ -44,6 +45,9 @@ func Totals(stats []QueueStats) QueueStats {
 		t.Scheduled += s.Scheduled
 		t.Reserved += s.Reserved
 		t.Failed += s.Failed
+		if !s.OldestDue.IsZero() && (t.OldestDue.IsZero() || s.OldestDue.Before(t.OldestDue)) {
+			t.OldestDue = s.OldestDue
+		}
 	}
 	return t
 }

@@ -88,8 +88,8 @@ type Backend interface {
 
 	// QueueStats counts jobs per queue and state: pending (due now),
 	// scheduled (pending, available later), reserved, and failed (rows in
-	// failed_jobs). Queues with no jobs in any state are omitted. Sorted by
-	// queue name.
+	// failed_jobs), with the due time of the oldest due job. Queues with
+	// no jobs in any state are omitted. Sorted by queue name.
 	QueueStats(ctx context.Context) ([]QueueStats, error)
 
 	// FailedList lists failed jobs matching params, newest first (highest
@@ -279,6 +279,10 @@ type QueueStats struct {
 	Scheduled int64 // pending but available later (delayed or backing off)
 	Reserved  int64
 	Failed    int64
+	// OldestDue is the AvailableAt of the pending job that has been due
+	// longest (by the backend's clock), zero when no job is due: now minus
+	// it is how far behind the queue's workers are.
+	OldestDue time.Time
 }
 
 // FailedJob is one row of failed_jobs: a job that gave up.

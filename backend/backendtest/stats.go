@@ -45,6 +45,50 @@ func testStats(t *testing.T, h Harness) {
 		}
 	})
 
+	parallel(t, h, "OldestDue", func(t *testing.T, b backend.Backend) {
+		oldest := func(queue string) time.Time {
+			t.Helper()
+			all, err := b.QueueStats(t.Context())
+			if err != nil {
+				t.Fatalf("QueueStats: %v", err)
+			}
+			for _, s := range all {
+				if s.Queue == queue {
+					return s.OldestDue
+				}
+			}
+			t.Fatalf("QueueStats has no queue %q", queue)
+			return time.Time{}
+		}
+		// Overdue by an hour, and a younger due job: the hour wins.
+		overdue := job("q", "t")
+		overdue.RunAt = time.Now().Add(-time.Hour)
+		ids := insertIDs(t, b, overdue, job("q", "t"))
+		want := get(t, b, ids[0]).AvailableAt
+		if got := oldest("q"); !got.Equal(want) {
+			t.Fatalf("OldestDue = %v, want the overdue job's AvailableAt %v", got, want)
+		}
+		// Reserved, scheduled and failed jobs are not due: once the
+		// overdue job (the older ID) is claimed, the other is the oldest.
+		if r := claimOne(t, b, "q"); r.ID != ids[0] {
+			t.Fatalf("claimed job %d, want the overdue job %d", r.ID, ids[0])
+		}
+		if got, want := oldest("q"), get(t, b, ids[1]).AvailableAt; !got.Equal(want) {
+			t.Fatalf("OldestDue after the overdue job was claimed = %v, want %v", got, want)
+		}
+		later := job("later", "t")
+		later.Delay = time.Hour
+		insertOne(t, b, later)
+		makeFailed(t, b, job("failed", "t"))
+		insertOne(t, b, job("busy", "t"))
+		claimOne(t, b, "busy")
+		for _, q := range []string{"later", "failed", "busy"} {
+			if got := oldest(q); !got.IsZero() {
+				t.Errorf("OldestDue of queue %s with no due job = %v, want zero", q, got)
+			}
+		}
+	})
+
 	parallel(t, h, "SortedByQueue", func(t *testing.T, b backend.Backend) {
 		insertIDs(t, b, job("zeta", "t"), job("Alpha", "t"), job("mid", "t"), job("alpha", "t"))
 		var names []string

@@ -55,6 +55,19 @@ func (q *queue) promote(now time.Time) {
 	}
 }
 
+// oldestDue is the earliest AvailableAt among the due jobs, zero when
+// none is due. The ready heap is in claim order, so this scans it: stats
+// are read once per scrape, not per claim.
+func (q *queue) oldestDue() time.Time {
+	var oldest time.Time
+	for _, j := range q.ready.items {
+		if oldest.IsZero() || j.AvailableAt.Before(oldest) {
+			oldest = j.AvailableAt
+		}
+	}
+	return oldest
+}
+
 // empty reports whether the queue holds nothing, so it can be dropped.
 func (q *queue) empty() bool {
 	return q.ready.len() == 0 && q.scheduled.len() == 0 && q.reserved == 0 && q.failed == 0

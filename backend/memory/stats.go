@@ -27,6 +27,7 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 			Scheduled: int64(q.scheduled.len()),
 			Reserved:  int64(q.reserved),
 			Failed:    int64(q.failed),
+			OldestDue: q.oldestDue(),
 		})
 	}
 	slices.SortFunc(out, func(x, y backend.QueueStats) int { return cmp.Compare(x.Queue, y.Queue) })

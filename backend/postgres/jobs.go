@@ -270,7 +270,11 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 		}
 		stats, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (backend.QueueStats, error) {
 			var s backend.QueueStats
-			err := row.Scan(&s.Queue, &s.Pending, &s.Scheduled, &s.Reserved, &s.Failed)
+			var oldest pgtype.Timestamptz
+			err := row.Scan(&s.Queue, &s.Pending, &s.Scheduled, &s.Reserved, &s.Failed, &oldest)
+			if oldest.Valid {
+				s.OldestDue = oldest.Time
+			}
 			return s, err
 		})
 		return err

@@ -452,19 +452,21 @@ const sqlJobGet = `SELECT ` + jobColumns + ` FROM {schema}.jobs WHERE id = $1`
 // sqlQueueStats counts jobs per queue and state.
 //
 // Takes no parameters. Returns (queue text, pending bigint, scheduled
-// bigint, reserved bigint, failed bigint) per queue with any job, ordered
-// by queue name bytewise (COLLATE "C", as Go sorts strings).
+// bigint, reserved bigint, failed bigint, oldest_due timestamptz or NULL
+// when no job is due) per queue with any job, ordered by queue name
+// bytewise (COLLATE "C", as Go sorts strings).
 const sqlQueueStats = `
-SELECT queue, sum(pending)::bigint, sum(scheduled)::bigint, sum(reserved)::bigint, sum(failed)::bigint
+SELECT queue, sum(pending)::bigint, sum(scheduled)::bigint, sum(reserved)::bigint, sum(failed)::bigint, min(oldest_due)
 FROM (
 	SELECT queue,
 	       count(*) FILTER (WHERE status = 'pending' AND available_at <= now()) AS pending,
 	       count(*) FILTER (WHERE status = 'pending' AND available_at > now()) AS scheduled,
 	       count(*) FILTER (WHERE status = 'reserved') AS reserved,
-	       0 AS failed
+	       0 AS failed,
+	       min(available_at) FILTER (WHERE status = 'pending' AND available_at <= now()) AS oldest_due
 	FROM {schema}.jobs GROUP BY queue
 	UNION ALL
-	SELECT queue, 0, 0, 0, count(*) FROM {schema}.failed_jobs GROUP BY queue
+	SELECT queue, 0, 0, 0, count(*), NULL FROM {schema}.failed_jobs GROUP BY queue
 ) s
 GROUP BY queue
 ORDER BY queue COLLATE "C"`

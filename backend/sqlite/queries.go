@@ -193,11 +193,13 @@ WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
 const qJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`
 
 // qStatsJobs: ?1 now. Returns queue, pending (due), scheduled and reserved
-// counts per queue with at least one live job.
+// counts and the oldest due available_at (NULL when none is due) per
+// queue with at least one live job.
 const qStatsJobs = `SELECT queue,
 	SUM(status = 'pending' AND available_at <= ?1),
 	SUM(status = 'pending' AND available_at > ?1),
-	SUM(status = 'reserved')
+	SUM(status = 'reserved'),
+	MIN(CASE WHEN status = 'pending' AND available_at <= ?1 THEN available_at END)
 FROM jobs GROUP BY queue`
 
 // qStatsFailed: no parameters. Returns queue and failed_jobs count per queue.

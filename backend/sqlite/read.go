@@ -55,12 +55,16 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 		for rows.Next() {
 			var q string
 			var pending, scheduled, reserved int64
-			if err := rows.Scan(&q, &pending, &scheduled, &reserved); err != nil {
+			var oldest sql.NullInt64
+			if err := rows.Scan(&q, &pending, &scheduled, &reserved, &oldest); err != nil {
 				_ = rows.Close()
 				return err
 			}
 			s := get(q)
 			s.Pending, s.Scheduled, s.Reserved = pending, scheduled, reserved
+			if oldest.Valid {
+				s.OldestDue = fromMicros(oldest.Int64)
+			}
 		}
 		if err := rows.Close(); err != nil {
 			return err

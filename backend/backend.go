@@ -334,6 +334,17 @@ type FailedReplayParams struct {
 type ReplayResult struct {
 	Replayed int
 	Skipped  int // left in failed_jobs: their unique key is held by a live job
+	// ByType counts the replayed jobs per queue and type (their counts add
+	// up to Replayed), in no particular order, each queue and type once:
+	// what a replay by filter moved, for metrics.
+	ByType []TypeCount
+}
+
+// TypeCount is a number of jobs of one queue and type.
+type TypeCount struct {
+	Queue string
+	Type  string
+	Count int
 }
 
 // FailedPurgeParams selects failed jobs to delete: the listed IDs when IDs is

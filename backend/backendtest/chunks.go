@@ -119,7 +119,7 @@ func testChunks(t *testing.T, h Harness) {
 		}
 		insertIDs(t, b, holders...)
 		res, err := b.FailedReplay(ctx, backend.FailedReplayParams{Filter: backend.FailedFilter{Queue: "q"}})
-		if err != nil || res != (backend.ReplayResult{Replayed: keep - held, Skipped: held}) {
+		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: keep - held, Skipped: held}) {
 			t.Fatalf("FailedReplay(queue q) of %d with %d keys held = %+v, %v; want %d replayed, %d skipped",
 				keep, held, res, err, keep-held, held)
 		}
@@ -138,7 +138,7 @@ func testChunks(t *testing.T, h Harness) {
 		}
 		// Again: nothing to replay, the same skips counted once.
 		res, err = b.FailedReplay(ctx, backend.FailedReplayParams{Filter: backend.FailedFilter{Queue: "q"}})
-		if err != nil || res != (backend.ReplayResult{Skipped: held}) {
+		if err != nil || !sameReplay(res, backend.ReplayResult{Skipped: held}) {
 			t.Fatalf("second FailedReplay(queue q) = %+v, %v; want %d skipped", res, err, held)
 		}
 

@@ -31,7 +31,7 @@ func testOlderThan(t *testing.T, h Harness) {
 			t.Fatalf("FailedList(older than 1h) right after failing = %v, want none", failedIDs(got))
 		}
 		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: hour})
-		if err != nil || res != (backend.ReplayResult{}) {
+		if err != nil || !sameReplay(res, backend.ReplayResult{}) {
 			t.Fatalf("FailedReplay(older than 1h) = %+v, %v; want nothing", res, err)
 		}
 		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: hour})
@@ -59,7 +59,7 @@ func testOlderThan(t *testing.T, h Harness) {
 			t.Fatalf("FailedList(a, older than 1ms) = %v, want %v", got, []int64{made[1].ID, made[0].ID})
 		}
 		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: ms("b")})
-		if err != nil || res != (backend.ReplayResult{Replayed: 1}) {
+		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("FailedReplay(b, older than 1ms) = %+v, %v; want 1 replayed", res, err)
 		}
 		wantPendingNow(t, b, made[2].JobID, 0)
@@ -99,7 +99,7 @@ func testOlderThan(t *testing.T, h Harness) {
 				continue
 			}
 			res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: tc.f})
-			if err != nil || res != (backend.ReplayResult{}) {
+			if err != nil || !sameReplay(res, backend.ReplayResult{}) {
 				t.Errorf("FailedReplay(%+v) = %+v, %v; want nothing", tc.f, res, err)
 			}
 			n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{Filter: tc.f})
@@ -125,7 +125,7 @@ func testOlderThan(t *testing.T, h Harness) {
 		}
 		wantInvalid(t, err, "older than")
 		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: neg})
-		if res != (backend.ReplayResult{}) {
+		if !sameReplay(res, backend.ReplayResult{}) {
 			t.Errorf("refused FailedReplay reported %+v", res)
 		}
 		wantInvalid(t, err, "older than")

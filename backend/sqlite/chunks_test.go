@@ -106,7 +106,7 @@ func TestReplayByFilterLetsWritersIn(t *testing.T) {
 		t.Fatalf("enqueue during the replay = %+v; want key \"first\" held by replayed job 1 and key \"last\" still free: "+
 			"the enqueue must commit between two chunks", inserted)
 	}
-	if replayed != (backend.ReplayResult{Replayed: n - 1, Skipped: 1}) {
+	if replayed.Replayed != n-1 || replayed.Skipped != 1 {
 		t.Fatalf("FailedReplay = %+v, want %d replayed and the job keyed \"last\" skipped", replayed, n-1)
 	}
 }

@@ -110,6 +110,7 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...E
 func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
 	params, err := c.params(ctx, jobs)
 	if err != nil {
+		c.afterEnqueue(ctx, params, nil, err)
 		return nil, err
 	}
 	// The backend's error already names the step ("insert jobs: …").
@@ -129,6 +130,7 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 	}
 	params, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
 	if err != nil {
+		c.afterEnqueue(ctx, params, nil, err)
 		return 0, err
 	}
 	rows, err := txi.JobInsertManyTx(ctx, tx, params)
@@ -199,36 +201,42 @@ func toResults(rows []backend.InsertResult) []EnqueueResult {
 }
 
 // params validates and converts specs, refusing the whole batch on the first
-// bad one so nothing is written.
+// bad one so nothing is written. On error it returns the params of the jobs
+// the BeforeEnqueue hooks saw (up to the bad one), so the AfterEnqueue
+// hooks hear of each of them.
 func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertParams, error) {
 	out := make([]backend.InsertParams, len(jobs))
 	for i, j := range jobs {
 		p, err := c.param(ctx, j)
+		out[i] = p
 		if err != nil {
 			if len(jobs) > 1 {
-				return nil, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
+				return out[:i+1], fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
 			}
-			return nil, fmt.Errorf("enqueue: %w", err)
+			return out[:1], fmt.Errorf("enqueue: %w", err)
 		}
-		out[i] = p
 	}
 	return out, nil
 }
 
+// param turns one spec into insert params. On error the params still name
+// the job's queue, type and metadata, for the AfterEnqueue hooks.
 func (c *Client) param(ctx context.Context, j JobSpec) (backend.InsertParams, error) {
 	o := enqueueOptions{queue: "default"}
 	for _, opt := range j.Options {
 		opt(&o)
 	}
-	if err := c.beforeEnqueue(ctx, j.Type, &o); err != nil {
-		return backend.InsertParams{}, err
+	err := c.beforeEnqueue(ctx, j.Type, &o)
+	named := backend.InsertParams{Queue: o.queue, Type: j.Type, Metadata: o.metadata}
+	if err != nil {
+		return named, err
 	}
 	payload, err := marshalPayload(j.Payload)
 	if err != nil {
-		return backend.InsertParams{}, err
+		return named, err
 	}
 	if len(payload) > c.cfg.MaxPayloadBytes {
-		return backend.InsertParams{}, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
+		return named, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
 	}
 	if o.maxAttempts == 0 {
 		o.maxAttempts = c.cfg.MaxAttempts

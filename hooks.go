@@ -65,9 +65,12 @@ type ClientHooks struct {
 	// It may add to the job's Metadata (a tracer injects its context
 	// there); an error refuses the whole call, and nothing is written.
 	BeforeEnqueue func(ctx context.Context, job *EnqueueInfo) error
-	// AfterEnqueue runs for each job once the insert returned, with the
-	// job's result or the call's error. For EnqueueTx the insert is part
-	// of the caller's transaction, which may still roll back.
+	// AfterEnqueue runs once for every job BeforeEnqueue ran for (so
+	// whatever BeforeEnqueue started can always be finished): after the
+	// insert, with the job's result, or when the call failed (a hook's
+	// refusal, bad input, the backend's error) with that error. For
+	// EnqueueTx the insert is part of the caller's transaction, which may
+	// still roll back.
 	AfterEnqueue func(ctx context.Context, job EnqueueInfo, res EnqueueResult, err error)
 }
 

@@ -195,7 +195,14 @@ func TestClientHooks(t *testing.T) {
 		AfterEnqueue: func(ctx context.Context, j jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
 			mu.Lock()
 			defer mu.Unlock()
-			after = append(after, j.Type+" "+j.Queue+" "+j.Metadata["traceparent"]+" "+strings.Repeat("dup", map[bool]int{true: 1}[res.Duplicate]))
+			line := j.Type + " " + j.Queue + " " + j.Metadata["traceparent"]
+			if res.Duplicate {
+				line += " dup"
+			}
+			if err != nil {
+				line += " refused"
+			}
+			after = append(after, line)
 		},
 	}}})
 	ctx := context.Background()
@@ -218,8 +225,11 @@ func TestClientHooks(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if !slices.Equal(after, []string{"email mail 00-abc-def-01 ", "email mail 00-abc-def-01 dup"}) {
-		t.Fatalf("AfterEnqueue saw %q", after)
+	// Every job BeforeEnqueue saw is finished by AfterEnqueue, the refused
+	// batch's too (with its error), so a tracer's spans never leak.
+	want := []string{"email mail 00-abc-def-01", "email mail 00-abc-def-01 dup", "email default 00-abc-def-01 refused", "forbidden default  refused"}
+	if !slices.Equal(after, want) {
+		t.Fatalf("AfterEnqueue saw %q, want %q", after, want)
 	}
 }
 

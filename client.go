@@ -108,15 +108,15 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...E
 // error, none. Unique-key collisions are not errors here: they are reported
 // per job in the result.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
-	params, err := c.params(ctx, jobs)
+	params, jobCtxs, err := c.params(ctx, jobs)
 	if err != nil {
-		c.afterEnqueue(ctx, params, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, params, nil, err)
 		return nil, err
 	}
 	// The backend's error already names the step ("insert jobs: …").
 	rows, err := c.b.JobInsertMany(ctx, params)
 	res := toResults(rows)
-	c.afterEnqueue(ctx, params, res, err)
+	c.afterEnqueue(ctx, jobCtxs, params, res, err)
 	return res, err
 }
 
@@ -128,13 +128,13 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 	if !ok {
 		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, ErrNotSupported)
 	}
-	params, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
+	params, jobCtxs, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
 	if err != nil {
-		c.afterEnqueue(ctx, params, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, params, nil, err)
 		return 0, err
 	}
 	rows, err := txi.JobInsertManyTx(ctx, tx, params)
-	c.afterEnqueue(ctx, params, toResults(rows), err)
+	c.afterEnqueue(ctx, jobCtxs, params, toResults(rows), err)
 	if err != nil {
 		return 0, err
 	}
@@ -172,9 +172,10 @@ func CompleteTx(ctx context.Context, tx any) error {
 	return nil
 }
 
-// afterEnqueue runs the AfterEnqueue hooks for each job of a call; res is
-// nil when the call failed.
-func (c *Client) afterEnqueue(ctx context.Context, params []backend.InsertParams, res []EnqueueResult, err error) {
+// afterEnqueue runs the AfterEnqueue hooks for each job of a call, with
+// the job's context (jobCtxs[i], nil when no BeforeEnqueue hook ran: the
+// call's); res is nil when the call failed.
+func (c *Client) afterEnqueue(ctx context.Context, jobCtxs []context.Context, params []backend.InsertParams, res []EnqueueResult, err error) {
 	for _, h := range c.cfg.Hooks {
 		if h.AfterEnqueue == nil {
 			continue
@@ -184,7 +185,11 @@ func (c *Client) afterEnqueue(ctx context.Context, params []backend.InsertParams
 			if err == nil && i < len(res) {
 				r = res[i]
 			}
-			h.AfterEnqueue(ctx, EnqueueInfo{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata}, r, err)
+			jctx := ctx
+			if i < len(jobCtxs) && jobCtxs[i] != nil {
+				jctx = jobCtxs[i]
+			}
+			h.AfterEnqueue(jctx, EnqueueInfo{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata, Context: jctx}, r, err)
 		}
 	}
 }
@@ -201,42 +206,51 @@ func toResults(rows []backend.InsertResult) []EnqueueResult {
 }
 
 // params validates and converts specs, refusing the whole batch on the first
-// bad one so nothing is written. On error it returns the params of the jobs
-// the BeforeEnqueue hooks saw (up to the bad one), so the AfterEnqueue
-// hooks hear of each of them.
-func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertParams, error) {
+// bad one so nothing is written. With client hooks it also returns each
+// job's context as the BeforeEnqueue hooks left it (nil without hooks). On
+// error it returns the params of the jobs the BeforeEnqueue hooks saw (up
+// to the bad one), so the AfterEnqueue hooks hear of each of them.
+func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertParams, []context.Context, error) {
 	out := make([]backend.InsertParams, len(jobs))
+	var jobCtxs []context.Context
+	if len(c.cfg.Hooks) > 0 {
+		jobCtxs = make([]context.Context, len(jobs))
+	}
 	for i, j := range jobs {
-		p, err := c.param(ctx, j)
+		jctx, p, err := c.param(ctx, j)
 		out[i] = p
+		if jobCtxs != nil {
+			jobCtxs[i] = jctx
+		}
 		if err != nil {
 			if len(jobs) > 1 {
-				return out[:i+1], fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
+				return out[:i+1], jobCtxs, fmt.Errorf("enqueue job %d of %d: %w", i+1, len(jobs), err)
 			}
-			return out[:1], fmt.Errorf("enqueue: %w", err)
+			return out[:1], jobCtxs, fmt.Errorf("enqueue: %w", err)
 		}
 	}
-	return out, nil
+	return out, jobCtxs, nil
 }
 
-// param turns one spec into insert params. On error the params still name
-// the job's queue, type and metadata, for the AfterEnqueue hooks.
-func (c *Client) param(ctx context.Context, j JobSpec) (backend.InsertParams, error) {
+// param turns one spec into insert params, returning the job's context as
+// the BeforeEnqueue hooks left it. On error the params still name the
+// job's queue, type and metadata, for the AfterEnqueue hooks.
+func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend.InsertParams, error) {
 	o := enqueueOptions{queue: "default"}
 	for _, opt := range j.Options {
 		opt(&o)
 	}
-	err := c.beforeEnqueue(ctx, j.Type, &o)
+	ctx, err := c.beforeEnqueue(ctx, j.Type, &o)
 	named := backend.InsertParams{Queue: o.queue, Type: j.Type, Metadata: o.metadata}
 	if err != nil {
-		return named, err
+		return ctx, named, err
 	}
 	payload, err := marshalPayload(j.Payload)
 	if err != nil {
-		return named, err
+		return ctx, named, err
 	}
 	if len(payload) > c.cfg.MaxPayloadBytes {
-		return named, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
+		return ctx, named, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
 	}
 	if o.maxAttempts == 0 {
 		o.maxAttempts = c.cfg.MaxAttempts
@@ -251,12 +265,12 @@ func (c *Client) param(ctx context.Context, j JobSpec) (backend.InsertParams, er
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
 		Metadata: o.metadata,
 	}
-	return p, backend.ValidateInsert(p)
+	return ctx, p, backend.ValidateInsert(p)
 }
 
-// beforeEnqueue lets the BeforeEnqueue hooks see the job and add to its
-// metadata.
-func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOptions) error {
+// beforeEnqueue lets the BeforeEnqueue hooks see the job, add to its
+// metadata and make its context; it returns that context.
+func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOptions) (context.Context, error) {
 	for _, h := range c.cfg.Hooks {
 		if h.BeforeEnqueue == nil {
 			continue
@@ -264,16 +278,20 @@ func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOption
 		if o.metadata == nil {
 			o.metadata = map[string]string{}
 		}
-		info := EnqueueInfo{Type: typ, Queue: o.queue, Metadata: o.metadata}
-		if err := h.BeforeEnqueue(ctx, &info); err != nil {
-			return fmt.Errorf("before enqueue hook: %w", err)
+		info := EnqueueInfo{Type: typ, Queue: o.queue, Metadata: o.metadata, Context: ctx}
+		err := h.BeforeEnqueue(ctx, &info)
+		if info.Context != nil {
+			ctx = info.Context
 		}
 		o.metadata = info.Metadata
+		if err != nil {
+			return ctx, fmt.Errorf("before enqueue hook: %w", err)
+		}
 	}
 	if len(o.metadata) == 0 {
 		o.metadata = nil
 	}
-	return nil
+	return ctx, nil
 }
 
 func marshalPayload(v any) ([]byte, error) {

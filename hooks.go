@@ -81,6 +81,12 @@ type EnqueueInfo struct {
 	// Metadata is the job's metadata; BeforeEnqueue may set keys in it
 	// (it is never nil there).
 	Metadata map[string]string
+	// Context is the job's own context: the call's, as earlier hooks'
+	// BeforeEnqueue left it. BeforeEnqueue may replace it with a context
+	// carrying what its AfterEnqueue needs (a tracer's span); later hooks
+	// and every AfterEnqueue of the job then receive it, as their ctx and
+	// here. It is per job, so a batch's jobs never share it.
+	Context context.Context
 }
 
 // Middleware wraps a handler: it may act before and after next, change

@@ -3,6 +3,7 @@ package jobq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -319,4 +320,47 @@ func TestJobTimeoutNamed(t *testing.T) {
 			t.Fatalf("failed %+v; want the timeout named", f)
 		}
 	})
+}
+
+type jobCtxKey struct{}
+
+// TestClientHookContextPerJob: the context BeforeEnqueue makes for a job
+// is the one its AfterEnqueue receives, one per job of a batch, and the
+// next hook's BeforeEnqueue builds on it.
+func TestClientHookContextPerJob(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	var mu sync.Mutex
+	var seen []string
+	c := mustClient(t, b, jobq.ClientConfig{Hooks: []jobq.ClientHooks{
+		{
+			BeforeEnqueue: func(ctx context.Context, j *jobq.EnqueueInfo) error {
+				j.Context = context.WithValue(ctx, jobCtxKey{}, "span of "+j.Metadata["n"])
+				return nil
+			},
+		},
+		{
+			BeforeEnqueue: func(ctx context.Context, j *jobq.EnqueueInfo) error {
+				if ctx.Value(jobCtxKey{}) != "span of "+j.Metadata["n"] {
+					return errors.New("the second hook did not get the first hook's context")
+				}
+				return nil
+			},
+			AfterEnqueue: func(ctx context.Context, j jobq.EnqueueInfo, _ jobq.EnqueueResult, err error) {
+				mu.Lock()
+				defer mu.Unlock()
+				seen = append(seen, fmt.Sprintf("%v/%v", ctx.Value(jobCtxKey{}), j.Context == ctx))
+			},
+		},
+	}})
+	specs := []jobq.JobSpec{
+		{Type: "t", Options: []jobq.EnqueueOption{jobq.Metadata(map[string]string{"n": "1"})}},
+		{Type: "t", Options: []jobq.EnqueueOption{jobq.Metadata(map[string]string{"n": "2"})}},
+	}
+	if _, err := c.EnqueueMany(context.Background(), specs); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"span of 1/true", "span of 2/true"}; !slices.Equal(seen, want) {
+		t.Fatalf("AfterEnqueue saw %q, want %q", seen, want)
+	}
 }

@@ -1,0 +1,276 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// claimFields is the number of reply values per claimed job.
+const claimFields = 12
+
+// JobClaim reserves up to params.Max ready jobs. From one queue that is
+// one script call. From several it is two pipelined rounds: the first
+// looks at each queue's best jobs (promoting due delayed ones), the second
+// claims from each queue its share of the best params.Max across them, so
+// priority then ID order holds across queues as of the first round.
+func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
+	if err := b.begin("claim"); err != nil {
+		return nil, err
+	}
+	if err := backend.ValidateClaim(params); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	queues := slices.Compact(slices.Sorted(slices.Values(params.Queues)))
+	lease := leaseMicros(params.Lease)
+	var rows []*backend.JobRow
+	var err error
+	if len(queues) == 1 {
+		rows, err = b.claimFrom(ctx, map[string]int{queues[0]: params.Max}, lease)
+	} else {
+		var shares map[string]int
+		shares, err = b.shares(ctx, queues, params.Max)
+		if err == nil && len(shares) > 0 {
+			rows, err = b.claimFrom(ctx, shares, lease)
+		}
+	}
+	if err != nil {
+		return nil, b.fail("claim", err)
+	}
+	if rows == nil {
+		rows = []*backend.JobRow{}
+	}
+	return rows, nil
+}
+
+// shares decides how many jobs to claim from each queue: the queues'
+// shares of the best max ready jobs across them.
+func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[string]int, error) {
+	calls := make([]*evalCall, len(queues))
+	for i, q := range queues {
+		k := b.keys.queue(q)
+		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyAt, k.delayed, k.jobPrefix}, args: []any{max, promoteLimit}}
+	}
+	if err := b.c.evalAll(ctx, calls, false); err != nil {
+		return nil, err
+	}
+	type best struct {
+		queue string
+		score float64
+		id    int64
+	}
+	var all []best
+	for i, call := range calls {
+		v, err := asSlice(call.res)
+		if err != nil {
+			return nil, err
+		}
+		if len(v) == 0 {
+			continue
+		}
+		idx, _, err := b.reg.lookup(ctx, queues[i])
+		if err != nil {
+			return nil, err
+		}
+		f := fields{v: v}
+		for j := 0; j+1 < len(v); j += 2 {
+			score, err := strconv.ParseFloat(f.str(j+1), 64)
+			if err != nil {
+				return nil, fmt.Errorf("peek %s: unexpected score %v", queues[i], v[j+1])
+			}
+			all = append(all, best{queue: queues[i], score: score, id: f.id(j, idx)})
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	// Scores are -priority; equal ones order by ID.
+	slices.SortFunc(all, func(x, y best) int {
+		if c := cmp.Compare(x.score, y.score); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.id, y.id)
+	})
+	shares := map[string]int{}
+	for _, e := range all[:min(max, len(all))] {
+		shares[e.queue]++
+	}
+	return shares, nil
+}
+
+// claimFrom claims shares[q] jobs from each queue q, in one pipeline.
+func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease string) ([]*backend.JobRow, error) {
+	queues := make([]string, 0, len(shares))
+	calls := make([]*evalCall, 0, len(shares))
+	for q, n := range shares {
+		k := b.keys.queue(q)
+		queues = append(queues, q)
+		calls = append(calls, &evalCall{
+			s:    scriptClaim,
+			keys: []string{k.ready, k.readyAt, k.delayed, k.reserved, k.jobPrefix},
+			args: []any{n, lease, promoteLimit, k.channel, b.origin},
+		})
+	}
+	err := b.c.evalAll(ctx, calls, false)
+	var rows []*backend.JobRow
+	var first error
+	for i, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		// A claim that ran hands out its jobs even when another queue's
+		// failed: dropping them would leave them reserved until the lease
+		// runs out.
+		got, left, err := b.readClaim(ctx, queues[i], call.res)
+		if err != nil && first == nil {
+			first = err
+		}
+		rows = append(rows, got...)
+		if len(got) < shares[queues[i]] && left > 0 && len(shares) > 1 {
+			// Jobs came in after the first round: let idle workers know.
+			b.notifier.local(queues[i], true, -1)
+		}
+	}
+	if len(rows) > 0 {
+		if len(shares) > 1 {
+			slices.SortFunc(rows, func(x, y *backend.JobRow) int {
+				if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
+					return c
+				}
+				return cmp.Compare(x.ID, y.ID)
+			})
+		}
+		return rows, first
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, first
+}
+
+// readClaim reads a claim script's reply: the claimed rows and how many
+// ready jobs are left in the queue. It tells the notifier the queue's next
+// due time.
+func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*backend.JobRow, int, error) {
+	v, err := asSlice(res)
+	if err != nil || len(v) < 4 || (len(v)-4)%claimFields != 0 {
+		return nil, 0, fmt.Errorf("claim %s: unexpected reply", queue)
+	}
+	idx := 0
+	if len(v) > 4 {
+		// The queue has jobs, so it is registered (usually known here).
+		var ok bool
+		if idx, ok, err = b.reg.lookup(context.WithoutCancel(ctx), queue); err != nil || !ok {
+			return nil, 0, fmt.Errorf("claim %s: queue index: %v", queue, err)
+		}
+	}
+	f := fields{v: v}
+	now, lease, left := f.str(0), f.micros(1), f.int(2)
+	if next := f.str(3); next != "" {
+		due, err1 := strconv.ParseFloat(next, 64)
+		at, err2 := strconv.ParseInt(now, 10, 64)
+		if err1 == nil && err2 == nil {
+			// Due already (more than one claim promotes): wake at once.
+			b.notifier.local(queue, false, max(int64(due)-at, 0))
+		}
+	}
+	reserved := f.micros(0)
+	rows := make([]*backend.JobRow, 0, (len(v)-4)/claimFields)
+	for i := 4; i < len(v); i += claimFields {
+		rows = append(rows, &backend.JobRow{
+			ID:          f.id(i, idx),
+			Queue:       queue,
+			Type:        f.str(i + 1),
+			Payload:     []byte(f.str(i + 2)),
+			Priority:    f.int(i + 3),
+			MaxAttempts: f.int(i + 4),
+			Attempts:    f.int(i + 5),
+			Releases:    f.int(i + 6),
+			AvailableAt: f.micros(i + 7),
+			CreatedAt:   f.micros(i + 8),
+			LastError:   f.str(i + 9),
+			UniqueKey:   f.str(i + 10),
+			Metadata:    f.metadata(i + 11),
+			Status:      backend.StatusReserved,
+			ReservedAt:  reserved,
+			LeaseUntil:  lease,
+		})
+	}
+	return rows, left, f.err
+}
+
+// jobFields are the fields JobGet reads.
+var jobFields = []string{"t", "b", "pr", "ma", "a", "r", "av", "c", "e", "u", "m", "ra", "lu"}
+
+// JobGet returns one live job by ID.
+func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	if err := b.begin("get job"); err != nil {
+		return nil, err
+	}
+	row, err := b.jobGet(ctx, id)
+	if err != nil {
+		return nil, b.fail(fmt.Sprintf("get job %d", id), err)
+	}
+	return row, nil
+}
+
+func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
+	queue, f, err := b.readByID(ctx, id, (*queueKeys).job, jobFields)
+	if err != nil {
+		return nil, err
+	}
+	row := &backend.JobRow{
+		ID:          id,
+		Queue:       queue,
+		Type:        f.str(0),
+		Payload:     []byte(f.str(1)),
+		Priority:    f.int(2),
+		MaxAttempts: f.int(3),
+		Attempts:    f.int(4),
+		Releases:    f.int(5),
+		AvailableAt: f.micros(6),
+		CreatedAt:   f.micros(7),
+		LastError:   f.str(8),
+		UniqueKey:   f.str(9),
+		Metadata:    f.metadata(10),
+		ReservedAt:  f.micros(11),
+		LeaseUntil:  f.micros(12),
+		Status:      backend.StatusPending,
+	}
+	if row.AvailableAt.IsZero() {
+		row.AvailableAt = row.CreatedAt // not stored when the same
+	}
+	if !row.LeaseUntil.IsZero() {
+		row.Status = backend.StatusReserved
+	}
+	return row, f.err
+}
+
+// readByID reads fields of the hash that key names for the ID id in its
+// queue: backend.ErrNotFound when the ID names no known queue or the hash
+// does not exist (its first field is missing).
+func (b *Backend) readByID(ctx context.Context, id int64, key func(*queueKeys, int64) string, names []string) (string, *fields, error) {
+	queue, ok, err := b.reg.name(ctx, queueIndexOf(id))
+	if err != nil {
+		return "", nil, err
+	}
+	if !ok || id <= 0 {
+		return "", nil, backend.ErrNotFound
+	}
+	got, err := b.c.hmgetAll(ctx, []string{key(b.keys.queue(queue), id)}, names...)
+	if err != nil {
+		return "", nil, err
+	}
+	if got[0][0] == nil {
+		return "", nil, backend.ErrNotFound
+	}
+	return queue, &fields{v: got[0]}, nil
+}
+
+// leaseMicros is a lease as whole µs for a script.
+func leaseMicros(d time.Duration) string { return strconv.FormatInt(microsCeil(d), 10) }

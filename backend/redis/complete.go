@@ -1,0 +1,278 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// refGroup is the refs (or outcomes) of one call that belong to one
+// queue, by their index in the call.
+type refGroup struct {
+	q     *queueKeys
+	idx   int
+	items []int
+}
+
+// groupRefs splits IDs by the queue they name. IDs of no known queue are
+// returned in unknown: they cannot match any job.
+func (b *Backend) groupRefs(ctx context.Context, ids []int64) (groups []*refGroup, unknown []int, err error) {
+	byIdx := map[int]*refGroup{}
+	for i, id := range ids {
+		qi := queueIndexOf(id)
+		g := byIdx[qi]
+		if g == nil {
+			name, ok, err := b.reg.name(ctx, qi)
+			if err != nil {
+				return nil, nil, err
+			}
+			if !ok || id <= 0 {
+				unknown = append(unknown, i)
+				continue
+			}
+			g = &refGroup{q: b.keys.queue(name), idx: qi}
+			byIdx[qi] = g
+			groups = append(groups, g)
+		}
+		g.items = append(g.items, i)
+	}
+	return groups, unknown, nil
+}
+
+func outcomeKind(k backend.OutcomeKind) string {
+	switch k {
+	case backend.OutcomeRetry:
+		return "r"
+	case backend.OutcomeFail:
+		return "f"
+	}
+	return "d"
+}
+
+// JobComplete applies outcomes with one script call per queue, pipelined.
+func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
+	if err := b.begin("complete"); err != nil {
+		return backend.CompleteResult{}, err
+	}
+	outcomes, err := backend.PrepareOutcomes(params.Outcomes)
+	if err != nil {
+		return backend.CompleteResult{}, fmt.Errorf("complete: %w", err)
+	}
+	res, err := b.complete(ctx, outcomes)
+	return res, b.fail("complete", err)
+}
+
+func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (backend.CompleteResult, error) {
+	var res backend.CompleteResult
+	if len(outcomes) == 0 {
+		return res, nil
+	}
+	ids := make([]int64, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.Ref.ID
+	}
+	groups, unknown, err := b.groupRefs(ctx, ids)
+	if err != nil {
+		return res, err
+	}
+	stale := make([]bool, len(outcomes))
+	for _, i := range unknown {
+		stale[i] = true
+	}
+	calls := make([]*evalCall, len(groups))
+	for gi, g := range groups {
+		q := g.q
+		keys := make([]string, 0, 7+len(g.items))
+		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix)
+		args := make([]any, 0, 4+5*len(g.items))
+		args = append(args, q.channel, b.origin, len(g.items))
+		for _, i := range g.items {
+			o := outcomes[i]
+			keys = append(keys, q.job(o.Ref.ID))
+			args = append(args, tsHex(o.Ref.ID), o.Ref.Attempt, outcomeKind(o.Kind),
+				strconv.FormatInt(microsCeil(o.RetryDelay), 10), o.Error)
+		}
+		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
+	}
+	callErr := b.c.evalAll(ctx, calls, false)
+	var held []uniqueHeld
+	var first error
+	for gi, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		v, err := asSlice(call.res)
+		if err != nil || len(v) != 4 {
+			first = cmpErr(first, fmt.Errorf("complete %s: unexpected reply", groups[gi].q.name))
+			continue
+		}
+		nums, err := asSlice(v[0])
+		if err != nil {
+			first = cmpErr(first, err)
+			continue
+		}
+		g := groups[gi]
+		for _, n := range nums {
+			k, err := asInt(n)
+			if err != nil || k < 1 || int(k) > len(g.items) {
+				first = cmpErr(first, fmt.Errorf("complete %s: unexpected stale index %v", g.q.name, n))
+				continue
+			}
+			stale[g.items[k-1]] = true
+		}
+		h, err := readHeld(v[1], g.idx)
+		first = cmpErr(first, err)
+		held = append(held, h...)
+		f := fields{v: v}
+		b.notifier.local(g.q.name, f.int(2) == 1, int64(f.int(3)))
+	}
+	// Freed even when a queue's call failed: the others' jobs have ended.
+	b.releaseUnique(ctx, held)
+	if callErr != nil {
+		return res, callErr
+	}
+	if first != nil {
+		return res, first
+	}
+	for i, s := range stale {
+		if s {
+			res.Stale = append(res.Stale, outcomes[i].Ref)
+		}
+	}
+	return res, nil
+}
+
+// cmpErr keeps the first error.
+func cmpErr(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// JobExtendLease extends leases with one script call per queue.
+func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
+	if err := b.begin("extend lease"); err != nil {
+		return nil, err
+	}
+	if params.Lease <= 0 {
+		return nil, fmt.Errorf("extend lease: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	}
+	lost, err := b.extend(ctx, params.Refs, params.Lease)
+	return lost, b.fail("extend lease", err)
+}
+
+func (b *Backend) extend(ctx context.Context, refs []backend.JobRef, lease time.Duration) ([]backend.JobRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	groups, unknown, err := b.refGroups(ctx, refs)
+	if err != nil {
+		return nil, err
+	}
+	lost := make([]bool, len(refs))
+	for _, i := range unknown {
+		lost[i] = true
+	}
+	calls := make([]*evalCall, len(groups))
+	for gi, g := range groups {
+		keys := []string{g.q.reserved}
+		args := []any{leaseMicros(lease)}
+		for _, i := range g.items {
+			keys = append(keys, g.q.job(refs[i].ID))
+			args = append(args, tsHex(refs[i].ID), refs[i].Attempt)
+		}
+		calls[gi] = &evalCall{s: scriptExtend, keys: keys, args: args}
+	}
+	if err := b.c.evalAll(ctx, calls, false); err != nil {
+		return nil, err
+	}
+	for gi, call := range calls {
+		nums, err := asSlice(call.res)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nums {
+			k, err := asInt(n)
+			if err != nil || k < 1 || int(k) > len(groups[gi].items) {
+				return nil, fmt.Errorf("extend lease %s: unexpected reply", groups[gi].q.name)
+			}
+			lost[groups[gi].items[k-1]] = true
+		}
+	}
+	var out []backend.JobRef
+	for i, l := range lost {
+		if l {
+			out = append(out, refs[i])
+		}
+	}
+	return out, nil
+}
+
+// refGroups is groupRefs for refs.
+func (b *Backend) refGroups(ctx context.Context, refs []backend.JobRef) ([]*refGroup, []int, error) {
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	return b.groupRefs(ctx, ids)
+}
+
+// JobRelease gives held jobs back with one script call per queue.
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+	if err := b.begin("release"); err != nil {
+		return 0, err
+	}
+	n, err := b.release(ctx, refs)
+	return n, b.fail("release", err)
+}
+
+func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, error) {
+	if len(refs) == 0 {
+		return 0, nil
+	}
+	groups, _, err := b.refGroups(ctx, refs)
+	if err != nil {
+		return 0, err
+	}
+	calls := make([]*evalCall, len(groups))
+	for gi, g := range groups {
+		q := g.q
+		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix}
+		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
+		for _, i := range g.items {
+			keys = append(keys, q.job(refs[i].ID))
+			args = append(args, tsHex(refs[i].ID), refs[i].Attempt)
+		}
+		calls[gi] = &evalCall{s: scriptRelease, keys: keys, args: args}
+	}
+	callErr := b.c.evalAll(ctx, calls, false)
+	matched := 0
+	var held []uniqueHeld
+	var first error
+	for gi, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		v, err := asSlice(call.res)
+		if err != nil || len(v) != 3 {
+			first = cmpErr(first, fmt.Errorf("release %s: unexpected reply", groups[gi].q.name))
+			continue
+		}
+		f := fields{v: v}
+		matched += f.int(0)
+		h, err := readHeld(v[1], groups[gi].idx)
+		first = cmpErr(first, err)
+		held = append(held, h...)
+		b.notifier.local(groups[gi].q.name, f.int(2) == 1, -1)
+		first = cmpErr(first, f.err)
+	}
+	b.releaseUnique(ctx, held)
+	if callErr != nil {
+		return matched, callErr
+	}
+	return matched, first
+}

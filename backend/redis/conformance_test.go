@@ -1,0 +1,19 @@
+package redis
+
+import (
+	"testing"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/backendtest"
+)
+
+// TestConformance runs the suite with each test on its own key prefix.
+// Every script call checks that its keys share one Cluster slot (see
+// client.checkSlots), so the suite also proves the key layout fit for a
+// cluster; with JOBQ_TEST_REDIS_URL naming a cluster it runs there.
+func TestConformance(t *testing.T) {
+	testURL(t)
+	backendtest.Run(t, backendtest.Harness{
+		New: func(t *testing.T) backend.Backend { return openTest(t, Options{}) },
+	})
+}

@@ -1,0 +1,517 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// Failed jobs are listed, replayed and purged per queue by scripts that
+// walk the queue's failed set newest first (failedscan, purgescan), each
+// call examining at most scanBudget entries and returning a cursor.
+const scanBudget = 4 * backend.ChunkSize
+
+// filterArgs is a FailedFilter as the scan scripts take it: failed before
+// and older than in µs ("" for none). The cutoff is computed inside the
+// script from the Redis clock.
+type filterArgs struct {
+	typ, before, older string
+}
+
+func newFilterArgs(f backend.FailedFilter) filterArgs {
+	a := filterArgs{typ: f.Type}
+	if !f.FailedBefore.IsZero() {
+		// failed_at (whole µs) < FailedBefore ⟺ failed_at < ceil(FailedBefore).
+		us := f.FailedBefore.UnixMicro()
+		if f.FailedBefore.Nanosecond()%1000 != 0 {
+			us++
+		}
+		a.before = strconv.FormatInt(us, 10)
+	}
+	if f.OlderThan > 0 {
+		a.older = strconv.FormatInt(microsCeil(f.OlderThan), 10)
+	}
+	return a
+}
+
+// filterQueues returns the queues a filter covers: its queue when it
+// names one (none when that queue does not exist), otherwise every queue.
+func (b *Backend) filterQueues(ctx context.Context, f backend.FailedFilter) ([]string, error) {
+	if f.Queue == "" {
+		return b.reg.all(ctx)
+	}
+	_, known, err := b.reg.lookup(ctx, f.Queue)
+	if err != nil || !known {
+		return nil, err
+	}
+	return []string{f.Queue}, nil
+}
+
+// failedRecord is one failed job as the scan scripts return it.
+type failedRecord struct {
+	fid   int64
+	jobID int64
+	queue string
+	typ   string
+	uniq  string
+	row   *backend.FailedJob // 'rec' scans only
+}
+
+// scanFailed returns up to limit failed jobs of queue matching fa, newest
+// first, below the failed ID upper (0 for none). With full, each record
+// carries the whole row. It loops over the script's cursor until it has
+// limit or the set is exhausted.
+func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, upper int64, limit int, full bool) ([]failedRecord, int64, error) {
+	k := b.keys.queue(queue)
+	idx, ok, err := b.reg.lookup(ctx, queue)
+	if err != nil || !ok {
+		return nil, 0, err
+	}
+	what, width := "ref", 4
+	if full {
+		what, width = "rec", 11
+	}
+	cursor := ""
+	if upper > 0 {
+		cursor = tsBelow(upper, idx)
+	}
+	var out []failedRecord
+	for len(out) < limit {
+		res, err := b.c.eval(ctx, scriptFailedScan, []string{k.failed, k.xPrefix},
+			[]any{cursor, fa.before, fa.older, fa.typ, limit - len(out), scanBudget, what})
+		if err != nil {
+			return nil, 0, err
+		}
+		v, err := asSlice(res)
+		if err != nil || len(v) < 1 || (len(v)-1)%width != 0 {
+			return nil, 0, fmt.Errorf("list failed jobs of %s: unexpected reply", queue)
+		}
+		f := fields{v: v}
+		for i := 1; i < len(v); i += width {
+			r := failedRecord{fid: f.id(i, idx), jobID: f.id(i+1, idx), queue: queue, typ: f.str(i + 2)}
+			if full {
+				r.uniq = f.str(i + 8)
+				r.row = &backend.FailedJob{
+					ID: r.fid, JobID: r.jobID, Queue: queue, Type: r.typ,
+					Payload:     []byte(f.str(i + 3)),
+					Priority:    f.int(i + 4),
+					MaxAttempts: f.int(i + 5),
+					Attempts:    f.int(i + 6),
+					Error:       f.str(i + 7),
+					UniqueKey:   r.uniq,
+					Metadata:    f.metadata(i + 9),
+					CreatedAt:   f.micros(i + 10),
+					FailedAt:    idTime(r.fid),
+				}
+			} else {
+				r.uniq = f.str(i + 3)
+			}
+			out = append(out, r)
+		}
+		if f.err != nil {
+			return nil, 0, f.err
+		}
+		cursor = f.str(0)
+		if cursor == "" {
+			return out, 0, nil
+		}
+	}
+	next, err := parseTS(cursor, idx)
+	return out, next, err
+}
+
+// FailedList lists failed jobs newest first: each queue's newest matches
+// (one scan per queue), merged.
+func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParams) ([]*backend.FailedJob, error) {
+	if err := b.begin("list failed jobs"); err != nil {
+		return nil, err
+	}
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultFailedListLimit)
+	if err == nil {
+		err = backend.ValidateFilter(params.Filter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list failed jobs: %w", err)
+	}
+	out, err := b.failedList(ctx, params, limit)
+	return out, b.fail("list failed jobs", err)
+}
+
+func (b *Backend) failedList(ctx context.Context, params backend.FailedListParams, limit int) ([]*backend.FailedJob, error) {
+	queues, err := b.filterQueues(ctx, params.Filter)
+	if err != nil {
+		return nil, err
+	}
+	fa := newFilterArgs(params.Filter)
+	var all []failedRecord
+	for _, q := range queues {
+		got, _, err := b.scanFailed(ctx, q, fa, params.BeforeID, limit, true)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, got...)
+	}
+	slices.SortFunc(all, func(x, y failedRecord) int { return cmp.Compare(y.fid, x.fid) })
+	out := make([]*backend.FailedJob, 0, min(limit, len(all)))
+	for _, r := range all[:min(limit, len(all))] {
+		out = append(out, r.row)
+	}
+	return out, nil
+}
+
+// failedFields are the fields FailedGet reads.
+var failedFields = []string{"j", "t", "b", "pr", "ma", "a", "e", "u", "m", "c"}
+
+// FailedGet returns one failed job by its failed ID.
+func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+	if err := b.begin("get failed job"); err != nil {
+		return nil, err
+	}
+	row, err := b.failedGet(ctx, id)
+	if err != nil {
+		return nil, b.fail(fmt.Sprintf("get failed job %d", id), err)
+	}
+	return row, nil
+}
+
+func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+	queue, f, err := b.readByID(ctx, id, (*queueKeys).failedJob, failedFields)
+	if err != nil {
+		return nil, err
+	}
+	row := &backend.FailedJob{
+		ID: id, JobID: f.id(0, queueIndexOf(id)), Queue: queue, Type: f.str(1),
+		Payload:     []byte(f.str(2)),
+		Priority:    f.int(3),
+		MaxAttempts: f.int(4),
+		Attempts:    f.int(5),
+		Error:       f.str(6),
+		UniqueKey:   f.str(7),
+		Metadata:    f.metadata(8),
+		CreatedAt:   f.micros(9),
+		FailedAt:    idTime(id),
+	}
+	return row, f.err
+}
+
+// FailedReplay moves failed jobs back to ready. By IDs: every named job
+// must exist (else ErrNotFound, nothing moved); by filter: per queue, in
+// chunks of at most backend.ChunkSize. Jobs with a unique key get it
+// reserved first; a key held by a live job leaves its job failed
+// (Skipped).
+func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
+	if err := b.begin("replay"); err != nil {
+		return backend.ReplayResult{}, err
+	}
+	if len(params.IDs) == 0 {
+		if err := backend.ValidateFilter(params.Filter); err != nil {
+			return backend.ReplayResult{}, fmt.Errorf("replay: %w", err)
+		}
+	}
+	var counts replayCounts
+	var err error
+	if len(params.IDs) > 0 {
+		err = b.replayIDs(ctx, params.IDs, &counts)
+	} else {
+		err = b.replayFilter(ctx, params.Filter, &counts)
+	}
+	if err != nil {
+		return backend.ReplayResult{}, b.fail("replay", err)
+	}
+	return counts.result(), nil
+}
+
+// replayCounts adds up a replay's chunks.
+type replayCounts struct {
+	replayed, skipped int
+	byType            map[backend.TypeCount]int
+}
+
+func (c *replayCounts) moved(queue, typ string) {
+	if c.byType == nil {
+		c.byType = map[backend.TypeCount]int{}
+	}
+	c.byType[backend.TypeCount{Queue: queue, Type: typ}]++
+	c.replayed++
+}
+
+func (c *replayCounts) result() backend.ReplayResult {
+	res := backend.ReplayResult{Replayed: c.replayed, Skipped: c.skipped}
+	for k, n := range c.byType {
+		k.Count = n
+		res.ByType = append(res.ByType, k)
+	}
+	return res
+}
+
+func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCounts) error {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	groups, unknown, err := b.groupRefs(ctx, ids)
+	if err != nil {
+		return err
+	}
+	if len(unknown) > 0 {
+		return fmt.Errorf("failed job %d: %w", ids[unknown[0]], backend.ErrNotFound)
+	}
+	// Read what the replay needs; a missing job refuses the whole call.
+	var keys []string
+	var at []*refGroup
+	for _, g := range groups {
+		for _, i := range g.items {
+			keys = append(keys, g.q.failedJob(ids[i]))
+			at = append(at, g)
+		}
+	}
+	got, err := b.c.hmgetAll(ctx, keys, "j", "t", "u")
+	if err != nil {
+		return err
+	}
+	var recs []failedRecord
+	k := 0
+	for _, g := range groups {
+		for _, i := range g.items {
+			v := got[k]
+			k++
+			if v[0] == nil {
+				return fmt.Errorf("failed job %d: %w", ids[i], backend.ErrNotFound)
+			}
+			f := fields{v: v}
+			recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: f.str(1), uniq: f.str(2)})
+			if f.err != nil {
+				return f.err
+			}
+		}
+	}
+	return b.replayRecords(ctx, recs, true, counts)
+}
+
+func (b *Backend) replayFilter(ctx context.Context, filter backend.FailedFilter, counts *replayCounts) error {
+	queues, err := b.filterQueues(ctx, filter)
+	if err != nil {
+		return err
+	}
+	fa := newFilterArgs(filter)
+	for _, q := range queues {
+		upper := int64(0)
+		for {
+			recs, next, err := b.scanFailed(ctx, q, fa, upper, backend.ChunkSize, false)
+			if err != nil {
+				return err
+			}
+			if len(recs) > 0 {
+				if err := b.replayRecords(ctx, recs, false, counts); err != nil {
+					return err
+				}
+			}
+			if next == 0 {
+				break
+			}
+			upper = next
+		}
+	}
+	return nil
+}
+
+// replayRecords replays failed jobs (at most a chunk): it reserves their
+// unique keys, then moves the jobs whose keys it got, one script per
+// queue. strict: all or nothing (a job gone meanwhile fails the call with
+// ErrNotFound; other queues' scripts may have moved theirs).
+func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict bool, counts *replayCounts) error {
+	var claims []uniqueClaim
+	for _, r := range recs {
+		if r.uniq != "" {
+			claims = append(claims, uniqueClaim{key: r.uniq, id: r.jobID})
+		}
+	}
+	if err := b.reserveUnique(ctx, claims); err != nil {
+		return err
+	}
+	skip := map[int64]bool{}
+	for _, c := range claims {
+		if c.holder != 0 {
+			skip[c.id] = true
+		}
+	}
+	var order []string
+	byQueue := map[string][]failedRecord{}
+	for _, r := range recs {
+		if skip[r.jobID] {
+			counts.skipped++
+			continue
+		}
+		if _, ok := byQueue[r.queue]; !ok {
+			order = append(order, r.queue)
+		}
+		byQueue[r.queue] = append(byQueue[r.queue], r)
+	}
+	strictArg := "0"
+	if strict {
+		strictArg = "1"
+	}
+	calls := make([]*evalCall, len(order))
+	for i, q := range order {
+		k := b.keys.queue(q)
+		keys := []string{k.ready, k.readyAt, k.failed}
+		args := []any{k.channel, b.origin, strictArg}
+		for _, r := range byQueue[q] {
+			keys = append(keys, k.failedJob(r.fid), k.job(r.jobID))
+			args = append(args, tsHex(r.fid), tsHex(r.jobID))
+		}
+		calls[i] = &evalCall{s: scriptReplay, keys: keys, args: args}
+	}
+	callErr := b.c.evalAll(ctx, calls, false)
+	moved := map[int64]bool{}
+	var missing error
+	for i, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		v, err := asSlice(call.res)
+		if err != nil || len(v) < 2 {
+			return fmt.Errorf("replay %s: unexpected reply", order[i])
+		}
+		f := fields{v: v}
+		if f.int(0) == -1 {
+			r := byQueue[order[i]][f.int(1)-1]
+			missing = cmpErr(missing, fmt.Errorf("failed job %d: %w", r.fid, backend.ErrNotFound))
+			continue
+		}
+		for j := 2; j < len(v); j++ {
+			r := byQueue[order[i]][f.int(j)-1]
+			moved[r.jobID] = true
+			counts.moved(r.queue, r.typ)
+		}
+		b.notifier.local(order[i], f.int(1) == 1, -1)
+		if f.err != nil {
+			return f.err
+		}
+	}
+	// Keys reserved for jobs that did not move go back.
+	var unused []uniqueClaim
+	for _, c := range claims {
+		if c.holder == 0 && !moved[c.id] {
+			unused = append(unused, c)
+		}
+	}
+	b.releaseUniqueBestEffort(ctx, unused)
+	if callErr != nil {
+		return callErr
+	}
+	return missing
+}
+
+// FailedPurge deletes failed jobs: by IDs, one script per queue; by
+// filter, per queue in chunks of at most backend.ChunkSize; with
+// KeepNewest, after finding the failed ID of the KeepNewest-th newest
+// match across the covered queues, every match below it.
+func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
+	if err := b.begin("purge"); err != nil {
+		return 0, err
+	}
+	err := backend.ValidatePurge(params)
+	if err == nil && len(params.IDs) == 0 {
+		err = backend.ValidateFilter(params.Filter)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("purge: %w", err)
+	}
+	var n int
+	if len(params.IDs) > 0 {
+		n, err = b.purgeIDs(ctx, params.IDs)
+	} else {
+		n, err = b.purgeFilter(ctx, params.Filter, params.KeepNewest)
+	}
+	return n, b.fail("purge", err)
+}
+
+func (b *Backend) purgeIDs(ctx context.Context, ids []int64) (int, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	groups, _, err := b.groupRefs(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	calls := make([]*evalCall, len(groups))
+	for i, g := range groups {
+		keys := []string{g.q.failed}
+		args := make([]any, 0, len(g.items))
+		for _, j := range g.items {
+			keys = append(keys, g.q.failedJob(ids[j]))
+			args = append(args, tsHex(ids[j]))
+		}
+		calls[i] = &evalCall{s: scriptPurge, keys: keys, args: args}
+	}
+	err = b.c.evalAll(ctx, calls, false)
+	n := 0
+	for _, call := range calls {
+		if call.err == nil {
+			k, _ := asInt(call.res)
+			n += int(k)
+		}
+	}
+	return n, err
+}
+
+func (b *Backend) purgeFilter(ctx context.Context, filter backend.FailedFilter, keep int) (int, error) {
+	queues, err := b.filterQueues(ctx, filter)
+	if err != nil || len(queues) == 0 {
+		return 0, err
+	}
+	fa := newFilterArgs(filter)
+	upper := int64(0) // delete only below this failed ID; 0: everything
+	if keep > 0 {
+		// keep+1 from each queue: whether the newest keep across them
+		// leave any behind, and which failed ID is the last kept.
+		var newest []int64
+		for _, q := range queues {
+			got, _, err := b.scanFailed(ctx, q, fa, 0, keep+1, false)
+			if err != nil {
+				return 0, err
+			}
+			for _, r := range got {
+				newest = append(newest, r.fid)
+			}
+		}
+		if len(newest) <= keep {
+			return 0, nil
+		}
+		slices.SortFunc(newest, func(x, y int64) int { return cmp.Compare(y, x) })
+		upper = newest[keep-1]
+	}
+	total := 0
+	for _, q := range queues {
+		k := b.keys.queue(q)
+		cursor := ""
+		if upper > 0 {
+			idx, ok, err := b.reg.lookup(ctx, q)
+			if err != nil || !ok {
+				return total, err
+			}
+			cursor = tsBelow(upper, idx)
+		}
+		for {
+			res, err := b.c.eval(ctx, scriptPurgeScan, []string{k.failed, k.xPrefix},
+				[]any{cursor, fa.before, fa.older, fa.typ, backend.ChunkSize, scanBudget})
+			if err != nil {
+				return total, err
+			}
+			v, err := asSlice(res)
+			if err != nil || len(v) != 2 {
+				return total, fmt.Errorf("purge %s: unexpected reply", q)
+			}
+			f := fields{v: v}
+			total += f.int(1)
+			cursor = f.str(0)
+			if f.err != nil {
+				return total, f.err
+			}
+			if cursor == "" {
+				break
+			}
+		}
+	}
+	return total, nil
+}

@@ -1,0 +1,93 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// waitWake waits up to limit for a wake-up on ch and returns when it came.
+func waitWake(t *testing.T, ch <-chan struct{}, limit time.Duration, after string) time.Time {
+	t.Helper()
+	select {
+	case <-ch:
+		return time.Now()
+	case <-time.After(limit):
+		t.Fatalf("no wake-up within %s after %s", limit, after)
+	}
+	return time.Time{}
+}
+
+// noWake asserts that ch stays quiet for d.
+func noWake(t *testing.T, ch <-chan struct{}, d time.Duration, after string) {
+	t.Helper()
+	select {
+	case <-ch:
+		t.Fatalf("woken within %s after %s", d, after)
+	case <-time.After(d):
+	}
+}
+
+// TestWakeAcrossBackends: a subscriber of one Backend is woken by an
+// insert through another (another process, as far as Redis can tell), and
+// a delayed job inserted there wakes it at its due time, not before.
+func TestWakeAcrossBackends(t *testing.T) {
+	a := openTest(t, Options{})
+	b := openURL(t, testURL(t), Options{KeyPrefix: a.KeyPrefix(), Logger: quiet})
+	ch, cancel := a.Subscribe([]string{"q"})
+	defer cancel()
+	// The subscription's confirmation wakes it once (messages sent before
+	// it are lost): that is the sign it is listening.
+	waitWake(t, ch, 5*time.Second, "subscribing")
+
+	insertJob(t, b, "q")
+	waitWake(t, ch, 5*time.Second, "an insert through the other backend")
+	rows, err := a.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim = %d rows, %v", len(rows), err)
+	}
+
+	const delay = 200 * time.Millisecond
+	start := time.Now()
+	if _, err := b.JobInsertMany(t.Context(), []backend.InsertParams{{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, Delay: delay}}); err != nil {
+		t.Fatal(err)
+	}
+	noWake(t, ch, delay-50*time.Millisecond, "inserting a job due in 200ms")
+	woke := waitWake(t, ch, 5*time.Second, "the delayed job's due time")
+	if late := woke.Sub(start) - delay; late > 50*time.Millisecond {
+		t.Errorf("woken %s after the due time", late)
+	}
+	rows, err = a.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim at the wake-up = %d rows, %v; want the delayed job", len(rows), err)
+	}
+
+	// A retry with a delay, written through the other backend, too.
+	start = time.Now()
+	if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{
+		{Ref: rows[0].Ref(), Kind: backend.OutcomeRetry, RetryDelay: delay, Error: "later"},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	woke = waitWake(t, ch, 5*time.Second, "the retry's due time")
+	if d := woke.Sub(start); d < delay-20*time.Millisecond || d > delay+50*time.Millisecond {
+		t.Errorf("woken %s after the retry, want about %s", d, delay)
+	}
+}
+
+// TestWakeAfterClose: Close stops the notifier; Subscribe then returns a
+// channel that never fires, and cancelling twice is fine.
+func TestWakeAfterClose(t *testing.T) {
+	b := openTest(t, Options{})
+	ch, cancel := b.Subscribe([]string{"q"})
+	waitWake(t, ch, 5*time.Second, "subscribing")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	cancel()
+	ch2, cancel2 := b.Subscribe([]string{"q"})
+	defer cancel2()
+	noWake(t, ch2, 50*time.Millisecond, "subscribing to a closed backend")
+}

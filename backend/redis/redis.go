@@ -1,0 +1,389 @@
+// Package redis is jobq's Redis backend: jobs live under one key prefix of
+// a Redis server (or Redis Cluster) that many worker processes on many
+// machines share.
+//
+// Importing the package registers the "redis" and "rediss" (TLS) URL
+// schemes with backend.Open:
+//
+//	redis://[[user]:password@]host[:port][/db][?key_prefix=app1]
+//	rediss://:password@host:6380/0?key_prefix=app1&timeout=5s&pool_size=50
+//	redis://host1:7001?cluster=true&addr=host2:7002&addr=host3:7003
+//
+// Parameters: key_prefix (default "jobq"; several applications can share a
+// server under different prefixes), timeout (per call, default 10s),
+// pool_size (connections, default go-redis's 10 per CPU), cluster=true (a
+// Redis Cluster, reached through the URL's host and every addr; database
+// 0 only). Any other parameter is refused. The server must be Redis 6.2 or
+// later (SET … GET).
+//
+// # Atomicity
+//
+// Every state change is one Lua script (scripts.lua, one header per script
+// saying its KEYS, ARGV and reply), run atomically by EVALSHA: a job is
+// never popped by one call and pushed by another, so a crash between calls
+// loses nothing. Every script touches the keys of one queue only, all
+// sharing the hash tag {queue} ("prefix:{queue}:…"), so each runs in one
+// Cluster slot; the test TestScriptKeysOneSlot checks every call's keys.
+// Work spanning queues (a claim from several queues, failed-job lists,
+// replay and purge by filter, stats, sweeps) runs one script per queue in
+// a pipeline and merges the replies in Go: atomic per queue, not across
+// queues. Concretely, a JobInsertMany across queues is one MULTI/EXEC on a
+// single server but one script per queue on a cluster, and a claim
+// from several queues first looks at each queue's best jobs, then takes
+// its share from each. Plain inserts into one queue that callers make
+// while another is in flight are merged into one script call (see
+// inserter), so many producers share round trips and scripts.
+//
+// # Data
+//
+// Per queue: ready jobs in a sorted set scored -priority with the 16-hex-digit
+// ID as member, so that equal scores order by ID; the same jobs by due time
+// (for QueueStats.OldestDue); delayed and backing-off jobs by due time,
+// promoted into the ready set inside the claim script (at most 1000 a
+// call); reserved jobs by lease deadline (the sweeper's index); failed jobs
+// by failed ID; and one hash per job (a small pending job takes about 410
+// bytes of Redis memory: BenchmarkMemoryPerJob). Times are microseconds of
+// the Redis clock (TIME inside the scripts), never a worker's.
+//
+// IDs are ts<<12 | queue index, ts being microseconds since 2025 and
+// strictly increasing per queue: unique under the prefix, increasing with
+// time across queues, and decodable to their queue, so a fenced write or a
+// JobGet finds the job from its ID alone. A key prefix holds at most
+// MaxQueues (4095) queues; a queue's index is assigned at its first insert
+// and kept for good. A failed job's failed_at is the time of its failed ID.
+//
+// # Unique keys
+//
+// A unique key is unique among the live jobs of the whole key prefix,
+// whatever their queue, as on the other backends; the conformance suite
+// requires it (a live job in one queue keeps a failed job of another queue
+// from being replayed). A key's holder is kept in one hash (prefix:unique,
+// its own slot), which no queue script can touch atomically, so it is a
+// reservation checked before the job is written: the insert mints the
+// job's ID, reserves the key for it (free, or held by the same ID), writes
+// the job, and frees the key again when the job ends (done, failed). A key
+// found held is checked: a live holder makes the insert a duplicate; a
+// holder that is not live (its job ended but the key was not freed, say
+// the process died in between) is taken over once its reservation is older
+// than a grace period (3 × the call timeout, at least 30s), and until then
+// counts as held, since its insert or replay may still be in flight. Inserts
+// without a unique key skip all this: one round trip.
+//
+// # Wake-ups
+//
+// Backend implements backend.Notifier with pub/sub: a script that makes a
+// queue's ready set non-empty publishes on the queue's channel, and one
+// that schedules a job due before every other delayed job publishes its due
+// time, so subscribers arm a timer and claim within a millisecond or two of
+// it; a claim's reply also carries the queue's next due time. A Backend
+// wakes its own subscribers without the round trip.
+//
+// # Durability
+//
+// What Redis keeps is what its persistence settings keep: with neither AOF
+// nor snapshots a restart loses every job, with AOF appendfsync everysec up
+// to about a second of acknowledged writes, with always none. Open logs a
+// warning through Options.Logger when CONFIG GET shows persistence off (and
+// says nothing when CONFIG is refused).
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/lifecycle"
+)
+
+func init() {
+	open := func(ctx context.Context, url string, oo backend.OpenOptions) (backend.Backend, error) {
+		b, err := Open(ctx, url, Options{Existing: oo.Existing})
+		if err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	backend.Register("redis", open)
+	backend.Register("rediss", open)
+}
+
+// LayoutVersion is the version of the key layout this build reads and
+// writes, kept in the key prefix:schema.
+const LayoutVersion = 1
+
+// promoteLimit bounds the delayed jobs one claim promotes.
+const promoteLimit = 1000
+
+// Options configures Open. The zero value is ready to use.
+type Options struct {
+	// KeyPrefix starts every key the backend writes, so that several
+	// applications can share one server. 1 to 64 letters, digits, '_',
+	// '-', '.' or ':'. The URL parameter key_prefix sets it too; naming
+	// two different prefixes is an error. Defaults to "jobq".
+	KeyPrefix string
+
+	// Timeout bounds every call to Redis, on top of the caller's context;
+	// a call that runs out fails with backend.ErrUnavailable. The URL
+	// parameter timeout sets it too, and wins. Defaults to 10 seconds.
+	Timeout time.Duration
+
+	// PoolSize caps the connections. The URL parameter pool_size sets it
+	// too, and wins. Defaults to go-redis's 10 per CPU.
+	PoolSize int
+
+	// Logger receives the warning about persistence at open and the
+	// notifier's reconnect messages. Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// Existing opens only a key prefix that already holds jobq data at
+	// this build's layout: nothing is written, and a prefix without it
+	// fails with backend.ErrNoSchema (see backend.OpenOptions). Defaults
+	// to false: Open writes the layout marker.
+	Existing bool
+}
+
+func (o Options) resolve(u urlSettings) (Options, error) {
+	if u.keyPrefix != "" {
+		if o.KeyPrefix != "" && o.KeyPrefix != u.keyPrefix {
+			return o, &backend.InputError{Field: "key prefix", Reason: fmt.Sprintf("URL names %q but Options.KeyPrefix is %q", u.keyPrefix, o.KeyPrefix)}
+		}
+		o.KeyPrefix = u.keyPrefix
+	}
+	if o.KeyPrefix == "" {
+		o.KeyPrefix = DefaultKeyPrefix
+	}
+	if err := validateKeyPrefix(o.KeyPrefix); err != nil {
+		return o, err
+	}
+	if u.timeout > 0 {
+		o.Timeout = u.timeout
+	}
+	if o.Timeout < 0 {
+		return o, &backend.InputError{Field: "timeout", Reason: fmt.Sprintf("%s is negative", o.Timeout)}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if u.poolSize > 0 {
+		o.PoolSize = u.poolSize
+	}
+	if o.PoolSize < 0 || o.PoolSize > 10000 {
+		return o, &backend.InputError{Field: "pool size", Reason: fmt.Sprintf("%d is outside 0..10000", o.PoolSize)}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Backend is a jobq store under one key prefix of a Redis server or
+// cluster. It is safe for concurrent use; many Backends (in one process or
+// many) may share a prefix.
+type Backend struct {
+	c        *client
+	opts     Options
+	keys     *keyspace
+	reg      *registry
+	notifier *notifier
+	inserts  *inserter
+	origin   string // tags this Backend's pub/sub messages
+	url      string // as given to Open when it has secrets, to scrub them from errors
+	grace    time.Duration
+
+	closed     atomic.Bool
+	closeMu    sync.Mutex
+	background lifecycle.Group // the notifier's loop
+}
+
+var (
+	_ backend.Backend  = (*Backend)(nil)
+	_ backend.Migrator = (*Backend)(nil)
+	_ backend.Notifier = (*Backend)(nil)
+)
+
+// Open connects to the Redis server or cluster named by a redis:// or
+// rediss:// URL and, unless opts.Existing, writes the key prefix's layout
+// marker (prefix:schema). ctx bounds only the opening.
+//
+// It fails with backend.ErrInvalidInput for a malformed URL or option,
+// backend.ErrUnavailable when the server cannot be reached or refuses the
+// login, backend.ErrSchemaTooNew when the prefix was written by a newer
+// jobq, and, with opts.Existing, backend.ErrNoSchema when the prefix holds
+// no jobq data. No error shows the URL's password.
+func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
+	b, err := openBackend(ctx, rawURL, opts)
+	if err != nil {
+		return nil, backend.RedactError(err, rawURL)
+	}
+	return b, nil
+}
+
+func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	opts, err = opts.resolve(u)
+	if err != nil {
+		return nil, err
+	}
+	cfg := u.client
+	cfg.timeout = opts.Timeout
+	cfg.poolSize = opts.PoolSize
+	b := &Backend{
+		c:      newClient(cfg),
+		opts:   opts,
+		keys:   newKeyspace(opts.KeyPrefix),
+		origin: strconv.FormatUint(rand.Uint64(), 36),
+		grace:  max(30*time.Second, 3*opts.Timeout),
+	}
+	if len(backend.Secrets(rawURL)) > 0 {
+		b.url = rawURL
+	}
+	b.reg = newRegistry(b)
+	b.notifier = newNotifier(b)
+	b.inserts = newInserter(b)
+	if err := b.start(ctx); err != nil {
+		_ = b.c.close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// start checks the server, the layout marker and persistence.
+func (b *Backend) start(ctx context.Context) error {
+	if err := b.c.ping(ctx); err != nil {
+		return fmt.Errorf("open: %w", err)
+	}
+	if b.opts.Existing {
+		if err := b.checkExisting(ctx); err != nil {
+			return err
+		}
+	} else if _, err := b.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := b.c.loadScripts(ctx, allScripts); err != nil {
+		return fmt.Errorf("open: load scripts: %w", err)
+	}
+	b.warnIfVolatile(ctx)
+	return nil
+}
+
+// checkExisting refuses a key prefix without jobq data at this layout.
+func (b *Backend) checkExisting(ctx context.Context) error {
+	v, ok, err := b.layout(ctx)
+	switch {
+	case err != nil:
+		return fmt.Errorf("open: %w", err)
+	case !ok:
+		return fmt.Errorf("open: %w: redis at %s holds no jobq data under key prefix %q (no key %s; 'jobq migrate' creates it)",
+			backend.ErrNoSchema, b.c.host, b.opts.KeyPrefix, b.keys.schema)
+	case v > LayoutVersion:
+		return fmt.Errorf("open: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
+	case v < LayoutVersion:
+		return fmt.Errorf("open: %w: key prefix %q has layout %d, this jobq needs %d ('jobq migrate' upgrades it)", backend.ErrNoSchema, b.opts.KeyPrefix, v, LayoutVersion)
+	}
+	return nil
+}
+
+// layout reads the layout marker; ok is false when there is none.
+func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) {
+	s, ok, err := b.c.get(ctx, b.keys.schema)
+	if err != nil || !ok {
+		return 0, ok, err
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, false, fmt.Errorf("key %s holds %q, not a jobq layout version", b.keys.schema, s)
+	}
+	return v, true, nil
+}
+
+// Migrate writes the layout marker of the key prefix and returns its
+// version. Redis creates every other key when it is first written, so
+// there is nothing else to set up. It fails with backend.ErrSchemaTooNew,
+// writing nothing, when the prefix was written by a newer jobq.
+func (b *Backend) Migrate(ctx context.Context) (int, error) {
+	if b.closed.Load() {
+		return 0, fmt.Errorf("migrate: %w", backend.ErrClosed)
+	}
+	v, ok, err := b.layout(ctx)
+	if err != nil {
+		return 0, b.fail("migrate", err)
+	}
+	if ok && v > LayoutVersion {
+		return 0, fmt.Errorf("migrate: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
+	}
+	if !ok || v < LayoutVersion {
+		if err := b.c.set(ctx, b.keys.schema, strconv.Itoa(LayoutVersion)); err != nil {
+			return 0, b.fail("migrate", err)
+		}
+	}
+	return LayoutVersion, nil
+}
+
+// warnIfVolatile logs one warning when the server's settings show that a
+// restart would lose jobs. A server that refuses CONFIG says nothing.
+func (b *Backend) warnIfVolatile(ctx context.Context) {
+	aof, err := b.c.configGet(ctx, "appendonly")
+	if err != nil {
+		return
+	}
+	save, err := b.c.configGet(ctx, "save")
+	if err != nil {
+		return
+	}
+	if aof == "yes" {
+		return
+	}
+	if strings.TrimSpace(save) == "" {
+		b.opts.Logger.Warn("jobq redis: persistence is off (appendonly no, save \"\"): a restart of the server loses every job; turn on appendonly",
+			"addr", b.c.host, "key_prefix", b.opts.KeyPrefix)
+		return
+	}
+	b.opts.Logger.Warn("jobq redis: only snapshots persist (appendonly no): a restart of the server loses the jobs written since the last snapshot; turn on appendonly",
+		"addr", b.c.host, "key_prefix", b.opts.KeyPrefix, "save", save)
+}
+
+// KeyPrefix is the prefix of every key the backend uses.
+func (b *Backend) KeyPrefix() string { return b.opts.KeyPrefix }
+
+// Close stops the notifier and closes the connections. It is idempotent;
+// calls after Close fail with backend.ErrClosed.
+func (b *Backend) Close() error {
+	b.closeMu.Lock()
+	defer b.closeMu.Unlock()
+	if b.closed.Swap(true) {
+		return nil
+	}
+	b.notifier.stop()
+	b.background.Stop()
+	return b.c.close()
+}
+
+// begin refuses calls after Close.
+func (b *Backend) begin(op string) error {
+	if b.closed.Load() {
+		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+	}
+	return nil
+}
+
+// fail wraps err with the operation once, and scrubs the URL's secrets.
+func (b *Backend) fail(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if b.closed.Load() && !errors.Is(err, backend.ErrClosed) {
+		err = fmt.Errorf("%w: %w", backend.ErrClosed, err)
+	}
+	return backend.RedactError(fmt.Errorf("%s: %w", op, err), b.url)
+}

@@ -1,0 +1,185 @@
+// Package redistest helps tests that need a Redis server: the shared
+// development server (or a cluster) with a throwaway key prefix per test.
+//
+// A missing server skips the test with the reason, except under CI=true,
+// where it fails: there a missing server is a broken setup, not a choice.
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// EnvURL names the environment variable that overrides DefaultURL, e.g.
+// with a cluster: redis://127.0.0.1:7001?cluster=true&addr=127.0.0.1:7002.
+const EnvURL = "JOBQ_TEST_REDIS_URL"
+
+// DefaultURL is the shared development server.
+const DefaultURL = "redis://127.0.0.1:6379/0"
+
+var (
+	reachMu  sync.Mutex
+	reachErr = map[string]error{}
+)
+
+// URL returns the test server's URL ($JOBQ_TEST_REDIS_URL or DefaultURL)
+// after checking once per process that it answers; otherwise it skips tb
+// (fails it under CI=true).
+func URL(tb testing.TB) string {
+	tb.Helper()
+	u := os.Getenv(EnvURL)
+	if u == "" {
+		u = DefaultURL
+	}
+	if err := Reachable(u); err != nil {
+		Unavailable(tb, "redis not reachable at %s: %v", u, err)
+	}
+	return u
+}
+
+// Reachable checks once per process and URL that the server answers.
+func Reachable(u string) error {
+	reachMu.Lock()
+	defer reachMu.Unlock()
+	if err, ok := reachErr[u]; ok {
+		return err
+	}
+	c, err := Client(u)
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = c.Ping(ctx).Err()
+		cancel()
+		_ = c.Close()
+	}
+	reachErr[u] = err
+	return err
+}
+
+// Unavailable skips tb, or fails it under CI=true.
+func Unavailable(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if os.Getenv("CI") == "true" {
+		tb.Fatalf(format, args...)
+	}
+	tb.Skipf(format, args...)
+}
+
+// Client returns a go-redis client for a test URL: redis://host:port/db,
+// or a cluster as redis://host:port?cluster=true&addr=host:port&…; other
+// parameters (key_prefix, timeout, …) are ignored.
+func Client(raw string) (goredis.UniversalClient, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("test URL: %w", err)
+	}
+	q := u.Query()
+	opts := &goredis.UniversalOptions{Addrs: []string{u.Host}, DisableIdentity: true}
+	if u.User != nil {
+		opts.Username = u.User.Username()
+		opts.Password, _ = u.User.Password()
+	}
+	if q.Get("cluster") == "true" {
+		opts.IsClusterMode = true
+		opts.Addrs = append(opts.Addrs, q["addr"]...)
+	} else if db := strings.Trim(u.Path, "/"); db != "" {
+		if _, err := fmt.Sscan(db, &opts.DB); err != nil {
+			return nil, fmt.Errorf("test URL: database %q", db)
+		}
+	}
+	return goredis.NewUniversalClient(opts), nil
+}
+
+// Prefix returns a fresh key prefix ("jobqt_" and 12 hex digits) and
+// deletes every key under it when tb ends, after the cleanups registered
+// later (closing backends that use it).
+func Prefix(tb testing.TB, u string) string {
+	tb.Helper()
+	var buf [6]byte
+	_, _ = rand.Read(buf[:])
+	prefix := "jobqt_" + hex.EncodeToString(buf[:])
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := DeletePrefix(ctx, u, prefix); err != nil {
+			tb.Errorf("delete keys of prefix %s: %v", prefix, err)
+		}
+	})
+	return prefix
+}
+
+// Keys lists every key under prefix (on every master of a cluster).
+func Keys(ctx context.Context, u, prefix string) ([]string, error) {
+	c, err := Client(u)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var mu sync.Mutex
+	var out []string
+	err = eachMaster(ctx, c, func(ctx context.Context, n goredis.UniversalClient) error {
+		keys, err := scan(ctx, n, prefix+":*")
+		mu.Lock()
+		out = append(out, keys...)
+		mu.Unlock()
+		return err
+	})
+	return out, err
+}
+
+// DeletePrefix deletes every key under prefix.
+func DeletePrefix(ctx context.Context, u, prefix string) error {
+	c, err := Client(u)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return eachMaster(ctx, c, func(ctx context.Context, n goredis.UniversalClient) error {
+		keys, err := scan(ctx, n, prefix+":*")
+		if err != nil {
+			return err
+		}
+		// One key a command: on a cluster, keys of one call must share a
+		// slot.
+		pipe := n.Pipeline()
+		for _, k := range keys {
+			pipe.Unlink(ctx, k)
+		}
+		if len(keys) > 0 {
+			_, err = pipe.Exec(ctx)
+		}
+		return err
+	})
+}
+
+func eachMaster(ctx context.Context, c goredis.UniversalClient, fn func(ctx context.Context, n goredis.UniversalClient) error) error {
+	if cc, ok := c.(*goredis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error { return fn(ctx, n) })
+	}
+	return fn(ctx, c)
+}
+
+func scan(ctx context.Context, c goredis.UniversalClient, match string) ([]string, error) {
+	var out []string
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, keys...)
+		if next == 0 {
+			return out, nil
+		}
+		cursor = next
+	}
+}

@@ -1,0 +1,126 @@
+package redis
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Readers of script replies. A script returns arrays of strings and
+// integers (see the headers in scripts.lua); a reply of another shape is a
+// bug or a foreign key under the prefix, reported as an error.
+
+func asSlice(v any) ([]any, error) {
+	s, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("unexpected reply %T from redis, want an array", v)
+	}
+	return s, nil
+}
+
+func asString(v any) (string, error) {
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case int64:
+		return strconv.FormatInt(x, 10), nil
+	case nil:
+		return "", nil
+	}
+	return "", fmt.Errorf("unexpected reply %T from redis, want a string", v)
+}
+
+func asInt(v any) (int64, error) {
+	switch x := v.(type) {
+	case int64:
+		return x, nil
+	case string:
+		if x == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(x, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("unexpected reply %q from redis, want an integer", x)
+		}
+		return n, nil
+	case nil:
+		return 0, nil
+	}
+	return 0, fmt.Errorf("unexpected reply %T from redis, want an integer", v)
+}
+
+// fields reads a run of string values; the first error wins.
+type fields struct {
+	v   []any
+	err error
+}
+
+func (f *fields) str(i int) string {
+	s, err := asString(f.v[i])
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return s
+}
+
+func (f *fields) int(i int) int {
+	n, err := asInt(f.v[i])
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return int(n)
+}
+
+// id reads a time part (tsHex) as the ID it makes in the queue of index q.
+func (f *fields) id(i, q int) int64 {
+	id, err := parseTS(f.str(i), q)
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return id
+}
+
+// micros reads a time stored as µs since 1970; "" is the zero time.
+func (f *fields) micros(i int) time.Time {
+	s := f.str(i)
+	if s == "" {
+		return time.Time{}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		if f.err == nil {
+			f.err = fmt.Errorf("unexpected time %q from redis", s)
+		}
+		return time.Time{}
+	}
+	return time.UnixMicro(n)
+}
+
+// metadata reads a job's metadata JSON; "" is none.
+func (f *fields) metadata(i int) map[string]string {
+	s := f.str(i)
+	if s == "" {
+		return nil
+	}
+	var m map[string]string
+	if err := json.Unmarshal([]byte(s), &m); err != nil && f.err == nil {
+		f.err = fmt.Errorf("unreadable metadata from redis: %w", err)
+	}
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// micro converts a time to µs since 1970, for a script.
+func micro(t time.Time) string { return strconv.FormatInt(t.UnixMicro(), 10) }
+
+// microsCeil is a duration in whole µs, rounded up so that a positive
+// duration never becomes zero.
+func microsCeil(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + time.Microsecond - 1) / time.Microsecond)
+}

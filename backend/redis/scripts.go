@@ -1,0 +1,137 @@
+package redis
+
+import (
+	_ "embed"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// scriptsSource is every Lua script of the backend, one file with a header
+// per script (KEYS, ARGV, return value).
+//
+//go:embed scripts.lua
+var scriptsSource string
+
+// The scripts, parsed from scriptsSource at init; each is its body with
+// the helpers it uses in front.
+var (
+	scriptRegister   = mustScript("register")
+	scriptMint       = mustScript("mint")
+	scriptInsert     = mustScript("insert")
+	scriptPeek       = mustScript("peek")
+	scriptClaim      = mustScript("claim")
+	scriptComplete   = mustScript("complete")
+	scriptExtend     = mustScript("extend")
+	scriptRelease    = mustScript("release")
+	scriptExpired    = mustScript("expired")
+	scriptSweep      = mustScript("sweep")
+	scriptStats      = mustScript("stats")
+	scriptFailedScan = mustScript("failedscan")
+	scriptPurgeScan  = mustScript("purgescan")
+	scriptPurge      = mustScript("purge")
+	scriptReplay     = mustScript("replay")
+	scriptUReserve   = mustScript("ureserve")
+	scriptUSteal     = mustScript("usteal")
+	scriptURelease   = mustScript("urelease")
+)
+
+// allScripts lists every script, for loading them at open.
+var allScripts = []*script{
+	scriptRegister, scriptMint, scriptInsert, scriptPeek, scriptClaim, scriptComplete,
+	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
+	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
+}
+
+// helper is one "--- helper" block of scriptsSource and the names it
+// defines.
+type helper struct {
+	src   string
+	names []string
+}
+
+// parsedScripts maps each "--- script: NAME" section of scriptsSource to
+// its body; parsedHelpers are the "--- helper" blocks, in order.
+var parsedScripts, parsedHelpers = parseScripts(scriptsSource)
+
+var (
+	definedName = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
+	identifier  = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+)
+
+func parseScripts(src string) (map[string]string, []helper) {
+	scripts := map[string]string{}
+	var helpers []helper
+	kind, name := "", ""
+	var body strings.Builder
+	end := func() {
+		switch kind {
+		case "script":
+			scripts[name] = body.String()
+		case "helper":
+			h := helper{src: body.String()}
+			for _, m := range definedName.FindAllStringSubmatch(h.src, -1) {
+				h.names = append(h.names, m[1])
+			}
+			helpers = append(helpers, h)
+		}
+		body.Reset()
+	}
+	for _, line := range strings.SplitAfter(src, "\n") {
+		if rest, ok := strings.CutPrefix(line, "--- "); ok {
+			end()
+			rest = strings.TrimSpace(rest)
+			kind, name, _ = strings.Cut(rest, ":")
+			name = strings.TrimSpace(name)
+			continue
+		}
+		body.WriteString(line)
+	}
+	end()
+	return scripts, helpers
+}
+
+// withHelpers returns body preceded by the helpers it uses, directly or
+// through other helpers, in the order of scriptsSource.
+func withHelpers(body string) string {
+	used := map[string]bool{}
+	for _, id := range identifier.FindAllString(body, -1) {
+		used[id] = true
+	}
+	include := make([]bool, len(parsedHelpers))
+	for changed := true; changed; {
+		changed = false
+		for i, h := range parsedHelpers {
+			if include[i] {
+				continue
+			}
+			for _, n := range h.names {
+				if used[n] {
+					include[i], changed = true, true
+					for _, id := range identifier.FindAllString(h.src, -1) {
+						used[id] = true
+					}
+					break
+				}
+			}
+		}
+	}
+	var out strings.Builder
+	for i, h := range parsedHelpers {
+		if include[i] {
+			out.WriteString(h.src)
+		}
+	}
+	out.WriteString(body)
+	return out.String()
+}
+
+// mustScript returns the named script with the helpers it uses in front;
+// a missing one is a programming error, caught by any test.
+func mustScript(name string) *script {
+	body, ok := parsedScripts[name]
+	if !ok {
+		panic(fmt.Sprintf("redis: scripts.lua has no script %q", name))
+	}
+	return newScript(name, withHelpers(body))
+}

@@ -1,0 +1,667 @@
+-- jobq's Redis scripts: every state change of the backend is one of these,
+-- run atomically by EVALSHA. scripts.go splits this file at the "--- script:
+-- NAME" lines and prepends the prelude to each script.
+--
+-- Key layout (P is the key prefix, Q a queue name; see keys.go):
+--   P:{Q}:t        string the last ID time part handed out in Q
+--   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
+--                         part ts as 13 hex digits (so equal scores order by
+--                         ID; within a queue ts alone tells jobs apart)
+--   P:{Q}:o        zset   ready jobs by available_at (µs since 1970)
+--   P:{Q}:d        zset   delayed and backing-off jobs by due time (µs)
+--   P:{Q}:r        zset   reserved jobs by lease deadline (µs)
+--   P:{Q}:f        zset   failed jobs: score 0, member the failed ID's ts
+--   P:{Q}:j:<ts>   hash   a live job (fields below)
+--   P:{Q}:x:<ts>   hash   a failed job: the job's hash renamed, plus j, e
+--   P:{Q}:w        pub/sub channel: "n <origin>" (jobs ready now) or
+--                  "d <µs until due> <origin>" (a new earliest delayed job)
+--   P:queues       hash   queue registry (script "register")
+--   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
+-- Every per-queue script touches only keys of one queue, all tagged {Q},
+-- so each runs in one Cluster slot. Scripts that must build job keys from
+-- IDs they read (claim, sweep) or mint (insert, fail) get the key prefix
+-- ("P:{Q}:j:", "P:{Q}:x:") as a KEYS element and append the ID to it.
+--
+-- Job hash fields: t type, b payload, pr priority, ma max attempts,
+-- c created µs, av available µs (absent: c), a attempts (absent: 0), r releases
+-- (absent: 0), e last error, u unique key, m metadata JSON, ra reserved µs
+-- and lu lease deadline µs ('' or absent unless reserved: lu ~= '' IS the
+-- reserved state). A failed job's hash adds j (its job ID) and keeps e as
+-- the error; its failed_at is the time part of its failed ID.
+--
+-- IDs: ts * 4096 + queue index, ts in µs since 2025-01-01 UTC, strictly
+-- increasing per queue (max(last + 1, now)). Scripts see only ts (as 13
+-- hex digits: "the ID" below), never whole IDs: Lua numbers are doubles,
+-- exact only to 2^53, and ts < 2^51.
+
+-- The helpers below are the prelude: each "--- helper" block is put in
+-- front of every script that uses a name it defines (directly or through
+-- another helper), in this order; defining the others would cost every
+-- call time for nothing.
+
+--- helper
+local EPOCH_US = 1735689600000000 -- 2025-01-01T00:00:00Z in µs since 1970
+
+--- helper
+local MAXTS = 2251799813685248 -- 2^51: ts beyond this would not fit 63 bits
+
+--- helper
+local function n2s(x) return string.format('%d', x) end
+
+--- helper
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+--- helper
+-- tshex is the member and key form of an ID's time part ts.
+local function tshex(ts) return string.format('%013x', ts) end
+
+--- helper
+-- minter hands out up to n strictly increasing ts values of one queue
+-- (key: the string holding the last one handed out), reserving all n on
+-- first use: one SET … GET when the clock is past the last one (the usual
+-- case), a second SET when it is not.
+local function minter(key, now, n)
+  local m, ts = {}, nil
+  function m.next()
+    if ts then
+      ts = ts + 1
+      return ts
+    end
+    ts = now - EPOCH_US
+    local last = tonumber(redis.call('SET', key, n2s(ts + n - 1), 'GET') or '0')
+    if ts <= last then
+      ts = last + 1
+      redis.call('SET', key, n2s(ts + n - 1))
+    end
+    return ts
+  end
+  return m
+end
+
+--- helper
+-- zadd and zrem send large batches in slices: unpack() is bounded by the
+-- Lua stack (8000).
+local function zadd(key, args)
+  for i = 1, #args, 4000 do
+    redis.call('ZADD', key, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+local function zrem(key, members)
+  for i = 1, #members, 4000 do
+    redis.call('ZREM', key, unpack(members, i, math.min(i + 3999, #members)))
+  end
+end
+
+--- helper
+-- A moves collects jobs becoming ready (p, o) or delayed (d); flush adds
+-- them and publishes the wake-ups: "n" when the ready set goes from empty
+-- to non-empty (an idle worker last saw it empty, so no other case needs
+-- one), "d" when a delayed job is due before every earlier one. It returns
+-- woke (1 or 0) and the new earliest due time as µs from now, or -1.
+local function moves() return { p = {}, o = {}, d = {} } end
+local function ready(mv, id, pr, av)
+  local p, o = mv.p, mv.o
+  p[#p + 1] = -tonumber(pr); p[#p + 1] = id
+  o[#o + 1] = av; o[#o + 1] = id
+end
+local function later(mv, id, av)
+  local d = mv.d
+  d[#d + 1] = av; d[#d + 1] = id
+end
+local function flush(mv, kp, ko, kd, chan, origin, now)
+  local woke, due = 0, -1
+  if #mv.p > 0 then
+    local was = redis.call('ZCARD', kp)
+    zadd(kp, mv.p)
+    zadd(ko, mv.o)
+    if was == 0 then
+      redis.call('PUBLISH', chan, 'n ' .. origin)
+      woke = 1
+    end
+  end
+  if #mv.d > 0 then
+    local first = redis.call('ZRANGE', kd, 0, 0, 'WITHSCORES')
+    local min = nil
+    for i = 1, #mv.d, 2 do
+      local s = tonumber(mv.d[i])
+      if not min or s < min then min = s end
+    end
+    zadd(kd, mv.d)
+    if #first == 0 or min < tonumber(first[2]) then
+      due = math.max(min - now, 0)
+      redis.call('PUBLISH', chan, 'd ' .. n2s(due) .. ' ' .. origin)
+    end
+  end
+  return woke, due
+end
+
+--- helper
+-- to_failed renames the live job hash k (ID id) to a failed record with
+-- failed ID fid and error err; the caller adds fid to the failed set.
+local function to_failed(k, id, xprefix, fid, err)
+  local fk = xprefix .. fid
+  redis.call('RENAME', k, fk)
+  redis.call('HSET', fk, 'j', id, 'e', err)
+  redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r')
+end
+
+--- helper
+-- promote moves up to limit delayed jobs that are due into the ready sets.
+-- It returns how many it moved.
+local function promote(kp, ko, kd, jprefix, now, limit)
+  local due = redis.call('ZRANGEBYSCORE', kd, '-inf', n2s(now), 'WITHSCORES', 'LIMIT', 0, limit)
+  if #due == 0 then return 0 end
+  local mv, ids = moves(), {}
+  for i = 1, #due, 2 do
+    local id = due[i]
+    local pr = redis.call('HGET', jprefix .. id, 'pr')
+    if pr then ready(mv, id, pr, due[i + 1]) end
+    ids[#ids + 1] = id
+  end
+  zrem(kd, ids)
+  zadd(kp, mv.p)
+  zadd(ko, mv.o)
+  return #ids
+end
+
+--- helper
+-- scan walks the failed set newest first below an exclusive upper bound,
+-- after applying the time cutoff, and calls visit(fid, fkey) for each
+-- failed job of the wanted type until visit returns false or budget
+-- entries were examined. It returns the cursor: the fid to continue below,
+-- or '' once the set is exhausted. A cutoff before every possible failed
+-- ID matches nothing.
+local function scan(kf, xprefix, upper, before, older, typ, budget, visit)
+  local cut = nil
+  if before ~= '' then cut = tonumber(before) end
+  if older ~= '' then
+    local c = now_us() - tonumber(older)
+    if not cut or c < cut then cut = c end
+  end
+  if cut then
+    local ts = cut - EPOCH_US
+    if ts <= 0 then return '' end
+    if ts < MAXTS then
+      local b = tshex(ts)
+      if upper == '' or b < upper then upper = b end
+    end
+  end
+  local max = '+'
+  if upper ~= '' then max = '(' .. upper end
+  local got = redis.call('ZREVRANGEBYLEX', kf, max, '-', 'LIMIT', 0, budget)
+  for i = 1, #got do
+    local fid = got[i]
+    local fk = xprefix .. fid
+    if typ == '' or redis.call('HGET', fk, 't') == typ then
+      if not visit(fid, fk) then
+        if i == #got and #got < budget then return '' end
+        return fid
+      end
+    end
+  end
+  if #got < budget then return '' end
+  return got[#got]
+end
+
+--- script: register
+-- Registers a queue and returns its index, the low 12 bits of its IDs.
+-- KEYS[1] P:queues  (fields "n:<name>" -> index, "i:<index>" -> name, "last")
+-- ARGV[1] queue name  ARGV[2] the highest index allowed
+-- Returns the index (integer), or an error "jobq: queue: …" once every
+-- index is taken.
+local idx = redis.call('HGET', KEYS[1], 'n:' .. ARGV[1])
+if idx then return tonumber(idx) end
+local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
+if last >= tonumber(ARGV[2]) then
+  return redis.error_reply('jobq: queue: ' .. ARGV[1] .. ' would be one queue too many: a key prefix holds at most ' .. ARGV[2] .. ' queues')
+end
+last = last + 1
+redis.call('HSET', KEYS[1], 'last', last, 'n:' .. ARGV[1], last, 'i:' .. last, ARGV[1])
+return last
+
+--- script: mint
+-- Reserves n consecutive job IDs of one queue without inserting anything,
+-- for inserts that must name their IDs before writing (unique keys, and
+-- batches spanning queues, whose IDs must grow in the batch's order).
+-- KEYS[1] t
+-- ARGV[1] n  ARGV[2] the least ts to hand out (0 for none)
+-- Returns ts of the first ID (integer): max(now, last + 1, least); the IDs
+--   have ts + i for i < n.
+return minter(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumber(ARGV[1])).next()
+
+--- script: insert
+-- Inserts a batch of jobs of one queue.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
+--   KEYS[6..] job keys, one per item, when ARGV[3] is 'k'
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] 'm' (mint IDs here) or 'k'
+--   (IDs given)  ARGV[4] n
+--   then per item, 9 values: ID ('' when minted here), type, payload,
+--   priority, max attempts, run at µs ('' for none), delay µs, unique key
+--   ('' for none), metadata JSON ('' for none)
+-- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
+local now = now_us()
+local nows = n2s(now)
+local n = tonumber(ARGV[4])
+local minted = ARGV[3] == 'm'
+local mint = minter(KEYS[1], now, n)
+local first = 0
+local mv = moves()
+local call, mp, mo = redis.call, mv.p, mv.o
+for i = 0, n - 1 do
+  local b = 5 + i * 9
+  local id, k
+  if minted then
+    local ts = mint.next()
+    if i == 0 then first = ts end
+    id = tshex(ts)
+    k = KEYS[5] .. id
+  else
+    id = ARGV[b]
+    k = KEYS[6 + i]
+  end
+  local pr, runat, delay, u, md = ARGV[b + 3], ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
+  if runat == '' and delay == '0' and u == '' and md == '' then
+    -- The common job: due now, nothing optional; kept lean (it is most
+    -- of a batch insert's time).
+    call('HSET', k, 't', ARGV[b + 1], 'b', ARGV[b + 2], 'pr', pr, 'ma', ARGV[b + 4], 'c', nows)
+    mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
+    mo[#mo + 1] = nows; mo[#mo + 1] = id
+  else
+    local av, avs = now, nows
+    if runat ~= '' then
+      av, avs = tonumber(runat), runat
+    elseif delay ~= '0' then
+      av = now + tonumber(delay)
+      avs = n2s(av)
+    end
+    local f = { 't', ARGV[b + 1], 'b', ARGV[b + 2], 'pr', pr, 'ma', ARGV[b + 4], 'c', nows }
+    if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
+    if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
+    if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
+    call('HSET', k, unpack(f))
+    if av <= now then ready(mv, id, pr, avs) else later(mv, id, avs) end
+  end
+end
+local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
+return { first, woke, due }
+
+--- script: peek
+-- Promotes due delayed jobs of one queue and shows its best ready jobs, so
+-- a claim over several queues can pick the best across them.
+-- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] job key prefix
+-- ARGV[1] max  ARGV[2] promotion limit
+-- Returns {ID, score, ID, score, ...}: up to max ready jobs, best first.
+local now = now_us()
+promote(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, tonumber(ARGV[2]))
+return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+
+--- script: claim
+-- Reserves up to max ready jobs of one queue, best first, after promoting
+-- due delayed jobs (at most the promotion limit per call).
+-- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] r  KEYS[5] job key prefix
+-- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
+--   ARGV[5] origin
+-- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
+--   then per job 12 values: ID, t, b, pr, ma, a, r, av, c, e, u, m}
+--   (absent fields as '').
+local now = now_us()
+local nows = n2s(now)
+local was = redis.call('ZCARD', KEYS[1])
+local promoted = promote(KEYS[1], KEYS[2], KEYS[3], KEYS[5], now, tonumber(ARGV[3]))
+local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
+local lease = n2s(now + tonumber(ARGV[2]))
+local out = { nows, lease, 0, '' }
+local ids, rs = {}, {}
+for i = 1, #popped, 2 do
+  local id = popped[i]
+  local k = KEYS[5] .. id
+  local v = redis.call('HMGET', k, 't', 'b', 'pr', 'ma', 'a', 'r', 'av', 'c', 'e', 'u', 'm')
+  if v[1] then
+    local a = tonumber(v[5] or '0') + 1
+    redis.call('HSET', k, 'a', a, 'ra', nows, 'lu', lease)
+    v[5] = tostring(a)
+    out[#out + 1] = id
+    v[7] = v[7] or v[8] -- no av: available since created
+    for f = 1, 11 do out[#out + 1] = v[f] or '' end
+    rs[#rs + 1] = lease; rs[#rs + 1] = id
+  end
+  ids[#ids + 1] = id
+end
+zrem(KEYS[2], ids)
+zadd(KEYS[4], rs)
+local left = redis.call('ZCARD', KEYS[1])
+out[3] = left
+local nd = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if nd[2] then out[4] = nd[2] end
+if promoted > 0 and was == 0 and left > 0 then
+  -- Promotion made jobs ready that this claim did not take: wake others.
+  redis.call('PUBLISH', ARGV[4], 'n ' .. ARGV[5])
+end
+return out
+
+--- script: complete
+-- Applies outcomes of attempts of one queue, each fenced: it applies only
+-- while the job is reserved (lu ~= '') with the given attempt.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
+--   KEYS[7] failed key prefix  KEYS[8..] job keys, one per outcome
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
+--   then per outcome, 5 values: ID, attempt, kind ('d' done, 'r' retry,
+--   'f' fail), retry delay µs, error text
+-- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
+--   that ended holding a unique key}, woke, due µs or -1}.
+local now = now_us()
+local n = tonumber(ARGV[3])
+local mint = minter(KEYS[1], now, n)
+local mv = moves()
+local stale, released, gone, failed = {}, {}, {}, {}
+for i = 1, n do
+  local b = 4 + (i - 1) * 5
+  local id, kind = ARGV[b], ARGV[b + 2]
+  local k = KEYS[7 + i]
+  local v = redis.call('HMGET', k, 'a', 'lu', 'pr', 'u')
+  if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[b + 1]) then
+    stale[#stale + 1] = i
+  else
+    gone[#gone + 1] = id
+    if kind == 'r' then
+      local delay = tonumber(ARGV[b + 3])
+      local av = n2s(now + delay)
+      redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
+      if delay <= 0 then ready(mv, id, v[3], av) else later(mv, id, av) end
+    else
+      if kind == 'f' then
+        local fid = tshex(mint.next())
+        to_failed(k, id, KEYS[7], fid, ARGV[b + 4])
+        failed[#failed + 1] = 0; failed[#failed + 1] = fid
+      else
+        redis.call('DEL', k)
+      end
+      if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+    end
+  end
+end
+zrem(KEYS[5], gone)
+zadd(KEYS[6], failed)
+local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
+return { stale, released, woke, due }
+
+--- script: extend
+-- Extends the leases of held jobs of one queue, each fenced like complete.
+-- KEYS[1] r  KEYS[2..] job keys, one per ref
+-- ARGV[1] lease µs  then per ref: ID, attempt
+-- Returns {ref numbers (1-based) whose lease was lost}.
+local lease = n2s(now_us() + tonumber(ARGV[1]))
+local lost, rs = {}, {}
+for i = 1, #KEYS - 1 do
+  local k = KEYS[1 + i]
+  local v = redis.call('HMGET', k, 'a', 'lu')
+  if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[1 + 2 * i]) then
+    lost[#lost + 1] = i
+  else
+    redis.call('HSET', k, 'lu', lease)
+    rs[#rs + 1] = lease; rs[#rs + 1] = ARGV[2 * i]
+  end
+end
+zadd(KEYS[1], rs)
+return lost
+
+--- script: release
+-- Gives held jobs of one queue back at once, fenced like complete. The
+-- first max-free releases of a job un-count its attempt; later ones count
+-- it, and on its last attempt move the job to the failed set.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
+--   KEYS[6] failed key prefix  KEYS[7..] job keys, one per ref
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
+--   of a counted release  then per ref: ID, attempt
+-- Returns {refs matched, {ID, unique key, ... of jobs failed holding a
+--   unique key}, woke}.
+local now = now_us()
+local nows = n2s(now)
+local free = tonumber(ARGV[3])
+local mint = minter(KEYS[1], now, #KEYS - 6)
+local mv = moves()
+local matched, released, gone, failed = 0, {}, {}, {}
+for i = 1, #KEYS - 6 do
+  local k = KEYS[6 + i]
+  local id = ARGV[3 + 2 * i]
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'ma', 'pr', 'u')
+  local a = tonumber(v[1] or '0')
+  if v[2] and v[2] ~= '' and a == tonumber(ARGV[4 + 2 * i]) then
+    matched = matched + 1
+    gone[#gone + 1] = id
+    local rel = tonumber(v[3] or '0') + 1
+    if rel <= free then
+      redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
+      ready(mv, id, v[5], nows)
+    elseif a < tonumber(v[4]) then
+      redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
+      ready(mv, id, v[5], nows)
+    else
+      local fid = tshex(mint.next())
+      to_failed(k, id, KEYS[6], fid, ARGV[4])
+      failed[#failed + 1] = 0; failed[#failed + 1] = fid
+      if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
+    end
+  end
+end
+zrem(KEYS[4], gone)
+zadd(KEYS[5], failed)
+local woke = flush(mv, KEYS[2], KEYS[3], '', ARGV[1], ARGV[2], now)
+return { matched, released, woke }
+
+--- script: expired
+-- Counts reserved jobs of one queue whose lease has expired.
+-- KEYS[1] r
+-- Returns the count (integer).
+return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
+
+--- script: sweep
+-- Returns up to limit expired reserved jobs of one queue to ready, or,
+-- with their attempts spent, moves them to the failed set.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
+--   KEYS[6] failed key prefix  KEYS[7] job key prefix
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
+--   ('lease expired')
+-- Returns {{ID, attempt, type, failed (1 or 0), ...}, {ID, unique key, ...
+--   of jobs failed holding a unique key}, woke}.
+local now = now_us()
+local nows = n2s(now)
+local mv = moves()
+local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nows, 'LIMIT', 0, tonumber(ARGV[3]))
+local mint = minter(KEYS[1], now, #exp)
+local out, released, failed = {}, {}, {}
+for i = 1, #exp do
+  local id = exp[i]
+  local k = KEYS[7] .. id
+  local v = redis.call('HMGET', k, 'a', 'ma', 'pr', 't', 'u')
+  if v[4] then
+    local a = tonumber(v[1] or '0')
+    if a < tonumber(v[2]) then
+      redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
+      ready(mv, id, v[3], nows)
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[4]; out[#out + 1] = 0
+    else
+      local fid = tshex(mint.next())
+      to_failed(k, id, KEYS[6], fid, ARGV[4])
+      failed[#failed + 1] = 0; failed[#failed + 1] = fid
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[4]; out[#out + 1] = 1
+      if v[5] then released[#released + 1] = id; released[#released + 1] = v[5] end
+    end
+  end
+end
+zrem(KEYS[4], exp)
+zadd(KEYS[5], failed)
+local woke = flush(mv, KEYS[2], KEYS[3], '', ARGV[1], ARGV[2], now)
+return { out, released, woke }
+
+--- script: stats
+-- Counts one queue's jobs by state.
+-- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] r  KEYS[5] f
+-- Returns {pending (ready, and delayed ones already due), scheduled,
+--   reserved, failed, oldest due µs or ''}.
+local now = now_us()
+local nows = n2s(now)
+local due = redis.call('ZCOUNT', KEYS[3], '-inf', nows)
+local oldest = ''
+local o1 = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+if o1[2] then oldest = o1[2] end
+local d1 = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+if d1[2] and tonumber(d1[2]) <= now and (oldest == '' or tonumber(d1[2]) < tonumber(oldest)) then
+  oldest = d1[2]
+end
+return {
+  redis.call('ZCARD', KEYS[1]) + due,
+  redis.call('ZCARD', KEYS[3]) - due,
+  redis.call('ZCARD', KEYS[4]),
+  redis.call('ZCARD', KEYS[5]),
+  oldest,
+}
+
+--- script: failedscan
+-- Lists failed jobs of one queue matching a filter, newest first.
+-- KEYS[1] f  KEYS[2] failed key prefix
+-- ARGV[1] exclusive upper bound on the failed ID ('' for none)
+--   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
+--   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
+--   examined  ARGV[7] 'rec' (whole records) or 'ref' (what a replay needs)
+-- Returns {cursor ('' when exhausted), then per match: for 'rec' 11
+--   values: failed ID, j, t, b, pr, ma, a, e, u, m, c; for 'ref' 4
+--   values: failed ID, j, t, u} (absent fields as '').
+local out = { '' }
+local limit = tonumber(ARGV[5])
+local n = 0
+local fields = { 'j', 't', 'b', 'pr', 'ma', 'a', 'e', 'u', 'm', 'c' }
+if ARGV[7] == 'ref' then fields = { 'j', 't', 'u' } end
+out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
+  local v = redis.call('HMGET', fk, unpack(fields))
+  out[#out + 1] = fid
+  for f = 1, #fields do out[#out + 1] = v[f] or '' end
+  n = n + 1
+  return n < limit
+end)
+return out
+
+--- script: purgescan
+-- Deletes failed jobs of one queue matching a filter, newest first below
+-- the bound: at most limit of them, examining at most budget entries.
+-- KEYS[1] f  KEYS[2] failed key prefix
+-- ARGV[1..4] as failedscan  ARGV[5] most deleted  ARGV[6] most examined
+-- Returns {cursor ('' when exhausted), number deleted}.
+local limit = tonumber(ARGV[5])
+local del = {}
+local cursor = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
+  redis.call('DEL', fk)
+  del[#del + 1] = fid
+  return #del < limit
+end)
+zrem(KEYS[1], del)
+return { cursor, #del }
+
+--- script: purge
+-- Deletes the named failed jobs of one queue; unknown ones are ignored.
+-- KEYS[1] f  KEYS[2..] failed keys, one per ID
+-- ARGV failed IDs, in the order of KEYS[2..]
+-- Returns how many were deleted (integer).
+local del = {}
+for i = 1, #ARGV do
+  if redis.call('DEL', KEYS[1 + i]) == 1 then del[#del + 1] = ARGV[i] end
+end
+zrem(KEYS[1], del)
+return #del
+
+--- script: replay
+-- Moves failed jobs of one queue back to ready, keeping their job IDs,
+-- attempts and releases reset to 0. With ARGV[3] = '1' it is all or
+-- nothing: if any named failed job is missing, nothing moves.
+-- KEYS[1] p  KEYS[2] o  KEYS[3] f  then per item: failed key, job key
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
+--   missing ones  then per item: failed ID, job ID
+-- Returns {-1, item number} when all or nothing found one missing, else
+--   {number moved, woke, then the item numbers (1-based) moved}.
+local now = now_us()
+local nows = n2s(now)
+local n = (#KEYS - 3) / 2
+local strict = ARGV[3] == '1'
+local prs = {}
+for i = 1, n do
+  local v = redis.call('HMGET', KEYS[2 + 2 * i], 'j', 'pr')
+  if v[1] == ARGV[3 + 2 * i] and v[2] then
+    prs[i] = v[2]
+  elseif strict then
+    return { -1, i }
+  end
+end
+local mv = moves()
+local out, gone = { 0, 0 }, {}
+for i = 1, n do
+  if prs[i] then
+    local jk, id = KEYS[3 + 2 * i], ARGV[3 + 2 * i]
+    if redis.call('RENAMENX', KEYS[2 + 2 * i], jk) == 1 then
+      redis.call('HDEL', jk, 'j')
+      redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
+      ready(mv, id, prs[i], nows)
+      gone[#gone + 1] = ARGV[2 + 2 * i]
+      out[#out + 1] = i
+    end
+  end
+end
+zrem(KEYS[3], gone)
+out[1] = #gone
+out[2] = flush(mv, KEYS[1], KEYS[2], '', ARGV[1], ARGV[2], now)
+return out
+
+--- script: ureserve
+-- Reserves unique keys for jobs: a key that is free, or already held by
+-- the same ID, is set to "<ID>@<now µs>".
+-- KEYS[1] P:unique
+-- ARGV per key: unique key, ID (16 hex digits: the whole ID)
+-- Returns {now µs, then per key: '' (reserved) or the holder's value}.
+local now = n2s(now_us())
+local out = { now }
+for i = 1, #ARGV, 2 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if not v or string.sub(v, 1, 16) == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. '@' .. now)
+    out[#out + 1] = ''
+  else
+    out[#out + 1] = v
+  end
+end
+return out
+
+--- script: usteal
+-- Takes unique keys over from holders found dead, each only if its value
+-- is still the one found (compare and set).
+-- KEYS[1] P:unique
+-- ARGV per key: unique key, the value found, the new holder's ID
+-- Returns {per key: '' (taken) or the value now there}.
+local now = n2s(now_us())
+local out = {}
+for i = 1, #ARGV, 3 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if not v or v == ARGV[i + 1] then
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2] .. '@' .. now)
+    out[#out + 1] = ''
+  else
+    out[#out + 1] = v
+  end
+end
+return out
+
+--- script: urelease
+-- Frees unique keys still held by the given IDs.
+-- KEYS[1] P:unique
+-- ARGV per key: unique key, ID
+-- Returns how many were freed (integer).
+local freed = 0
+for i = 1, #ARGV, 2 do
+  local v = redis.call('HGET', KEYS[1], ARGV[i])
+  if v and string.sub(v, 1, 16) == ARGV[i + 1] then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+    freed = freed + 1
+  end
+end
+return freed

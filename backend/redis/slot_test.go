@@ -1,0 +1,100 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// TestKeySlot: the CRC16 and hash-tag rules of Redis Cluster.
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789": 12739, "somekey": 11058, "foo": 12182, "bar": 5061,
+		"{foo}.x": 12182, "x{foo}": 12182, "a{foo}b{bar}": 12182,
+		"foo{{bar}}": keySlot("{bar"),
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+	if keySlot("foo{}{bar}") == keySlot("bar") {
+		t.Error("an empty hash tag must not count")
+	}
+	// Every key of a queue shares the slot of its name.
+	k := newKeyspace("app:1").queue("mail.out")
+	for _, key := range []string{k.meta, k.ready, k.readyAt, k.delayed, k.reserved, k.failed, k.job(makeID(5, 1)), k.failedJob(makeID(6, 1))} {
+		if keySlot(key) != keySlot("mail.out") {
+			t.Errorf("key %q is not in the slot of its queue", key)
+		}
+	}
+}
+
+// TestScriptKeysOneSlot runs every script through the backend's own calls
+// (inserts with and without unique keys, over one queue and several,
+// claims, every outcome, extensions, releases, sweeps, stats, failed-job
+// lists, replays, purges, a unique key taken over from a dead holder) and
+// checks that the keys of each call share one Cluster slot. The
+// conformance suite runs with the same check on every call.
+func TestScriptKeysOneSlot(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := func(q string, uniq string, delay time.Duration) backend.InsertParams {
+		return backend.InsertParams{Queue: q, Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, UniqueKey: uniq, Delay: delay}
+	}
+	_, err := b.JobInsertMany(ctx, []backend.InsertParams{p("a", "", 0)})
+	must(err)
+	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k1", 0), p("b", "k2", 0), p("b", "", time.Millisecond)})
+	must(err)
+	// A stale holder of k3: a job that never existed, reserved long ago.
+	must(b.c.rdb.HSet(ctx, b.keys.unique, "k3", idHex(makeID(1, 1))+"@1").Err())
+	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k3", 0)})
+	must(err)
+	time.Sleep(2 * time.Millisecond)
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 10, Lease: time.Minute})
+	must(err)
+	if len(rows) != 5 {
+		t.Fatalf("claimed %d jobs, want 5", len(rows))
+	}
+	_, err = b.JobExtendLease(ctx, backend.ExtendLeaseParams{Refs: []backend.JobRef{rows[0].Ref()}, Lease: time.Minute})
+	must(err)
+	_, err = b.JobRelease(ctx, []backend.JobRef{rows[0].Ref()})
+	must(err)
+	_, err = b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{
+		{Ref: rows[1].Ref(), Kind: backend.OutcomeDone},
+		{Ref: rows[2].Ref(), Kind: backend.OutcomeRetry, RetryDelay: time.Hour},
+		{Ref: rows[3].Ref(), Kind: backend.OutcomeFail, Error: "x"},
+	}})
+	must(err)
+	rows, err = b.JobClaim(ctx, backend.ClaimParams{Queues: []string{rows[0].Queue}, Max: 1, Lease: time.Millisecond})
+	must(err)
+	time.Sleep(5 * time.Millisecond)
+	_, err = b.LeaseSweep(ctx, backend.SweepParams{})
+	must(err)
+	_, err = b.QueueStats(ctx)
+	must(err)
+	failed, err := b.FailedList(ctx, backend.FailedListParams{})
+	must(err)
+	if len(failed) < 2 {
+		t.Fatalf("%d failed jobs, want at least 2", len(failed))
+	}
+	_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{failed[0].ID}})
+	must(err)
+	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{failed[1].ID}})
+	must(err)
+	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{})
+	must(err)
+
+	calls := b.c.slots.called()
+	for _, s := range allScripts {
+		if calls[s.name] == 0 {
+			t.Errorf("script %s was not run: extend the test", s.name)
+		}
+	}
+}

@@ -1,0 +1,170 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// leaseExpired is the last error of a rescued job and the error of one
+// whose expired lease spent its last attempt.
+const leaseExpired = "lease expired"
+
+// LeaseSweep handles expired leases across every queue of the prefix: one
+// pipelined round counts each queue's expired leases, a second sweeps the
+// queues that have any, sharing params.Limit between them.
+func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
+	if err := b.begin("sweep"); err != nil {
+		return backend.SweepResult{}, err
+	}
+	limit, err := backend.PageLimit(params.Limit, backend.DefaultSweepLimit)
+	if err != nil {
+		return backend.SweepResult{}, fmt.Errorf("sweep: %w", err)
+	}
+	res, err := b.sweep(ctx, limit)
+	return res, b.fail("sweep", err)
+}
+
+func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, error) {
+	var res backend.SweepResult
+	queues, err := b.reg.all(ctx)
+	if err != nil || len(queues) == 0 {
+		return res, err
+	}
+	counts := make([]*evalCall, len(queues))
+	for i, q := range queues {
+		counts[i] = &evalCall{s: scriptExpired, keys: []string{b.keys.queue(q).reserved}}
+	}
+	if err := b.c.evalAll(ctx, counts, false); err != nil {
+		return res, err
+	}
+	var calls []*evalCall
+	var swept []string
+	var idxs []int
+	left := limit
+	for i, q := range queues {
+		n, err := asInt(counts[i].res)
+		if err != nil {
+			return res, err
+		}
+		if n == 0 || left == 0 {
+			continue
+		}
+		take := min(int(n), left)
+		left -= take
+		k := b.keys.queue(q)
+		idx, _, err := b.reg.lookup(ctx, q) // registered: all() listed it
+		if err != nil {
+			return res, err
+		}
+		calls = append(calls, &evalCall{
+			s:    scriptSweep,
+			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix},
+			args: []any{k.channel, b.origin, take, leaseExpired},
+		})
+		swept = append(swept, q)
+		idxs = append(idxs, idx)
+	}
+	if len(calls) == 0 {
+		return res, nil
+	}
+	callErr := b.c.evalAll(ctx, calls, false)
+	var held []uniqueHeld
+	var first error
+	for i, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		v, err := asSlice(call.res)
+		if err != nil || len(v) != 3 {
+			first = cmpErr(first, fmt.Errorf("sweep %s: unexpected reply", swept[i]))
+			continue
+		}
+		jobs, err := asSlice(v[0])
+		if err != nil {
+			first = cmpErr(first, err)
+			continue
+		}
+		f := fields{v: jobs}
+		for j := 0; j+3 < len(jobs); j += 4 {
+			job := backend.SweptJob{
+				Ref:    backend.JobRef{ID: f.id(j, idxs[i]), Attempt: f.int(j + 1)},
+				Queue:  swept[i],
+				Type:   f.str(j + 2),
+				Failed: f.int(j+3) == 1,
+			}
+			if job.Failed {
+				res.Failed++
+			} else {
+				res.Rescued++
+			}
+			res.Jobs = append(res.Jobs, job)
+		}
+		first = cmpErr(first, f.err)
+		h, err := readHeld(v[1], idxs[i])
+		first = cmpErr(first, err)
+		held = append(held, h...)
+		w := fields{v: v}
+		b.notifier.local(swept[i], w.int(2) == 1, -1)
+	}
+	b.releaseUnique(ctx, held)
+	if callErr != nil {
+		return res, callErr
+	}
+	return res, first
+}
+
+// QueueStats counts jobs per queue and state with one script per queue,
+// pipelined.
+func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
+	if err := b.begin("stats"); err != nil {
+		return nil, err
+	}
+	out, err := b.stats(ctx)
+	return out, b.fail("stats", err)
+}
+
+func (b *Backend) stats(ctx context.Context) ([]backend.QueueStats, error) {
+	queues, err := b.reg.all(ctx)
+	if err != nil || len(queues) == 0 {
+		return []backend.QueueStats{}, err
+	}
+	calls := make([]*evalCall, len(queues))
+	for i, q := range queues {
+		k := b.keys.queue(q)
+		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyAt, k.delayed, k.reserved, k.failed}}
+	}
+	if err := b.c.evalAll(ctx, calls, false); err != nil {
+		return nil, err
+	}
+	out := []backend.QueueStats{}
+	for i, q := range queues {
+		v, err := asSlice(calls[i].res)
+		if err != nil || len(v) != 5 {
+			return nil, fmt.Errorf("stats %s: unexpected reply", q)
+		}
+		f := fields{v: v}
+		s := backend.QueueStats{
+			Queue:     q,
+			Pending:   int64(f.int(0)),
+			Scheduled: int64(f.int(1)),
+			Reserved:  int64(f.int(2)),
+			Failed:    int64(f.int(3)),
+		}
+		if oldest := f.str(4); oldest != "" {
+			var us float64
+			if _, err := fmt.Sscan(oldest, &us); err == nil {
+				s.OldestDue = time.UnixMicro(int64(us))
+			}
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+		if s.Pending+s.Scheduled+s.Reserved+s.Failed > 0 {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

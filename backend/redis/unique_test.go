@@ -1,0 +1,70 @@
+package redis
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// TestUniqueAbandoned: a key whose holder is not live (its job ended and
+// the key was not freed, or its insert died after reserving it) counts as
+// held while the reservation is younger than the grace period, since the
+// holder may still be written, and is taken over once it is older.
+func TestUniqueAbandoned(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	ghost := makeID(42, 1) // no such job
+	keyed := func(key string) []backend.InsertParams {
+		return []backend.InsertParams{{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, UniqueKey: key}}
+	}
+	now := time.Now().UnixMicro()
+	old := now - b.grace.Microseconds() - time.Minute.Microseconds()
+	for key, at := range map[string]int64{"young": now, "old": old} {
+		if err := b.c.rdb.HSet(ctx, b.keys.unique, key, fmt.Sprintf("%s@%d", idHex(ghost), at)).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := b.JobInsertMany(ctx, keyed("young"))
+	if err != nil || !res[0].Duplicate || res[0].ID != ghost {
+		t.Fatalf("insert over a young reservation = %+v, %v; want a duplicate of %d", res, err, ghost)
+	}
+	res, err = b.JobInsertMany(ctx, keyed("old"))
+	if err != nil || res[0].Duplicate {
+		t.Fatalf("insert over an abandoned reservation = %+v, %v; want a new job", res, err)
+	}
+	// The new job holds the key now.
+	again, err := b.JobInsertMany(ctx, keyed("old"))
+	if err != nil || !again[0].Duplicate || again[0].ID != res[0].ID {
+		t.Fatalf("second insert = %+v, %v; want a duplicate of %d", again, err, res[0].ID)
+	}
+}
+
+// TestUniqueAcrossQueues: a unique key is unique under the whole prefix,
+// whatever the queue, and is freed when its job ends.
+func TestUniqueAcrossQueues(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	in := func(queue string) backend.InsertParams {
+		return backend.InsertParams{Queue: queue, Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, UniqueKey: "k"}
+	}
+	res, err := b.JobInsertMany(ctx, []backend.InsertParams{in("a"), in("b")})
+	if err != nil || res[0].Duplicate || !res[1].Duplicate || res[1].ID != res[0].ID {
+		t.Fatalf("insert of one key into two queues = %+v, %v", res, err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"a"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim = %v, %v", rows, err)
+	}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.c.rdb.HLen(ctx, b.keys.unique).Result(); err != nil || n != 0 {
+		t.Fatalf("unique keys left after the job ended: %d, %v", n, err)
+	}
+	res, err = b.JobInsertMany(ctx, []backend.InsertParams{in("b")})
+	if err != nil || res[0].Duplicate {
+		t.Fatalf("insert into b after a's job ended = %+v, %v; want a new job", res, err)
+	}
+}

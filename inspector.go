@@ -17,6 +17,8 @@ type (
 	FailedJob = backend.FailedJob
 	// FailedFilter selects failed jobs; zero fields match all.
 	FailedFilter = backend.FailedFilter
+	// TypeCount is a number of jobs of one queue and type.
+	TypeCount = backend.TypeCount
 )
 
 // Inspector is the one read-and-repair view of a backend that every operator
@@ -25,11 +27,39 @@ type (
 // already name the operation ("replay failed jobs: failed job 7: not
 // found"); the inspector adds nothing to them but its own checks.
 type Inspector struct {
-	b backend.Backend
+	b     backend.Backend
+	hooks []InspectorHooks
 }
 
-// NewInspector returns an inspector over b.
-func NewInspector(b backend.Backend) *Inspector { return &Inspector{b: b} }
+// InspectorHooks observe the changes an inspector makes, so that what an
+// operator does through it (the command line, an admin server) is counted
+// by the metrics of the process that did it. Every field is optional;
+// hooks run synchronously, in order, after the backend call returned.
+type InspectorHooks struct {
+	// Replayed: failed jobs went back to pending, counted per queue and
+	// type (each once, counts above zero). It is called for every replay
+	// that moved a job, also one by filter that stopped part-way with an
+	// error: the chunks before the error were committed.
+	Replayed func(ctx context.Context, moved []TypeCount)
+}
+
+// NewInspector returns an inspector over b, calling hooks (see
+// InspectorHooks) after its changes.
+func NewInspector(b backend.Backend, hooks ...InspectorHooks) *Inspector {
+	return &Inspector{b: b, hooks: hooks}
+}
+
+// replayed reports a replay's moves to the hooks.
+func (i *Inspector) replayed(ctx context.Context, r backend.ReplayResult) {
+	if len(r.ByType) == 0 {
+		return
+	}
+	for _, h := range i.hooks {
+		if h.Replayed != nil {
+			h.Replayed(ctx, r.ByType)
+		}
+	}
+}
 
 // Stats counts jobs per queue and state, sorted by queue.
 func (i *Inspector) Stats(ctx context.Context) ([]QueueStats, error) {
@@ -76,18 +106,19 @@ func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped
 	}
 	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{IDs: ids})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, err // nothing moved: a replay by IDs is all or nothing
 	}
+	i.replayed(ctx, r)
 	return r.Replayed, r.Skipped, nil
 }
 
 // ReplayAll replays every failed job matching f (the zero filter: all).
+// It works in chunks (see backend.Backend.FailedReplay): on an error the
+// counts are those of the chunks committed before it.
 func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, skipped int, err error) {
 	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{Filter: f})
-	if err != nil {
-		return 0, 0, err
-	}
-	return r.Replayed, r.Skipped, nil
+	i.replayed(ctx, r)
+	return r.Replayed, r.Skipped, err
 }
 
 // Purge deletes the given failed jobs, or with no IDs every failed job

@@ -151,7 +151,8 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if err := reg.check(cfg.Retry); err != nil {
 		return nil, err
 	}
-	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hookList(cfg.Hooks)}, nil
+	hooks := append(hookList{logHooks(cfg.Logger)}, cfg.Hooks...) // outcomes logged first (log_hooks.go)
+	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hooks}, nil
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {

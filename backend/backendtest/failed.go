@@ -13,6 +13,7 @@ import (
 // purged.
 func testFailed(t *testing.T, h Harness) {
 	typed := func(queue, typ string) backend.InsertParams { return job(queue, typ) }
+	testReplayByType(t, h)
 
 	parallel(t, h, "ListNewestFirstAndFilters", func(t *testing.T, b backend.Backend) {
 		made := makeFailed(t, b,

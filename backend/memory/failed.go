@@ -133,6 +133,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	var res backend.ReplayResult
 	var moved []*backend.FailedJob
 	woken := map[string]bool{}
+	byType := map[backend.TypeCount]int{}
 	for _, f := range rows {
 		if _, held := b.unique[f.UniqueKey]; f.UniqueKey != "" && held {
 			res.Skipped++
@@ -154,7 +155,12 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 		}, now)
 		moved = append(moved, f)
 		woken[f.Queue] = true
+		byType[backend.TypeCount{Queue: f.Queue, Type: f.Type}]++
 		res.Replayed++
+	}
+	for k, n := range byType {
+		k.Count = n
+		res.ByType = append(res.ByType, k)
 	}
 	b.removeFailed(moved)
 	b.wake(woken)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -58,44 +59,68 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 		return backend.ReplayResult{}, fmt.Errorf("%s: %w", op, err)
 	}
 	var res backend.ReplayResult
+	byType := map[backend.TypeCount]int{}
 	err := b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
-		var replayed int64
-		var due []string
+		var step replayStep
 		args := append(filterArgs(params.Filter), after, backend.ChunkSize)
-		err = b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...).Scan(&last, &matched, &replayed, &due)
+		err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...))
 		if err == nil {
-			res.Replayed += int(replayed)
-			res.Skipped += int(matched - replayed)
-			b.wake(due)
+			res.Replayed += int(step.replayed)
+			res.Skipped += int(step.matched - step.replayed)
+			for i, q := range step.queues {
+				byType[backend.TypeCount{Queue: q, Type: step.types[i]}] += int(step.counts[i])
+			}
+			b.wake(step.due())
 		}
-		return last, matched, err
+		return step.last, step.matched, err
 	})
+	for k, n := range byType {
+		k.Count = n
+		res.ByType = append(res.ByType, k)
+	}
 	return res, err
 }
 
 // replayIDs replays the listed failed jobs, all or none.
 func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backend.ReplayResult, error) {
-	var res backend.ReplayResult
-	var due []string
+	var step replayStep
 	err := b.do(ctx, op, func(ctx context.Context) error {
 		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
-			var last pgtype.Int8
-			var matched, replayed int64
-			if err := tx.QueryRow(ctx, b.q.failedReplayIDs, ids).Scan(&last, &matched, &replayed, &due); err != nil {
+			if err := step.scan(tx.QueryRow(ctx, b.q.failedReplayIDs, ids)); err != nil {
 				return err
 			}
-			if int(matched) < len(ids) {
-				return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(matched), len(ids), backend.ErrNotFound)
+			if int(step.matched) < len(ids) {
+				return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(step.matched), len(ids), backend.ErrNotFound)
 			}
-			res = backend.ReplayResult{Replayed: int(replayed), Skipped: int(matched - replayed)}
 			return nil
 		})
 	})
 	if err != nil {
 		return backend.ReplayResult{}, err
 	}
-	b.wake(due)
+	res := backend.ReplayResult{Replayed: int(step.replayed), Skipped: int(step.matched - step.replayed)}
+	for i, q := range step.queues {
+		res.ByType = append(res.ByType, backend.TypeCount{Queue: q, Type: step.types[i], Count: int(step.counts[i])})
+	}
+	b.wake(step.due())
 	return res, nil
+}
+
+// replayStep is the row one replay statement returns (see replayTail).
+type replayStep struct {
+	last              pgtype.Int8
+	matched, replayed int64
+	queues, types     []string
+	counts            []int64
+}
+
+func (s *replayStep) scan(row pgx.Row) error {
+	return row.Scan(&s.last, &s.matched, &s.replayed, &s.queues, &s.types, &s.counts)
+}
+
+// due returns the queues that got a job back, each once.
+func (s *replayStep) due() []string {
+	return slices.Compact(slices.Sorted(slices.Values(s.queues)))
 }
 
 // FailedPurge implements backend.Backend. Listed IDs go in one statement;

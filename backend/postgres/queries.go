@@ -508,9 +508,10 @@ const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHE
 // pending, due now, attempts and releases 0, with their original id and
 // metadata; a job whose unique key (or id) is held by a live job stays in
 // failed_jobs. It returns one row: (last_id bigint, matched bigint,
-// replayed bigint, queues text[]): the highest failed_jobs id selected
-// (NULL when none), how many were selected and moved, and the queues that
-// got a job back.
+// replayed bigint, queues text[], types text[], counts bigint[]): the
+// highest failed_jobs id selected (NULL when none), how many were selected
+// and moved, and the moved jobs counted per queue and type (the three
+// arrays side by side, NULL when none moved).
 const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
@@ -521,16 +522,18 @@ ins AS (
 	FROM sel
 	ORDER BY id
 	ON CONFLICT DO NOTHING
-	RETURNING id, queue
+	RETURNING id
 ),
 del AS (
 	DELETE FROM {schema}.failed_jobs f
 	USING sel s JOIN ins ON ins.id = s.job_id
 	WHERE f.id = s.id
-	RETURNING f.id
+	RETURNING f.queue, f.type
 )
 SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
-       ARRAY(SELECT DISTINCT queue FROM ins)::text[]`
+       g.queues, g.types, g.counts
+FROM (SELECT array_agg(queue) AS queues, array_agg(type) AS types, array_agg(n) AS counts
+      FROM (SELECT queue, type, count(*) AS n FROM del GROUP BY queue, type) c) g`
 
 // sqlFailedReplayIDs replays the listed failed jobs (see replayTail).
 //

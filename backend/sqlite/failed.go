@@ -72,9 +72,8 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 // replayed jobs are claimable as soon as their chunk commits; it stops at
 // the highest failed_jobs ID it saw when it started. On an error, the
 // result counts the chunks committed before it.
-func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
+func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (res backend.ReplayResult, err error) {
 	const op = "replay failed jobs"
-	var res backend.ReplayResult
 	if err := b.checkOpen(op); err != nil {
 		return res, err
 	}
@@ -83,16 +82,29 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	}
 	var step backend.ReplayResult
 	woken := map[string]struct{}{}
+	// The counts per queue and type of the transaction in progress, and
+	// of those committed.
+	stepTypes, byType := map[backend.TypeCount]int{}, map[backend.TypeCount]int{}
 	replay := func(tx *sql.Tx, st *stmts, ids []int64) error {
 		step = backend.ReplayResult{}
 		clear(woken)
-		return replayTx(ctx, tx, st, ids, micros(b.now()), &step, woken)
+		clear(stepTypes)
+		return replayTx(ctx, tx, st, ids, micros(b.now()), &step, woken, stepTypes)
 	}
 	committed := func() {
 		res.Replayed += step.Replayed
 		res.Skipped += step.Skipped
+		for k, n := range stepTypes {
+			byType[k] += n
+		}
 		b.hub.notify(woken)
 	}
+	defer func() { // res is returned with what committed, error or not
+		for k, n := range byType {
+			k.Count = n
+			res.ByType = append(res.ByType, k)
+		}
+	}()
 	if len(params.IDs) > 0 {
 		ids := slices.Compact(slices.Sorted(slices.Values(params.IDs)))
 		if err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error { return replay(tx, st, ids) }); err != nil {
@@ -106,17 +118,16 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	if err != nil {
 		return res, err
 	}
-	err = b.inChunks(ctx, op, where, args, last, replay, committed)
-	return res, err
+	return res, b.inChunks(ctx, op, where, args, last, replay, committed)
 }
 
 // replayTx replays the failed jobs ids inside tx, counting them into res
-// and adding the queues of replayed jobs to woken.
-func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64, res *backend.ReplayResult, woken map[string]struct{}) error {
+// and byType and adding the queues of replayed jobs to woken.
+func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64, res *backend.ReplayResult, woken map[string]struct{}, byType map[backend.TypeCount]int) error {
 	replay, del, exists := tx.StmtContext(ctx, st.replay), tx.StmtContext(ctx, st.failedDelete), tx.StmtContext(ctx, st.failedExists)
 	for _, id := range ids {
-		var queue string
-		err := replay.QueryRowContext(ctx, id, now).Scan(&queue)
+		var queue, typ string
+		err := replay.QueryRowContext(ctx, id, now).Scan(&queue, &typ)
 		if errors.Is(err, sql.ErrNoRows) {
 			var one int
 			switch err := exists.QueryRowContext(ctx, id).Scan(&one); {
@@ -136,6 +147,7 @@ func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64
 		}
 		res.Replayed++
 		woken[queue] = struct{}{}
+		byType[backend.TypeCount{Queue: queue, Type: typ}]++
 	}
 	return nil
 }

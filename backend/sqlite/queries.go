@@ -272,8 +272,8 @@ const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
 // reset, keeping its metadata, unless a live job holds that ID or its
-// unique key. Returns the queue, or no row when skipped (or the ID does not
-// exist).
+// unique key. Returns the queue and type, or no row when skipped (or the
+// ID does not exist).
 const qReplay = `INSERT INTO jobs
 	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata)
 SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata
@@ -281,7 +281,7 @@ FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)
 	AND (f.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = f.unique_key))
-RETURNING queue`
+RETURNING queue, type`
 
 // qFailedDelete: ?1 failed_jobs id. RowsAffected is 0 when it does not exist.
 const qFailedDelete = `DELETE FROM failed_jobs WHERE id = ?1`

@@ -21,6 +21,7 @@ type benchFlags struct {
 	workload   string
 	cfg        bench.Config
 	cpuProfile string
+	observe    string
 }
 
 func (a *app) newBenchCmd() *cobra.Command {
@@ -43,7 +44,14 @@ JSON line per workload, so figures can be compared run to run:
 
 Each workload runs on a fresh queue (bench-<workload>-<nanos>) and leaves it
 empty. Without --db (and JOBQ_DB) the runs go to a temporary SQLite file that
-is removed afterwards. A progress bar is drawn on stderr when it is a terminal.`,
+is removed afterwards. A progress bar is drawn on stderr when it is a terminal.
+
+--observe measures what observability costs: it runs the workloads with
+Prometheus metrics (every hook, the queue depths, a scrape every second)
+and OpenTelemetry tracing (a span per enqueue and per attempt, all sampled,
+batched to an exporter that drops them) turned on. Compare runs with and
+without it, interleaved; each result names what was on ("observe"). One
+alone: --observe=metrics or --observe=tracing.`,
 		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -62,6 +70,8 @@ is removed afterwards. A progress bar is drawn on stderr when it is a terminal.`
 	fl.IntVar(&f.cfg.Rate, "rate", 200, "latency: jobs enqueued per second")
 	fl.DurationVar(&f.cfg.Duration, "duration", 10*time.Second, "how long steady runs (and latency at most)")
 	fl.IntVar(&f.cfg.Producers, "producers", 8, "steady: goroutines enqueuing one job per transaction")
+	fl.StringVar(&f.observe, "observe", "", "turn on metrics and tracing (or one: --observe=metrics), to measure what they cost")
+	fl.Lookup("observe").NoOptDefVal = "metrics,tracing"
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
 	return cmd
@@ -83,6 +93,11 @@ func (f *benchFlags) check() ([]string, error) {
 	if f.cfg.Duration <= 0 {
 		return nil, usagef("--duration %s must be greater than zero", f.cfg.Duration)
 	}
+	for _, o := range strings.Split(f.observe, ",") {
+		if o != "" && o != "metrics" && o != "tracing" {
+			return nil, usagef("--observe %q: use metrics, tracing or both (metrics,tracing)", f.observe)
+		}
+	}
 	if f.workload == "all" {
 		return bench.All, nil
 	}
@@ -94,7 +109,7 @@ func (f *benchFlags) check() ([]string, error) {
 	return nil, usagef("unknown --workload %q; use all or one of %s", f.workload, strings.Join(bench.All, ", "))
 }
 
-func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) error {
+func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err error) {
 	ctx := cmd.Context()
 	url, cleanup, err := a.benchURL(cmd)
 	if err != nil {
@@ -120,6 +135,17 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) error {
 	cfg.Log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if isTerminal(a.errOut) {
 		cfg.Progress = a.errOut
+	}
+	if f.observe != "" {
+		var stop func() error
+		if stop, err = observe(ctx, &cfg, f.observe, b, cfg.Log); err != nil {
+			return err
+		}
+		defer func() {
+			if serr := stop(); err == nil {
+				err = serr
+			}
+		}()
 	}
 	return bench.Run(ctx, cfg, names, func(r bench.Result) error {
 		_, err := fmt.Fprintln(a.out, r.JSON())

@@ -142,3 +142,26 @@ func TestBenchDefaultsToTemporaryFile(t *testing.T) {
 		t.Errorf("out = %q", r.out)
 	}
 }
+
+// TestBenchObserve: --observe runs the workloads with metrics and tracing
+// on (the result says which), --observe=metrics with metrics alone, and
+// anything else is a usage error.
+func TestBenchObserve(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ flag, want string }{{"--observe", "metrics,tracing"}, {"--observe=metrics", "metrics"}} {
+		r := run(t, "--db", "memory:", "bench", "--workload", "drain", "-n", "300", "--workers", "10", c.flag)
+		if r.err != nil {
+			t.Fatalf("bench %s: %v\n%s", c.flag, r.err, r.errOut)
+		}
+		var res struct {
+			Workload, Observe string
+			Jobs              int
+		}
+		if err := json.Unmarshal([]byte(r.out), &res); err != nil || res.Workload != "drain" || res.Observe != c.want || res.Jobs != 300 {
+			t.Fatalf("bench %s printed %q (%v); want a drain of 300 jobs observed with %s", c.flag, r.out, err, c.want)
+		}
+	}
+	if r := run(t, "--db", "memory:", "bench", "--observe=logs"); r.code() != exitUsage || !strings.Contains(r.err.Error(), `--observe "logs"`) {
+		t.Fatalf("bench --observe=logs: exit %d, %v", r.code(), r.err)
+	}
+}

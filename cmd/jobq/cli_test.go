@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobq/jobq/backend"
 )
 
 func TestEnqueueThenStats(t *testing.T) {
@@ -134,7 +136,7 @@ func TestBadInput(t *testing.T) {
 		{"worker queue", []string{"worker", "--queues", "a b"}, "--queues"},
 		{"lease", []string{"worker", "--lease", "0s"}, "--lease"},
 		{"interval", []string{"stats", "--watch", "--interval", "0s"}, "--interval"},
-		{"bad scheme", []string{"--db", "mysql://x", "stats"}, "memory:, postgres:, postgresql:, sqlite:, sync:"},
+		{"bad scheme", []string{"--db", "mysql://x", "stats"}, "use one of " + strings.Join(backend.Schemes(), ":, ") + ":"},
 		{"no scheme", []string{"--db", "jobq.db", "stats"}, "sqlite:jobq.db"},
 	}
 	for _, c := range cases {

@@ -248,7 +248,7 @@ func (a *app) runDemo(ctx context.Context, b backend.Backend) error {
 		Retry:           jobq.RetryPolicy{Base: demoRetryBase, Max: demoRetryMax},
 		PollInterval:    demoPoll,
 		ShutdownTimeout: 5 * time.Second,
-		Logger:          slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Logger:          slog.New(withoutJobLines{slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn})}),
 		Hooks:           []jobq.WorkerHooks{{Finished: func(ev jobq.Event) { events <- ev }}},
 	})
 	if err != nil {
@@ -576,4 +576,21 @@ func (s *demoScreen) end() {
 	if s.tty {
 		fmt.Fprintln(s.w)
 	}
+}
+
+// withoutJobLines drops the worker's lines about one job (those with a
+// job_id: retries, failures), which the demo prints in its own words; the
+// worker's other warnings and errors go through.
+type withoutJobLines struct{ slog.Handler }
+
+func (h withoutJobLines) Handle(ctx context.Context, r slog.Record) error {
+	aboutJob := false
+	r.Attrs(func(a slog.Attr) bool {
+		aboutJob = a.Key == "job_id"
+		return !aboutJob
+	})
+	if aboutJob {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
 }

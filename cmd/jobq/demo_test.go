@@ -73,6 +73,9 @@ func TestDemoSummaryAgreesWithInspector(t *testing.T) {
 	if took := time.Since(start); took > 30*time.Second {
 		t.Errorf("demo took %s, promised under 30s", took)
 	}
+	if strings.Contains(r.errOut, "job_id=") {
+		t.Errorf("the worker's per-job log lines repeat the demo's own on stderr:\n%s", r.errOut)
+	}
 	first := parseDemo(t, r.out)
 	checkDemoRun(t, first, r.out)
 	in := jobq.NewInspector(openDB(t, db))

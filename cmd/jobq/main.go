@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -15,7 +16,10 @@ func main() {
 	err := newRootCmd(os.Stdout, os.Stderr).ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "jobq: "+err.Error())
+		// 'jobq check' has printed its one line already.
+		if ce := (checkExit{}); !errors.As(err, &ce) {
+			fmt.Fprintln(os.Stderr, "jobq: "+err.Error())
+		}
 		os.Exit(exitCode(err))
 	}
 }

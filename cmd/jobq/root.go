@@ -41,6 +41,9 @@ const (
 
 func exitCode(err error) int {
 	var u usageError
+	if ce := (checkExit{}); errors.As(err, &ce) {
+		return ce.code
+	}
 	if errors.As(err, &u) || errors.Is(err, backend.ErrInvalidInput) {
 		return exitUsage
 	}
@@ -67,7 +70,8 @@ memory: and sync: keep nothing beyond one process: they serve 'jobq demo',
 
 Exit codes: 0 success; 1 error; 2 a mistake in the command line or its
 input; 130 (SIGINT) or 143 (SIGTERM) when a second signal ends a command
-at once instead of waiting for its graceful stop.`,
+at once instead of waiting for its graceful stop. 'jobq check' follows the
+monitoring plugins instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -91,6 +95,8 @@ at once instead of waiting for its graceful stop.`,
 		a.newEnqueueCmd(),
 		a.newFailedCmd(),
 		a.newStatsCmd(),
+		a.newCheckCmd(),
+		a.newMetricsCmd(),
 		a.newMigrateCmd(),
 		a.newDemoCmd(),
 		a.newBenchCmd(),

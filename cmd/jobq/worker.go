@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/metrics"
 )
 
 type workerFlags struct {
@@ -20,7 +20,10 @@ type workerFlags struct {
 	poll            time.Duration
 	retryBase       time.Duration
 	retryMax        time.Duration
-	jsonLogs        bool
+	log             logFlags
+	metricsAddr     string
+	metricsDepth    bool
+	metricsCache    time.Duration
 }
 
 func (a *app) newWorkerCmd() *cobra.Command {
@@ -37,14 +40,26 @@ outlives the grace period ends in failed jobs). A second SIGTERM or Ctrl-C exits
 (code 143 or 130) without waiting: jobs still running stay reserved until
 their --lease expires, then another worker runs them again. It creates and
 migrates the --db store if needed, and logs it with any password shown as
-xxxxx. Your own job types run in your own Go program with the jobq library.`,
+xxxxx. Your own job types run in your own Go program with the jobq library.
+
+With --metrics-addr it serves Prometheus metrics on /metrics (counters and
+histograms of this worker's jobs and, with --metrics-depth, the default,
+the queue depths of --db, read at most once per --metrics-cache), /healthz
+(200 while the process runs) and /readyz (200 while --db answers), until
+the worker has stopped. Every job's outcome is logged: done at debug,
+retries at warn, jobs moved to failed jobs at error; payloads never.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := f.config(cmd)
 			if err != nil {
 				return err
 			}
-			return a.runWorker(cmd, cfg, f.jsonLogs)
+			log, err := a.logger(cmd, f.log)
+			if err != nil {
+				return err
+			}
+			cfg.Logger = log
+			return a.runWorker(cmd, cfg, f)
 		},
 	}
 	fl := cmd.Flags()
@@ -55,7 +70,10 @@ xxxxx. Your own job types run in your own Go program with the jobq library.`,
 	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for due jobs")
 	fl.DurationVar(&f.retryBase, "retry-base", jobq.DefaultRetryBase, "delay after the first failed attempt, doubling each time")
 	fl.DurationVar(&f.retryMax, "retry-max", jobq.DefaultRetryMax, "longest delay between attempts")
-	fl.BoolVar(&f.jsonLogs, "json-logs", false, "log JSON lines instead of text")
+	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090")
+	fl.BoolVar(&f.metricsDepth, "metrics-depth", true, "export the queue depths too (turn off when a 'jobq metrics' sidecar does)")
+	fl.DurationVar(&f.metricsCache, "metrics-cache", 5*time.Second, "how long one read of the queue depths serves scrapes")
+	f.log.add(cmd)
 	return cmd
 }
 
@@ -75,10 +93,15 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 		v    time.Duration
 	}{
 		{"shutdown-timeout", f.shutdownTimeout}, {"lease", f.lease}, {"poll", f.poll},
-		{"retry-base", f.retryBase}, {"retry-max", f.retryMax},
+		{"retry-base", f.retryBase}, {"retry-max", f.retryMax}, {"metrics-cache", f.metricsCache},
 	} {
 		if err := positive(cmd, d.name, d.v); err != nil {
 			return jobq.WorkerConfig{}, err
+		}
+	}
+	for _, name := range []string{"metrics-depth", "metrics-cache"} {
+		if cmd.Flags().Changed(name) && f.metricsAddr == "" {
+			return jobq.WorkerConfig{}, usagef("--%s only applies with --metrics-addr", name)
 		}
 	}
 	if f.retryMax < f.retryBase {
@@ -93,13 +116,7 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 
 // runWorker runs until the command's context is cancelled (main maps
 // SIGTERM and SIGINT to that), then returns after the graceful shutdown.
-func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, jsonLogs bool) error {
-	var h slog.Handler = slog.NewTextHandler(a.errOut, nil)
-	if jsonLogs {
-		h = slog.NewJSONHandler(a.errOut, nil)
-	}
-	cfg.Logger = slog.New(h)
-
+func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags) error {
 	// A transport of its own, so its idle connections close with the worker.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
@@ -108,9 +125,37 @@ func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, jsonLogs bool
 
 	ctx := cmd.Context()
 	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+		var met *metrics.Metrics
+		if f.metricsAddr != "" {
+			var err error
+			if met, err = metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: cfg.Logger}); err != nil {
+				return err
+			}
+			cfg.Hooks = append(cfg.Hooks, met.WorkerHooks())
+		}
 		w, err := jobq.NewWorker(b, reg, cfg)
 		if err != nil {
 			return err
+		}
+		if met != nil {
+			met.AddWorker(w, reg)
+			if f.metricsDepth {
+				if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
+					return err
+				}
+			}
+			// The server outlives the signal: it answers while the worker
+			// drains and stops once Run has returned.
+			srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+			served, err := a.serveMetrics(srvCtx, f.metricsAddr, met, b, cfg.Logger)
+			if err != nil {
+				stopServer()
+				return err
+			}
+			defer func() {
+				stopServer()
+				<-served
+			}()
 		}
 		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types())
 		logged := make(chan struct{})

@@ -65,6 +65,15 @@ type Config struct {
 	// Stall is how long a workload may go without any job finishing before
 	// it gives up with an error instead of hanging. Defaults to 30s.
 	Stall time.Duration
+	// WorkerHooks, ClientHooks and Middleware are installed in every
+	// worker, client and registry the workloads make: how `jobq bench
+	// --observe` measures what metrics and tracing cost. Default none.
+	WorkerHooks []jobq.WorkerHooks
+	ClientHooks []jobq.ClientHooks
+	Middleware  []jobq.Middleware
+	// Observed labels the results with the observability that was on
+	// (e.g. "metrics,tracing"); empty for none.
+	Observed string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -113,6 +122,8 @@ func (c Config) withDefaults() (Config, error) {
 type Result struct {
 	Workload string `json:"workload"`
 	Backend  string `json:"backend"`
+	// Observe: what observability the run had on (Config.Observed).
+	Observe string `json:"observe,omitempty"`
 	// Jobs is how many jobs the timed part handled: enqueued for the
 	// enqueue workloads, completed for drain, latency and steady.
 	Jobs      int64 `json:"jobs"`
@@ -163,7 +174,7 @@ func Run(ctx context.Context, cfg Config, names []string, emit func(Result) erro
 		if err != nil {
 			return fmt.Errorf("bench %s: %w", name, err)
 		}
-		res.Workload, res.Backend = name, cfg.BackendName
+		res.Workload, res.Backend, res.Observe = name, cfg.BackendName, cfg.Observed
 		if err := emit(res); err != nil {
 			return err
 		}
@@ -192,7 +203,7 @@ const noopType = "bench.noop"
 var noopPayload = json.RawMessage(`{"user_id":12345,"template":"welcome"}`)
 
 func newClient(cfg Config) (*jobq.Client, error) {
-	return jobq.NewClient(cfg.Backend, jobq.ClientConfig{})
+	return jobq.NewClient(cfg.Backend, jobq.ClientConfig{Hooks: cfg.ClientHooks})
 }
 
 func rate(n int64, d time.Duration) float64 {

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +28,12 @@ type pool struct {
 // noopType with handler, until stop. credits may be nil.
 func startPool(ctx context.Context, cfg Config, queue string, concurrency int, handler jobq.HandlerFunc, credits chan struct{}) (*pool, error) {
 	reg := jobq.NewRegistry()
+	reg.Use(cfg.Middleware...)
 	reg.HandleFunc(noopType, handler)
 	p := &pool{notify: make(chan struct{}, 1), ran: make(chan error, 1), credits: credits}
+	hooks := append(slices.Clip(cfg.WorkerHooks), jobq.WorkerHooks{Finished: p.onEvent})
 	w, err := jobq.NewWorker(cfg.Backend, reg, jobq.WorkerConfig{
-		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, Hooks: []jobq.WorkerHooks{{Finished: p.onEvent}},
+		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, Hooks: hooks,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)

@@ -1,0 +1,76 @@
+package jobq
+
+import (
+	"context"
+	"log/slog"
+)
+
+// logHooks logs, through log, the outcome of every attempt and every job
+// a lease sweep or the lease fence took from this worker, one line each
+// with the job's id, type, queue and attempt, so any one job's history can
+// be followed in the logs. Payloads and metadata are never logged: they
+// may hold secrets. Levels follow how much an operator should care:
+//
+//   - done: debug (the normal case, too many lines for info);
+//   - retry: warn, with the error and the delay before the next attempt;
+//   - moved to failed jobs: error, with the error;
+//   - released on shutdown: info; abandoned after the worker stopped:
+//     debug, since the worker already warned about it with its job id;
+//   - rescued by the sweep: warn, or error when its attempts were spent
+//     and it moved to failed jobs;
+//   - outcome refused by the lease fence: warn.
+//
+// NewWorker installs it ahead of the configured hooks. Lines below the
+// logger's level cost one Enabled check.
+func logHooks(log *slog.Logger) WorkerHooks {
+	ctx := context.Background()
+	jobAttrs := func(j *Job) []slog.Attr {
+		return []slog.Attr{
+			slog.Int64("job_id", j.ID), slog.String("type", j.Type),
+			slog.String("queue", j.Queue), slog.Int("attempt", j.Attempt),
+		}
+	}
+	return WorkerHooks{
+		Finished: func(e Event) {
+			var (
+				level slog.Level
+				msg   string
+			)
+			switch e.Kind {
+			case EventDone:
+				level, msg = slog.LevelDebug, "job done"
+			case EventRetry:
+				level, msg = slog.LevelWarn, "job failed; will retry"
+			case EventFailed:
+				level, msg = slog.LevelError, "job failed; moved to failed jobs"
+			case EventReleased:
+				level, msg = slog.LevelInfo, "job interrupted by shutdown; given back"
+			default:
+				level, msg = slog.LevelDebug, "job "+e.Kind.String()
+			}
+			if !log.Enabled(ctx, level) {
+				return
+			}
+			attrs := append(jobAttrs(e.Job), slog.Duration("duration", e.Duration))
+			switch e.Kind {
+			case EventRetry:
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", e.Err.Error()))
+			case EventFailed:
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", e.Err.Error()))
+			}
+			log.LogAttrs(ctx, level, msg, attrs...)
+		},
+		Rescued: func(e RescuedEvent) {
+			level, msg := slog.LevelWarn, "job's lease expired; back to pending"
+			if e.Failed {
+				level, msg = slog.LevelError, "job's lease expired with its attempts spent; moved to failed jobs"
+			}
+			log.LogAttrs(ctx, level, msg, slog.Int64("job_id", e.JobID), slog.String("type", e.Type),
+				slog.String("queue", e.Queue), slog.Int("attempt", e.Attempt))
+		},
+		Stale: func(e StaleEvent) {
+			log.LogAttrs(ctx, slog.LevelWarn, "job's outcome refused: its lease was lost and another worker took it over",
+				slog.Int64("job_id", e.JobID), slog.String("type", e.Type), slog.String("queue", e.Queue), slog.Int("attempt", e.Attempt))
+		},
+	}
+}

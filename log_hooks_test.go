@@ -1,0 +1,125 @@
+package jobq_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+// TestOutcomeLogs: every attempt's outcome, and every job the sweep
+// rescued, is one log line at its level with the job's id, type, queue,
+// attempt (and duration, error, retry delay where they apply), and no
+// payload or metadata ever reaches the log.
+func TestOutcomeLogs(t *testing.T) {
+	const secret = "hunter2-secret"
+	b := newMemory(t, nil)
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("ok", func(context.Context, *jobq.Job) error { return nil })
+	reg.HandleFunc("flaky", func(_ context.Context, j *jobq.Job) error {
+		if j.Attempt == 1 {
+			return errors.New("upstream 503")
+		}
+		return nil
+	})
+	reg.HandleFunc("bad", func(context.Context, *jobq.Job) error { return jobq.Permanent(errors.New("card declined")) })
+	c := mustClient(t, b, jobq.ClientConfig{})
+	ctx := t.Context()
+	payload := map[string]string{"password": secret}
+	meta := jobq.Metadata(map[string]string{"token": secret})
+	enqueue := func(typ string, opts ...jobq.EnqueueOption) int64 {
+		t.Helper()
+		id, err := c.Enqueue(ctx, typ, payload, append(opts, meta)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	ok, flaky, bad := enqueue("ok"), enqueue("flaky"), enqueue("bad", jobq.Queue("billing"))
+	// Two jobs held by a worker that died, on a queue no worker serves:
+	// the sweep puts one back to pending (attempts left) and moves the
+	// other to failed jobs (none left).
+	lost, spent := enqueue("ok", jobq.Queue("lost")), enqueue("ok", jobq.Queue("lost"), jobq.MaxAttempts(1))
+	if rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"lost"}, Max: 2, Lease: 20 * time.Millisecond}); err != nil || len(rows) != 2 {
+		t.Fatalf("claim for the dead worker: %d rows, %v", len(rows), err)
+	}
+
+	var buf logBuffer
+	var finished atomic.Int64
+	cfg := fastConfig()
+	cfg.Queues = []string{"default", "billing"}
+	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(jobq.Event) { finished.Add(1) }}}
+	stop := startWorker(t, b, reg, cfg)
+	eventually(t, 5*time.Second, "4 attempts and 2 rescues", func() bool {
+		return finished.Load() == 4 && strings.Count(buf.String(), "lease expired") == 2
+	})
+	stop()
+
+	type line struct {
+		Level, Msg, Type, Queue, Error string
+		JobID                          int64  `json:"job_id"`
+		Attempt                        int    `json:"attempt"`
+		MaxAttempts                    int    `json:"max_attempts"`
+		Duration                       *int64 `json:"duration"`
+		RetryIn                        *int64 `json:"retry_in"`
+	}
+	var lines []line
+	sc := bufio.NewScanner(strings.NewReader(buf.String()))
+	for sc.Scan() {
+		var l line
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if l.JobID != 0 {
+			lines = append(lines, l)
+		}
+	}
+	if strings.Contains(buf.String(), secret) {
+		t.Fatalf("a payload or metadata value reached the log:\n%s", buf.String())
+	}
+	want := []struct {
+		id                int64
+		typ, queue, level string
+		attempt           int
+		msg, err          string
+		duration, retryIn bool
+	}{
+		{ok, "ok", "default", "DEBUG", 1, "job done", "", true, false},
+		{flaky, "flaky", "default", "WARN", 1, "job failed; will retry", "upstream 503", true, true},
+		{flaky, "flaky", "default", "DEBUG", 2, "job done", "", true, false},
+		{bad, "bad", "billing", "ERROR", 1, "job failed; moved to failed jobs", "card declined", true, false},
+		{lost, "ok", "lost", "WARN", 1, "job's lease expired; back to pending", "", false, false},
+		{spent, "ok", "lost", "ERROR", 1, "job's lease expired with its attempts spent; moved to failed jobs", "", false, false},
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("%d outcome lines, want %d:\n%s", len(lines), len(want), buf.String())
+	}
+	for _, w := range want {
+		found := false
+		for _, l := range lines {
+			if l.JobID != w.id || l.Attempt != w.attempt || l.Msg != w.msg {
+				continue
+			}
+			found = true
+			if l.Level != w.level || l.Type != w.typ || l.Queue != w.queue || !strings.Contains(l.Error, w.err) ||
+				(l.Duration != nil) != w.duration || (l.RetryIn != nil) != w.retryIn {
+				t.Errorf("line for job %d attempt %d = %+v; want level %s type %s queue %s error %q", w.id, w.attempt, l, w.level, w.typ, w.queue, w.err)
+			}
+			if w.err != "" && l.MaxAttempts != 3 {
+				t.Errorf("line for job %d: max_attempts %d, want 3", w.id, l.MaxAttempts)
+			}
+		}
+		if !found {
+			t.Errorf("no %q line for job %d attempt %d:\n%s", w.msg, w.id, w.attempt, buf.String())
+		}
+	}
+}

@@ -1,0 +1,332 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/jobq/jobq"
+)
+
+// OverflowType is the type label of jobs whose type came after
+// Options.MaxTypes distinct types were already labelled.
+const OverflowType = "_other"
+
+// Buckets are the histograms' upper bounds in seconds: from a millisecond
+// (a no-op job, a claim from a busy queue) to an hour (a long report, a
+// queue far behind).
+var Buckets = []float64{
+	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
+}
+
+// Options configures Metrics. Zero fields take the documented defaults.
+type Options struct {
+	// Registry receives jobq's collectors; Handler serves it. Defaults to
+	// a new registry that also holds the Go runtime and process
+	// collectors. To use the global one, pass
+	// prometheus.DefaultRegisterer.(*prometheus.Registry).
+	Registry *prometheus.Registry
+	// MaxTypes bounds the type label: once this many distinct job types
+	// are labelled, further types count under OverflowType, so a producer
+	// inventing types cannot grow the series without limit. Defaults to
+	// 100.
+	MaxTypes int
+	// StatsCache is how long one read of the queue depths serves scrapes:
+	// scrapes within it (from several Prometheus servers, say) cost the
+	// backend nothing. A read that took longer than a tenth of it serves
+	// for ten times its duration instead (a million jobs on SQLite), so
+	// depth reads never keep the backend busy more than a tenth of the
+	// time. Defaults to 5s; negative reads on every scrape.
+	StatsCache time.Duration
+	// StatsTimeout bounds one read of the queue depths. Defaults to 10s.
+	StatsTimeout time.Duration
+	// Logger receives a warning when a read of the queue depths fails.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.MaxTypes < 0 || o.StatsTimeout < 0 {
+		return o, fmt.Errorf("%w: metrics Options: MaxTypes and StatsTimeout must not be negative", jobq.ErrInvalidInput)
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.MaxTypes == 0 {
+		o.MaxTypes = 100
+	}
+	if o.StatsCache == 0 {
+		o.StatsCache = 5 * time.Second
+	}
+	if o.StatsTimeout == 0 {
+		o.StatsTimeout = 10 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o, nil
+}
+
+// Metrics counts what this process's workers, clients and inspectors do
+// and exports it, with the queue depths, to Prometheus. Create it with New;
+// it is safe for concurrent use.
+type Metrics struct {
+	opts Options
+
+	enqueued, started, completed, retried, failed *prometheus.CounterVec
+	released, rescued, stale, replayed            *prometheus.CounterVec
+	duration, wait                                *prometheus.HistogramVec
+	busy, capacity                                *prometheus.GaugeVec
+
+	// series holds the children of one queue and type (key), made on
+	// first use; the hooks read it without locking.
+	series sync.Map
+	mu     sync.Mutex
+	types  map[string]bool // the labelled types, at most MaxTypes
+	depth  *depthCollector // nil until ObserveQueues
+	queues map[string]bool // the queues whose depth is exported even when empty
+}
+
+type key struct{ queue, typ string }
+
+// series is every per-queue-and-type child, made together so that all of
+// a queue and type's counters exist (at zero) once any does: rules that
+// divide one counter by another then never miss a side.
+type series struct {
+	enqueued, started, completed, retried, failed prometheus.Counter
+	released, rescued, stale, replayed            prometheus.Counter
+	duration, wait                                prometheus.Observer
+	busy                                          prometheus.Gauge
+}
+
+// New registers jobq's collectors in opts.Registry (see Options) and
+// returns the Metrics that feed them. Plug them in with WorkerHooks,
+// ClientHooks and InspectorHooks, then call AddWorker for each worker and
+// ObserveQueues for the depth gauges.
+func New(opts Options) (*Metrics, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	qt := []string{"queue", "type"}
+	counter := func(name, help string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobq", Name: name, Help: help}, qt)
+	}
+	histogram := func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobq", Name: name, Help: help, Buckets: Buckets}, qt)
+	}
+	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobq", Name: name, Help: help}, labels)
+	}
+	m := &Metrics{
+		opts:      opts,
+		enqueued:  counter("jobs_enqueued_total", "Jobs this process enqueued, unique-key duplicates not counted."),
+		started:   counter("jobs_started_total", "Attempts this process started: handler calls."),
+		completed: counter("jobs_completed_total", "Attempts that succeeded: the job is done."),
+		retried:   counter("jobs_retried_total", "Attempts that failed with attempts left: the job runs again after a backoff."),
+		failed:    counter("jobs_failed_total", "Jobs this process moved to the failed jobs table: attempts spent or a permanent error, including jobs its lease sweep found with no attempt left."),
+		released:  counter("jobs_released_total", "Attempts interrupted by shutdown: the job was given back, or its result dropped because the worker had stopped."),
+		rescued:   counter("jobs_rescued_total", "Jobs whose lease expired (their worker died or stalled) that this process's lease sweep moved: back to pending, or to failed jobs when no attempt was left."),
+		stale:     counter("jobs_stale_outcomes_total", "Outcomes refused because their attempt had lost its lease: another worker took the job over."),
+		replayed:  counter("jobs_replayed_total", "Failed jobs this process replayed back to pending."),
+		duration:  histogram("job_duration_seconds", "How long handlers ran, per attempt, whatever its outcome."),
+		wait:      histogram("job_wait_seconds", "How long jobs had been due when a worker claimed them (by the backend's clock)."),
+		busy:      gauge("workers_busy", "Handlers of this process running jobs of the queue now.", "queue"),
+		capacity:  gauge("workers_capacity", "Handler slots of this process's workers that serve the queue; a worker serving several queues counts its slots for each.", "queue"),
+		types:     map[string]bool{},
+		queues:    map[string]bool{},
+	}
+	build := gauge("build_info", "Always 1: the jobq version and Go version of this process.", "version", "goversion")
+	build.WithLabelValues(version(), runtime.Version()).Set(1)
+	for _, c := range []prometheus.Collector{
+		m.enqueued, m.started, m.completed, m.retried, m.failed, m.released, m.rescued, m.stale, m.replayed,
+		m.duration, m.wait, m.busy, m.capacity, build,
+	} {
+		if err := opts.Registry.Register(c); err != nil {
+			return nil, fmt.Errorf("register jobq metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// version is jobq's module version in this binary, "(devel)" when built
+// from a work tree.
+func version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	const path = "github.com/jobq/jobq"
+	if bi.Main.Path == path {
+		return bi.Main.Version
+	}
+	for _, d := range bi.Deps {
+		if d.Path == path {
+			return d.Version
+		}
+	}
+	return "unknown"
+}
+
+// Registry is the registry the collectors are in.
+func (m *Metrics) Registry() *prometheus.Registry { return m.opts.Registry }
+
+// of returns the children of queue and typ, making them on first use.
+func (m *Metrics) of(queue, typ string) *series {
+	if s, ok := m.series.Load(key{queue, typ}); ok {
+		return s.(*series)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s, ok := m.series.Load(key{queue, typ}); ok {
+		return s.(*series)
+	}
+	// Types past the bound are not stored under their own name: they take
+	// this path each time, which keeps the map bounded too.
+	if !m.types[typ] {
+		if len(m.types) >= m.opts.MaxTypes {
+			typ = OverflowType
+			if s, ok := m.series.Load(key{queue, typ}); ok {
+				return s.(*series)
+			}
+		} else {
+			m.types[typ] = true
+		}
+	}
+	s := &series{
+		enqueued: m.enqueued.WithLabelValues(queue, typ), started: m.started.WithLabelValues(queue, typ),
+		completed: m.completed.WithLabelValues(queue, typ), retried: m.retried.WithLabelValues(queue, typ),
+		failed: m.failed.WithLabelValues(queue, typ), released: m.released.WithLabelValues(queue, typ),
+		rescued: m.rescued.WithLabelValues(queue, typ), stale: m.stale.WithLabelValues(queue, typ),
+		replayed: m.replayed.WithLabelValues(queue, typ), duration: m.duration.WithLabelValues(queue, typ),
+		wait: m.wait.WithLabelValues(queue, typ), busy: m.busy.WithLabelValues(queue),
+	}
+	m.queues[queue] = true
+	m.series.Store(key{queue, typ}, s)
+	return s
+}
+
+// WorkerHooks returns the hooks that count a worker's attempts; put them
+// in WorkerConfig.Hooks, then call AddWorker with the worker.
+func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
+	return jobq.WorkerHooks{
+		Claimed: func(e jobq.ClaimedEvent) {
+			m.of(e.Job.Queue, e.Job.Type).wait.Observe(e.Wait.Seconds())
+		},
+		Started: func(_ context.Context, j *jobq.Job) {
+			s := m.of(j.Queue, j.Type)
+			s.started.Inc()
+			s.busy.Inc()
+		},
+		Finished: func(e jobq.Event) {
+			s := m.of(e.Job.Queue, e.Job.Type)
+			s.busy.Dec()
+			s.duration.Observe(e.Duration.Seconds())
+			switch e.Kind {
+			case jobq.EventDone:
+				s.completed.Inc()
+			case jobq.EventRetry:
+				s.retried.Inc()
+			case jobq.EventFailed:
+				s.failed.Inc()
+			case jobq.EventReleased, jobq.EventAbandoned:
+				s.released.Inc()
+			}
+		},
+		Rescued: func(e jobq.RescuedEvent) {
+			s := m.of(e.Queue, e.Type)
+			s.rescued.Inc()
+			if e.Failed {
+				s.failed.Inc()
+			}
+		},
+		Stale: func(e jobq.StaleEvent) { m.of(e.Queue, e.Type).stale.Inc() },
+	}
+}
+
+// ClientHooks returns the hook that counts enqueued jobs; put it in
+// ClientConfig.Hooks. A job enqueued inside the caller's transaction
+// (EnqueueTx) is counted when the insert returns, whether or not that
+// transaction commits later.
+func (m *Metrics) ClientHooks() jobq.ClientHooks {
+	return jobq.ClientHooks{
+		AfterEnqueue: func(_ context.Context, j jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
+			if err == nil && !res.Duplicate {
+				m.of(j.Queue, j.Type).enqueued.Inc()
+			}
+		},
+	}
+}
+
+// InspectorHooks returns the hook that counts replayed jobs; pass it to
+// jobq.NewInspector.
+func (m *Metrics) InspectorHooks() jobq.InspectorHooks {
+	return jobq.InspectorHooks{
+		Replayed: func(_ context.Context, moved []jobq.TypeCount) {
+			for _, c := range moved {
+				m.of(c.Queue, c.Type).replayed.Add(float64(c.Count))
+			}
+		},
+	}
+}
+
+// AddWorker adds w's slots to the capacity of its queues and creates
+// every series of its queues and reg's types at zero, so that rates and
+// alerts see them before the first job. Call it once per worker (with
+// the registry it runs); its capacity counts for the life of the
+// Metrics.
+func (m *Metrics) AddWorker(w *jobq.Worker, reg *jobq.Registry) {
+	types := reg.Types()
+	for _, q := range w.Queues() {
+		m.capacity.WithLabelValues(q).Add(float64(w.Capacity()))
+		for _, t := range types {
+			m.of(q, t)
+		}
+		m.mu.Lock()
+		m.queues[q] = true
+		m.mu.Unlock()
+	}
+}
+
+// ObserveQueues exports the depth gauges of every queue in in's backend
+// (jobq_queue_jobs, jobq_queue_oldest_due_timestamp_seconds), read with
+// one Inspector.Stats per scrape at most and cached for
+// Options.StatsCache. The queues named here, and those of added workers,
+// are exported at zero when they hold no job. Call it once.
+func (m *Metrics) ObserveQueues(in *jobq.Inspector, queues ...string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.depth != nil {
+		return errors.New("observe queues: already observing")
+	}
+	for _, q := range queues {
+		m.queues[q] = true
+	}
+	d := newDepthCollector(in, m.opts, m.knownQueues)
+	if err := m.opts.Registry.Register(d); err != nil {
+		return fmt.Errorf("register jobq queue depth: %w", err)
+	}
+	m.depth = d
+	return nil
+}
+
+// knownQueues returns the queues exported even when empty.
+func (m *Metrics) knownQueues() map[string]bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make(map[string]bool, len(m.queues))
+	for q := range m.queues {
+		out[q] = true
+	}
+	return out
+}

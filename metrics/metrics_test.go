@@ -1,0 +1,242 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/memory"
+	"github.com/jobq/jobq/metrics"
+)
+
+// newMetrics returns Metrics on a registry of their own, logging to log
+// (discarded when nil).
+func newMetrics(t *testing.T, o metrics.Options) *metrics.Metrics {
+	t.Helper()
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	m, err := metrics.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// scrapeOf reads m's metrics page through its handler.
+func scrapeOf(t *testing.T, m *metrics.Metrics) scrape {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /metrics: %d %s", rec.Code, rec.Body)
+	}
+	return parse(t, rec.Body.String())
+}
+
+// TestTypeLabelBounded: past MaxTypes distinct types, further types count
+// under OverflowType, whatever the hook that saw them.
+func TestTypeLabelBounded(t *testing.T) {
+	m := newMetrics(t, metrics.Options{MaxTypes: 2})
+	h := m.WorkerHooks()
+	for _, typ := range []string{"a", "b", "c", "d", "a", "d"} {
+		h.Started(t.Context(), &jobq.Job{Queue: "q", Type: typ})
+	}
+	m.ClientHooks().AfterEnqueue(t.Context(), jobq.EnqueueInfo{Queue: "q", Type: "e"}, jobq.EnqueueResult{ID: 1}, nil)
+	m.InspectorHooks().Replayed(t.Context(), []jobq.TypeCount{{Queue: "q", Type: "b", Count: 2}, {Queue: "q", Type: "f", Count: 3}})
+	s := scrapeOf(t, m)
+	s.check(t, want{
+		"jobq_jobs_started_total{queue=q,type=a}":       2,
+		"jobq_jobs_started_total{queue=q,type=b}":       1,
+		"jobq_jobs_started_total{queue=q,type=_other}":  3,
+		"jobq_jobs_started_total{queue=q,type=c}":       absent,
+		"jobq_jobs_started_total{queue=q,type=d}":       absent,
+		"jobq_jobs_enqueued_total{queue=q,type=_other}": 1,
+		"jobq_jobs_replayed_total{queue=q,type=b}":      2,
+		"jobq_jobs_replayed_total{queue=q,type=_other}": 3,
+		"jobq_workers_busy{queue=q}":                    6,
+	})
+	if got := len(s.fams["jobq_jobs_started_total"].GetMetric()); got != 3 {
+		t.Fatalf("%d started series, want 3 (a, b and %s)", got, metrics.OverflowType)
+	}
+}
+
+// TestOutcomeCounters: each kind of event lands in its counter; a swept
+// job with no attempt left counts as rescued and failed; an interrupted
+// or abandoned attempt as released; a duplicate or failed enqueue as
+// nothing.
+func TestOutcomeCounters(t *testing.T) {
+	m := newMetrics(t, metrics.Options{})
+	h := m.WorkerHooks()
+	job := &jobq.Job{Queue: "q", Type: "t"}
+	for _, k := range []jobq.EventKind{jobq.EventDone, jobq.EventRetry, jobq.EventFailed, jobq.EventReleased, jobq.EventAbandoned} {
+		h.Started(t.Context(), job)
+		h.Finished(jobq.Event{Kind: k, Job: job, Duration: 2 * time.Second})
+	}
+	h.Claimed(jobq.ClaimedEvent{Job: job, Wait: 90 * time.Second})
+	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t"})
+	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t", Failed: true})
+	h.Stale(jobq.StaleEvent{Queue: "q", Type: "t"})
+	c := m.ClientHooks()
+	c.AfterEnqueue(t.Context(), jobq.EnqueueInfo{Queue: "q", Type: "t"}, jobq.EnqueueResult{ID: 1, Duplicate: true}, nil)
+	c.AfterEnqueue(t.Context(), jobq.EnqueueInfo{Queue: "q", Type: "t"}, jobq.EnqueueResult{}, errors.New("down"))
+	s := scrapeOf(t, m)
+	s.check(t, want{
+		"jobq_jobs_started_total{queue=q,type=t}":        5,
+		"jobq_jobs_completed_total{queue=q,type=t}":      1,
+		"jobq_jobs_retried_total{queue=q,type=t}":        1,
+		"jobq_jobs_failed_total{queue=q,type=t}":         2,
+		"jobq_jobs_released_total{queue=q,type=t}":       2,
+		"jobq_jobs_rescued_total{queue=q,type=t}":        2,
+		"jobq_jobs_stale_outcomes_total{queue=q,type=t}": 1,
+		"jobq_jobs_enqueued_total{queue=q,type=t}":       0,
+		"jobq_job_duration_seconds{queue=q,type=t}":      5,
+		"jobq_job_wait_seconds{queue=q,type=t}":          1,
+		"jobq_workers_busy{queue=q}":                     0,
+	})
+	d, _ := s.find("jobq_job_duration_seconds", map[string]string{"queue": "q", "type": "t"})
+	w, _ := s.find("jobq_job_wait_seconds", map[string]string{"queue": "q", "type": "t"})
+	if d.Histogram.GetSampleSum() != 10 || w.Histogram.GetSampleSum() != 90 {
+		t.Fatalf("duration sum %g, wait sum %g; want 10 and 90 seconds", d.Histogram.GetSampleSum(), w.Histogram.GetSampleSum())
+	}
+}
+
+// countingBackend counts QueueStats calls, makes each take delay, and
+// fails them while down is set.
+type countingBackend struct {
+	backend.Backend
+	calls atomic.Int64
+	down  atomic.Bool
+	delay time.Duration
+}
+
+func (b *countingBackend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
+	b.calls.Add(1)
+	time.Sleep(b.delay)
+	if b.down.Load() {
+		return nil, errors.New("queue stats: connection refused")
+	}
+	return b.Backend.QueueStats(ctx)
+}
+
+// TestDepthCache: scrapes within StatsCache share one read of the queue
+// depths, concurrent ones included; past it the next scrape reads again;
+// a failed read shows as jobq_queue_stats_up 0, is logged once, and is
+// cached like a successful one.
+func TestDepthCache(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	defer mem.Close()
+	b := &countingBackend{Backend: mem}
+	c, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Enqueue(t.Context(), "t", nil, jobq.Queue("q")); err != nil {
+		t.Fatal(err)
+	}
+	var logs strings.Builder
+	var logMu sync.Mutex
+	const cache = 200 * time.Millisecond
+	m := newMetrics(t, metrics.Options{StatsCache: cache, Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
+	if err := m.ObserveQueues(jobq.NewInspector(b), "empty"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ObserveQueues(jobq.NewInspector(b)); err == nil {
+		t.Fatal("a second ObserveQueues succeeded")
+	}
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			scrapeOf(t, m).check(t, want{
+				"jobq_queue_jobs{queue=q,state=pending}":     1,
+				"jobq_queue_jobs{queue=empty,state=pending}": 0,
+				"jobq_queue_stats_up":                        1,
+			})
+		})
+	}
+	wg.Wait()
+	if time.Since(start) < cache { // all eight scrapes fell within one cache period
+		if got := b.calls.Load(); got != 1 {
+			t.Fatalf("8 concurrent scrapes read the depths %d times, want once", got)
+		}
+	}
+	before := b.calls.Load()
+	b.down.Store(true)
+	eventually(t, 5*time.Second, "a read after the cache expired", func() bool {
+		v, _ := scrapeOf(t, m).value("jobq_queue_stats_up", nil)
+		return v == 0
+	})
+	s := scrapeOf(t, m)
+	s.check(t, want{"jobq_queue_jobs{queue=q,state=pending}": absent, "jobq_queue_stats_up": 0})
+	if got := b.calls.Load() - before; got > 2 {
+		t.Errorf("%d reads for the scrapes of one failure, want them cached", got)
+	}
+	// A second failed read, once the cache expired, is not logged again.
+	failedReads := b.calls.Load()
+	eventually(t, 5*time.Second, "a second failed read", func() bool {
+		scrapeOf(t, m)
+		return b.calls.Load() > failedReads
+	})
+	logMu.Lock()
+	defer logMu.Unlock()
+	if n := strings.Count(logs.String(), "read queue depths for metrics"); n != 1 {
+		t.Fatalf("failure logged %d times, want once:\n%s", n, logs.String())
+	}
+}
+
+type lockedWriter struct {
+	b  *strings.Builder
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func TestOptionsRefused(t *testing.T) {
+	for _, o := range []metrics.Options{{MaxTypes: -1}, {StatsTimeout: -time.Second}} {
+		if _, err := metrics.New(o); !errors.Is(err, jobq.ErrInvalidInput) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidInput", o, err)
+		}
+	}
+}
+
+// TestSlowDepthReadCachedLonger: a read that takes longer than a tenth of
+// StatsCache serves scrapes for ten times its duration, so a slow backend
+// (a huge table) is not kept busy by frequent scrapes.
+func TestSlowDepthReadCachedLonger(t *testing.T) {
+	mem := memory.New(memory.Options{})
+	defer mem.Close()
+	b := &countingBackend{Backend: mem, delay: 100 * time.Millisecond}
+	m := newMetrics(t, metrics.Options{StatsCache: time.Millisecond})
+	if err := m.ObserveQueues(jobq.NewInspector(b)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	scrapeOf(t, m)
+	scrapeOf(t, m)
+	if time.Since(start) < time.Second { // within ten times the first read's 100ms
+		if got := b.calls.Load(); got != 1 {
+			t.Fatalf("two scrapes within 10× a 100ms read read %d times, want once", got)
+		}
+	}
+	eventually(t, 10*time.Second, "a read once 10× the slow read has passed", func() bool {
+		scrapeOf(t, m)
+		return b.calls.Load() == 2
+	})
+	if took := time.Since(start); took < time.Second {
+		t.Fatalf("second read after %s, want after 10× the first read's 100ms", took)
+	}
+}

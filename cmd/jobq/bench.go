@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -22,6 +23,7 @@ type benchFlags struct {
 	cfg        bench.Config
 	cpuProfile string
 	observe    string
+	sample     float64
 }
 
 func (a *app) newBenchCmd() *cobra.Command {
@@ -48,10 +50,10 @@ is removed afterwards. A progress bar is drawn on stderr when it is a terminal.
 
 --observe measures what observability costs: it runs the workloads with
 Prometheus metrics (every hook, the queue depths, a scrape every second)
-and OpenTelemetry tracing (a span per enqueue and per attempt, all sampled,
-batched to an exporter that drops them) turned on. Compare runs with and
-without it, interleaved; each result names what was on ("observe"). One
-alone: --observe=metrics or --observe=tracing.`,
+and OpenTelemetry tracing (a span per enqueue and per attempt, sampled at
+--observe-sample, 1 = all, batched to an exporter that drops them) turned
+on. Compare runs with and without it, interleaved; each result names what
+was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
 		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -72,6 +74,7 @@ alone: --observe=metrics or --observe=tracing.`,
 	fl.IntVar(&f.cfg.Producers, "producers", 8, "steady: goroutines enqueuing one job per transaction")
 	fl.StringVar(&f.observe, "observe", "", "turn on metrics and tracing (or one: --observe=metrics), to measure what they cost")
 	fl.Lookup("observe").NoOptDefVal = "metrics,tracing"
+	fl.Float64Var(&f.sample, "observe-sample", 1, "with --observe tracing: the fraction of traces sampled (0..1; a parent-based ratio sampler)")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
 	return cmd
@@ -92,6 +95,9 @@ func (f *benchFlags) check() ([]string, error) {
 	}
 	if f.cfg.Duration <= 0 {
 		return nil, usagef("--duration %s must be greater than zero", f.cfg.Duration)
+	}
+	if f.sample < 0 || f.sample > 1 || math.IsNaN(f.sample) {
+		return nil, usagef("--observe-sample %v: use a fraction from 0 to 1", f.sample)
 	}
 	for _, o := range strings.Split(f.observe, ",") {
 		if o != "" && o != "metrics" && o != "tracing" {
@@ -138,7 +144,7 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 	}
 	if f.observe != "" {
 		var stop func() error
-		if stop, err = observe(ctx, &cfg, f.observe, b, cfg.Log); err != nil {
+		if stop, err = observe(ctx, &cfg, f.observe, f.sample, b, cfg.Log); err != nil {
 			return err
 		}
 		defer func() {

@@ -26,11 +26,14 @@ const observeScrape = time.Second
 // 'jobq bench --observe' measures its cost: with "metrics" in what, the
 // Prometheus metrics (every hook, the depth gauges, a scrape every
 // observeScrape, its output dropped); with "tracing", OpenTelemetry
-// tracing (a producer span per enqueue, a consumer span per attempt,
-// every span sampled and batched to an exporter that drops them). stop
-// ends the scrapes and flushes the tracer.
-func observe(ctx context.Context, cfg *bench.Config, what string, b backend.Backend, log *slog.Logger) (stop func() error, err error) {
+// tracing (a producer span per enqueue, a consumer span per attempt, the
+// fraction sample of traces sampled, parent-based, and batched to an
+// exporter that drops them). stop ends the scrapes and flushes the tracer.
+func observe(ctx context.Context, cfg *bench.Config, what string, sample float64, b backend.Backend, log *slog.Logger) (stop func() error, err error) {
 	cfg.Observed = what
+	if strings.Contains(what, "tracing") && sample < 1 {
+		cfg.Observed += fmt.Sprintf(" (sampled %g)", sample)
+	}
 	var (
 		met *metrics.Metrics
 		tp  *sdktrace.TracerProvider
@@ -46,7 +49,8 @@ func observe(ctx context.Context, cfg *bench.Config, what string, b backend.Back
 		cfg.ClientHooks = append(cfg.ClientHooks, met.ClientHooks())
 	}
 	if strings.Contains(what, "tracing") {
-		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}))
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}),
+			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
 		cfg.ClientHooks = append(cfg.ClientHooks, tracing.ClientHooks(tracing.WithTracerProvider(tp)))
 		cfg.Middleware = append(cfg.Middleware, tracing.Middleware(tracing.WithTracerProvider(tp)))
 	}

@@ -3,13 +3,16 @@ package jobq
 import (
 	"context"
 	"log/slog"
+
+	"github.com/jobq/jobq/backend"
 )
 
 // logHooks logs, through log, the outcome of every attempt and every job
 // a lease sweep or the lease fence took from this worker, one line each
 // with the job's id, type, queue and attempt, so any one job's history can
 // be followed in the logs. Payloads and metadata are never logged: they
-// may hold secrets. Levels follow how much an operator should care:
+// may hold secrets. Error texts are logged as they are stored
+// (backend.ErrorText: valid UTF-8, at most 16 KiB). Levels follow how much an operator should care:
 //
 //   - done: debug (the normal case, too many lines for info);
 //   - retry: warn, with the error and the delay before the next attempt;
@@ -54,9 +57,9 @@ func logHooks(log *slog.Logger) WorkerHooks {
 			attrs := append(jobAttrs(e.Job), slog.Duration("duration", e.Duration))
 			switch e.Kind {
 			case EventRetry:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", e.Err.Error()))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", backend.ErrorText(e.Err.Error())))
 			case EventFailed:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", e.Err.Error()))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", backend.ErrorText(e.Err.Error())))
 			}
 			log.LogAttrs(ctx, level, msg, attrs...)
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -12,7 +13,13 @@ import (
 	"github.com/jobq/jobq/backend/redis/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Worker processes for process_test.go re-execute this test binary.
+	if s := os.Getenv(workerEnv); s != "" {
+		os.Exit(runWorkerProcess(s))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // quiet is a logger for tests that do not look at the log: the shared
 // server runs without persistence, so every open warns.

@@ -31,7 +31,7 @@ type queueInserts struct {
 	waiting []*insertReq
 }
 
-// insertReq is one caller's insert.
+// insertReq is one waiting caller's insert.
 type insertReq struct {
 	params []backend.InsertParams
 	first  int64 // the time part of its first ID, once done
@@ -44,27 +44,30 @@ func newInserter(b *Backend) *inserter {
 	return &inserter{b: b, queues: map[string]*queueInserts{}}
 }
 
-// insert writes params, all of queue g, and returns the time part of the
+// insert writes params, all of queue q, and returns the time part of the
 // first ID (the others follow it one by one).
-func (in *inserter) insert(ctx context.Context, g *insertGroup, params []backend.InsertParams) (int64, error) {
-	req := &insertReq{params: params, done: make(chan struct{}), lead: make(chan []*insertReq, 1)}
+func (in *inserter) insert(ctx context.Context, q *queueKeys, params []backend.InsertParams) (int64, error) {
 	in.mu.Lock()
-	qi := in.queues[g.q.name]
+	qi := in.queues[q.name]
 	if qi == nil {
 		qi = &queueInserts{}
-		in.queues[g.q.name] = qi
+		in.queues[q.name] = qi
 	}
 	if !qi.busy {
+		// Nobody else is inserting: go at once, without the machinery of
+		// waiting (the case of a lone producer).
 		qi.busy = true
 		in.mu.Unlock()
-		in.run(ctx, g, []*insertReq{req})
-		return req.first, req.err
+		first, err := in.b.runInsert(ctx, q, params)
+		in.next(q, qi)
+		return first, err
 	}
+	req := &insertReq{params: params, done: make(chan struct{}), lead: make(chan []*insertReq, 1)}
 	qi.waiting = append(qi.waiting, req)
 	in.mu.Unlock()
 	select {
 	case batch := <-req.lead:
-		in.run(ctx, g, batch)
+		in.run(ctx, q, qi, batch)
 	case <-req.done:
 	case <-ctx.Done():
 		in.mu.Lock()
@@ -77,7 +80,7 @@ func (in *inserter) insert(ctx context.Context, g *insertGroup, params []backend
 		// Already taken into a batch: its outcome is ours.
 		select {
 		case batch := <-req.lead:
-			in.run(ctx, g, batch)
+			in.run(ctx, q, qi, batch)
 		case <-req.done:
 		}
 	}
@@ -85,34 +88,35 @@ func (in *inserter) insert(ctx context.Context, g *insertGroup, params []backend
 	return req.first, req.err
 }
 
-// run writes a batch in one script call, then hands the queue to the
-// next waiters, or marks it idle.
-func (in *inserter) run(ctx context.Context, g *insertGroup, batch []*insertReq) {
+// run writes a batch of waiters in one script call, then hands the queue
+// on.
+func (in *inserter) run(ctx context.Context, q *queueKeys, qi *queueInserts, batch []*insertReq) {
+	params := batch[0].params
 	if len(batch) > 1 {
 		// The call serves other callers too: the leader's cancellation
 		// must not fail theirs (the call timeout still bounds it).
 		ctx = context.WithoutCancel(ctx)
+		params = nil
+		for _, r := range batch {
+			params = append(params, r.params...)
+		}
 	}
-	var params []backend.InsertParams
-	for _, r := range batch {
-		params = append(params, r.params...)
-	}
-	merged := &insertGroup{q: g.q, idx: g.idx, items: make([]int, len(params))}
-	for i := range merged.items {
-		merged.items[i] = i
-	}
-	first, err := in.b.runInsert(ctx, merged, params)
+	first, err := in.b.runInsert(ctx, q, params)
 	for _, r := range batch {
 		r.first, r.err = first, err
 		first += int64(len(r.params))
 		close(r.done)
 	}
+	in.next(q, qi)
+}
 
+// next hands the queue to the next waiters, at most maxMerged jobs of
+// them, or marks it idle. The queue's entry stays: one per queue name,
+// and queues are bounded (MaxQueues per prefix).
+func (in *inserter) next(q *queueKeys, qi *queueInserts) {
 	in.mu.Lock()
-	qi := in.queues[g.q.name]
 	if len(qi.waiting) == 0 {
 		qi.busy = false
-		delete(in.queues, g.q.name)
 		in.mu.Unlock()
 		return
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // claimFields is the number of reply values per claimed job.
-const claimFields = 12
+const claimFields = 10
 
 // JobClaim reserves up to params.Max ready jobs. From one queue that is
 // one script call. From several it is two pipelined rounds: the first
@@ -112,7 +112,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 		queues = append(queues, q)
 		calls = append(calls, &evalCall{
 			s:    scriptClaim,
-			keys: []string{k.ready, k.readyAt, k.delayed, k.reserved, k.jobPrefix},
+			keys: []string{k.ready, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix},
 			args: []any{n, lease, promoteLimit, k.channel, b.origin},
 		})
 	}
@@ -182,30 +182,29 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 	reserved := f.micros(0)
 	rows := make([]*backend.JobRow, 0, (len(v)-4)/claimFields)
 	for i := 4; i < len(v); i += claimFields {
-		rows = append(rows, &backend.JobRow{
+		row := &backend.JobRow{
 			ID:          f.id(i, idx),
 			Queue:       queue,
-			Type:        f.str(i + 1),
-			Payload:     []byte(f.str(i + 2)),
-			Priority:    f.int(i + 3),
-			MaxAttempts: f.int(i + 4),
-			Attempts:    f.int(i + 5),
-			Releases:    f.int(i + 6),
-			AvailableAt: f.micros(i + 7),
-			CreatedAt:   f.micros(i + 8),
-			LastError:   f.str(i + 9),
-			UniqueKey:   f.str(i + 10),
-			Metadata:    f.metadata(i + 11),
+			Priority:    f.int(i + 2),
+			Attempts:    f.int(i + 3),
+			Releases:    f.int(i + 4),
+			AvailableAt: f.micros(i + 5),
+			CreatedAt:   f.micros(i + 6),
+			LastError:   f.str(i + 7),
+			UniqueKey:   f.str(i + 8),
+			Metadata:    f.metadata(i + 9),
 			Status:      backend.StatusReserved,
 			ReservedAt:  reserved,
 			LeaseUntil:  lease,
-		})
+		}
+		row.MaxAttempts, row.Type, row.Payload = f.record(i + 1)
+		rows = append(rows, row)
 	}
 	return rows, left, f.err
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"t", "b", "pr", "ma", "a", "r", "av", "c", "e", "u", "m", "ra", "lu"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -227,21 +226,19 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 	row := &backend.JobRow{
 		ID:          id,
 		Queue:       queue,
-		Type:        f.str(0),
-		Payload:     []byte(f.str(1)),
-		Priority:    f.int(2),
-		MaxAttempts: f.int(3),
-		Attempts:    f.int(4),
-		Releases:    f.int(5),
-		AvailableAt: f.micros(6),
-		CreatedAt:   f.micros(7),
-		LastError:   f.str(8),
-		UniqueKey:   f.str(9),
-		Metadata:    f.metadata(10),
-		ReservedAt:  f.micros(11),
-		LeaseUntil:  f.micros(12),
+		Priority:    f.int(1),
+		Attempts:    f.int(2),
+		Releases:    f.int(3),
+		AvailableAt: f.micros(4),
+		CreatedAt:   f.micros(5),
+		LastError:   f.str(6),
+		UniqueKey:   f.str(7),
+		Metadata:    f.metadata(8),
+		ReservedAt:  f.micros(9),
+		LeaseUntil:  f.micros(10),
 		Status:      backend.StatusPending,
 	}
+	row.MaxAttempts, row.Type, row.Payload = f.record(0)
 	if row.AvailableAt.IsZero() {
 		row.AvailableAt = row.CreatedAt // not stored when the same
 	}

@@ -73,7 +73,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	}
 	what, width := "ref", 4
 	if full {
-		what, width = "rec", 11
+		what, width = "rec", 9
 	}
 	cursor := ""
 	if upper > 0 {
@@ -92,23 +92,23 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 		}
 		f := fields{v: v}
 		for i := 1; i < len(v); i += width {
-			r := failedRecord{fid: f.id(i, idx), jobID: f.id(i+1, idx), queue: queue, typ: f.str(i + 2)}
+			r := failedRecord{fid: f.id(i, idx), jobID: f.id(i+1, idx), queue: queue}
 			if full {
-				r.uniq = f.str(i + 8)
+				r.uniq = f.str(i + 6)
 				r.row = &backend.FailedJob{
-					ID: r.fid, JobID: r.jobID, Queue: queue, Type: r.typ,
-					Payload:     []byte(f.str(i + 3)),
-					Priority:    f.int(i + 4),
-					MaxAttempts: f.int(i + 5),
-					Attempts:    f.int(i + 6),
-					Error:       f.str(i + 7),
-					UniqueKey:   r.uniq,
-					Metadata:    f.metadata(i + 9),
-					CreatedAt:   f.micros(i + 10),
-					FailedAt:    idTime(r.fid),
+					ID: r.fid, JobID: r.jobID, Queue: queue,
+					Priority:  f.int(i + 3),
+					Attempts:  f.int(i + 4),
+					Error:     f.str(i + 5),
+					UniqueKey: r.uniq,
+					Metadata:  f.metadata(i + 7),
+					CreatedAt: f.micros(i + 8),
+					FailedAt:  idTime(r.fid),
 				}
+				r.row.MaxAttempts, r.row.Type, r.row.Payload = f.record(i + 2)
+				r.typ = r.row.Type
 			} else {
-				r.uniq = f.str(i + 3)
+				r.typ, r.uniq = f.str(i+2), f.str(i+3)
 			}
 			out = append(out, r)
 		}
@@ -164,7 +164,7 @@ func (b *Backend) failedList(ctx context.Context, params backend.FailedListParam
 }
 
 // failedFields are the fields FailedGet reads.
-var failedFields = []string{"j", "t", "b", "pr", "ma", "a", "e", "u", "m", "c"}
+var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c"}
 
 // FailedGet returns one failed job by its failed ID.
 func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
@@ -184,17 +184,16 @@ func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 		return nil, err
 	}
 	row := &backend.FailedJob{
-		ID: id, JobID: f.id(0, queueIndexOf(id)), Queue: queue, Type: f.str(1),
-		Payload:     []byte(f.str(2)),
-		Priority:    f.int(3),
-		MaxAttempts: f.int(4),
-		Attempts:    f.int(5),
-		Error:       f.str(6),
-		UniqueKey:   f.str(7),
-		Metadata:    f.metadata(8),
-		CreatedAt:   f.micros(9),
-		FailedAt:    idTime(id),
+		ID: id, JobID: f.id(0, queueIndexOf(id)), Queue: queue,
+		Priority:  f.int(2),
+		Attempts:  f.int(3),
+		Error:     f.str(4),
+		UniqueKey: f.str(5),
+		Metadata:  f.metadata(6),
+		CreatedAt: f.micros(7),
+		FailedAt:  idTime(id),
 	}
+	row.MaxAttempts, row.Type, row.Payload = f.record(1)
 	return row, f.err
 }
 
@@ -266,7 +265,7 @@ func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCoun
 			at = append(at, g)
 		}
 	}
-	got, err := b.c.hmgetAll(ctx, keys, "j", "t", "u")
+	got, err := b.c.hmgetAll(ctx, keys, "j", "d", "u")
 	if err != nil {
 		return err
 	}
@@ -280,7 +279,8 @@ func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCoun
 				return fmt.Errorf("failed job %d: %w", ids[i], backend.ErrNotFound)
 			}
 			f := fields{v: v}
-			recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: f.str(1), uniq: f.str(2)})
+			_, typ, _ := f.record(1)
+			recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: typ, uniq: f.str(2)})
 			if f.err != nil {
 				return f.err
 			}

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/backend"
 )
-
-// insertFields is the number of ARGV values per item of the insert script.
-const insertFields = 9
 
 // insertGroup is the items of one insert call that go to one queue, in
 // the call's order.
@@ -43,7 +41,35 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	return res, b.fail("insert", err)
 }
 
+// plain reports whether params all go to one queue and none has a unique
+// key: the inserts one script call does alone, minting the IDs.
+func plain(params []backend.InsertParams) bool {
+	for _, p := range params {
+		if p.Queue != params[0].Queue || p.UniqueKey != "" {
+			return false
+		}
+	}
+	return true
+}
+
 func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	if plain(params) {
+		// The common case: one script mints the IDs and writes the jobs,
+		// together with other callers' plain inserts into the queue.
+		idx, err := b.reg.index(ctx, params[0].Queue)
+		if err != nil {
+			return nil, err
+		}
+		first, err := b.inserts.insert(ctx, b.keys.queue(params[0].Queue), params)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]backend.InsertResult, len(params))
+		for j := range res {
+			res[j].ID = makeID(first+int64(j), idx)
+		}
+		return res, nil
+	}
 	groups, err := b.groupInserts(ctx, params)
 	if err != nil {
 		return nil, err
@@ -55,19 +81,6 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 			break
 		}
 	}
-	if len(groups) == 1 && !uniques {
-		// The common case: one script mints the IDs and writes the jobs,
-		// together with other callers' plain inserts into the queue.
-		first, err := b.inserts.insert(ctx, groups[0], params)
-		if err != nil {
-			return nil, err
-		}
-		res := make([]backend.InsertResult, len(params))
-		for j := range res {
-			res[j].ID = makeID(first+int64(j), groups[0].idx)
-		}
-		return res, nil
-	}
 	if err := b.mintIDs(ctx, groups, len(params)); err != nil {
 		return nil, err
 	}
@@ -76,14 +89,14 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 	}
 	calls := make([]*evalCall, len(groups))
 	for i, g := range groups {
-		calls[i] = b.insertCall(g, params, true)
+		calls[i] = b.insertCall(g.q, params, g.items, g.ids)
 	}
 	if err := b.c.evalAll(ctx, calls, true); err != nil {
 		return nil, err
 	}
 	res := make([]backend.InsertResult, len(params))
 	for i, g := range groups {
-		if _, err := b.afterInsert(g, calls[i].res); err != nil {
+		if _, err := b.afterInsert(g.q, calls[i].res); err != nil {
 			return nil, err
 		}
 		for j, item := range g.items {
@@ -93,14 +106,15 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 	return res, nil
 }
 
-// runInsert writes the jobs of group g, minting their IDs, and returns the
-// time part of the first.
-func (b *Backend) runInsert(ctx context.Context, g *insertGroup, params []backend.InsertParams) (int64, error) {
-	call := b.insertCall(g, params, false)
-	if err := b.c.evalAll(ctx, []*evalCall{call}, true); err != nil {
+// runInsert writes params, all of queue q, minting their IDs, and returns
+// the time part of the first.
+func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.InsertParams) (int64, error) {
+	call := b.insertCall(q, params, nil, nil)
+	res, err := b.c.eval(ctx, call.s, call.keys, call.args)
+	if err != nil {
 		return 0, err
 	}
-	return b.afterInsert(g, call.res)
+	return b.afterInsert(q, res)
 }
 
 // groupInserts splits params by queue, registering new queues.
@@ -123,55 +137,103 @@ func (b *Backend) groupInserts(ctx context.Context, params []backend.InsertParam
 	return groups, nil
 }
 
-// insertCall builds the insert script call of one group; with given IDs
-// (g.ids, one per item) the job keys go in KEYS, otherwise the script
-// mints the IDs.
-func (b *Backend) insertCall(g *insertGroup, params []backend.InsertParams, given bool) *evalCall {
-	q := g.q
-	keys := []string{q.meta, q.ready, q.readyAt, q.delayed, q.jobPrefix}
-	mode := "m"
-	if given {
-		mode = "k"
-		for _, id := range g.ids {
+// insertCall builds the insert script call of the jobs params[items[j]]
+// of queue q (all of params, in order, when items is nil). With ids, one
+// per item, the job keys go in KEYS; without, the script mints the IDs.
+func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items []int, ids []int64) *evalCall {
+	n := len(params)
+	if items != nil {
+		n = len(items)
+	}
+	item := func(j int) *backend.InsertParams {
+		if items != nil {
+			return &params[items[j]]
+		}
+		return &params[j]
+	}
+	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix}
+	if ids != nil {
+		for _, id := range ids {
 			keys = append(keys, q.job(id))
 		}
 	}
-	args := make([]any, 0, 5+insertFields*len(g.items))
-	args = append(args, q.channel, b.origin, mode, len(g.items))
-	for j, item := range g.items {
-		p := params[item]
-		id := ""
-		if given {
-			id = tsHex(g.ids[j])
+	// The records share one buffer, sized so that it never moves: each
+	// argument is a slice of it.
+	size := 0
+	for j := range n {
+		p := item(j)
+		size += len(p.Type) + len(p.Payload) + recordOverhead
+	}
+	buf := make([]byte, 0, size)
+	args := make([]any, 4, 4+2*n+len(ids))
+	args[0], args[1], args[2] = q.channel, b.origin, n
+	var opts []any
+	for j := range n {
+		p := item(j)
+		start := len(buf)
+		buf = appendRecord(buf, p)
+		args = append(args, buf[start:len(buf):len(buf)], p.Priority)
+		if !p.RunAt.IsZero() || p.Delay > 0 || p.UniqueKey != "" || len(p.Metadata) > 0 {
+			runAt, delay, md := "", "", ""
+			if !p.RunAt.IsZero() {
+				runAt = micro(p.RunAt)
+			} else if p.Delay > 0 {
+				delay = strconv.FormatInt(microsCeil(p.Delay), 10)
+			}
+			if len(p.Metadata) > 0 {
+				m, _ := json.Marshal(p.Metadata) // a map of strings always marshals
+				md = string(m)
+			}
+			opts = append(opts, j+1, runAt, delay, p.UniqueKey, md)
 		}
-		runAt := ""
-		if !p.RunAt.IsZero() {
-			runAt = micro(p.RunAt)
-		}
-		md := ""
-		if len(p.Metadata) > 0 {
-			buf, _ := json.Marshal(p.Metadata) // a map of strings always marshals
-			md = string(buf)
-		}
-		args = append(args, id, p.Type, string(p.Payload), p.Priority, p.MaxAttempts, runAt,
-			strconv.FormatInt(microsCeil(p.Delay), 10), p.UniqueKey, md)
+	}
+	args[3] = len(opts) / 5
+	args = append(args, opts...)
+	for _, id := range ids {
+		args = append(args, tsHex(id))
 	}
 	return &evalCall{s: scriptInsert, keys: keys, args: args}
 }
 
+// recordOverhead bounds the bytes of a record (field d) beyond its type
+// and payload: max attempts and two separators.
+const recordOverhead = 22
+
+// appendRecord appends the record of a job (field d): "<max attempts>
+// <type>\n<payload>". A type has no control characters, so the first
+// newline ends it.
+func appendRecord(buf []byte, p *backend.InsertParams) []byte {
+	buf = strconv.AppendInt(buf, int64(p.MaxAttempts), 10)
+	buf = append(buf, ' ')
+	buf = append(buf, p.Type...)
+	buf = append(buf, '\n')
+	return append(buf, p.Payload...)
+}
+
+// parseRecord reads a record written by appendRecord.
+func parseRecord(s string) (maxAttempts int, typ string, payload []byte, err error) {
+	ma, rest, ok1 := strings.Cut(s, " ")
+	typ, body, ok2 := strings.Cut(rest, "\n")
+	n, err := strconv.Atoi(ma)
+	if !ok1 || !ok2 || err != nil {
+		return 0, "", nil, fmt.Errorf("malformed job record %.40q", s)
+	}
+	return n, typ, []byte(body), nil
+}
+
 // afterInsert reads an insert script's reply {first ts, woke, due}, wakes
 // this process's subscribers and returns the first ts.
-func (b *Backend) afterInsert(g *insertGroup, res any) (int64, error) {
+func (b *Backend) afterInsert(q *queueKeys, res any) (int64, error) {
 	v, err := asSlice(res)
 	if err != nil || len(v) != 3 {
-		return 0, fmt.Errorf("insert %s: unexpected reply %v", g.q.name, res)
+		return 0, fmt.Errorf("insert %s: unexpected reply %v", q.name, res)
 	}
 	f := fields{v: v}
 	first, woke, due := int64(f.int(0)), f.int(1), int64(f.int(2))
 	if f.err != nil {
 		return 0, f.err
 	}
-	b.notifier.local(g.q.name, woke == 1, due)
+	b.notifier.local(q.name, woke == 1, due)
 	return first, nil
 }
 
@@ -235,7 +297,7 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 			}
 		}
 		if len(kept.items) > 0 {
-			calls = append(calls, b.insertCall(kept, params, true))
+			calls = append(calls, b.insertCall(kept.q, params, kept.items, kept.ids))
 			written = append(written, kept)
 		}
 	}
@@ -269,7 +331,7 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 		return nil, err
 	}
 	for i, g := range written {
-		if _, err := b.afterInsert(g, calls[i].res); err != nil {
+		if _, err := b.afterInsert(g.q, calls[i].res); err != nil {
 			return nil, err
 		}
 	}

@@ -111,6 +111,7 @@ type queueKeys struct {
 	meta      string // t: the last ID time part handed out
 	ready     string // p
 	readyAt   string // o
+	counts    string // n
 	delayed   string // d
 	reserved  string // r
 	failed    string // f
@@ -129,7 +130,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	}
 	base := ks.prefix + ":{" + q + "}:"
 	k = &queueKeys{
-		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o",
+		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o", counts: base + "n",
 		delayed: base + "d", reserved: base + "r", failed: base + "f",
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 	}

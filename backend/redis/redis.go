@@ -116,8 +116,11 @@ func init() {
 }
 
 // LayoutVersion is the version of the key layout this build reads and
-// writes, kept in the key prefix:schema.
-const LayoutVersion = 1
+// writes, kept in the key prefix:schema. Layout 1 (job fields one by one,
+// a member of o per ready job) was written only by development builds
+// before the first release; a prefix holding its jobs is refused, not
+// converted (see Migrate).
+const LayoutVersion = 2
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -321,6 +324,17 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	}
 	if ok && v > LayoutVersion {
 		return 0, fmt.Errorf("migrate: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
+	}
+	if ok && v < LayoutVersion {
+		// Nothing reads layout 1's jobs: upgrade only a prefix that never
+		// had a queue.
+		used, err := b.c.existAll(ctx, []string{b.keys.queues})
+		if err != nil {
+			return 0, b.fail("migrate", err)
+		}
+		if used[0] {
+			return 0, fmt.Errorf("migrate: key prefix %q holds queues of layout %d, written by a development build of jobq whose jobs this build cannot read: drain them with that build, then delete the prefix's keys", b.opts.KeyPrefix, v)
+		}
 	}
 	if !ok || v < LayoutVersion {
 		if err := b.c.set(ctx, b.keys.schema, strconv.Itoa(LayoutVersion)); err != nil {

@@ -81,6 +81,15 @@ func (f *fields) id(i, q int) int64 {
 	return id
 }
 
+// record reads a job's record (field d, see appendRecord).
+func (f *fields) record(i int) (maxAttempts int, typ string, payload []byte) {
+	ma, typ, payload, err := parseRecord(f.str(i))
+	if err != nil && f.err == nil {
+		f.err = err
+	}
+	return ma, typ, payload
+}
+
 // micros reads a time stored as µs since 1970; "" is the zero time.
 func (f *fields) micros(i int) time.Time {
 	s := f.str(i)

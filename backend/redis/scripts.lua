@@ -7,7 +7,12 @@
 --   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
 --                         part ts as 13 hex digits (so equal scores order by
 --                         ID; within a queue ts alone tells jobs apart)
---   P:{Q}:o        zset   ready jobs by available_at (µs since 1970)
+--   P:{Q}:o        zset   when the ready jobs became available (µs since
+--                         1970), for QueueStats.OldestDue: a member per ready
+--                         job (its ID), except that the jobs one insert made
+--                         ready now share one member '#<µs>', counted in n
+--   P:{Q}:n        hash   '#<µs>' -> how many ready jobs that member of o
+--                         stands for
 --   P:{Q}:d        zset   delayed and backing-off jobs by due time (µs)
 --   P:{Q}:r        zset   reserved jobs by lease deadline (µs)
 --   P:{Q}:f        zset   failed jobs: score 0, member the failed ID's ts
@@ -22,12 +27,14 @@
 -- IDs they read (claim, sweep) or mint (insert, fail) get the key prefix
 -- ("P:{Q}:j:", "P:{Q}:x:") as a KEYS element and append the ID to it.
 --
--- Job hash fields: t type, b payload, pr priority, ma max attempts,
--- c created µs, av available µs (absent: c), a attempts (absent: 0), r releases
--- (absent: 0), e last error, u unique key, m metadata JSON, ra reserved µs
--- and lu lease deadline µs ('' or absent unless reserved: lu ~= '' IS the
--- reserved state). A failed job's hash adds j (its job ID) and keeps e as
--- the error; its failed_at is the time part of its failed ID.
+-- Job hash fields: d the record "<max attempts> <type>\n<payload>" (what
+-- never changes, in one field: each field costs an insert time and
+-- memory; a type has no control characters), pr priority (absent: 0), c
+-- created µs, av available µs (absent: c), a attempts (absent: 0), r
+-- releases (absent: 0), e last error, u unique key, m metadata JSON, ra
+-- reserved µs and lu lease deadline µs ('' or absent unless reserved: lu ~=
+-- '' IS the reserved state). A failed job's hash adds j (its job ID) and
+-- keeps e as the error; its failed_at is the time part of its failed ID.
 --
 -- IDs: ts * 4096 + queue index, ts in µs since 2025-01-01 UTC, strictly
 -- increasing per queue (max(last + 1, now)). Scripts see only ts (as 13
@@ -59,27 +66,39 @@ end
 local function tshex(ts) return string.format('%013x', ts) end
 
 --- helper
--- minter hands out up to n strictly increasing ts values of one queue
--- (key: the string holding the last one handed out), reserving all n on
--- first use: one SET … GET when the clock is past the last one (the usual
--- case), a second SET when it is not.
+-- reserve hands out n consecutive ts values of one queue (key: the string
+-- holding the last one handed out) and returns the first, max(now, last +
+-- 1): one SET … GET when the clock is past the last one (the usual case),
+-- a second SET when it is not.
+local function reserve(key, now, n)
+  local ts = now - EPOCH_US
+  local last = tonumber(redis.call('SET', key, n2s(ts + n - 1), 'GET') or '0')
+  if ts <= last then
+    ts = last + 1
+    redis.call('SET', key, n2s(ts + n - 1))
+  end
+  return ts
+end
+
+--- helper
+-- minter hands out up to n strictly increasing ts values of one queue,
+-- reserving all n on first use.
 local function minter(key, now, n)
   local m, ts = {}, nil
   function m.next()
     if ts then
       ts = ts + 1
-      return ts
-    end
-    ts = now - EPOCH_US
-    local last = tonumber(redis.call('SET', key, n2s(ts + n - 1), 'GET') or '0')
-    if ts <= last then
-      ts = last + 1
-      redis.call('SET', key, n2s(ts + n - 1))
+    else
+      ts = reserve(key, now, n)
     end
     return ts
   end
   return m
 end
+
+--- helper
+-- rtype is the type in a job's record (field d).
+local function rtype(d) return string.match(d, '^%d+ ([^\n]*)') end
 
 --- helper
 -- zadd and zrem send large batches in slices: unpack() is bounded by the
@@ -139,6 +158,48 @@ local function flush(mv, kp, ko, kd, chan, origin, now)
 end
 
 --- helper
+-- unready keeps o right for jobs that left the ready set: ids, and avs[i]
+-- the available time of ids[i] (nil when its hash is gone). A job with a
+-- member of its own loses it; the others were counted under '#<av>',
+-- whose count drops, and which goes at 0.
+local function unready(ko, kn, ids, avs)
+  local own, counted, groups = {}, {}, {}
+  for i = 1, #ids, 4000 do
+    local sc = redis.call('ZMSCORE', ko, unpack(ids, i, math.min(i + 3999, #ids)))
+    for j = 1, #sc do
+      local x = i + j - 1
+      if sc[j] then
+        own[#own + 1] = ids[x]
+      elseif avs[x] then
+        local m = '#' .. avs[x]
+        if not counted[m] then
+          counted[m] = 0
+          groups[#groups + 1] = m
+        end
+        counted[m] = counted[m] + 1
+      end
+    end
+  end
+  zrem(ko, own)
+  if #groups == 0 then return end
+  local have = redis.call('HMGET', kn, unpack(groups))
+  local keep, gone = {}, {}
+  for i, m in ipairs(groups) do
+    local left = tonumber(have[i] or '0') - counted[m]
+    if left > 0 then
+      keep[#keep + 1] = m; keep[#keep + 1] = left
+    else
+      gone[#gone + 1] = m
+    end
+  end
+  if #keep > 0 then redis.call('HSET', kn, unpack(keep)) end
+  if #gone > 0 then
+    redis.call('HDEL', kn, unpack(gone))
+    zrem(ko, gone)
+  end
+end
+
+--- helper
 -- to_failed renames the live job hash k (ID id) to a failed record with
 -- failed ID fid and error err; the caller adds fid to the failed set.
 local function to_failed(k, id, xprefix, fid, err)
@@ -157,8 +218,8 @@ local function promote(kp, ko, kd, jprefix, now, limit)
   local mv, ids = moves(), {}
   for i = 1, #due, 2 do
     local id = due[i]
-    local pr = redis.call('HGET', jprefix .. id, 'pr')
-    if pr then ready(mv, id, pr, due[i + 1]) end
+    local v = redis.call('HMGET', jprefix .. id, 'pr', 'c')
+    if v[2] then ready(mv, id, v[1] or '0', due[i + 1]) end
     ids[#ids + 1] = id
   end
   zrem(kd, ids)
@@ -195,7 +256,7 @@ local function scan(kf, xprefix, upper, before, older, typ, budget, visit)
   for i = 1, #got do
     local fid = got[i]
     local fk = xprefix .. fid
-    if typ == '' or redis.call('HGET', fk, 't') == typ then
+    if typ == '' or rtype(redis.call('HGET', fk, 'd') or '') == typ then
       if not visit(fid, fk) then
         if i == #got and #got < budget then return '' end
         return fid
@@ -230,62 +291,88 @@ return last
 -- ARGV[1] n  ARGV[2] the least ts to hand out (0 for none)
 -- Returns ts of the first ID (integer): max(now, last + 1, least); the IDs
 --   have ts + i for i < n.
-return minter(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumber(ARGV[1])).next()
+return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumber(ARGV[1]))
 
 --- script: insert
 -- Inserts a batch of jobs of one queue.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
---   KEYS[6..] job keys, one per item, when ARGV[3] is 'k'
--- ARGV[1] channel  ARGV[2] origin  ARGV[3] 'm' (mint IDs here) or 'k'
---   (IDs given)  ARGV[4] n
---   then per item, 9 values: ID ('' when minted here), type, payload,
---   priority, max attempts, run at µs ('' for none), delay µs, unique key
---   ('' for none), metadata JSON ('' for none)
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
+--   prefix  KEYS[7..] job keys, one per item, when the IDs are given
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
+--   options
+--   then per item, 2 values: its record (field d), priority
+--   then per item with options, 5 values: its number (1-based), run at µs
+--   ('' for none), delay µs ('' for none), unique key ('' for none),
+--   metadata JSON ('' for none)
+--   then, when the IDs are given, per item its ID (minted here otherwise)
 -- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
 local now = now_us()
 local nows = n2s(now)
-local n = tonumber(ARGV[4])
-local minted = ARGV[3] == 'm'
-local mint = minter(KEYS[1], now, n)
+local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
+local ob = 5 + 2 * n
+local opts = {}
+for j = ob, ob + 5 * (e - 1), 5 do opts[tonumber(ARGV[j])] = j end
+local given = #KEYS > 6
 local first = 0
-local mv = moves()
-local call, mp, mo = redis.call, mv.p, mv.o
-for i = 0, n - 1 do
-  local b = 5 + i * 9
+if not given then first = reserve(KEYS[1], now, n) end
+local call, kp, ib = redis.call, KEYS[6], ob + 5 * e - 1
+local mv, fresh = moves(), {}
+local mp = mv.p
+for i = 1, n do
   local id, k
-  if minted then
-    local ts = mint.next()
-    if i == 0 then first = ts end
-    id = tshex(ts)
-    k = KEYS[5] .. id
+  if given then
+    id, k = ARGV[ib + i], KEYS[6 + i]
   else
-    id = ARGV[b]
-    k = KEYS[6 + i]
+    id = tshex(first + i - 1)
+    k = kp .. id
   end
-  local pr, runat, delay, u, md = ARGV[b + 3], ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
-  if runat == '' and delay == '0' and u == '' and md == '' then
-    -- The common job: due now, nothing optional; kept lean (it is most
+  local d, pr, o = ARGV[3 + 2 * i], ARGV[4 + 2 * i], opts[i]
+  if not o then
+    -- The common job: ready now, nothing optional; kept lean (it is most
     -- of a batch insert's time).
-    call('HSET', k, 't', ARGV[b + 1], 'b', ARGV[b + 2], 'pr', pr, 'ma', ARGV[b + 4], 'c', nows)
-    mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
-    mo[#mo + 1] = nows; mo[#mo + 1] = id
+    if pr == '0' then
+      call('HSET', k, 'd', d, 'c', nows)
+      mp[#mp + 1] = '0'
+    else
+      call('HSET', k, 'd', d, 'pr', pr, 'c', nows)
+      mp[#mp + 1] = -tonumber(pr)
+    end
+    mp[#mp + 1] = id
+    fresh[#fresh + 1] = id
   else
+    local runat, delay, u, md = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
     local av, avs = now, nows
     if runat ~= '' then
       av, avs = tonumber(runat), runat
-    elseif delay ~= '0' then
+    elseif delay ~= '' then
       av = now + tonumber(delay)
       avs = n2s(av)
     end
-    local f = { 't', ARGV[b + 1], 'b', ARGV[b + 2], 'pr', pr, 'ma', ARGV[b + 4], 'c', nows }
+    local f = { 'd', d, 'c', nows }
+    if pr ~= '0' then f[#f + 1] = 'pr'; f[#f + 1] = pr end
     if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
     if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
     if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
     call('HSET', k, unpack(f))
-    if av <= now then ready(mv, id, pr, avs) else later(mv, id, avs) end
+    if av == now then
+      mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
+      fresh[#fresh + 1] = id
+    elseif av < now then
+      ready(mv, id, pr, avs)
+    else
+      later(mv, id, avs)
+    end
   end
 end
-local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
+-- The jobs ready now: one member of o of their own when alone, else one
+-- counted member for all (see unready).
+if #fresh == 1 then
+  local mo = mv.o
+  mo[#mo + 1] = nows; mo[#mo + 1] = fresh[1]
+elseif #fresh > 1 then
+  call('ZADD', KEYS[3], nows, '#' .. nows)
+  call('HINCRBY', KEYS[4], '#' .. nows, #fresh)
+end
+local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
 return { first, woke, due }
 
 --- script: peek
@@ -301,40 +388,42 @@ return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
 --- script: claim
 -- Reserves up to max ready jobs of one queue, best first, after promoting
 -- due delayed jobs (at most the promotion limit per call).
--- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] r  KEYS[5] job key prefix
+-- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] r  KEYS[6] job key
+--   prefix
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
---   then per job 12 values: ID, t, b, pr, ma, a, r, av, c, e, u, m}
---   (absent fields as '').
+--   then per job 10 values: ID, d, pr, a, r, av, c, e, u, m}
+--   (absent fields as '', av as c when absent).
 local now = now_us()
 local nows = n2s(now)
 local was = redis.call('ZCARD', KEYS[1])
-local promoted = promote(KEYS[1], KEYS[2], KEYS[3], KEYS[5], now, tonumber(ARGV[3]))
+local promoted = promote(KEYS[1], KEYS[2], KEYS[4], KEYS[6], now, tonumber(ARGV[3]))
 local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
 local lease = n2s(now + tonumber(ARGV[2]))
 local out = { nows, lease, 0, '' }
-local ids, rs = {}, {}
+local ids, avs, rs = {}, {}, {}
 for i = 1, #popped, 2 do
   local id = popped[i]
-  local k = KEYS[5] .. id
-  local v = redis.call('HMGET', k, 't', 'b', 'pr', 'ma', 'a', 'r', 'av', 'c', 'e', 'u', 'm')
+  local k = KEYS[6] .. id
+  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm')
+  ids[#ids + 1] = id
   if v[1] then
-    local a = tonumber(v[5] or '0') + 1
+    local a = tonumber(v[3] or '0') + 1
     redis.call('HSET', k, 'a', a, 'ra', nows, 'lu', lease)
-    v[5] = tostring(a)
+    v[3] = tostring(a)
+    v[5] = v[5] or v[6] -- no av: available since created
+    avs[#ids] = v[5]
     out[#out + 1] = id
-    v[7] = v[7] or v[8] -- no av: available since created
-    for f = 1, 11 do out[#out + 1] = v[f] or '' end
+    for f = 1, 9 do out[#out + 1] = v[f] or '' end
     rs[#rs + 1] = lease; rs[#rs + 1] = id
   end
-  ids[#ids + 1] = id
 end
-zrem(KEYS[2], ids)
-zadd(KEYS[4], rs)
+unready(KEYS[2], KEYS[3], ids, avs)
+zadd(KEYS[5], rs)
 local left = redis.call('ZCARD', KEYS[1])
 out[3] = left
-local nd = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+local nd = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if nd[2] then out[4] = nd[2] end
 if promoted > 0 and was == 0 and left > 0 then
   -- Promotion made jobs ready that this claim did not take: wake others.
@@ -370,7 +459,7 @@ for i = 1, n do
       local delay = tonumber(ARGV[b + 3])
       local av = n2s(now + delay)
       redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
-      if delay <= 0 then ready(mv, id, v[3], av) else later(mv, id, av) end
+      if delay <= 0 then ready(mv, id, v[3] or '0', av) else later(mv, id, av) end
     else
       if kind == 'f' then
         local fid = tshex(mint.next())
@@ -427,7 +516,7 @@ local matched, released, gone, failed = 0, {}, {}, {}
 for i = 1, #KEYS - 6 do
   local k = KEYS[6 + i]
   local id = ARGV[3 + 2 * i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'ma', 'pr', 'u')
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u')
   local a = tonumber(v[1] or '0')
   if v[2] and v[2] ~= '' and a == tonumber(ARGV[4 + 2 * i]) then
     matched = matched + 1
@@ -435,10 +524,10 @@ for i = 1, #KEYS - 6 do
     local rel = tonumber(v[3] or '0') + 1
     if rel <= free then
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[5], nows)
-    elseif a < tonumber(v[4]) then
+      ready(mv, id, v[5] or '0', nows)
+    elseif a < tonumber(string.match(v[4], '^%d+')) then
       redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[5], nows)
+      ready(mv, id, v[5] or '0', nows)
     else
       local fid = tshex(mint.next())
       to_failed(k, id, KEYS[6], fid, ARGV[4])
@@ -476,19 +565,20 @@ local out, released, failed = {}, {}, {}
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'a', 'ma', 'pr', 't', 'u')
-  if v[4] then
+  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u')
+  if v[2] then
     local a = tonumber(v[1] or '0')
-    if a < tonumber(v[2]) then
+    local ma, typ = string.match(v[2], '^(%d+) ([^\n]*)')
+    if a < tonumber(ma) then
       redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[3], nows)
-      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[4]; out[#out + 1] = 0
+      ready(mv, id, v[3] or '0', nows)
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = typ; out[#out + 1] = 0
     else
       local fid = tshex(mint.next())
       to_failed(k, id, KEYS[6], fid, ARGV[4])
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
-      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[4]; out[#out + 1] = 1
-      if v[5] then released[#released + 1] = id; released[#released + 1] = v[5] end
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = typ; out[#out + 1] = 1
+      if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
     end
   end
 end
@@ -527,16 +617,18 @@ return {
 --   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
 --   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
 --   examined  ARGV[7] 'rec' (whole records) or 'ref' (what a replay needs)
--- Returns {cursor ('' when exhausted), then per match: for 'rec' 11
---   values: failed ID, j, t, b, pr, ma, a, e, u, m, c; for 'ref' 4
---   values: failed ID, j, t, u} (absent fields as '').
+-- Returns {cursor ('' when exhausted), then per match: for 'rec' 9
+--   values: failed ID, j, d, pr, a, e, u, m, c; for 'ref' 4 values:
+--   failed ID, j, type, u} (absent fields as '').
 local out = { '' }
 local limit = tonumber(ARGV[5])
 local n = 0
-local fields = { 'j', 't', 'b', 'pr', 'ma', 'a', 'e', 'u', 'm', 'c' }
-if ARGV[7] == 'ref' then fields = { 'j', 't', 'u' } end
+local ref = ARGV[7] == 'ref'
+local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c' }
+if ref then fields = { 'j', 'd', 'u' } end
 out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
   local v = redis.call('HMGET', fk, unpack(fields))
+  if ref then v[2] = rtype(v[2] or '') end
   out[#out + 1] = fid
   for f = 1, #fields do out[#out + 1] = v[f] or '' end
   n = n + 1
@@ -588,8 +680,8 @@ local strict = ARGV[3] == '1'
 local prs = {}
 for i = 1, n do
   local v = redis.call('HMGET', KEYS[2 + 2 * i], 'j', 'pr')
-  if v[1] == ARGV[3 + 2 * i] and v[2] then
-    prs[i] = v[2]
+  if v[1] == ARGV[3 + 2 * i] then
+    prs[i] = v[2] or '0'
   elseif strict then
     return { -1, i }
   end

@@ -42,9 +42,9 @@ type Recorder struct {
 	enqueues []Enqueue
 	runs     []Run
 	runSeen  map[runKey]bool
-	marks    []Skip   // Client.Skip, MarkSkipped and refusals before the backend
+	marks    []Skip // Client.Skip, MarkSkipped and refusals before the backend
 	reached  map[string]int
-	backErrs []error  // errors the wrapped backend's inserts returned
+	backErrs []error         // errors the wrapped backend's inserts returned
 	queues   map[string]bool // every queue a job was stored in, kept across Reset
 	elapse   bool            // RunQueue is running: retry delays are written as 0
 }

@@ -22,13 +22,15 @@ const (
 	// failing handler still ran.
 	Ran
 	// Deferred: no handler of the type ran, and the backend stored at least
-	// one job of it (inserted, not a duplicate, not inline) to run later.
+	// one job of it (inserted, not a duplicate, not inline; through
+	// EnqueueTx, found in the backend when observed) to run later.
 	Deferred
 	// Skipped: no handler ran and nothing was stored, but the request
 	// reached the enqueue point of the type: the client saw it (its
 	// BeforeEnqueue hook ran, or Client.Skip or MarkSkipped marked it) or
 	// the backend was asked and stored nothing (a duplicate unique key,
-	// an insert error), or a hook or validation refused it.
+	// an insert error, an EnqueueTx whose transaction did not commit), or
+	// a hook or validation refused it.
 	Skipped
 )
 
@@ -63,10 +65,11 @@ type Observation struct {
 
 // Observe returns what was recorded of typ and its class.
 func (r *Recorder) Observe(typ string) Observation {
+	enqueues := r.Enqueues() // outside the lock: it may ask the backend
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	o := Observation{Type: typ, Reached: r.reached[typ]}
-	for _, e := range r.enqueues {
+	for _, e := range enqueues {
 		if e.Type != typ {
 			continue
 		}
@@ -76,6 +79,8 @@ func (r *Recorder) Observe(typ string) Observation {
 			o.Skips = append(o.Skips, Skip{Type: typ, Queue: e.Queue, Reason: fmt.Sprintf("duplicate unique key %q (held by job %d)", e.UniqueKey, e.ID)})
 		case e.Err != nil && !e.Inline:
 			o.Skips = append(o.Skips, Skip{Type: typ, Queue: e.Queue, Reason: "insert failed: " + e.Err.Error()})
+		case e.NotCommitted:
+			o.Skips = append(o.Skips, Skip{Type: typ, Queue: e.Queue, Reason: fmt.Sprintf("job %d was inserted in a transaction that did not commit", e.ID)})
 		}
 	}
 	for _, run := range r.runs {
@@ -136,6 +141,8 @@ func (e Enqueue) String() string {
 		state = "failed: " + e.Err.Error()
 	case e.Duplicate:
 		state = fmt.Sprintf("duplicate of job %d", e.ID)
+	case e.NotCommitted:
+		state = fmt.Sprintf("job %d not committed", e.ID)
 	case e.Inline:
 		state = fmt.Sprintf("ran inline as job %d", e.ID)
 	default:

@@ -75,18 +75,22 @@ type Enqueue struct {
 	// Inline: the backend runs jobs inside the insert (sync) and stores
 	// nothing.
 	Inline bool
-	// InTx: inserted through EnqueueTx, inside the caller's transaction;
-	// a rollback after the insert is not seen by the recorder.
+	// InTx: inserted through EnqueueTx, inside the caller's transaction.
 	InTx bool
+	// NotCommitted (InTx only): when the recorder was read, the job had
+	// not run and the backend did not have it: its transaction rolled
+	// back, or has not committed yet.
+	NotCommitted bool
 }
 
 // Stored reports whether the backend kept the job for a worker: the insert
-// succeeded, was not a duplicate, and the backend is not inline.
-func (e Enqueue) Stored() bool { return e.Err == nil && !e.Duplicate && !e.Inline }
+// succeeded, was not a duplicate, the backend is not inline, and a
+// transaction it was inserted in committed.
+func (e Enqueue) Stored() bool { return e.Enqueued() && !e.Inline }
 
 // Enqueued reports whether the enqueue succeeded: stored, or on the sync
 // backend run without error.
-func (e Enqueue) Enqueued() bool { return e.Err == nil && !e.Duplicate }
+func (e Enqueue) Enqueued() bool { return e.Err == nil && !e.Duplicate && !e.NotCommitted }
 
 // Run is one attempt of a handler that started while the recorder watched.
 type Run struct {
@@ -200,10 +204,34 @@ func (r *Recorder) Reset() {
 }
 
 // Enqueues returns every insert recorded since the last Reset, in order.
+// A job inserted in a transaction (EnqueueTx) that has not run is looked
+// up in the backend, to tell a commit from a rollback (NotCommitted).
 func (r *Recorder) Enqueues() []Enqueue {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]Enqueue(nil), r.enqueues...)
+	es := append([]Enqueue(nil), r.enqueues...)
+	ran := map[int64]bool{}
+	for _, run := range r.runs {
+		if !run.Inline {
+			ran[run.JobID] = true
+		}
+	}
+	r.mu.Unlock()
+	for i, e := range es {
+		if !e.InTx || e.Err != nil || e.Duplicate || ran[e.ID] {
+			continue
+		}
+		// A backend may give a rolled-back insert's ID to a later job
+		// (SQLite does), so the job found must also be this one. Any other
+		// error leaves the job counted as stored: unknown is not absent.
+		row, err := r.inner.JobGet(context.Background(), e.ID)
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			es[i].NotCommitted = true
+		case err == nil:
+			es[i].NotCommitted = row.Type != e.Type || row.Queue != e.Queue || row.UniqueKey != e.UniqueKey
+		}
+	}
+	return es
 }
 
 // Runs returns every handler attempt recorded since the last Reset, in

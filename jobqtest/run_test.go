@@ -297,3 +297,53 @@ func TestSQLiteTransactions(t *testing.T) {
 	}
 	rec.AssertClass(t, "thumbnail", jobqtest.Ran)
 }
+
+// TestSQLiteRollback: a job inserted in a transaction that rolled back was
+// never stored: the type is skipped, not deferred, and not enqueued, even
+// though SQLite gives the next job (committed) the same ID.
+func TestSQLiteRollback(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobq.db")
+	b, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	rec := jobqtest.NewRecorder(b)
+	client := rec.NewClient(t, jobq.ClientConfig{})
+	for _, commit := range []bool{false, true} {
+		tx, err := db.Begin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ := map[bool]string{false: "rolled-back", true: "committed"}[commit]
+		if _, err := client.EnqueueTx(t.Context(), tx, typ, nil); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit()
+		} else {
+			err = tx.Rollback()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := rec.Observe("rolled-back")
+	if o.Class != jobqtest.Skipped || len(o.Skips) != 1 || !strings.Contains(o.Skips[0].Reason, "did not commit") || !o.Enqueues[0].NotCommitted {
+		t.Fatalf("%s", o)
+	}
+	rec.AssertNotEnqueued(t, "rolled-back")
+	rec.AssertClass(t, "committed", jobqtest.Deferred)
+	rec.AssertEnqueued(t, "committed")
+	as := rec.RunQueue(t, noop("committed", "rolled-back"), jobq.WorkerConfig{})
+	if len(as) != 1 || as[0].Type != "committed" {
+		t.Fatalf("attempts %s", as)
+	}
+	rec.AssertClass(t, "committed", jobqtest.Ran) // gone from the backend, but it ran
+}

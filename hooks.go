@@ -72,6 +72,10 @@ type ClientHooks struct {
 	// EnqueueTx the insert is part of the caller's transaction, which may
 	// still roll back.
 	AfterEnqueue func(ctx context.Context, job EnqueueInfo, res EnqueueResult, err error)
+	// Skipped: the caller reached the point where it would enqueue a job
+	// of this type and decided not to (Client.Skip), with its reason.
+	// Nothing was stored; BeforeEnqueue and AfterEnqueue do not run.
+	Skipped func(ctx context.Context, job EnqueueInfo, reason string)
 }
 
 // EnqueueInfo is what client hooks see of a job being enqueued.

@@ -1,0 +1,15 @@
+// Package jobqtest helps users test their own code's relation to the
+// queue: for a named part of a request (a job type), did it run inside the
+// request, was it deferred to the queue, was it on the request's path but
+// skipped, or was it never wired?
+//
+// Wrap any backend in a Recorder, give the code under test a client on
+// Recorder.Backend (Recorder.NewClient adds the recorder's client hooks),
+// make the request, then ask Recorder.Classify, Recorder.AssertClass,
+// Recorder.AssertEnqueued or Recorder.AssertNotEnqueued. Recorder.RunQueue
+// then runs the deferred jobs in the test's goroutine, with the registered
+// handlers and the worker's retry policy, backoff delays treated as
+// elapsed, and reports each attempt's outcome.
+//
+// Nothing here starts a goroutine or sleeps.
+package jobqtest

@@ -1,0 +1,351 @@
+package jobqtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+// Recorder wraps a backend (memory, sync, sqlite, postgres, redis) and
+// records, per job type, what a request did with the queue: the jobs it
+// asked the backend to store, the handlers that ran, and the enqueue
+// points it reached without storing anything. Observe and Classify read
+// what was recorded since the recorder was made or last Reset; RunQueue
+// runs the stored jobs in the test's goroutine.
+//
+// Give Backend() (not the wrapped backend) to the code under test's client,
+// and the recorder's ClientHooks first in its ClientConfig.Hooks (NewClient
+// does both): without the hooks, an enqueue refused before it reached the
+// backend (by a hook or as bad input) and Client.Skip are invisible, and
+// such a type reads as not wired.
+//
+// Backend() keeps the optional capabilities the runtime discovers by type
+// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter)
+// exactly when the wrapped backend has them. Any other capability
+// interface is hidden: reach it through Unwrap.
+//
+// A Recorder is safe for concurrent use.
+type Recorder struct {
+	inner  backend.Backend
+	inline bool
+	b      backend.Backend
+
+	mu       sync.Mutex
+	enqueues []Enqueue
+	runs     []Run
+	runSeen  map[runKey]bool
+	marks    []Skip // Client.Skip, MarkSkipped and refusals before the backend
+	reached  map[string]int
+	backErrs []error         // errors the wrapped backend's inserts returned
+	queues   map[string]bool // every queue a job was stored in, kept across Reset
+	elapse   bool            // RunQueue is running: retry delays are written as 0
+}
+
+type runKey struct {
+	id      int64
+	attempt int
+	inline  bool
+}
+
+// Enqueue is one job the code under test asked the backend to insert.
+type Enqueue struct {
+	Type      string
+	Queue     string
+	Payload   json.RawMessage
+	UniqueKey string
+	Delay     time.Duration
+	RunAt     time.Time
+	Metadata  map[string]string
+	// ID is the stored job's ID, or for a duplicate the live job holding
+	// its unique key; 0 when the insert failed.
+	ID int64
+	// Duplicate: nothing was stored, a live job holds UniqueKey.
+	Duplicate bool
+	// Err is the insert call's error: nothing of that call was stored (on
+	// the sync backend: a handler of the call failed).
+	Err error
+	// Inline: the backend runs jobs inside the insert (sync) and stores
+	// nothing.
+	Inline bool
+	// InTx: inserted through EnqueueTx, inside the caller's transaction.
+	InTx bool
+	// NotCommitted (InTx only): when the recorder was read, the job had
+	// not run and the backend did not have it: its transaction rolled
+	// back, or has not committed yet.
+	NotCommitted bool
+}
+
+// Stored reports whether the backend kept the job for a worker: the insert
+// succeeded, was not a duplicate, the backend is not inline, and a
+// transaction it was inserted in committed.
+func (e Enqueue) Stored() bool { return e.Enqueued() && !e.Inline }
+
+// Enqueued reports whether the enqueue succeeded: stored, or on the sync
+// backend run without error.
+func (e Enqueue) Enqueued() bool { return e.Err == nil && !e.Duplicate && !e.NotCommitted }
+
+// Run is one attempt of a handler that started while the recorder watched.
+type Run struct {
+	JobID   int64
+	Type    string
+	Queue   string
+	Attempt int
+	// Inline: it ran inside the enqueue (sync backend); otherwise a worker
+	// ran it (RunQueue, or a Worker given WorkerHooks).
+	Inline bool
+}
+
+// Skip is an enqueue point the request reached that stored and ran nothing.
+type Skip struct {
+	Type   string
+	Queue  string
+	Reason string
+}
+
+// NewRecorder wraps inner. It does not take ownership: closing Backend()
+// closes inner, and so does closing inner itself.
+func NewRecorder(inner backend.Backend) *Recorder {
+	r := &Recorder{inner: inner, runSeen: map[runKey]bool{}, reached: map[string]int{}, queues: map[string]bool{}}
+	_, r.inline = inner.(backend.Inline)
+	base := &recBackend{Backend: inner, r: r}
+	c := caps{inline: &inlineCap{r: r}, txInserter: &txInsertCap{r: r}}
+	c.notifier, _ = inner.(backend.Notifier)
+	c.migrator, _ = inner.(backend.Migrator)
+	c.txCompleter, _ = inner.(backend.TxCompleter)
+	r.b = compose(base, maskOf(inner), c)
+	return r
+}
+
+// Backend is the wrapped backend to give the code under test (through a
+// client, see NewClient) and workers.
+func (r *Recorder) Backend() backend.Backend { return r.b }
+
+// Unwrap returns the backend the recorder wraps.
+func (r *Recorder) Unwrap() backend.Backend { return r.inner }
+
+// NewClient returns a client on Backend() with the recorder's ClientHooks
+// before cfg's own hooks, failing t when cfg is refused.
+func (r *Recorder) NewClient(t testing.TB, cfg jobq.ClientConfig) *jobq.Client {
+	t.Helper()
+	cfg.Hooks = append([]jobq.ClientHooks{r.ClientHooks()}, cfg.Hooks...)
+	c, err := jobq.NewClient(r.b, cfg)
+	if err != nil {
+		t.Fatalf("jobqtest: new client: %v", err)
+	}
+	return c
+}
+
+// ClientHooks returns the hooks through which the recorder sees enqueue
+// points that never reach the backend: a refusal by a later hook or as bad
+// input, and Client.Skip. Put them first in ClientConfig.Hooks, so they see
+// every job before another hook can refuse it.
+func (r *Recorder) ClientHooks() jobq.ClientHooks {
+	return jobq.ClientHooks{
+		BeforeEnqueue: func(ctx context.Context, job *jobq.EnqueueInfo) error {
+			r.mu.Lock()
+			r.reached[job.Type]++
+			r.mu.Unlock()
+			return nil
+		},
+		AfterEnqueue: func(ctx context.Context, job jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
+			if err == nil {
+				return // stored or duplicate: the backend wrapper recorded it
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			for _, be := range r.backErrs {
+				if errors.Is(err, be) {
+					return // the backend refused it: recorded with the insert
+				}
+			}
+			r.marks = append(r.marks, Skip{Type: job.Type, Queue: job.Queue, Reason: "refused before the backend: " + err.Error()})
+		},
+		Skipped: func(ctx context.Context, job jobq.EnqueueInfo, reason string) {
+			r.MarkSkipped(job.Type, job.Queue, reason)
+		},
+	}
+}
+
+// WorkerHooks returns the hooks that record the attempts a Worker starts,
+// for tests that run a real Worker on Backend() instead of RunQueue (which
+// installs them itself).
+func (r *Recorder) WorkerHooks() jobq.WorkerHooks {
+	return jobq.WorkerHooks{Started: func(ctx context.Context, j *jobq.Job) {
+		r.recordRun(Run{JobID: j.ID, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt})
+	}}
+}
+
+// MarkSkipped records that the request reached the enqueue point of typ
+// and stored nothing, for code that cannot call Client.Skip (a fake, a
+// branch in the test itself). queue may be empty.
+func (r *Recorder) MarkSkipped(typ, queue, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reached[typ]++
+	r.marks = append(r.marks, Skip{Type: typ, Queue: queue, Reason: "skipped: " + reason})
+}
+
+// Reset forgets everything recorded, to observe the next request alone.
+// Jobs stored before it stay in the backend (RunQueue still runs them).
+func (r *Recorder) Reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.enqueues, r.runs, r.marks, r.backErrs = nil, nil, nil, nil
+	r.runSeen = map[runKey]bool{}
+	r.reached = map[string]int{}
+}
+
+// Enqueues returns every insert recorded since the last Reset, in order.
+// A job inserted in a transaction (EnqueueTx) that has not run is looked
+// up in the backend, to tell a commit from a rollback (NotCommitted).
+func (r *Recorder) Enqueues() []Enqueue {
+	r.mu.Lock()
+	es := append([]Enqueue(nil), r.enqueues...)
+	ran := map[int64]bool{}
+	for _, run := range r.runs {
+		if !run.Inline {
+			ran[run.JobID] = true
+		}
+	}
+	r.mu.Unlock()
+	for i, e := range es {
+		if !e.InTx || e.Err != nil || e.Duplicate || ran[e.ID] {
+			continue
+		}
+		// A backend may give a rolled-back insert's ID to a later job
+		// (SQLite does), so the job found must also be this one. Any other
+		// error leaves the job counted as stored: unknown is not absent.
+		row, err := r.inner.JobGet(context.Background(), e.ID)
+		switch {
+		case errors.Is(err, backend.ErrNotFound):
+			es[i].NotCommitted = true
+		case err == nil:
+			es[i].NotCommitted = row.Type != e.Type || row.Queue != e.Queue || row.UniqueKey != e.UniqueKey
+		}
+	}
+	return es
+}
+
+// Runs returns every handler attempt recorded since the last Reset, in
+// order.
+func (r *Recorder) Runs() []Run {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Run(nil), r.runs...)
+}
+
+func (r *Recorder) recordRun(run Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := runKey{id: run.JobID, attempt: run.Attempt, inline: run.Inline}
+	if r.runSeen[k] {
+		return // the same worker hooks installed twice
+	}
+	r.runSeen[k] = true
+	r.runs = append(r.runs, run)
+}
+
+// recordInserts notes one insert call's jobs and results.
+func (r *Recorder) recordInserts(params []backend.InsertParams, res []backend.InsertResult, err error, inTx bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.backErrs = append(r.backErrs, err)
+	}
+	for i, p := range params {
+		e := Enqueue{
+			Type: p.Type, Queue: p.Queue, Payload: append(json.RawMessage(nil), p.Payload...),
+			UniqueKey: p.UniqueKey, Delay: p.Delay, RunAt: p.RunAt, Metadata: maps.Clone(p.Metadata),
+			Err: err, Inline: r.inline, InTx: inTx,
+		}
+		if i < len(res) {
+			e.ID, e.Duplicate = res[i].ID, res[i].Duplicate
+		}
+		if err == nil && !e.Duplicate && !r.inline {
+			r.queues[p.Queue] = true
+		}
+		r.enqueues = append(r.enqueues, e)
+	}
+}
+
+// storedQueues lists the queues jobs were stored in, sorted.
+func (r *Recorder) storedQueues() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, 0, len(r.queues))
+	for q := range r.queues {
+		out = append(out, q)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r *Recorder) setElapse(on bool) {
+	r.mu.Lock()
+	r.elapse = on
+	r.mu.Unlock()
+}
+
+// recBackend is the recorder's backend.Backend: every method passes
+// through, inserts are recorded, and while RunQueue runs retry delays are
+// written as elapsed.
+type recBackend struct {
+	backend.Backend
+	r *Recorder
+}
+
+// JobInsertMany records the jobs and their results.
+func (b *recBackend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	res, err := b.Backend.JobInsertMany(ctx, params)
+	b.r.recordInserts(params, res, err, false)
+	return res, err
+}
+
+// JobComplete writes retries as due at once while RunQueue runs, so the
+// test never waits out a backoff; the attempt report keeps the policy's
+// delay.
+func (b *recBackend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
+	b.r.mu.Lock()
+	elapse := b.r.elapse
+	b.r.mu.Unlock()
+	if elapse {
+		out := make([]backend.Outcome, len(params.Outcomes))
+		for i, o := range params.Outcomes {
+			if o.Kind == backend.OutcomeRetry {
+				o.RetryDelay = 0
+			}
+			out[i] = o
+		}
+		params.Outcomes = out
+	}
+	return b.Backend.JobComplete(ctx, params)
+}
+
+// inlineCap is the recorder's backend.Inline: it records each job the sync
+// backend runs inside an insert.
+type inlineCap struct{ r *Recorder }
+
+func (c *inlineCap) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
+	c.r.inner.(backend.Inline).SetRunner(func(ctx context.Context, job *backend.JobRow) error {
+		c.r.recordRun(Run{JobID: job.ID, Type: job.Type, Queue: job.Queue, Attempt: job.Attempts, Inline: true})
+		return run(ctx, job)
+	})
+}
+
+// txInsertCap is the recorder's backend.TxInserter: it records jobs
+// inserted inside the caller's transaction.
+type txInsertCap struct{ r *Recorder }
+
+func (c *txInsertCap) JobInsertManyTx(ctx context.Context, tx any, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	res, err := c.r.inner.(backend.TxInserter).JobInsertManyTx(ctx, tx, params)
+	c.r.recordInserts(params, res, err, true)
+	return res, err
+}

@@ -1,0 +1,83 @@
+package jobq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/runner"
+)
+
+// RunOne claims the next due job of the worker's queues (priority, then
+// age) and runs one attempt of it in the calling goroutine, with the same
+// handler lookup, middleware, timeout, retry policy and hooks as Run, then
+// writes its outcome before returning. ok is false, with a zero Event, when
+// no job was due. It starts no goroutine: there is no heartbeat, so an
+// attempt longer than the worker's Lease may be rescued by another worker's
+// lease sweep meanwhile (its outcome is then refused by the fence and
+// reported to the Stale hooks), and no lease sweep of its own.
+//
+// It is the deterministic step the test helpers in package jobqtest build
+// on: a test runs the queue attempt by attempt without worker goroutines or
+// sleeps. A retried job is written back with the retry policy's delay
+// (Event.RetryDelay), so it is due again only once that delay has passed
+// by the backend's clock. RunOne refuses to run while Run is running on
+// the same Worker. A backend error (claim or outcome write) is returned;
+// after a failed write the job stays reserved until its lease expires.
+func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
+	if w.running.Load() {
+		return Event{}, false, errors.New("run one job: the worker is running")
+	}
+	rows, err := w.b.JobClaim(ctx, backend.ClaimParams{Queues: w.cfg.Queues, Max: 1, Lease: w.cfg.Lease})
+	if err != nil {
+		return Event{}, false, fmt.Errorf("run one job: %w", err)
+	}
+	if len(rows) == 0 {
+		return Event{}, false, nil
+	}
+	row := rows[0]
+	job := jobFromRow(row)
+	w.hooks.claimed(ClaimedEvent{Job: job, Wait: waitTime(row)})
+	jc := &jobCtx{job: job, ref: row.Ref(), backend: w.b}
+	w.busy.Add(1)
+	w.hooks.started(ctx, job)
+	start := time.Now()
+	herr := w.reg.run(ctx, jc, w.cfg.JobTimeout)
+	took := time.Since(start)
+	w.busy.Add(-1)
+
+	item, ev := w.decide(ctx, row, job, herr)
+	ev.Duration = took
+	if !(herr == nil && jc.completedInTx.Load()) {
+		if err := w.writeOne(ctx, item); err != nil {
+			return ev, true, fmt.Errorf("run one job: job %d attempt %d: %w", row.ID, row.Attempts, err)
+		}
+	}
+	w.hooks.finished(ev)
+	return ev, true, nil
+}
+
+// writeOne writes one attempt's outcome (or release) at once, reporting a
+// fence refusal to the Stale hooks as the completer does.
+func (w *Worker) writeOne(ctx context.Context, item runner.Item) error {
+	if item.Release {
+		n, err := w.b.JobRelease(ctx, []backend.JobRef{item.Outcome.Ref})
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			w.onStale([]runner.Item{item})
+		}
+		return nil
+	}
+	res, err := w.b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{item.Outcome}})
+	if err != nil {
+		return err
+	}
+	if len(res.Stale) > 0 {
+		w.onStale([]runner.Item{item})
+	}
+	return nil
+}

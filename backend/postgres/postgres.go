@@ -167,10 +167,10 @@ type Backend struct {
 	closeMu    sync.Mutex
 	listener   *listener
 	sender     *sender
-	background lifecycle.Group // the vacuumer, listener and sender loops
+	background lifecycle.Group    // the vacuumer, listener and sender loops
 	limits     *limitwake.Tracker // wakes local workers when a queue limit lets jobs go
-	origin     string          // tags this Backend's NOTIFY payloads (see sqlNotify)
-	url        string          // as given to Open when it has secrets, to scrub them from errors and logs
+	origin     string             // tags this Backend's NOTIFY payloads (see sqlNotify)
+	url        string             // as given to Open when it has secrets, to scrub them from errors and logs
 }
 
 var (

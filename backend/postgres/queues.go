@@ -37,16 +37,22 @@ const sqlQueueLock = `SELECT queue FROM {schema}.queue_settings WHERE queue = $1
 //
 // The allowance is min($2, concurrency - reserved jobs of the queue,
 // rate_limit - claims in the current window), 0 when the queue is paused,
-// $2 when it has no settings row. Reserved jobs are counted through
+// $2 when it has no settings row. Its time is clock_timestamp(), read
+// after the lock was granted, not the transaction's start (now()): a
+// claimer that waited for the lock across a window's end counts in the
+// window it claims in, and the window never moves back (greatest) should
+// it still see an earlier time. Reserved jobs are counted through
 // jobs_lease_idx (every held job: bounded by the workers' slots). Returns
 // the claimed rows (jobColumns) in no particular order.
 const sqlClaimLimited = `
-WITH s AS (
-	SELECT paused, concurrency, rate_limit, rate_window, rate_count,
-	       CASE WHEN rate_limit > 0
-	            THEN floor(extract(epoch FROM now()) * 1000000)::bigint / rate_period_us
-	            ELSE 0 END AS win
-	FROM {schema}.queue_settings WHERE queue = $1
+WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now),
+s AS (
+	SELECT paused, concurrency, rate_limit, rate_count,
+	       greatest(rate_window, CASE WHEN rate_limit > 0
+	            THEN floor(extract(epoch FROM t.now) * 1000000)::bigint / rate_period_us
+	            ELSE 0 END) AS win,
+	       rate_window
+	FROM {schema}.queue_settings, t WHERE queue = $1
 ),
 allow AS (
 	SELECT s.win,
@@ -63,7 +69,7 @@ allow AS (
 ),
 picked AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
-	WHERE status = 'pending' AND queue = $1 AND available_at <= now()
+	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)
 	ORDER BY priority DESC, id
 	LIMIT (SELECT coalesce(max(n), $2::int) FROM allow)
 	FOR UPDATE SKIP LOCKED
@@ -72,9 +78,9 @@ claimed AS (
 	UPDATE {schema}.jobs j
 	SET status = 'reserved',
 	    attempts = j.attempts + 1,
-	    reserved_at = now(),
-	    lease_until = now() + $3::bigint * interval '1 microsecond'
-	FROM picked
+	    reserved_at = t.now,
+	    lease_until = t.now + $3::bigint * interval '1 microsecond'
+	FROM picked, t
 	WHERE j.id = picked.id
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 		j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,

@@ -120,6 +120,16 @@ func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, se
 			return jobs, nil, err
 		}
 	}
+	// The clock is read again now that the write lock is held: a claim
+	// that waited for the lock across a window's end must count in the
+	// window it claims in, not in the one it started in. The limited
+	// queues' jobs carry that time as their reservation.
+	if len(limited) > 0 {
+		now = b.now()
+		lease := fromMicros(base[1].(int64)).Sub(fromMicros(base[0].(int64)))
+		base = []any{micros(now), micros(now.Add(lease))}
+		claimed = &backend.JobRow{ReservedAt: fromMicros(base[0].(int64)), LeaseUntil: fromMicros(base[1].(int64))}
+	}
 	var out []limitedClaim
 	for _, q := range limited {
 		room := want - len(jobs)
@@ -137,8 +147,13 @@ func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, se
 		var next time.Time
 		if s.Rate > 0 {
 			window, next = backend.RateWindow(now, s.RatePeriod)
-			if s.window == window {
+			switch {
+			case s.window == window:
 				used = s.count
+			case s.window > window:
+				// Another process's clock is ahead: count in its window
+				// rather than move the count back to an earlier one.
+				window, used = s.window, s.count
 			}
 		}
 		allow := s.Allowance(room, reserved, used)

@@ -19,7 +19,7 @@ type woken struct {
 }
 
 func (w *woken) wake(q string) { w.mu.Lock(); w.qs = append(w.qs, q); w.mu.Unlock() }
-func (w *woken) get() []string  { w.mu.Lock(); defer w.mu.Unlock(); return slices.Clone(w.qs) }
+func (w *woken) get() []string { w.mu.Lock(); defer w.mu.Unlock(); return slices.Clone(w.qs) }
 
 func TestEndedWakesOnlyTrackedQueues(t *testing.T) {
 	var w woken

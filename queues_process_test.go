@@ -269,6 +269,16 @@ func (r *ctlRun) waitEmpty(within time.Duration) {
 	}
 }
 
+// running is how many handlers run now, by the shared counter.
+func (r *ctlRun) running() int64 {
+	r.t.Helper()
+	buf, err := os.ReadFile(r.counter)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return int64(binary.LittleEndian.Uint64(buf[:8]))
+}
+
 // peak is the most handlers that ran at once, by the shared counter.
 func (r *ctlRun) peak() int64 {
 	r.t.Helper()
@@ -434,9 +444,13 @@ func TestProcessPauseResume(t *testing.T) {
 			r := newCtlRun(t, st.url, "pausable")
 			r.enqueue(jobs, 50*time.Millisecond)
 			r.start(4)
-			// Under load: wait until jobs are running.
-			deadline := time.Now().Add(10 * time.Second)
-			for r.peak() < 20 && time.Now().Before(deadline) {
+			// Under load: wait until jobs are running (the processes
+			// may take seconds to start on a busy machine).
+			deadline := time.Now().Add(20 * time.Second)
+			for r.running() < 10 {
+				if time.Now().After(deadline) {
+					t.Fatalf("fewer than 10 handlers running after 20s: no load to pause")
+				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			if err := r.ctl.QueuePause(t.Context(), r.queue, true); err != nil {
@@ -444,10 +458,13 @@ func TestProcessPauseResume(t *testing.T) {
 			}
 			paused := time.Now()
 			time.Sleep(2 * time.Second)
+			// Starts are counted as during the pause up to the moment
+			// the resume is sent: once it is applied, workers may start
+			// jobs before the call has returned here.
+			resumed := time.Now()
 			if err := r.ctl.QueuePause(t.Context(), r.queue, false); err != nil {
 				t.Fatal(err)
 			}
-			resumed := time.Now()
 			r.waitEmpty(25 * time.Second)
 			r.stop()
 			recs := r.records()

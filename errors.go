@@ -24,7 +24,7 @@ var (
 	ErrUnavailable = backend.ErrUnavailable
 	// ErrNotSupported is returned when the backend lacks an optional
 	// capability, e.g. EnqueueTx on a backend without transactions.
-	ErrNotSupported = errors.New("not supported by this backend")
+	ErrNotSupported = backend.ErrNotSupported
 )
 
 // permanentError marks an error that must not be retried.

@@ -14,7 +14,8 @@ const (
 	capMigrator
 	capTxInserter
 	capTxCompleter
-	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter
+	capQueueController
+	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter | capQueueController
 )
 
 // caps holds the implementation of each capability a composed backend
@@ -25,6 +26,9 @@ type caps struct {
 	migrator    backend.Migrator
 	txInserter  backend.TxInserter
 	txCompleter backend.TxCompleter
+	// queueController is passed through as is: pausing and limiting
+	// queues is nothing a test records.
+	queueController backend.QueueController
 }
 
 // maskOf reports which optional capabilities b implements.
@@ -44,6 +48,9 @@ func maskOf(b backend.Backend) capMask {
 	}
 	if _, ok := b.(backend.TxCompleter); ok {
 		m |= capTxCompleter
+	}
+	if _, ok := b.(backend.QueueController); ok {
+		m |= capQueueController
 	}
 	return m
 }

@@ -215,6 +215,246 @@ func compose(base backend.Backend, mask capMask, c caps) backend.Backend {
 			backend.TxInserter
 			backend.TxCompleter
 		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter}
+	case 32:
+		return struct {
+			backend.Backend
+			backend.QueueController
+		}{base, c.queueController}
+	case 33:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.QueueController
+		}{base, c.notifier, c.queueController}
+	case 34:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.QueueController
+		}{base, c.inline, c.queueController}
+	case 35:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.queueController}
+	case 36:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.QueueController
+		}{base, c.migrator, c.queueController}
+	case 37:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.QueueController
+		}{base, c.notifier, c.migrator, c.queueController}
+	case 38:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.QueueController
+		}{base, c.inline, c.migrator, c.queueController}
+	case 39:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.migrator, c.queueController}
+	case 40:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.txInserter, c.queueController}
+	case 41:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.notifier, c.txInserter, c.queueController}
+	case 42:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.inline, c.txInserter, c.queueController}
+	case 43:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.txInserter, c.queueController}
+	case 44:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.migrator, c.txInserter, c.queueController}
+	case 45:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.notifier, c.migrator, c.txInserter, c.queueController}
+	case 46:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.inline, c.migrator, c.txInserter, c.queueController}
+	case 47:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.queueController}
+	case 48:
+		return struct {
+			backend.Backend
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.txCompleter, c.queueController}
+	case 49:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.txCompleter, c.queueController}
+	case 50:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.inline, c.txCompleter, c.queueController}
+	case 51:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.txCompleter, c.queueController}
+	case 52:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.migrator, c.txCompleter, c.queueController}
+	case 53:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.migrator, c.txCompleter, c.queueController}
+	case 54:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.inline, c.migrator, c.txCompleter, c.queueController}
+	case 55:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.migrator, c.txCompleter, c.queueController}
+	case 56:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.txInserter, c.txCompleter, c.queueController}
+	case 57:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.txInserter, c.txCompleter, c.queueController}
+	case 58:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.inline, c.txInserter, c.txCompleter, c.queueController}
+	case 59:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.txInserter, c.txCompleter, c.queueController}
+	case 60:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.migrator, c.txInserter, c.txCompleter, c.queueController}
+	case 61:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.migrator, c.txInserter, c.txCompleter, c.queueController}
+	case 62:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.inline, c.migrator, c.txInserter, c.txCompleter, c.queueController}
+	case 63:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter, c.queueController}
 	}
 	panic("jobqtest: capability mask out of range")
 }

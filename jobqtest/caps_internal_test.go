@@ -17,6 +17,7 @@ type fakeCaps struct {
 	runner    func(ctx context.Context, job *backend.JobRow) error
 	txInserts int
 	txCompl   int
+	qctl      int
 }
 
 func (f *fakeCaps) Subscribe([]string) (<-chan struct{}, func()) { return f.ch, func() {} }
@@ -36,6 +37,14 @@ func (f *fakeCaps) JobCompleteTx(context.Context, any, backend.JobRef) error {
 	f.txCompl++
 	return nil
 }
+func (f *fakeCaps) QueuePause(context.Context, string, bool) error { f.qctl++; return nil }
+func (f *fakeCaps) QueueSetLimits(context.Context, string, backend.QueueLimits) error {
+	f.qctl++
+	return nil
+}
+func (f *fakeCaps) QueueSettingsList(context.Context) ([]backend.QueueSettings, error) {
+	return []backend.QueueSettings{{Queue: "fake"}}, nil
+}
 
 // TestCapabilitiesPassThrough: for every combination of the optional
 // capabilities, the recorder's backend has exactly the wrapped backend's,
@@ -44,30 +53,37 @@ func (f *fakeCaps) JobCompleteTx(context.Context, any, backend.JobRef) error {
 func TestCapabilitiesPassThrough(t *testing.T) {
 	for m := capMask(0); m <= capAll; m++ {
 		f := &fakeCaps{ch: make(chan struct{})}
-		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f})
+		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f, queueController: f})
 		if got := maskOf(inner); got != m {
-			t.Fatalf("fake for mask %05b has %05b", m, got)
+			t.Fatalf("fake for mask %06b has %06b", m, got)
 		}
 		rec := NewRecorder(inner)
 		b := rec.Backend()
 		if got := maskOf(b); got != m {
-			t.Fatalf("recorder over mask %05b has %05b", m, got)
+			t.Fatalf("recorder over mask %06b has %06b", m, got)
 		}
 		ctx := context.Background()
 		if n, ok := b.(backend.Notifier); ok {
 			if ch, _ := n.Subscribe([]string{"default"}); ch != f.ch {
-				t.Fatalf("mask %05b: Subscribe did not reach the wrapped backend", m)
+				t.Fatalf("mask %06b: Subscribe did not reach the wrapped backend", m)
+			}
+		}
+		if qc, ok := b.(backend.QueueController); ok {
+			_ = qc.QueuePause(ctx, "q", true)
+			_ = qc.QueueSetLimits(ctx, "q", backend.QueueLimits{Concurrency: 1})
+			if s, _ := qc.QueueSettingsList(ctx); f.qctl != 2 || len(s) != 1 || s[0].Queue != "fake" {
+				t.Fatalf("mask %06b: queue control did not reach the wrapped backend", m)
 			}
 		}
 		if mg, ok := b.(backend.Migrator); ok {
 			if v, _ := mg.Migrate(ctx); v != 42 {
-				t.Fatalf("mask %05b: Migrate returned %d", m, v)
+				t.Fatalf("mask %06b: Migrate returned %d", m, v)
 			}
 		}
 		if tc, ok := b.(backend.TxCompleter); ok {
 			tc.JobCompleteTx(ctx, nil, backend.JobRef{ID: 1, Attempt: 1})
 			if f.txCompl != 1 {
-				t.Fatalf("mask %05b: JobCompleteTx did not reach the wrapped backend", m)
+				t.Fatalf("mask %06b: JobCompleteTx did not reach the wrapped backend", m)
 			}
 		}
 		if ti, ok := b.(backend.TxInserter); ok {
@@ -75,18 +91,18 @@ func TestCapabilitiesPassThrough(t *testing.T) {
 				t.Fatal(err)
 			}
 			if es := rec.Enqueues(); f.txInserts != 1 || len(es) != 1 || es[0].ID != 100 || !es[0].InTx || es[0].Type != "tx" {
-				t.Fatalf("mask %05b: tx insert reached %d times, recorded %+v", m, f.txInserts, es)
+				t.Fatalf("mask %06b: tx insert reached %d times, recorded %+v", m, f.txInserts, es)
 			}
 		}
 		if in, ok := b.(backend.Inline); ok {
 			var ran bool
 			in.SetRunner(func(ctx context.Context, job *backend.JobRow) error { ran = true; return nil })
 			if f.runner == nil {
-				t.Fatalf("mask %05b: SetRunner did not reach the wrapped backend", m)
+				t.Fatalf("mask %06b: SetRunner did not reach the wrapped backend", m)
 			}
 			f.runner(ctx, &backend.JobRow{ID: 5, Type: "inline", Queue: "q", Attempts: 1})
 			if runs := rec.Runs(); !ran || len(runs) != 1 || runs[0].JobID != 5 || !runs[0].Inline {
-				t.Fatalf("mask %05b: inline run reached the runner %v, recorded %+v", m, ran, runs)
+				t.Fatalf("mask %06b: inline run reached the runner %v, recorded %+v", m, ran, runs)
 			}
 		}
 		inner.Close()
@@ -108,12 +124,12 @@ func TestRealBackendsCapabilities(t *testing.T) {
 		b    backend.Backend
 		want capMask
 	}{
-		{"memory", mem, capNotifier},
-		{"sync", syncbackend.New(), capInline},
-		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter},
+		{"memory", mem, capNotifier | capQueueController},
+		{"sync", syncbackend.New(), capInline | capQueueController},
+		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capQueueController},
 	} {
 		if got := maskOf(NewRecorder(c.b).Backend()); got != c.want {
-			t.Errorf("%s through the recorder: capabilities %05b, want %05b", c.name, got, c.want)
+			t.Errorf("%s through the recorder: capabilities %06b, want %06b", c.name, got, c.want)
 		}
 	}
 }

@@ -120,6 +120,7 @@ func NewRecorder(inner backend.Backend) *Recorder {
 	c.notifier, _ = inner.(backend.Notifier)
 	c.migrator, _ = inner.(backend.Migrator)
 	c.txCompleter, _ = inner.(backend.TxCompleter)
+	c.queueController, _ = inner.(backend.QueueController)
 	r.b = compose(base, maskOf(inner), c)
 	return r
 }

@@ -63,6 +63,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	defer b.mu.Unlock()
 	now := b.now()
 	var qs []*queue
+	var allow []*allowance // parallel to qs; nil: no limit
 	seen := make(map[string]bool, len(params.Queues))
 	for _, name := range params.Queues {
 		q, ok := b.queues[name]
@@ -70,19 +71,31 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 			continue
 		}
 		seen[name] = true
+		a, skip := b.allowance(name, q, params.Max, now)
+		if skip {
+			continue
+		}
 		q.promote(now)
 		qs = append(qs, q)
+		allow = append(allow, a)
 	}
 	var out []*backend.JobRow
 	for len(out) < params.Max {
 		var best *queue
-		for _, q := range qs {
+		bi := -1
+		for i, q := range qs {
+			if allow[i] != nil && allow[i].left == 0 {
+				continue
+			}
 			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best.ready.peek())) {
-				best = q
+				best, bi = q, i
 			}
 		}
 		if best == nil {
 			break
+		}
+		if allow[bi] != nil {
+			allow[bi].take()
 		}
 		j := best.ready.pop()
 		best.reserved++
@@ -93,6 +106,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		b.reserved[j.ID] = j
 		out = append(out, cloneJob(j))
 	}
+	b.limitsClaimed(allow)
 	return out, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/limitwake"
 )
 
 func init() {
@@ -65,11 +66,15 @@ type Backend struct {
 	failedByID map[int64]*backend.FailedJob
 	lastSub    uint64
 	subs       map[uint64]*subscriber
+	control    map[string]*control // paused or limited queues, see queues.go
+	limits     *limitwake.Tracker  // wakes a rate-limited queue when its next window starts
 }
 
 var (
 	_ backend.Backend  = (*Backend)(nil)
 	_ backend.Notifier = (*Backend)(nil)
+
+	_ backend.QueueController = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.
@@ -78,7 +83,7 @@ func New(opts Options) *Backend {
 	if now == nil {
 		now = time.Now
 	}
-	return &Backend{
+	b := &Backend{
 		now:        now,
 		jobs:       map[int64]*backend.JobRow{},
 		reserved:   map[int64]*backend.JobRow{},
@@ -86,7 +91,14 @@ func New(opts Options) *Backend {
 		unique:     map[string]int64{},
 		failedByID: map[int64]*backend.FailedJob{},
 		subs:       map[uint64]*subscriber{},
+		control:    map[string]*control{},
 	}
+	b.limits = limitwake.New(func(q string) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.wakeOne(q)
+	})
+	return b
 }
 
 // Close drops every job and makes later calls return backend.ErrClosed. It
@@ -98,6 +110,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.closed = true
+	b.limits.Close()
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
 	b.failed, b.failedByID = nil, nil
 	return nil
@@ -153,6 +166,7 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 		delete(b.unique, j.UniqueKey)
 	}
 	b.queue(j.Queue).reserved--
+	b.slotFreed(j.Queue)
 	b.dropIfEmpty(j.Queue)
 }
 
@@ -175,6 +189,7 @@ func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
 	q := b.queue(j.Queue)
 	q.reserved--
 	q.addPending(j, now)
+	b.slotFreed(j.Queue)
 }
 
 // toFailed moves a reserved job to failed_jobs with msg.

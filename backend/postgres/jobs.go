@@ -22,12 +22,14 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var jobs []*backend.JobRow
+	var limited []string // limited queues: sqlClaim skips them
 	err := b.do(ctx, "claim jobs", func(ctx context.Context) error {
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.claimPlan)
 		batch.Queue(b.q.claim, params.Queues, params.Max, micros(params.Lease))
 		br := b.pool.SendBatch(ctx, batch)
-		_, err := br.Exec()
+		var planA, planB string
+		err := br.QueryRow().Scan(&planA, &planB, &limited)
 		if err == nil {
 			var rows pgx.Rows
 			if rows, err = br.Query(); err == nil {
@@ -43,6 +45,16 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(limited) > 0 && len(jobs) < params.Max {
+		// Jobs the first statement claimed are reserved and must run: if
+		// the limited queues' claim fails, they are returned without its
+		// error, and the next claim tries those queues again.
+		more, err := b.claimLimitedQueues(ctx, limited, params.Queues, params.Max, params.Lease, jobs)
+		if err != nil && len(more) == 0 {
+			return nil, err
+		}
+		jobs = more
 	}
 	sort.Slice(jobs, func(i, j int) bool {
 		if jobs[i].Priority != jobs[j].Priority {
@@ -121,6 +133,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, err
 	}
 	b.wake(due)
+	b.limits.EndedOutcomes(outcomes)
 	applied := make(map[backend.JobRef]bool, len(appliedIDs))
 	for i, id := range appliedIDs {
 		applied[backend.JobRef{ID: id, Attempt: int(appliedAttempts[i])}] = true
@@ -192,6 +205,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		return 0, err
 	}
 	b.wake(due)
+	b.limits.Ended(refs)
 	return int(released), nil
 }
 

@@ -43,6 +43,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
+	"github.com/jobq/jobq/internal/limitwake"
 )
 
 func init() {
@@ -166,9 +167,10 @@ type Backend struct {
 	closeMu    sync.Mutex
 	listener   *listener
 	sender     *sender
-	background lifecycle.Group // the vacuumer, listener and sender loops
-	origin     string          // tags this Backend's NOTIFY payloads (see sqlNotify)
-	url        string          // as given to Open when it has secrets, to scrub them from errors and logs
+	background lifecycle.Group    // the vacuumer, listener and sender loops
+	limits     *limitwake.Tracker // wakes local workers when a queue limit lets jobs go
+	origin     string             // tags this Backend's NOTIFY payloads (see sqlNotify)
+	url        string             // as given to Open when it has secrets, to scrub them from errors and logs
 }
 
 var (
@@ -177,6 +179,8 @@ var (
 	_ backend.Notifier    = (*Backend)(nil)
 	_ backend.TxInserter  = (*Backend)(nil)
 	_ backend.TxCompleter = (*Backend)(nil)
+
+	_ backend.QueueController = (*Backend)(nil)
 )
 
 // Open connects to the PostgreSQL server named by a postgres:// or
@@ -233,6 +237,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 		return nil, b.mapError(ctx, "open", err)
 	}
 	b.listener, b.sender = newListener(b), newSender(b)
+	b.limits = limitwake.New(func(q string) { b.listener.notifyLocal([]string{q}) })
 	err = b.do(ctx, "open", func(ctx context.Context) error { return b.pool.Ping(ctx) })
 	if err == nil {
 		switch {
@@ -330,6 +335,7 @@ func (b *Backend) Close() error {
 	b.listener.stop()
 	b.sender.stop()
 	b.background.Stop()
+	b.limits.Close()
 	b.pool.Close()
 	return nil
 }

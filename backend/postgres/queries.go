@@ -175,6 +175,11 @@ SELECT set_config('synchronous_commit', 'off', true),
 // kept. Returns the claimed rows (jobColumns), in no
 // particular order; attempts already counts this try.
 //
+// Queues with a row in queue_settings (paused or limited) are skipped: a
+// lookup per queue name in a table of a few rows, the only cost of queue
+// control to a store that does not use it. JobClaim claims the limited
+// ones with sqlClaimLimited.
+//
 // The claim commits synchronously on purpose: a claim lost in a server
 // crash would let a second worker re-claim the job with the same attempt
 // number as the first, and the (id, attempt) fence could no longer tell
@@ -182,7 +187,8 @@ SELECT set_config('synchronous_commit', 'off', true),
 const sqlClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT c.id
-	FROM unnest($1::text[]) AS q(name)
+	FROM (SELECT u.name FROM unnest($1::text[]) AS u(name)
+	      WHERE NOT EXISTS (SELECT 1 FROM {schema}.queue_settings s WHERE s.queue = u.name)) AS q(name)
 	CROSS JOIN LATERAL (
 		SELECT id, priority FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
@@ -217,8 +223,13 @@ RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priori
 // until that transaction ends, so the pool's other statements (and the
 // application's transactions on it) plan as usual. No parameters; returns
 // one row.
+//
+// Its third column names every limited (and not paused) queue: JobClaim
+// claims those of them it serves with sqlClaimLimited. The list covers
+// the whole table, a few rows, so the statement needs no parameter.
 const sqlClaimPlan = `
-SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true)`
+SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
+       ARRAY(SELECT queue FROM {schema}.queue_settings WHERE NOT paused AND (concurrency > 0 OR rate_limit > 0))`
 
 // sqlComplete applies a batch of outcomes in one statement, each fenced by
 // (id, attempt, status reserved).
@@ -684,6 +695,8 @@ type queries struct {
 	failedList, failedGet, failedReplayIDs, failedReplayChunk string
 	failedPurgeIDs, failedPurgeChunk, failedKeepBound         string
 	listen                                                    string
+	queueLock, claimLimited, queueCounted, queuePause         string
+	queueLimits, queuePrune, queueSettings                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
 }
 
@@ -702,7 +715,7 @@ func newQueries(schema string) queries {
 		insertNotify:      r.Replace(sqlInsertNotify),
 		notify:            r.Replace(sqlNotify),
 		claim:             r.Replace(sqlClaim),
-		claimPlan:         sqlClaimPlan,
+		claimPlan:         r.Replace(sqlClaimPlan),
 		complete:          r.Replace(sqlComplete),
 		completeOne:       r.Replace(sqlCompleteOne),
 		extendLease:       r.Replace(sqlExtendLease),
@@ -724,6 +737,13 @@ func newQueries(schema string) queries {
 		failedPurgeChunk:  r.Replace(sqlFailedPurgeChunk),
 		failedKeepBound:   r.Replace(sqlFailedKeepBound),
 		listen:            r.Replace(sqlListen),
+		queueLock:         r.Replace(sqlQueueLock),
+		claimLimited:      r.Replace(sqlClaimLimited),
+		queueCounted:      r.Replace(sqlQueueCounted),
+		queuePause:        r.Replace(sqlQueuePause),
+		queueLimits:       r.Replace(sqlQueueLimits),
+		queuePrune:        r.Replace(sqlQueuePrune),
+		queueSettings:     r.Replace(sqlQueueSettings),
 		createSchema:      r.Replace(sqlCreateSchema),
 		schemaVersion:     r.Replace(sqlSchemaVersion),
 		setSearchPath:     r.Replace(sqlSetSearchPath),

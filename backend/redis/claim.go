@@ -11,8 +11,12 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// claimFields is the number of reply values per claimed job.
-const claimFields = 10
+// claimFields is the number of reply values per claimed job, after
+// claimHeader values about the claim.
+const (
+	claimFields = 10
+	claimHeader = 5
+)
 
 // JobClaim reserves up to params.Max ready jobs. From one queue that is
 // one script call. From several it is two pipelined rounds: the first
@@ -54,7 +58,7 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyAt, k.delayed, k.jobPrefix}, args: []any{max, promoteLimit}}
+		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved}, args: []any{max, promoteLimit}}
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
@@ -112,7 +116,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 		queues = append(queues, q)
 		calls = append(calls, &evalCall{
 			s:    scriptClaim,
-			keys: []string{k.ready, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix},
+			keys: []string{k.ready, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings},
 			args: []any{n, lease, promoteLimit, k.channel, b.origin},
 		})
 	}
@@ -158,11 +162,11 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 // due time.
 func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*backend.JobRow, int, error) {
 	v, err := asSlice(res)
-	if err != nil || len(v) < 4 || (len(v)-4)%claimFields != 0 {
+	if err != nil || len(v) < claimHeader || (len(v)-claimHeader)%claimFields != 0 {
 		return nil, 0, fmt.Errorf("claim %s: unexpected reply", queue)
 	}
 	idx := 0
-	if len(v) > 4 {
+	if len(v) > claimHeader {
 		// The queue has jobs, so it is registered (usually known here).
 		var ok bool
 		if idx, ok, err = b.reg.lookup(context.WithoutCancel(ctx), queue); err != nil || !ok {
@@ -180,8 +184,8 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 		}
 	}
 	reserved := f.micros(0)
-	rows := make([]*backend.JobRow, 0, (len(v)-4)/claimFields)
-	for i := 4; i < len(v); i += claimFields {
+	rows := make([]*backend.JobRow, 0, (len(v)-claimHeader)/claimFields)
+	for i := claimHeader; i < len(v); i += claimFields {
 		row := &backend.JobRow{
 			ID:          f.id(i, idx),
 			Queue:       queue,
@@ -199,6 +203,9 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 		}
 		row.MaxAttempts, row.Type, row.Payload = f.record(i + 1)
 		rows = append(rows, row)
+	}
+	if ctl := f.str(4); ctl != "" {
+		b.limited(queue, ctl, now, rows)
 	}
 	return rows, left, f.err
 }

@@ -62,6 +62,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, fmt.Errorf("complete: %w", err)
 	}
 	res, err := b.complete(ctx, outcomes)
+	if err == nil {
+		b.limits.EndedOutcomes(outcomes)
+	}
 	return res, b.fail("complete", err)
 }
 
@@ -227,6 +230,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		return 0, err
 	}
 	n, err := b.release(ctx, refs)
+	if err == nil {
+		b.limits.Ended(refs)
+	}
 	return n, b.fail("release", err)
 }
 

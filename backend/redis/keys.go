@@ -115,6 +115,7 @@ type queueKeys struct {
 	delayed   string // d
 	reserved  string // r
 	failed    string // f
+	settings  string // s: control settings (queues.go)
 	jobPrefix string // j:
 	xPrefix   string // x:
 	channel   string // w
@@ -131,7 +132,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	base := ks.prefix + ":{" + q + "}:"
 	k = &queueKeys{
 		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o", counts: base + "n",
-		delayed: base + "d", reserved: base + "r", failed: base + "f",
+		delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 	}
 	ks.mu.Lock()

@@ -101,6 +101,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
+	"github.com/jobq/jobq/internal/limitwake"
 )
 
 func init() {
@@ -196,6 +197,7 @@ type Backend struct {
 	keys     *keyspace
 	reg      *registry
 	notifier *notifier
+	limits   *limitwake.Tracker // wakes local workers when a limited queue's job ends
 	inserts  *inserter
 	origin   string // tags this Backend's pub/sub messages
 	url      string // as given to Open when it has secrets, to scrub them from errors
@@ -253,6 +255,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	}
 	b.reg = newRegistry(b)
 	b.notifier = newNotifier(b)
+	b.limits = limitwake.New(b.notifier.wake)
 	b.inserts = newInserter(b)
 	if err := b.start(ctx); err != nil {
 		_ = b.c.close()
@@ -379,6 +382,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.notifier.stop()
+	b.limits.Close()
 	b.background.Stop()
 	return b.c.close()
 }

@@ -34,6 +34,7 @@ var (
 	scriptUReserve   = mustScript("ureserve")
 	scriptUSteal     = mustScript("usteal")
 	scriptURelease   = mustScript("urelease")
+	scriptQCtl       = mustScript("qctl")
 )
 
 // allScripts lists every script, for loading them at open.
@@ -41,6 +42,7 @@ var allScripts = []*script{
 	scriptRegister, scriptMint, scriptInsert, scriptPeek, scriptClaim, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
+	scriptQCtl,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it

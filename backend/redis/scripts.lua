@@ -18,6 +18,11 @@
 --   P:{Q}:f        zset   failed jobs: score 0, member the failed ID's ts
 --   P:{Q}:j:<ts>   hash   a live job (fields below)
 --   P:{Q}:x:<ts>   hash   a failed job: the job's hash renamed, plus j, e
+--   P:{Q}:s        hash   the queue's control settings, absent unless it is
+--                         paused or limited: p '1' (paused), cc (concurrency
+--                         limit), rl and rp (rate limit per period in µs), rw
+--                         and rc (the rate window, now / rp, and the claims
+--                         counted in it)
 --   P:{Q}:w        pub/sub channel: "n <origin>" (jobs ready now) or
 --                  "d <µs until due> <origin>" (a new earliest delayed job)
 --   P:queues       hash   queue registry (script "register")
@@ -267,6 +272,35 @@ local function scan(kf, xprefix, upper, before, older, typ, budget, visit)
   return got[#got]
 end
 
+--- helper
+-- allowance is how many of want jobs a claim may take from a queue under
+-- its settings hash s (KEYS P:{Q}:s; see QueueController) with reserved
+-- set r: want when there are none, 0 when paused, else bounded by the
+-- concurrency limit (reserved jobs) and what is left of the rate window.
+-- Returns take, the settings (nil: none), the window and the claims
+-- counted in it (nil without a rate).
+local function allowance(s, r, now, want)
+  local v = redis.call('HMGET', s, 'p', 'cc', 'rl', 'rp', 'rw', 'rc')
+  if not (v[1] or v[2] or v[3]) then return want end
+  if v[1] then return 0, v end
+  local take = want
+  if v[2] then take = math.min(take, tonumber(v[2]) - redis.call('ZCARD', r)) end
+  local win, used
+  if v[3] then
+    local rp = tonumber(v[4])
+    win = (now - now % rp) / rp -- exact: integers below 2^53
+    used = 0
+    local sw = tonumber(v[5] or '-1')
+    if sw == win then
+      used = tonumber(v[6])
+    elseif sw > win then
+      win, used = sw, tonumber(v[6]) -- the clock went back: keep counting
+    end
+    take = math.min(take, tonumber(v[3]) - used)
+  end
+  return math.max(take, 0), v, win, used
+end
+
 --- script: register
 -- Registers a queue and returns its index, the low 12 bits of its IDs.
 -- KEYS[1] P:queues  (fields "n:<name>" -> index, "i:<index>" -> name, "last")
@@ -378,30 +412,39 @@ return { first, woke, due }
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.
--- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] job key prefix
+-- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] job key prefix  KEYS[5] s
+--   KEYS[6] r
 -- ARGV[1] max  ARGV[2] promotion limit
--- Returns {ID, score, ID, score, ...}: up to max ready jobs, best first.
+-- Returns {ID, score, ID, score, ...}: up to max ready jobs, best first,
+--   no more than the queue's settings let a claim take now.
 local now = now_us()
 promote(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, tonumber(ARGV[2]))
-return redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+local take = allowance(KEYS[5], KEYS[6], now, tonumber(ARGV[1]))
+if take == 0 then return {} end
+return redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
 
 --- script: claim
 -- Reserves up to max ready jobs of one queue, best first, after promoting
 -- due delayed jobs (at most the promotion limit per call).
+-- Takes no more than the queue's settings allow (KEYS[7], see allowance)
+-- and counts what it took in the rate window.
 -- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] r  KEYS[6] job key
---   prefix
+--   prefix  KEYS[7] s
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
---   then per job 10 values: ID, d, pr, a, r, av, c, e, u, m}
---   (absent fields as '', av as c when absent).
+--   limits: '' or "<concurrency limit or 0> <next rate window µs or 0>"
+--   (0: the window is not spent), then per job 10 values: ID, d, pr, a, r,
+--   av, c, e, u, m} (absent fields as '', av as c when absent).
 local now = now_us()
 local nows = n2s(now)
 local was = redis.call('ZCARD', KEYS[1])
 local promoted = promote(KEYS[1], KEYS[2], KEYS[4], KEYS[6], now, tonumber(ARGV[3]))
-local popped = redis.call('ZPOPMIN', KEYS[1], tonumber(ARGV[1]))
+local take, ctl, win, used = allowance(KEYS[7], KEYS[5], now, tonumber(ARGV[1]))
+local popped = {}
+if take > 0 then popped = redis.call('ZPOPMIN', KEYS[1], take) end
 local lease = n2s(now + tonumber(ARGV[2]))
-local out = { nows, lease, 0, '' }
+local out = { nows, lease, 0, '', '' }
 local ids, avs, rs = {}, {}, {}
 for i = 1, #popped, 2 do
   local id = popped[i]
@@ -428,6 +471,15 @@ if nd[2] then out[4] = nd[2] end
 if promoted > 0 and was == 0 and left > 0 then
   -- Promotion made jobs ready that this claim did not take: wake others.
   redis.call('PUBLISH', ARGV[4], 'n ' .. ARGV[5])
+end
+if ctl then
+  local nextwin = 0
+  if win then
+    local counted = used + #ids
+    redis.call('HSET', KEYS[7], 'rw', n2s(win), 'rc', counted)
+    if counted >= tonumber(ctl[3]) then nextwin = (win + 1) * tonumber(ctl[4]) end
+  end
+  out[5] = (ctl[2] or '0') .. ' ' .. n2s(nextwin)
 end
 return out
 
@@ -757,3 +809,28 @@ for i = 1, #ARGV, 2 do
   end
 end
 return freed
+
+--- script: qctl
+-- Sets one queue's control settings (see QueueController): pauses or
+-- resumes it (keeping its limits), or replaces its limits (keeping the
+-- pause) and starts a new rate window. Fields are only present when set,
+-- so a queue neither paused nor limited has no settings hash at all.
+-- Resuming or new limits wake idle workers of every process.
+-- KEYS[1] s
+-- ARGV[1] 'p' (pause: ARGV[2] '1' or '0') or 'l' (limits: ARGV[2]
+--   concurrency, ARGV[3] rate, ARGV[4] period µs; 0: none)
+--   ARGV[5] channel  ARGV[6] origin (its own subscribers the caller wakes)
+-- Returns 1.
+if ARGV[1] == 'p' then
+  if ARGV[2] == '1' then
+    redis.call('HSET', KEYS[1], 'p', '1')
+    return 1
+  end
+  redis.call('HDEL', KEYS[1], 'p')
+else
+  redis.call('HDEL', KEYS[1], 'cc', 'rl', 'rp', 'rw', 'rc')
+  if ARGV[2] ~= '0' then redis.call('HSET', KEYS[1], 'cc', ARGV[2]) end
+  if ARGV[3] ~= '0' then redis.call('HSET', KEYS[1], 'rl', ARGV[3], 'rp', ARGV[4]) end
+end
+redis.call('PUBLISH', ARGV[5], 'n ' .. ARGV[6])
+return 1

@@ -51,24 +51,32 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	// An explicit transaction, committed only once every returned row was
 	// read: a claim cut short (context cancelled, scan error) reserves
 	// nothing instead of leaving jobs reserved until their lease expires.
-	err = b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
-		jobs = jobs[:0]
-		rows, err := tx.StmtContext(ctx, stmt).QueryContext(ctx, args...)
+	var limited []limitedClaim
+	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+		jobs, limited = jobs[:0], limited[:0]
+		// The settings table holds a row only for a paused or limited
+		// queue: read under the write lock, so a pause or a limit set by
+		// any process applies to the next claim, and empty (the common
+		// case) it leaves the claim as it was.
+		settings, err := readSettings(ctx, tx.StmtContext(ctx, st.settings))
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			j, err := scanRow(rows, claimed)
-			if err != nil {
-				return err
-			}
-			jobs = append(jobs, j)
+		if len(settings) == 0 {
+			jobs, err = claimRows(ctx, tx.StmtContext(ctx, stmt), args, claimed, jobs)
+			return err
 		}
-		return rows.Err()
+		jobs, limited, err = b.claimControlled(ctx, tx, st, settings, queues, params.Max, now, args[:2], claimed, jobs)
+		return err
 	})
 	if err != nil {
 		return nil, err
+	}
+	for _, l := range limited {
+		b.limits.Claimed(l.queue, l.rows)
+		if !l.next.IsZero() {
+			b.limits.WakeAt(l.queue, l.next)
+		}
 	}
 	// RETURNING yields rows in no defined order.
 	sort.Slice(jobs, func(i, k int) bool {
@@ -78,6 +86,23 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		return jobs[i].ID < jobs[k].ID
 	})
 	return jobs, nil
+}
+
+// claimRows runs a claim statement and appends the rows it reserved.
+func claimRows(ctx context.Context, stmt *sql.Stmt, args []any, claimed *backend.JobRow, jobs []*backend.JobRow) ([]*backend.JobRow, error) {
+	rows, err := stmt.QueryContext(ctx, args...)
+	if err != nil {
+		return jobs, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		j, err := scanRow(rows, claimed)
+		if err != nil {
+			return jobs, err
+		}
+		jobs = append(jobs, j)
+	}
+	return jobs, rows.Err()
 }
 
 // scanner is *sql.Row or *sql.Rows.

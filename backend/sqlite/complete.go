@@ -80,6 +80,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
+	b.limits.EndedOutcomes(params.Outcomes)
 	return res, nil
 }
 
@@ -164,6 +165,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		return 0, err
 	}
 	b.hub.notify(woken)
+	b.limits.Ended(refs)
 	return released, nil
 }
 

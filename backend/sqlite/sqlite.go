@@ -32,6 +32,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
+	"github.com/jobq/jobq/internal/limitwake"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
@@ -87,6 +88,7 @@ type Backend struct {
 	ckpt        *sql.DB         // one connection: WAL checkpoints, see checkpoint.go
 	loops       lifecycle.Group // the checkpointer; started by Open, stopped by Close
 	hub         hub
+	limits      *limitwake.Tracker // wakes idle workers when a queue limit lets jobs go
 	closed      atomic.Bool
 	closeOnce   sync.Once
 
@@ -98,6 +100,8 @@ var (
 	_ backend.Backend  = (*Backend)(nil)
 	_ backend.Notifier = (*Backend)(nil)
 	_ backend.Migrator = (*Backend)(nil)
+
+	_ backend.QueueController = (*Backend)(nil)
 )
 
 // Open opens (creating it if needed) the SQLite database at path, applies
@@ -126,6 +130,7 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	if b.now == nil {
 		b.now = time.Now
 	}
+	b.limits = limitwake.New(func(q string) { b.hub.notify(map[string]struct{}{q: {}}) })
 	if err := b.open(ctx, opts); err != nil {
 		_ = b.closeDBs()
 		return nil, err
@@ -284,6 +289,7 @@ func (b *Backend) Close() error {
 func (b *Backend) closeDBs() error {
 	var errs []error
 	b.loops.Stop()
+	b.limits.Close()
 	if b.ckpt != nil {
 		errs = append(errs, b.ckpt.Close())
 	}

@@ -32,6 +32,9 @@ type stmts struct {
 	replay        *sql.Stmt
 	failedExists  *sql.Stmt
 	failedDelete  *sql.Stmt
+	settings      *sql.Stmt // qQueueSettings: read inside every claim
+	reservedCount *sql.Stmt
+	rateUpdate    *sql.Stmt
 	// read connections
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
@@ -74,6 +77,9 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		{b.w, &st.replay, qReplay},
 		{b.w, &st.failedExists, qFailedExists},
 		{b.w, &st.failedDelete, qFailedDelete},
+		{b.w, &st.settings, qQueueSettings},
+		{b.w, &st.reservedCount, qQueueReserved},
+		{b.w, &st.rateUpdate, qQueueRateUpdate},
 		{b.r, &st.jobGet, qJobGet},
 		{b.r, &st.failedGet, qFailedGet},
 	} {
@@ -127,12 +133,26 @@ func (st *stmts) claimStmt(ctx context.Context, w *sql.DB, n int) (*sql.Stmt, bo
 	return s, false, nil
 }
 
+// claimStmtTx returns the claim statement for n queues bound to tx: the
+// cached one when it was prepared, else one prepared on tx (the write
+// connection is tx's, so it cannot be prepared outside), closed with tx.
+func (st *stmts) claimStmtTx(ctx context.Context, tx *sql.Tx, n int) (*sql.Stmt, error) {
+	st.claimMu.Lock()
+	s, ok := st.claim[n]
+	st.claimMu.Unlock()
+	if ok {
+		return tx.StmtContext(ctx, s), nil
+	}
+	return tx.PrepareContext(ctx, claimSQL(n))
+}
+
 func (st *stmts) close() error {
 	var errs []error
 	for _, s := range []*sql.Stmt{
 		st.uniqueLookup, st.insertOne, st.insertChunk, st.insertOneMD, st.insertChunkMD, st.done, st.retry, st.failCopy, st.jobDelete,
 		st.extend, st.release, st.sweepExpired, st.sweepRescue, st.replay,
 		st.failedExists, st.failedDelete, st.jobGet, st.failedGet,
+		st.settings, st.reservedCount, st.rateUpdate,
 	} {
 		if s != nil {
 			errs = append(errs, s.Close())

@@ -61,6 +61,8 @@ func Run(t *testing.T, h Harness) {
 		{"Closed", testClosed},
 		{"Notify", testNotify},
 		{"Worker", testWorker},
+		{"Cancel", testCancel},
+		{"Retention", testRetention},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

@@ -63,13 +63,17 @@ type Backend struct {
 	lastFailed int64
 	failed     []*backend.FailedJob // ascending ID
 	failedByID map[int64]*backend.FailedJob
+	finished   map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
+	pruneTurn  pruneTurn
 	lastSub    uint64
 	subs       map[uint64]*subscriber
 }
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Notifier = (*Backend)(nil)
+	_ backend.Backend   = (*Backend)(nil)
+	_ backend.Notifier  = (*Backend)(nil)
+	_ backend.Canceller = (*Backend)(nil)
+	_ backend.Retainer  = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.
@@ -85,6 +89,7 @@ func New(opts Options) *Backend {
 		queues:     map[string]*queue{},
 		unique:     map[string]int64{},
 		failedByID: map[int64]*backend.FailedJob{},
+		finished:   map[int64]*backend.FinishedJob{},
 		subs:       map[uint64]*subscriber{},
 	}
 }
@@ -99,7 +104,7 @@ func (b *Backend) Close() error {
 	}
 	b.closed = true
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
-	b.failed, b.failedByID = nil, nil
+	b.failed, b.failedByID, b.finished = nil, nil, nil
 	return nil
 }
 
@@ -156,10 +161,11 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 	b.dropIfEmpty(j.Queue)
 }
 
-// held returns the reserved job that ref names, or nil when the fence fails.
+// held returns the reserved job that ref names, or nil when the fence fails
+// (a cancelling job is no longer held: see cancelled).
 func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Attempts != ref.Attempt {
+	if j == nil || j.Attempts != ref.Attempt || j.Status != backend.StatusReserved {
 		return nil
 	}
 	return j

@@ -196,7 +196,7 @@ func testRetention(t *testing.T, h Harness) {
 			}
 			return ok
 		}
-		if !turn("a", 500*time.Millisecond) || turn("b", time.Hour) || !turn("a", 500*time.Millisecond) {
+		if !turn("a", 2*time.Second) || turn("b", time.Hour) || !turn("a", 2*time.Second) {
 			t.Fatal("PruneTurn: want a to take and renew the turn and b refused meanwhile")
 		}
 		eventually(t, waitLimit, "b to take the turn a stopped renewing", func() bool { return turn("b", time.Hour) })

@@ -32,6 +32,8 @@ type stmts struct {
 	replay        *sql.Stmt
 	failedExists  *sql.Stmt
 	failedDelete  *sql.Stmt
+	finishKeep    *sql.Stmt
+	finishCancel  *sql.Stmt
 	// read connections
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
@@ -74,6 +76,8 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		{b.w, &st.replay, qReplay},
 		{b.w, &st.failedExists, qFailedExists},
 		{b.w, &st.failedDelete, qFailedDelete},
+		{b.w, &st.finishKeep, qFinishKeep},
+		{b.w, &st.finishCancel, qFinishCancelled},
 		{b.r, &st.jobGet, qJobGet},
 		{b.r, &st.failedGet, qFailedGet},
 	} {

@@ -126,7 +126,7 @@ func testProcessCancel(t *testing.T, db string) {
 	}
 	defer b.Close()
 	if _, ok := b.(backend.Canceller); !ok {
-		t.Skipf("%T does not implement backend.Canceller", b)
+		t.Fatalf("%T does not implement backend.Canceller", b)
 	}
 	lines := make(chan cancelLine, 100)
 	var readers sync.WaitGroup

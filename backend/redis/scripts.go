@@ -34,6 +34,13 @@ var (
 	scriptUReserve   = mustScript("ureserve")
 	scriptUSteal     = mustScript("usteal")
 	scriptURelease   = mustScript("urelease")
+	// cancel.go, retention.go
+	scriptCancel        = mustScript("cancel")
+	scriptCancelling    = mustScript("cancelling")
+	scriptFinishedScan  = mustScript("finishedscan")
+	scriptJobList       = mustScript("joblist")
+	scriptPruneFinished = mustScript("prunefinished")
+	scriptTurn          = mustScript("turn")
 )
 
 // allScripts lists every script, for loading them at open.
@@ -41,6 +48,7 @@ var allScripts = []*script{
 	scriptRegister, scriptMint, scriptInsert, scriptPeek, scriptClaim, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
+	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it

@@ -27,7 +27,7 @@ func (b *Backend) listQueues(ctx context.Context, queue string) ([]string, error
 	return b.filterQueues(ctx, backend.FailedFilter{Queue: queue})
 }
 
-// optMicros is a time bound for a script: µs since 1970, '' for none.
+// optMicros is a time bound for a script: µs since 1970, ” for none.
 func optMicros(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -36,7 +36,7 @@ func optMicros(t time.Time) string {
 }
 
 // upperTS is a queue's exclusive upper bound for the IDs below beforeID
-// ('' for none).
+// (” for none).
 func upperTS(beforeID int64, idx int) string {
 	if beforeID <= 0 {
 		return ""

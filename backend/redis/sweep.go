@@ -60,7 +60,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			return res, err
 		}
 		calls = append(calls, &evalCall{
-			s:    scriptSweep,
+			s: scriptSweep,
 			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
 				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix},
 			args: []any{k.channel, b.origin, take, leaseExpired},

@@ -42,7 +42,7 @@ const (
 func (i *Inspector) Cancel(ctx context.Context, ids ...int64) ([]CancelResult, error) {
 	c, ok := i.b.(backend.Canceller)
 	if !ok {
-		return nil, fmt.Errorf("cancel jobs: %w: %T keeps no jobs to cancel", ErrNotSupported, i.b)
+		return nil, fmt.Errorf("cancel jobs: %w: %s", ErrNotSupported, keepsNothing(i.b))
 	}
 	return c.JobCancel(ctx, ids)
 }
@@ -83,7 +83,15 @@ func (i *Inspector) FinishedPage(ctx context.Context, state string, f JobFilter,
 func (i *Inspector) retainer(op string) (backend.Retainer, error) {
 	r, ok := i.b.(backend.Retainer)
 	if !ok {
-		return nil, fmt.Errorf("%s: %w: %T keeps no jobs to list", op, ErrNotSupported, i.b)
+		return nil, fmt.Errorf("%s: %w: %s", op, ErrNotSupported, keepsNothing(i.b))
 	}
 	return r, nil
+}
+
+// keepsNothing says why b cannot cancel or list jobs.
+func keepsNothing(b backend.Backend) string {
+	if _, inline := b.(backend.Inline); inline {
+		return "the sync backend runs each job inside its Enqueue and keeps no jobs"
+	}
+	return fmt.Sprintf("%T keeps no cancellable or listable jobs", b)
 }

@@ -109,6 +109,8 @@ func TestCancelAndJobsBadInput(t *testing.T) {
 		{"jobs", "list", "--state", "pending", "--since", "yesterday"},
 		{"jobs", "list", "--state", "pending", "--since", "1h", "--until", "2h"},
 		{"jobs", "list", "--state", "pending", "--limit", "0"},
+		{"worker", "--keep-completed", "-1s"},
+		{"worker", "--failed-max-count", "-2"},
 	} {
 		r := run(t, append([]string{"--db", db}, args...)...)
 		if code := exitCode(r.err); code != exitUsage {

@@ -235,16 +235,18 @@ func (r *retentionFlags) add(cmd *cobra.Command) {
 
 // retention checks the flags and returns the worker's Retention.
 func (r *retentionFlags) retention(cmd *cobra.Command) (jobq.Retention, error) {
+	// Zero is "off" for each (the default cancelled retention for
+	// --keep-cancelled); only a negative value is a mistake.
 	for _, d := range []struct {
 		name string
 		v    time.Duration
 	}{{"keep-completed", r.completed}, {"keep-cancelled", r.cancelled}, {"failed-max-age", r.failedAge}} {
-		if err := positive(cmd, d.name, d.v); err != nil {
-			return jobq.Retention{}, err
+		if d.v < 0 {
+			return jobq.Retention{}, usagef("--%s %s is negative: give a duration, or 0 for the default", d.name, d.v)
 		}
 	}
-	if err := positive(cmd, "failed-max-count", r.failedCount); err != nil {
-		return jobq.Retention{}, err
+	if r.failedCount < 0 {
+		return jobq.Retention{}, usagef("--failed-max-count %d is negative: give a count, or 0 to keep every failed job", r.failedCount)
 	}
 	return jobq.Retention{Completed: r.completed, Cancelled: r.cancelled, FailedMaxAge: r.failedAge, FailedMaxCount: r.failedCount}, nil
 }

@@ -48,6 +48,8 @@ func logHooks(log *slog.Logger) WorkerHooks {
 				level, msg = slog.LevelError, "job failed; moved to failed jobs"
 			case EventReleased:
 				level, msg = slog.LevelInfo, "job interrupted by shutdown; given back"
+			case EventCancelled:
+				level, msg = slog.LevelInfo, "job cancelled; its handler was stopped"
 			default:
 				level, msg = slog.LevelDebug, "job "+e.Kind.String()
 			}

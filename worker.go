@@ -53,6 +53,16 @@ type WorkerConfig struct {
 	// context is cancelled before their contexts are cancelled and they are
 	// released back to pending. Defaults to 10s.
 	ShutdownTimeout time.Duration
+	// CancelPollInterval is how often a worker holding jobs asks the
+	// backend which of them were cancelled, so a cancel reaches the
+	// handler's context (cause ErrJobCancelled) within about this long on
+	// any machine. Defaults to 250ms; negative disables the poll, and
+	// cancels then reach handlers at the next heartbeat. Only backends
+	// implementing backend.Canceller are polled.
+	CancelPollInterval time.Duration
+	// Retention keeps finished jobs and bounds failed ones; see
+	// Retention. The zero value deletes completed jobs at once.
+	Retention Retention
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observe the worker's jobs (metrics, tracing, tests), called in
@@ -73,6 +83,10 @@ const (
 	// its result was dropped: the job was released or its lease expires
 	// and the sweep returns it.
 	EventAbandoned
+	// EventCancelled: the job was cancelled while its handler ran; its
+	// context was cancelled with ErrJobCancelled and the job ended
+	// cancelled, whatever the handler returned.
+	EventCancelled
 )
 
 // String names the kind.
@@ -88,6 +102,8 @@ func (k EventKind) String() string {
 		return "released"
 	case EventAbandoned:
 		return "abandoned"
+	case EventCancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
@@ -151,6 +167,9 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if err := reg.check(cfg.Retry); err != nil {
 		return nil, err
 	}
+	if _, ok := b.(backend.Retainer); !ok && cfg.Retention.asked() {
+		return nil, fmt.Errorf("WorkerConfig.Retention: %w: %T keeps no finished jobs", ErrNotSupported, b)
+	}
 	hooks := append(hookList{logHooks(cfg.Logger)}, cfg.Hooks...) // outcomes logged first (log_hooks.go)
 	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hooks}, nil
 }
@@ -195,6 +214,13 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.ClaimCooldown == 0 {
 		c.ClaimCooldown = 2 * time.Millisecond
+	}
+	if c.CancelPollInterval == 0 {
+		c.CancelPollInterval = 250 * time.Millisecond
+	}
+	var err error
+	if c.Retention, err = c.Retention.withDefaults(); err != nil {
+		return c, err
 	}
 	if c.Concurrency < 0 || c.Concurrency > 10000 {
 		return bad("Concurrency %d is outside 1..10000", c.Concurrency)
@@ -293,6 +319,8 @@ type run struct {
 	extender  *runner.LeaseExtender
 	sweeper   *runner.LeaseSweeper
 	claimer   *runner.Claimer
+	watcher   *runner.CancelWatcher // nil: the backend cannot cancel, or polling is off
+	pruner    *runner.Pruner        // nil: the backend keeps nothing
 
 	inflight sync.WaitGroup
 	jobs     chan runner.Claimed // unbuffered: a send succeeds only to an idle job goroutine
@@ -306,7 +334,12 @@ func (w *Worker) newRun(ctx context.Context) *run {
 	r.workCtx, r.cancelWork = context.WithCancelCause(r.writeCtx)
 	r.completer = runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), completeLinger, w.log, w.onStale)
 	r.extender = runner.NewLeaseExtender(w.b, cfg.Lease, cfg.HeartbeatInterval, w.log)
+	r.completer.OnCancelled(w.onCancelled)
 	r.sweeper = runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, w.onSweep)
+	if c, ok := w.b.(backend.Canceller); ok && cfg.CancelPollInterval > 0 {
+		r.watcher = runner.NewCancelWatcher(c, r.extender, cfg.CancelPollInterval, w.log, nil)
+	}
+	r.pruner = w.pruner()
 	r.claimer = runner.NewClaimer(w.b, runner.ClaimerConfig{
 		Queues: cfg.Queues, Concurrency: cfg.Concurrency, Batch: cfg.ClaimBatch,
 		Lease: cfg.Lease, Poll: cfg.PollInterval, Cooldown: cfg.ClaimCooldown,
@@ -319,12 +352,20 @@ func (w *Worker) newRun(ctx context.Context) *run {
 // (see Run), but for the claimer, which Run starts last.
 func (r *run) components() []lifecycle.Component {
 	cfg := r.w.cfg
-	return []lifecycle.Component{
+	cs := []lifecycle.Component{
 		{Name: "completer", Run: r.completer.Run, Drain: r.completer.Close, Grace: max(cfg.ShutdownTimeout, minFlushTime)},
 		{Name: "lease extender", Run: r.extender.Run},
-		{Name: "lease sweeper", Run: r.sweeper.Run},
-		{Name: "handlers", Run: r.runHandlers, Drain: func() { close(r.draining) }, Grace: cfg.ShutdownTimeout},
 	}
+	if r.watcher != nil {
+		cs = append(cs, lifecycle.Component{Name: "cancel watcher", Run: r.watcher.Run})
+	}
+	if r.pruner != nil {
+		cs = append(cs, lifecycle.Component{Name: "pruner", Run: r.pruner.Run})
+	}
+	return append(cs,
+		lifecycle.Component{Name: "lease sweeper", Run: r.sweeper.Run},
+		lifecycle.Component{Name: "handlers", Run: r.runHandlers, Drain: func() { close(r.draining) }, Grace: cfg.ShutdownTimeout},
+	)
 }
 
 // runClaimer subscribes to the backend's wake-ups (when it has them) and
@@ -420,6 +461,13 @@ func (r *run) execute(c runner.Claimed) {
 	r.extender.Remove(ref)
 
 	item, ev := w.decide(r.workCtx, row, job, err)
+	if errors.Is(context.Cause(ctx), ErrJobCancelled) {
+		// Whatever the handler returned, the backend refuses it and ends
+		// the job cancelled; the outcome is only the holder's report.
+		ev = Event{Kind: EventCancelled, Job: job, Err: err}
+		item.Release = false
+		item.Outcome = backend.Outcome{Ref: ref, Kind: backend.OutcomeFail, Error: backend.CancelledError}
+	}
 	ev.Duration = took
 	// A job the handler completed in its own transaction is gone: writing
 	// "done" again would only be refused by the fence.
@@ -451,6 +499,7 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 	case err == nil:
 		ev.Kind = EventDone
 		item.Outcome.Kind = backend.OutcomeDone
+		item.Outcome.Keep = w.cfg.Retention.Completed > 0
 		return item, ev
 	case errors.Is(context.Cause(workCtx), ErrShutdown):
 		ev.Kind = EventReleased
@@ -480,6 +529,16 @@ func (w *Worker) onStale(items []runner.Item) {
 	w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(items))
 	for _, it := range items {
 		w.hooks.stale(StaleEvent{JobID: it.Outcome.Ref.ID, Attempt: it.Outcome.Ref.Attempt, Queue: it.Queue, Type: it.Type})
+	}
+}
+
+// onCancelled reports outcomes that ended their jobs cancelled: those of
+// handlers stopped by the cancel (EventCancelled) and those of handlers
+// that returned before they heard of it.
+func (w *Worker) onCancelled(items []runner.Item) {
+	for _, it := range items {
+		w.log.Debug("job ended cancelled",
+			"job_id", it.Outcome.Ref.ID, "attempt", it.Outcome.Ref.Attempt, "queue", it.Queue, "type", it.Type)
 	}
 }
 

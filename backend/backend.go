@@ -232,6 +232,10 @@ type Outcome struct {
 	// UTF-8, NUL bytes and a megabyte of panic stack included (see
 	// PrepareOutcomes).
 	Error string
+	// Keep (OutcomeDone only) keeps the job among the finished jobs as
+	// completed instead of deleting it; only backends implementing
+	// Retainer honour it, the others delete the job as usual.
+	Keep bool
 }
 
 // CompleteParams is a batch of outcomes.
@@ -242,6 +246,10 @@ type CompleteParams struct {
 // CompleteResult reports which outcomes were skipped by the fence.
 type CompleteResult struct {
 	Stale []JobRef
+	// Cancelled lists the outcomes refused because the job's cancel was
+	// requested: whatever the outcome, those jobs ended cancelled (see
+	// Canceller). Only backends implementing Canceller fill it.
+	Cancelled []JobRef
 }
 
 // ExtendLeaseParams extends the leases of held jobs.
@@ -259,6 +267,10 @@ type SweepParams struct {
 type SweepResult struct {
 	Rescued int // returned to pending
 	Failed  int // moved to failed_jobs: attempts spent
+	// Cancelled counts jobs whose cancel was requested and whose holder
+	// let the lease run out: they ended cancelled (see Canceller). They
+	// are not in Jobs.
+	Cancelled int
 	// Jobs lists every job the sweep moved, Rescued + Failed of them, in
 	// no particular order.
 	Jobs []SweptJob

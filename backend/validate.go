@@ -282,6 +282,7 @@ func ValidatePurge(p FailedPurgeParams) error {
 const (
 	DefaultFailedListLimit = 100  // FailedListParams.Limit
 	DefaultSweepLimit      = 1000 // SweepParams.Limit
+	DefaultListLimit       = 100  // FinishedListParams.Limit, JobListParams.Limit
 )
 
 // PageLimit resolves a Limit field: zero means def, negative is refused.

@@ -62,6 +62,8 @@ func Run(t *testing.T, h Harness) {
 		{"Notify", testNotify},
 		{"Worker", testWorker},
 		{"Queues", testQueues},
+		{"Cancel", testCancel},
+		{"Retention", testRetention},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

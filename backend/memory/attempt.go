@@ -31,11 +31,20 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	for _, o := range outcomes {
 		j := b.held(o.Ref)
 		if j == nil {
+			if c := b.cancelled(o.Ref); c != nil {
+				b.finishReserved(c, backend.FinishedCancelled, now)
+				res.Cancelled = append(res.Cancelled, o.Ref)
+				continue
+			}
 			res.Stale = append(res.Stale, o.Ref)
 			continue
 		}
 		switch o.Kind {
 		case backend.OutcomeDone:
+			if o.Keep {
+				b.finishReserved(j, backend.FinishedCompleted, now)
+				continue
+			}
 			b.removeLive(j)
 		case backend.OutcomeRetry:
 			j.LastError = o.Error
@@ -87,6 +96,10 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 	for _, ref := range refs {
 		j := b.held(ref)
 		if j == nil {
+			if c := b.cancelled(ref); c != nil {
+				b.finishReserved(c, backend.FinishedCancelled, now)
+				released++
+			}
 			continue
 		}
 		released++
@@ -138,6 +151,11 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	var res backend.SweepResult
 	woken := map[string]bool{}
 	for _, j := range expired {
+		if j.Status == backend.StatusCancelling {
+			b.finishReserved(j, backend.FinishedCancelled, now)
+			res.Cancelled++
+			continue
+		}
 		spent := j.Attempts >= j.MaxAttempts
 		res.Jobs = append(res.Jobs, backend.SweptJob{Ref: j.Ref(), Queue: j.Queue, Type: j.Type, Failed: spent})
 		if spent {

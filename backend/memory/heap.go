@@ -63,3 +63,24 @@ func (h *minHeap[T]) down(i int) {
 		i = smallest
 	}
 }
+
+// remove deletes x (compared by eq) from the heap and reports whether it
+// was there. It scans the heap: only a cancel uses it.
+func (h *minHeap[T]) remove(eq func(T) bool) bool {
+	for i, it := range h.items {
+		if !eq(it) {
+			continue
+		}
+		n := len(h.items) - 1
+		h.items[i] = h.items[n]
+		var zero T
+		h.items[n] = zero
+		h.items = h.items[:n]
+		if i < n {
+			h.down(i)
+			h.up(i)
+		}
+		return true
+	}
+	return false
+}

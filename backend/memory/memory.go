@@ -64,6 +64,8 @@ type Backend struct {
 	lastFailed int64
 	failed     []*backend.FailedJob // ascending ID
 	failedByID map[int64]*backend.FailedJob
+	finished   map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
+	pruneTurn  pruneTurn
 	lastSub    uint64
 	subs       map[uint64]*subscriber
 	control    map[string]*control // paused or limited queues, see queues.go
@@ -71,10 +73,11 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend  = (*Backend)(nil)
-	_ backend.Notifier = (*Backend)(nil)
-
+	_ backend.Backend         = (*Backend)(nil)
+	_ backend.Notifier        = (*Backend)(nil)
 	_ backend.QueueController = (*Backend)(nil)
+	_ backend.Canceller       = (*Backend)(nil)
+	_ backend.Retainer        = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.
@@ -90,6 +93,7 @@ func New(opts Options) *Backend {
 		queues:     map[string]*queue{},
 		unique:     map[string]int64{},
 		failedByID: map[int64]*backend.FailedJob{},
+		finished:   map[int64]*backend.FinishedJob{},
 		subs:       map[uint64]*subscriber{},
 		control:    map[string]*control{},
 	}
@@ -112,7 +116,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.limits.Close()
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
-	b.failed, b.failedByID = nil, nil
+	b.failed, b.failedByID, b.finished = nil, nil, nil
 	return nil
 }
 
@@ -170,10 +174,11 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 	b.dropIfEmpty(j.Queue)
 }
 
-// held returns the reserved job that ref names, or nil when the fence fails.
+// held returns the reserved job that ref names, or nil when the fence fails
+// (a cancelling job is no longer held: see cancelled).
 func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Attempts != ref.Attempt {
+	if j == nil || j.Attempts != ref.Attempt || j.Status != backend.StatusReserved {
 		return nil
 	}
 	return j

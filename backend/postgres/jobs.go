@@ -109,8 +109,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	errs := make([]string, 0, n)
 	seen := make(map[backend.JobRef]bool, n)
 	var repeats []backend.JobRef
+	stmt := b.q.complete
 	for _, o := range outcomes {
 		code := kindCode(o.Kind)
+		if o.Kind == backend.OutcomeDone && o.Keep {
+			code, stmt = kindDoneKeep, b.rq.completeKeep
+		}
 		if seen[o.Ref] {
 			repeats = append(repeats, o.Ref)
 			continue
@@ -126,7 +130,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	var appliedAttempts []int32
 	var due []string
 	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.q.complete, ids, attempts, kinds, delays, errs).
+		return b.pool.QueryRow(ctx, stmt, ids, attempts, kinds, delays, errs).
 			Scan(&appliedIDs, &appliedAttempts, &due)
 	})
 	if err != nil {
@@ -146,6 +150,24 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		delete(seen, o.Ref) // later repeats are in repeats already
 		if !applied[o.Ref] {
 			res.Stale = append(res.Stale, o.Ref)
+		}
+	}
+	if len(res.Stale) > 0 {
+		// Refused outcomes of cancelling attempts end them cancelled.
+		cancelled, err := b.finishCancelled(ctx, res.Stale)
+		if err != nil {
+			return backend.CompleteResult{}, err
+		}
+		if len(cancelled) > 0 {
+			stale := res.Stale[:0]
+			for _, r := range res.Stale {
+				if cancelled[r] {
+					res.Cancelled = append(res.Cancelled, r)
+				} else {
+					stale = append(stale, r)
+				}
+			}
+			res.Stale = stale
 		}
 	}
 	res.Stale = append(res.Stale, repeats...)
@@ -206,6 +228,14 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 	}
 	b.wake(due)
 	b.limits.Ended(refs)
+	if int(released) < len(refs) {
+		// Refs of cancelling attempts end cancelled.
+		cancelled, err := b.finishCancelled(ctx, refs)
+		if err != nil {
+			return int(released), err
+		}
+		released += int64(len(cancelled))
+	}
 	return int(released), nil
 }
 
@@ -229,6 +259,12 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			return nil
 		})
 		return err
+	})
+	if err != nil {
+		return backend.SweepResult{}, err
+	}
+	err = b.do(ctx, "sweep cancelled jobs", func(ctx context.Context) error {
+		return b.pool.QueryRow(ctx, b.rq.sweepCancelled, limit).Scan(&res.Cancelled)
 	})
 	if err != nil {
 		return backend.SweepResult{}, err
@@ -318,7 +354,7 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.Status = backend.Status(status)
-	if j.Status != backend.StatusPending && j.Status != backend.StatusReserved {
+	if j.Status != backend.StatusPending && j.Status != backend.StatusReserved && j.Status != backend.StatusCancelling {
 		// Nothing in the schema stops another writer (see migration 003).
 		return nil, fmt.Errorf("job %d has status %q: jobq writes only %q or %q", j.ID, status, backend.StatusPending, backend.StatusReserved)
 	}

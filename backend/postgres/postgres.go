@@ -162,7 +162,8 @@ type Backend struct {
 	pool       *pgxpool.Pool
 	opts       Options
 	q          queries
-	host       string // host:port for error messages
+	rq         retQueries // queries_retention.go
+	host       string     // host:port for error messages
 	closed     atomic.Bool
 	closeMu    sync.Mutex
 	listener   *listener
@@ -228,7 +229,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	}
 	configureConn(cfg.ConnConfig)
 
-	b := &Backend{opts: opts, q: newQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
+	b := &Backend{opts: opts, q: newQueries(opts.Schema), rq: newRetQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
 	if len(backend.Secrets(rawURL)) > 0 {
 		b.url = rawURL // only a URL with secrets needs scrubbing from errors
 	}

@@ -472,7 +472,7 @@ FROM (
 	SELECT queue,
 	       count(*) FILTER (WHERE status = 'pending' AND available_at <= now()) AS pending,
 	       count(*) FILTER (WHERE status = 'pending' AND available_at > now()) AS scheduled,
-	       count(*) FILTER (WHERE status = 'reserved') AS reserved,
+	       count(*) FILTER (WHERE status IN ('reserved', 'cancelling')) AS reserved,
 	       0 AS failed,
 	       min(available_at) FILTER (WHERE status = 'pending' AND available_at <= now()) AS oldest_due
 	FROM {schema}.jobs GROUP BY queue

@@ -211,7 +211,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -251,6 +251,9 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 	}
 	if !row.LeaseUntil.IsZero() {
 		row.Status = backend.StatusReserved
+		if f.str(11) != "" {
+			row.Status = backend.StatusCancelling
+		}
 	}
 	return row, f.err
 }

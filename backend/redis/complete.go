@@ -42,12 +42,15 @@ func (b *Backend) groupRefs(ctx context.Context, ids []int64) (groups []*refGrou
 	return groups, unknown, nil
 }
 
-func outcomeKind(k backend.OutcomeKind) string {
-	switch k {
+func outcomeKind(o backend.Outcome) string {
+	switch o.Kind {
 	case backend.OutcomeRetry:
 		return "r"
 	case backend.OutcomeFail:
 		return "f"
+	}
+	if o.Keep {
+		return "k"
 	}
 	return "d"
 }
@@ -82,20 +85,22 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 		return res, err
 	}
 	stale := make([]bool, len(outcomes))
+	cancelled := make([]bool, len(outcomes))
 	for _, i := range unknown {
 		stale[i] = true
 	}
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := make([]string, 0, 7+len(g.items))
-		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix)
+		keys := make([]string, 0, 13+len(g.items))
+		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix,
+			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix)
 		args := make([]any, 0, 4+5*len(g.items))
 		args = append(args, q.channel, b.origin, len(g.items))
 		for _, i := range g.items {
 			o := outcomes[i]
 			keys = append(keys, q.job(o.Ref.ID))
-			args = append(args, tsHex(o.Ref.ID), o.Ref.Attempt, outcomeKind(o.Kind),
+			args = append(args, tsHex(o.Ref.ID), o.Ref.Attempt, outcomeKind(o),
 				strconv.FormatInt(microsCeil(o.RetryDelay), 10), o.Error)
 		}
 		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
@@ -108,7 +113,7 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 4 {
+		if err != nil || len(v) != 5 {
 			first = cmpErr(first, fmt.Errorf("complete %s: unexpected reply", groups[gi].q.name))
 			continue
 		}
@@ -125,6 +130,16 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 				continue
 			}
 			stale[g.items[k-1]] = true
+		}
+		ended, err := asSlice(v[4])
+		first = cmpErr(first, err)
+		for _, n := range ended {
+			k, err := asInt(n)
+			if err != nil || k < 1 || int(k) > len(g.items) {
+				first = cmpErr(first, fmt.Errorf("complete %s: unexpected cancelled index %v", g.q.name, n))
+				continue
+			}
+			cancelled[g.items[k-1]] = true
 		}
 		h, err := readHeld(v[1], g.idx)
 		first = cmpErr(first, err)
@@ -143,6 +158,9 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 	for i, s := range stale {
 		if s {
 			res.Stale = append(res.Stale, outcomes[i].Ref)
+		}
+		if cancelled[i] {
+			res.Cancelled = append(res.Cancelled, outcomes[i].Ref)
 		}
 	}
 	return res, nil
@@ -247,7 +265,8 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, erro
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix}
+		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix,
+			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix}
 		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
 		for _, i := range g.items {
 			keys = append(keys, q.job(refs[i].ID))

@@ -119,6 +119,13 @@ type queueKeys struct {
 	jobPrefix string // j:
 	xPrefix   string // x:
 	channel   string // w
+	// cancel.go, retention.go
+	cancelling     string // c
+	completed      string // kc
+	completedAt    string // kct
+	cancelled      string // kx
+	cancelledAt    string // kxt
+	finishedPrefix string // y:
 }
 
 // queue returns the keys of queue q.
@@ -134,6 +141,8 @@ func (ks *keyspace) queue(q string) *queueKeys {
 		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o", counts: base + "n",
 		delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
+		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
+		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
 	}
 	ks.mu.Lock()
 	if len(ks.byName) < 4*MaxQueues { // bounded: queue names may come from callers

@@ -35,6 +35,13 @@ var (
 	scriptUSteal     = mustScript("usteal")
 	scriptURelease   = mustScript("urelease")
 	scriptQCtl       = mustScript("qctl")
+	// cancel.go, retention.go
+	scriptCancel        = mustScript("cancel")
+	scriptCancelling    = mustScript("cancelling")
+	scriptFinishedScan  = mustScript("finishedscan")
+	scriptJobList       = mustScript("joblist")
+	scriptPruneFinished = mustScript("prunefinished")
+	scriptTurn          = mustScript("turn")
 )
 
 // allScripts lists every script, for loading them at open.
@@ -43,6 +50,7 @@ var allScripts = []*script{
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
+	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it

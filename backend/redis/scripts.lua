@@ -25,6 +25,14 @@
 --                         counted in it)
 --   P:{Q}:w        pub/sub channel: "n <origin>" (jobs ready now) or
 --                  "d <µs until due> <origin>" (a new earliest delayed job)
+--   P:{Q}:c        zset   cancelling jobs (reserved, cancel requested):
+--                         score 0, member the ID
+--   P:{Q}:kc, :kx  zset   kept completed / cancelled jobs: score 0, member
+--                         the ID (so they list in ID order)
+--   P:{Q}:kct, :kxt zset  the same jobs by finish time (µs), for pruning
+--   P:{Q}:y:<ts>   hash   a kept finished job: the job's hash renamed, plus
+--                         s (state: completed or cancelled) and fa (µs)
+--   P:turn:prune   string the prune turn's holder, with an expiry
 --   P:queues       hash   queue registry (script "register")
 --   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
@@ -38,7 +46,9 @@
 -- created µs, av available µs (absent: c), a attempts (absent: 0), r
 -- releases (absent: 0), e last error, u unique key, m metadata JSON, ra
 -- reserved µs and lu lease deadline µs ('' or absent unless reserved: lu ~=
--- '' IS the reserved state). A failed job's hash adds j (its job ID) and
+-- '' IS the reserved state), cx the µs a reserved job's cancel was
+-- requested (absent otherwise: every write of its holder is then refused
+-- and ends the job cancelled). A failed job's hash adds j (its job ID) and
 -- keeps e as the error; its failed_at is the time part of its failed ID.
 --
 -- IDs: ts * 4096 + queue index, ts in µs since 2025-01-01 UTC, strictly
@@ -212,6 +222,21 @@ local function to_failed(k, id, xprefix, fid, err)
   redis.call('RENAME', k, fk)
   redis.call('HSET', fk, 'j', id, 'e', err)
   redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r')
+end
+
+--- helper
+-- finish ends the live job hash k (ID id) as state s ('completed' or
+-- 'cancelled') at now: renamed to the finished record, indexed in the
+-- state's sets kl (by ID) and kt (by time) and, when kc is given, removed
+-- from the cancelling set. The caller frees its unique key.
+local function finish(k, id, yprefix, kl, kt, kc, s, now)
+  local yk = yprefix .. id
+  redis.call('RENAME', k, yk)
+  redis.call('HSET', yk, 's', s, 'fa', n2s(now))
+  redis.call('HDEL', yk, 'ra', 'lu', 'cx')
+  redis.call('ZADD', kl, 0, id)
+  redis.call('ZADD', kt, now, id)
+  if kc then redis.call('ZREM', kc, id) end
 end
 
 --- helper
@@ -485,26 +510,35 @@ return out
 
 --- script: complete
 -- Applies outcomes of attempts of one queue, each fenced: it applies only
--- while the job is reserved (lu ~= '') with the given attempt.
+-- while the job is reserved (lu ~= '') with the given attempt. A job
+-- whose cancel was requested (cx) ends cancelled whatever the outcome.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
---   KEYS[7] failed key prefix  KEYS[8..] job keys, one per outcome
+--   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
+--   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix
+--   KEYS[14..] job keys, one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
---   then per outcome, 5 values: ID, attempt, kind ('d' done, 'r' retry,
---   'f' fail), retry delay µs, error text
+--   then per outcome, 5 values: ID, attempt, kind ('d' done, 'k' done and
+--   kept, 'r' retry, 'f' fail), retry delay µs, error text
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
---   that ended holding a unique key}, woke, due µs or -1}.
+--   that ended holding a unique key}, woke, due µs or -1, {outcome numbers
+--   that ended their job cancelled}}.
 local now = now_us()
 local n = tonumber(ARGV[3])
 local mint = minter(KEYS[1], now, n)
 local mv = moves()
-local stale, released, gone, failed = {}, {}, {}, {}
+local stale, released, gone, failed, cancelled = {}, {}, {}, {}, {}
 for i = 1, n do
   local b = 4 + (i - 1) * 5
   local id, kind = ARGV[b], ARGV[b + 2]
-  local k = KEYS[7 + i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'pr', 'u')
+  local k = KEYS[13 + i]
+  local v = redis.call('HMGET', k, 'a', 'lu', 'pr', 'u', 'cx')
   if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[b + 1]) then
     stale[#stale + 1] = i
+  elseif v[5] then
+    gone[#gone + 1] = id
+    finish(k, id, KEYS[13], KEYS[10], KEYS[11], KEYS[12], 'cancelled', now)
+    cancelled[#cancelled + 1] = i
+    if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
   else
     gone[#gone + 1] = id
     if kind == 'r' then
@@ -517,6 +551,8 @@ for i = 1, n do
         local fid = tshex(mint.next())
         to_failed(k, id, KEYS[7], fid, ARGV[b + 4])
         failed[#failed + 1] = 0; failed[#failed + 1] = fid
+      elseif kind == 'k' then
+        finish(k, id, KEYS[13], KEYS[8], KEYS[9], nil, 'completed', now)
       else
         redis.call('DEL', k)
       end
@@ -527,10 +563,11 @@ end
 zrem(KEYS[5], gone)
 zadd(KEYS[6], failed)
 local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
-return { stale, released, woke, due }
+return { stale, released, woke, due, cancelled }
 
 --- script: extend
--- Extends the leases of held jobs of one queue, each fenced like complete.
+-- Extends the leases of held jobs of one queue, each fenced like complete;
+-- a job whose cancel was requested (cx) is lost.
 -- KEYS[1] r  KEYS[2..] job keys, one per ref
 -- ARGV[1] lease µs  then per ref: ID, attempt
 -- Returns {ref numbers (1-based) whose lease was lost}.
@@ -538,8 +575,8 @@ local lease = n2s(now_us() + tonumber(ARGV[1]))
 local lost, rs = {}, {}
 for i = 1, #KEYS - 1 do
   local k = KEYS[1 + i]
-  local v = redis.call('HMGET', k, 'a', 'lu')
-  if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[1 + 2 * i]) then
+  local v = redis.call('HMGET', k, 'a', 'lu', 'cx')
+  if not v[2] or v[2] == '' or v[3] or tonumber(v[1] or '0') ~= tonumber(ARGV[1 + 2 * i]) then
     lost[#lost + 1] = i
   else
     redis.call('HSET', k, 'lu', lease)
@@ -552,9 +589,11 @@ return lost
 --- script: release
 -- Gives held jobs of one queue back at once, fenced like complete. The
 -- first max-free releases of a job un-count its attempt; later ones count
--- it, and on its last attempt move the job to the failed set.
+-- it, and on its last attempt move the job to the failed set. A job whose
+-- cancel was requested (cx) ends cancelled instead.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
---   KEYS[6] failed key prefix  KEYS[7..] job keys, one per ref
+--   KEYS[6] failed key prefix  KEYS[7] kx  KEYS[8] kxt  KEYS[9] c
+--   KEYS[10] finished key prefix  KEYS[11..] job keys, one per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, attempt
 -- Returns {refs matched, {ID, unique key, ... of jobs failed holding a
@@ -562,19 +601,22 @@ return lost
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
-local mint = minter(KEYS[1], now, #KEYS - 6)
+local mint = minter(KEYS[1], now, #KEYS - 10)
 local mv = moves()
 local matched, released, gone, failed = 0, {}, {}, {}
-for i = 1, #KEYS - 6 do
-  local k = KEYS[6 + i]
+for i = 1, #KEYS - 10 do
+  local k = KEYS[10 + i]
   local id = ARGV[3 + 2 * i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u')
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx')
   local a = tonumber(v[1] or '0')
   if v[2] and v[2] ~= '' and a == tonumber(ARGV[4 + 2 * i]) then
     matched = matched + 1
     gone[#gone + 1] = id
     local rel = tonumber(v[3] or '0') + 1
-    if rel <= free then
+    if v[7] then
+      finish(k, id, KEYS[10], KEYS[7], KEYS[8], KEYS[9], 'cancelled', now)
+      if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
+    elseif rel <= free then
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[5] or '0', nows)
     elseif a < tonumber(string.match(v[4], '^%d+')) then
@@ -601,24 +643,30 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 
 --- script: sweep
 -- Returns up to limit expired reserved jobs of one queue to ready, or,
--- with their attempts spent, moves them to the failed set.
+-- with their attempts spent, moves them to the failed set. Jobs whose
+-- cancel was requested (cx) end cancelled instead.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
---   KEYS[6] failed key prefix  KEYS[7] job key prefix
+--   KEYS[6] failed key prefix  KEYS[7] job key prefix  KEYS[8] kx
+--   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
 -- Returns {{ID, attempt, type, failed (1 or 0), ...}, {ID, unique key, ...
---   of jobs failed holding a unique key}, woke}.
+--   of jobs failed or cancelled holding a unique key}, woke, cancelled}.
 local now = now_us()
 local nows = n2s(now)
 local mv = moves()
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nows, 'LIMIT', 0, tonumber(ARGV[3]))
 local mint = minter(KEYS[1], now, #exp)
-local out, released, failed = {}, {}, {}
+local out, released, failed, cancelled = {}, {}, {}, 0
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u')
-  if v[2] then
+  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx')
+  if v[2] and v[5] then
+    finish(k, id, KEYS[11], KEYS[8], KEYS[9], KEYS[10], 'cancelled', now)
+    cancelled = cancelled + 1
+    if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+  elseif v[2] then
     local a = tonumber(v[1] or '0')
     local ma, typ = string.match(v[2], '^(%d+) ([^\n]*)')
     if a < tonumber(ma) then
@@ -637,7 +685,7 @@ end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
 local woke = flush(mv, KEYS[2], KEYS[3], '', ARGV[1], ARGV[2], now)
-return { out, released, woke }
+return { out, released, woke, cancelled }
 
 --- script: stats
 -- Counts one queue's jobs by state.
@@ -834,3 +882,170 @@ else
 end
 redis.call('PUBLISH', ARGV[5], 'n ' .. ARGV[6])
 return 1
+--- script: cancel
+-- Cancels jobs of one queue: a pending one (ready or delayed) ends
+-- cancelled at once; a reserved one gets cx and joins the cancelling set.
+-- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
+--   KEYS[7] kx  KEYS[8] kxt  KEYS[9] job key prefix
+--   KEYS[10] finished key prefix  KEYS[11] failed key prefix
+-- ARGV the IDs
+-- Returns {{outcome, attempts, ... per ID}, {ID, unique key, ... of jobs
+--   cancelled holding a unique key}}; outcome as backend.CancelOutcome (1
+--   cancelled, 2 requested, 3 already, 4 completed, 5 failed, 6 unknown).
+local now = now_us()
+local out, released, rids, ravs = {}, {}, {}, {}
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  local k = KEYS[9] .. id
+  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u')
+  local a = v[4] or '0'
+  if v[1] then
+    if v[3] then
+      out[#out + 1] = 3
+    elseif v[2] and v[2] ~= '' then
+      redis.call('HSET', k, 'cx', n2s(now))
+      redis.call('ZADD', KEYS[6], 0, id)
+      out[#out + 1] = 2
+    else
+      if redis.call('ZREM', KEYS[1], id) == 1 then
+        rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
+      else
+        redis.call('ZREM', KEYS[4], id)
+      end
+      finish(k, id, KEYS[10], KEYS[7], KEYS[8], nil, 'cancelled', now)
+      if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
+      out[#out + 1] = 1
+    end
+  else
+    local y = redis.call('HMGET', KEYS[10] .. id, 's', 'a')
+    a = y[2] or '0'
+    if y[1] == 'cancelled' then
+      out[#out + 1] = 3
+    elseif y[1] == 'completed' then
+      out[#out + 1] = 4
+    else
+      -- A failed ID is minted after its job's ID: look above it only.
+      local res, fids = 6, redis.call('ZRANGEBYLEX', KEYS[5], '(' .. id, '+')
+      for j = 1, #fids do
+        if redis.call('HGET', KEYS[11] .. fids[j], 'j') == id then
+          res = 5
+          break
+        end
+      end
+      out[#out + 1] = res
+      a = '0'
+    end
+  end
+  out[#out + 1] = a
+end
+unready(KEYS[2], KEYS[3], rids, ravs)
+return { out, released }
+
+--- script: cancelling
+-- Lists the cancelling attempts of one queue.
+-- KEYS[1] c  KEYS[2] job key prefix
+-- Returns {ID, attempt, ...}.
+local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local out = {}
+for i = 1, #ids do
+  local a = redis.call('HGET', KEYS[2] .. ids[i], 'a')
+  if a then out[#out + 1] = ids[i]; out[#out + 1] = a end
+end
+return out
+
+--- script: finishedscan
+-- Lists kept finished jobs of one queue and state, newest (highest ID)
+-- first.
+-- KEYS[1] the state's set by ID (kc or kx)  KEYS[2] finished key prefix
+-- ARGV[1] exclusive upper ID ('' none)  ARGV[2] type ('' any)
+--   ARGV[3] since µs ('' none)  ARGV[4] until µs ('' none)  ARGV[5] limit
+-- Returns {ID, d, pr, a, e, u, m, c, fa, ...}, 9 values per job.
+local max = '+'
+if ARGV[1] ~= '' then max = '(' .. ARGV[1] end
+local limit = tonumber(ARGV[5])
+local since, till = tonumber(ARGV[3]), tonumber(ARGV[4])
+local out, n = {}, 0
+while n < limit do
+  local got = redis.call('ZREVRANGEBYLEX', KEYS[1], max, '-', 'LIMIT', 0, 200)
+  for i = 1, #got do
+    local v = redis.call('HMGET', KEYS[2] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa')
+    local fa = tonumber(v[8] or '0')
+    if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) then
+      out[#out + 1] = got[i]
+      for j = 1, 8 do out[#out + 1] = v[j] or '' end
+      n = n + 1
+      if n == limit then break end
+    end
+  end
+  if #got < 200 then break end
+  max = '(' .. got[#got]
+end
+return out
+
+--- script: joblist
+-- Lists live jobs of one queue in one state, newest (highest ID) first.
+-- It reads the whole state's set: an operator's call, not a hot path.
+-- KEYS[1] p  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix
+-- ARGV[1] state ('pending', 'scheduled' or 'reserved')  ARGV[2] exclusive
+--   upper ID ('' none)  ARGV[3] type ('' any)  ARGV[4] since µs ('' none)
+--   ARGV[5] until µs ('' none)  ARGV[6] limit
+-- Returns the IDs, at most limit.
+local nows = n2s(now_us())
+local ids = {}
+if ARGV[1] == 'pending' then
+  ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nows)
+  for i = 1, #due do ids[#ids + 1] = due[i] end
+elseif ARGV[1] == 'scheduled' then
+  ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. nows, '+inf')
+else
+  ids = redis.call('ZRANGE', KEYS[3], 0, -1)
+end
+local cand = {}
+for i = 1, #ids do
+  if ARGV[2] == '' or ids[i] < ARGV[2] then cand[#cand + 1] = ids[i] end
+end
+table.sort(cand, function(x, y) return x > y end)
+local limit = tonumber(ARGV[6])
+local since, till = tonumber(ARGV[4]), tonumber(ARGV[5])
+local out = {}
+for i = 1, #cand do
+  if #out >= limit then break end
+  local v = redis.call('HMGET', KEYS[4] .. cand[i], 'd', 'av', 'c', 'ra')
+  if v[1] then
+    local at = v[2] or v[3]
+    if ARGV[1] == 'reserved' then at = v[4] or '0' end
+    at = tonumber(at)
+    if (ARGV[3] == '' or rtype(v[1]) == ARGV[3]) and (not since or at >= since) and (not till or at < till) then
+      out[#out + 1] = cand[i]
+    end
+  end
+end
+return out
+
+--- script: prunefinished
+-- Deletes up to limit kept finished jobs of one queue and state that
+-- finished more than a given time ago (Redis clock).
+-- KEYS[1] the state's set by ID  KEYS[2] its set by time
+--   KEYS[3] finished key prefix
+-- ARGV[1] older than µs  ARGV[2] limit
+-- Returns how many it deleted.
+local cut = now_us() - tonumber(ARGV[1])
+local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. n2s(cut), 'LIMIT', 0, tonumber(ARGV[2]))
+for i = 1, #ids do redis.call('DEL', KEYS[3] .. ids[i]) end
+zrem(KEYS[1], ids)
+zrem(KEYS[2], ids)
+return #ids
+
+--- script: turn
+-- Takes or renews a turn (the prune turn): the holder keeps it while it
+-- renews within the expiry, by the Redis clock.
+-- KEYS[1] the turn's key
+-- ARGV[1] holder  ARGV[2] expiry ms
+-- Returns 1 when the holder has the turn, else 0.
+local h = redis.call('GET', KEYS[1])
+if not h or h == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0

@@ -23,7 +23,8 @@ func TestKeySlot(t *testing.T) {
 	}
 	// Every key of a queue shares the slot of its name.
 	k := newKeyspace("app:1").queue("mail.out")
-	for _, key := range []string{k.meta, k.ready, k.readyAt, k.delayed, k.reserved, k.failed, k.job(makeID(5, 1)), k.failedJob(makeID(6, 1))} {
+	for _, key := range []string{k.meta, k.ready, k.readyAt, k.delayed, k.reserved, k.failed, k.job(makeID(5, 1)), k.failedJob(makeID(6, 1)),
+		k.cancelling, k.completed, k.completedAt, k.cancelled, k.cancelledAt, k.finishedPrefix + "x"} {
 		if keySlot(key) != keySlot("mail.out") {
 			t.Errorf("key %q is not in the slot of its queue", key)
 		}
@@ -89,6 +90,21 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{failed[1].ID}})
 	must(err)
 	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{})
+	must(err)
+	// Cancel and retention (cancel.go, retention.go).
+	ids, err := b.JobInsertMany(ctx, []backend.InsertParams{p("a", "", 0), p("b", "", 0)})
+	must(err)
+	_, err = b.JobCancel(ctx, []int64{ids[0].ID, ids[1].ID})
+	must(err)
+	_, err = b.JobCancelling(ctx)
+	must(err)
+	_, err = b.FinishedList(ctx, backend.FinishedListParams{State: backend.FinishedCancelled})
+	must(err)
+	_, err = b.JobList(ctx, backend.JobListParams{State: backend.ListPending})
+	must(err)
+	_, err = b.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: time.Hour})
+	must(err)
+	_, err = b.PruneTurn(ctx, "me", time.Minute)
 	must(err)
 
 	calls := b.c.slots.called()

@@ -60,8 +60,9 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			return res, err
 		}
 		calls = append(calls, &evalCall{
-			s:    scriptSweep,
-			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix},
+			s: scriptSweep,
+			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
+				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix},
 			args: []any{k.channel, b.origin, take, leaseExpired},
 		})
 		swept = append(swept, q)
@@ -78,7 +79,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 3 {
+		if err != nil || len(v) != 4 {
 			first = cmpErr(first, fmt.Errorf("sweep %s: unexpected reply", swept[i]))
 			continue
 		}
@@ -108,6 +109,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 		held = append(held, h...)
 		w := fields{v: v}
 		b.notifier.local(swept[i], w.int(2) == 1, -1)
+		res.Cancelled += w.int(3)
 	}
 	b.releaseUnique(ctx, held)
 	if callErr != nil {

@@ -121,12 +121,13 @@ func scanRow(s scanner, claimed *backend.JobRow) (*backend.JobRow, error) {
 		uniqueKey, metadata                              sql.NullString
 		status                                           string
 		reservedAt, leaseUntil                           sql.NullInt64
+		cancelling                                       bool
 	)
 	dest := make([]any, 0, 16)
 	dest = append(dest, &j.ID, &j.Queue, &j.Type, &j.Payload, &attempts, &maxAtt, &prio,
 		&avail, &created, &j.LastError, &uniqueKey, &releases, &metadata)
 	if claimed == nil {
-		dest = append(dest, &status, &reservedAt, &leaseUntil)
+		dest = append(dest, &status, &reservedAt, &leaseUntil, &cancelling)
 	}
 	if err := s.Scan(dest...); err != nil {
 		return nil, err
@@ -145,6 +146,9 @@ func scanRow(s scanner, claimed *backend.JobRow) (*backend.JobRow, error) {
 		return &j, nil
 	}
 	j.Status = backend.Status(status)
+	if cancelling {
+		j.Status = backend.StatusCancelling
+	}
 	if reservedAt.Valid {
 		j.ReservedAt = fromMicros(reservedAt.Int64)
 	}

@@ -34,12 +34,37 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
 		res.Stale = res.Stale[:0]
 		clear(woken)
+		res.Cancelled = res.Cancelled[:0]
 		var done, retry *sql.Stmt
 		fails := failMover{ctx: ctx, tx: tx, st: st}
+		fin := finisher{ctx: ctx, tx: tx, st: st}
+		// refused sorts an outcome the fence refused: a cancelling
+		// attempt ends cancelled, anything else is stale.
+		refused := func(o backend.Outcome) error {
+			cancelled, err := fin.move(fin.cancelStmt(), o.Ref.ID, int64(o.Ref.Attempt), backend.FinishedCancelled, nowUS)
+			if err != nil {
+				return err
+			}
+			if cancelled {
+				res.Cancelled = append(res.Cancelled, o.Ref)
+			} else {
+				res.Stale = append(res.Stale, o.Ref)
+			}
+			return nil
+		}
 		for _, o := range outcomes {
 			id, att := o.Ref.ID, int64(o.Ref.Attempt)
+			applied := true
 			switch o.Kind {
 			case backend.OutcomeDone:
+				if o.Keep {
+					moved, err := fin.move(fin.keepStmt(), id, att, backend.FinishedCompleted, nowUS)
+					if err != nil {
+						return err
+					}
+					applied = moved
+					break
+				}
 				if done == nil {
 					done = tx.StmtContext(ctx, st.done)
 				}
@@ -48,7 +73,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					return err
 				}
 				if n, _ := r.RowsAffected(); n == 0 {
-					res.Stale = append(res.Stale, o.Ref)
+					applied = false
 				}
 			case backend.OutcomeRetry:
 				if retry == nil {
@@ -58,7 +83,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 				err := retry.QueryRowContext(ctx, id, att, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
-					res.Stale = append(res.Stale, o.Ref)
+					applied = false
 				case err != nil:
 					return err
 				case o.RetryDelay == 0:
@@ -69,8 +94,11 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 				if err != nil {
 					return err
 				}
-				if !moved {
-					res.Stale = append(res.Stale, o.Ref)
+				applied = moved
+			}
+			if !applied {
+				if err := refused(o); err != nil {
+					return err
 				}
 			}
 		}
@@ -138,6 +166,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		clear(woken)
 		release := tx.StmtContext(ctx, st.release)
 		fails := failMover{ctx: ctx, tx: tx, st: st}
+		fin := finisher{ctx: ctx, tx: tx, st: st}
 		for _, ref := range refs {
 			id, att := ref.ID, int64(ref.Attempt)
 			var queue string
@@ -154,6 +183,12 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 			moved, err := fails.move(id, att, backend.ReleasedError, now)
 			if err != nil {
 				return err
+			}
+			if !moved {
+				// A cancelling attempt ends cancelled.
+				if moved, err = fin.move(fin.cancelStmt(), id, att, backend.FinishedCancelled, now); err != nil {
+					return err
+				}
 			}
 			if moved {
 				released++
@@ -192,6 +227,49 @@ func (m *failMover) move(id, attempt int64, text string, now int64) (moved bool,
 		return false, nil
 	}
 	if _, err := m.del.ExecContext(m.ctx, id); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// finisher moves jobs into finished_jobs inside one write transaction,
+// binding its statements to the transaction on first use.
+type finisher struct {
+	ctx               context.Context
+	tx                *sql.Tx
+	st                *stmts
+	keep, cancel, del *sql.Stmt
+}
+
+func (f *finisher) keepStmt() *sql.Stmt {
+	if f.keep == nil {
+		f.keep = f.tx.StmtContext(f.ctx, f.st.finishKeep)
+	}
+	return f.keep
+}
+
+func (f *finisher) cancelStmt() *sql.Stmt {
+	if f.cancel == nil {
+		f.cancel = f.tx.StmtContext(f.ctx, f.st.finishCancel)
+	}
+	return f.cancel
+}
+
+// move copies the job into finished_jobs as state with copy (qFinishKeep
+// or qFinishCancelled, whose fence names the attempt) and deletes it;
+// moved is false when the fence refused.
+func (f *finisher) move(copy *sql.Stmt, id, attempt int64, state backend.FinishedState, now int64) (moved bool, err error) {
+	r, err := copy.ExecContext(f.ctx, id, string(state), now, attempt)
+	if err != nil {
+		return false, err
+	}
+	if n, _ := r.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if f.del == nil {
+		f.del = f.tx.StmtContext(f.ctx, f.st.jobDelete)
+	}
+	if _, err := f.del.ExecContext(f.ctx, id); err != nil {
 		return false, err
 	}
 	return true, nil

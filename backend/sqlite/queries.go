@@ -22,7 +22,7 @@ const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority
 	available_at, created_at, last_error, unique_key, releases, metadata`
 
 // jobColumns is the column list scanJob reads, in order.
-const jobColumns = claimColumns + `, status, reserved_at, lease_until`
+const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL`
 
 // failedColumns is the column list scanFailed reads, in order.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
@@ -130,16 +130,20 @@ RETURNING ` + claimColumns)
 
 // --- completion, leases, release ---
 
+// The fence of a holder's writes is (id, attempts, status reserved, no
+// cancel requested): a cancelling job refuses them all, and the holder's
+// outcome then ends it cancelled (see qFinishCancelled).
+
 // qCompleteDone: ?1 id, ?2 attempts (the fence). Deletes the job if this
 // attempt still holds it; RowsAffected is 0 when stale.
-const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qCompleteRetry: ?1 id, ?2 attempts (the fence), ?3 available_at,
 // ?4 last_error. Returns the job to pending; returns its queue, or no row
 // when stale.
 const qCompleteRetry = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
-WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'
+WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL
 RETURNING queue`
 
 // qFailCopy: ?1 id, ?2 attempts (the fence), ?3 error, ?4 failed_at. Copies
@@ -148,14 +152,14 @@ RETURNING queue`
 const qFailCopy = `INSERT INTO failed_jobs
 	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
 SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata
-FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qJobDelete: ?1 id. Deletes the job unconditionally (after qFailCopy).
 const qJobDelete = `DELETE FROM jobs WHERE id = ?1`
 
 // qExtendLease: ?1 id, ?2 attempts (the fence), ?3 lease_until. Returns
 // nothing; RowsAffected is 0 when the lease was lost.
-const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qRelease: ?1 id, ?2 attempts (the fence), ?3 available_at (now), ?4
 // backend.MaxFreeReleases, ?5 backend.ReleasedError. Returns the job to
@@ -168,15 +172,15 @@ const qRelease = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, releases = releases + 1,
 	attempts = CASE WHEN releases < ?4 THEN attempts - 1 ELSE attempts END,
 	last_error = CASE WHEN releases < ?4 THEN last_error ELSE ?5 END
-WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND (releases < ?4 OR attempts < max_attempts)
+WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL AND (releases < ?4 OR attempts < max_attempts)
 RETURNING queue`
 
 // --- lease sweep ---
 
 // qSweepExpired: ?1 now, ?2 limit. Returns id, attempts, max_attempts,
-// queue and type of reserved jobs whose lease has passed (lease_until < now), oldest
+// queue, type and whether its cancel was requested of reserved jobs whose lease has passed (lease_until < now), oldest
 // lease first, at most ?2 (uses jobs_lease).
-const qSweepExpired = `SELECT id, attempts, max_attempts, queue, type FROM jobs
+const qSweepExpired = `SELECT id, attempts, max_attempts, queue, type, cancelled_at IS NOT NULL FROM jobs
 WHERE status = 'reserved' AND lease_until < ?1
 ORDER BY lease_until LIMIT ?2`
 

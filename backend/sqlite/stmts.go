@@ -35,6 +35,8 @@ type stmts struct {
 	settings      *sql.Stmt // qQueueSettings: read inside every claim
 	reservedCount *sql.Stmt
 	rateUpdate    *sql.Stmt
+	finishKeep    *sql.Stmt
+	finishCancel  *sql.Stmt
 	// read connections
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
@@ -80,6 +82,8 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		{b.w, &st.settings, qQueueSettings},
 		{b.w, &st.reservedCount, qQueueReserved},
 		{b.w, &st.rateUpdate, qQueueRateUpdate},
+		{b.w, &st.finishKeep, qFinishKeep},
+		{b.w, &st.finishCancel, qFinishCancelled},
 		{b.r, &st.jobGet, qJobGet},
 		{b.r, &st.failedGet, qFailedGet},
 	} {

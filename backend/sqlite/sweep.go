@@ -32,6 +32,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		type expired struct {
 			id, attempts, maxAttempts int64
 			queue, typ                string
+			cancelling                bool
 		}
 		rows, err := tx.StmtContext(ctx, st.sweepExpired).QueryContext(ctx, now, int64(limit))
 		if err != nil {
@@ -40,7 +41,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		var found []expired
 		for rows.Next() {
 			var e expired
-			if err := rows.Scan(&e.id, &e.attempts, &e.maxAttempts, &e.queue, &e.typ); err != nil {
+			if err := rows.Scan(&e.id, &e.attempts, &e.maxAttempts, &e.queue, &e.typ, &e.cancelling); err != nil {
 				_ = rows.Close()
 				return err
 			}
@@ -58,7 +59,17 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		res.Jobs = make([]backend.SweptJob, 0, len(found))
 		rescue := tx.StmtContext(ctx, st.sweepRescue)
 		fails := failMover{ctx: ctx, tx: tx, st: st}
+		fin := finisher{ctx: ctx, tx: tx, st: st}
 		for _, e := range found {
+			if e.cancelling {
+				// Its holder let the lease run out after the cancel:
+				// the job ends cancelled, never rescued.
+				if _, err := fin.move(fin.cancelStmt(), e.id, e.attempts, backend.FinishedCancelled, now); err != nil {
+					return err
+				}
+				res.Cancelled++
+				continue
+			}
 			failed := e.attempts >= e.maxAttempts
 			if !failed {
 				if _, err := rescue.ExecContext(ctx, e.id, e.attempts, now, leaseExpiredError); err != nil {

@@ -75,6 +75,7 @@ was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
 	fl.StringVar(&f.observe, "observe", "", "turn on metrics and tracing (or one: --observe=metrics), to measure what they cost")
 	fl.Lookup("observe").NoOptDefVal = "metrics,tracing"
 	fl.Float64Var(&f.sample, "observe-sample", 1, "with --observe tracing: the fraction of traces sampled (0..1; a parent-based ratio sampler)")
+	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
 	return cmd
@@ -92,6 +93,9 @@ func (f *benchFlags) check() ([]string, error) {
 	}
 	if f.cfg.Workers > 10000 {
 		return nil, usagef("--workers %d is over the worker's limit of 10000", f.cfg.Workers)
+	}
+	if f.cfg.KeepCompleted < 0 {
+		return nil, usagef("--keep-completed %s is negative", f.cfg.KeepCompleted)
 	}
 	if f.cfg.Duration <= 0 {
 		return nil, usagef("--duration %s must be greater than zero", f.cfg.Duration)

@@ -70,7 +70,8 @@ memory: and sync: keep nothing beyond one process: they serve 'jobq demo',
 
 Exit codes: 0 success; 1 error; 2 a mistake in the command line or its
 input; 130 (SIGINT) or 143 (SIGTERM) when a second signal ends a command
-at once instead of waiting for its graceful stop. 'jobq check' follows the
+at once instead of waiting for its graceful stop; 3 from 'jobq cancel' when
+some jobs were not cancelled. 'jobq check' follows the
 monitoring plugins instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -94,6 +95,8 @@ monitoring plugins instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.`,
 		a.newWorkerCmd(),
 		a.newEnqueueCmd(),
 		a.newFailedCmd(),
+		a.newCancelCmd(),
+		a.newJobsCmd(),
 		a.newStatsCmd(),
 		a.newQueueCmd(),
 		a.newCheckCmd(),

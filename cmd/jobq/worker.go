@@ -24,6 +24,7 @@ type workerFlags struct {
 	metricsAddr     string
 	metricsDepth    bool
 	metricsCache    time.Duration
+	retention       retentionFlags // jobs.go
 }
 
 func (a *app) newWorkerCmd() *cobra.Command {
@@ -74,6 +75,7 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 	fl.BoolVar(&f.metricsDepth, "metrics-depth", true, "export the queue depths too (turn off when a 'jobq metrics' sidecar does)")
 	fl.DurationVar(&f.metricsCache, "metrics-cache", 5*time.Second, "how long one read of the queue depths serves scrapes")
 	f.log.add(cmd)
+	f.retention.add(cmd)
 	return cmd
 }
 
@@ -107,10 +109,15 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 	if f.retryMax < f.retryBase {
 		return jobq.WorkerConfig{}, usagef("--retry-max %s is shorter than --retry-base %s", f.retryMax, f.retryBase)
 	}
+	ret, err := f.retention.retention(cmd)
+	if err != nil {
+		return jobq.WorkerConfig{}, err
+	}
 	return jobq.WorkerConfig{
 		Queues: f.queues, Concurrency: f.concurrency, ShutdownTimeout: f.shutdownTimeout,
 		Lease: f.lease, PollInterval: f.poll,
-		Retry: jobq.RetryPolicy{Base: f.retryBase, Max: f.retryMax},
+		Retry:     jobq.RetryPolicy{Base: f.retryBase, Max: f.retryMax},
+		Retention: ret,
 	}, nil
 }
 

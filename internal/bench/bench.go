@@ -74,6 +74,10 @@ type Config struct {
 	// Observed labels the results with the observability that was on
 	// (e.g. "metrics,tracing"); empty for none.
 	Observed string
+	// KeepCompleted is the workers' Retention.Completed: how `jobq bench
+	// --keep-completed` measures what keeping finished jobs costs. Zero
+	// (the default) deletes completed jobs at once.
+	KeepCompleted time.Duration
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -124,6 +128,8 @@ type Result struct {
 	Backend  string `json:"backend"`
 	// Observe: what observability the run had on (Config.Observed).
 	Observe string `json:"observe,omitempty"`
+	// KeepCompleted: the workers kept completed jobs this long (seconds).
+	KeepCompleted float64 `json:"keep_completed_s,omitempty"`
 	// Jobs is how many jobs the timed part handled: enqueued for the
 	// enqueue workloads, completed for drain, latency and steady.
 	Jobs      int64 `json:"jobs"`
@@ -175,6 +181,7 @@ func Run(ctx context.Context, cfg Config, names []string, emit func(Result) erro
 			return fmt.Errorf("bench %s: %w", name, err)
 		}
 		res.Workload, res.Backend, res.Observe = name, cfg.BackendName, cfg.Observed
+		res.KeepCompleted = cfg.KeepCompleted.Seconds()
 		if err := emit(res); err != nil {
 			return err
 		}

@@ -34,6 +34,7 @@ func startPool(ctx context.Context, cfg Config, queue string, concurrency int, h
 	hooks := append(slices.Clip(cfg.WorkerHooks), jobq.WorkerHooks{Finished: p.onEvent})
 	w, err := jobq.NewWorker(cfg.Backend, reg, jobq.WorkerConfig{
 		Queues: []string{queue}, Concurrency: concurrency, Logger: cfg.Log, Hooks: hooks,
+		Retention: jobq.Retention{Completed: cfg.KeepCompleted},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start worker: %w", err)

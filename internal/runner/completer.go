@@ -47,6 +47,7 @@ type Completer struct {
 	linger   time.Duration
 	log      *slog.Logger
 	onStale  func([]Item)
+	onCancel func([]Item)
 	in       chan Item
 
 	// Submit holds mu shared while it sends; Close takes it exclusively to
@@ -72,6 +73,10 @@ func NewCompleter(b backend.Backend, buffer, maxBatch int, linger time.Duration,
 		in: make(chan Item, buffer), quit: make(chan struct{}),
 	}
 }
+
+// OnCancelled sets the callback (before Run) that hears of outcomes that
+// ended their jobs cancelled (backend.CompleteResult.Cancelled).
+func (c *Completer) OnCancelled(fn func([]Item)) { c.onCancel = fn }
 
 // Submit queues an item, blocking while the buffer is full. It reports
 // false, queueing nothing, once Close was called: a handler that outlived
@@ -252,6 +257,9 @@ func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
 	}
 	if len(res.Stale) > 0 && c.onStale != nil {
 		c.onStale(staleItems(items, res.Stale))
+	}
+	if len(res.Cancelled) > 0 && c.onCancel != nil {
+		c.onCancel(staleItems(items, res.Cancelled))
 	}
 	return nil
 }

@@ -17,6 +17,11 @@ import (
 // already run the job.
 var ErrLeaseLost = errors.New("lease lost")
 
+// ErrJobCancelled is the cause given to a handler's context when its job
+// was cancelled (see backend.Canceller): the job ends cancelled whatever
+// the handler returns.
+var ErrJobCancelled = errors.New("job cancelled")
+
 // LeaseExtender heartbeats every held attempt in one call per tick, so long
 // handlers keep their lease, and cancels the handlers whose lease was lost.
 // Attempts are tracked by their JobRef, never by job ID alone: a job whose
@@ -92,6 +97,7 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	start := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, e.interval)
 	lost, err := e.b.JobExtendLease(callCtx, backend.ExtendLeaseParams{Refs: refs, Lease: e.lease})
+	cancelled := e.cancelledAmong(callCtx, lost)
 	cancel()
 	if ctx.Err() != nil {
 		return
@@ -114,8 +120,13 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	for _, ref := range lost {
 		gone[ref] = true
 		if h, ok := e.held[ref]; ok {
-			e.log.Warn("job lease lost; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
-			h.cancel(ErrLeaseLost)
+			if cancelled[ref] {
+				e.log.Info("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
+				h.cancel(ErrJobCancelled)
+			} else {
+				e.log.Warn("job lease lost; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
+				h.cancel(ErrLeaseLost)
+			}
 			delete(e.held, ref)
 		}
 	}
@@ -125,4 +136,41 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 			h.deadline = deadline
 		}
 	}
+}
+
+// cancelledAmong asks a backend.Canceller which of the lost refs were
+// lost to a cancel rather than to another worker, so the heartbeat's
+// refusal doubles as the fallback that tells handlers of cancels (see
+// CancelWatcher for the fast path). Only called when a lease was lost.
+func (e *LeaseExtender) cancelledAmong(ctx context.Context, lost []backend.JobRef) map[backend.JobRef]bool {
+	c, ok := e.b.(backend.Canceller)
+	if !ok || len(lost) == 0 {
+		return nil
+	}
+	refs, err := c.JobCancelling(ctx)
+	if err != nil {
+		e.log.Warn("list cancelled jobs", "err", err)
+		return nil
+	}
+	out := make(map[backend.JobRef]bool, len(refs))
+	for _, r := range refs {
+		out[r] = true
+	}
+	return out
+}
+
+// CancelHeld cancels the handlers of the held attempts among refs with
+// cause and stops heartbeating them; it returns how many it cancelled.
+func (e *LeaseExtender) CancelHeld(refs []backend.JobRef, cause error) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ref := range refs {
+		if h, ok := e.held[ref]; ok {
+			h.cancel(cause)
+			delete(e.held, ref)
+			n++
+		}
+	}
+	return n
 }

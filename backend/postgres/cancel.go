@@ -1,0 +1,226 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/backend"
+)
+
+var (
+	_ backend.Canceller = (*Backend)(nil)
+	_ backend.Retainer  = (*Backend)(nil)
+)
+
+// JobCancel implements backend.Canceller in one statement (see sqlCancel).
+func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
+	const op = "cancel jobs"
+	if err := backend.ValidateCancelIDs(ids); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	byID := make(map[int64]backend.CancelResult, len(ids))
+	err := b.do(ctx, op, func(ctx context.Context) error {
+		clear(byID)
+		rows, err := b.pool.Query(ctx, b.rq.cancel, ids)
+		if err != nil {
+			return err
+		}
+		var r backend.CancelResult
+		var outcome int32
+		_, err = pgx.ForEachRow(rows, []any{&r.ID, &outcome, &r.Attempt}, func() error {
+			r.Outcome = backend.CancelOutcome(outcome)
+			byID[r.ID] = r
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]backend.CancelResult, len(ids))
+	for i, id := range ids {
+		r, ok := byID[id]
+		if !ok {
+			return nil, fmt.Errorf("%s: job %d: no result from the database", op, id)
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+// JobCancelling implements backend.Canceller.
+func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
+	var refs []backend.JobRef
+	err := b.do(ctx, "list cancelling jobs", func(ctx context.Context) error {
+		refs = refs[:0]
+		rows, err := b.pool.Query(ctx, b.rq.cancelling)
+		if err != nil {
+			return err
+		}
+		var ref backend.JobRef
+		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
+			refs = append(refs, ref)
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return refs, nil
+}
+
+// finishCancelled ends the cancelling attempts among refs as cancelled
+// and returns them.
+func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (map[backend.JobRef]bool, error) {
+	ids, attempts := refArrays(refs)
+	done := map[backend.JobRef]bool{}
+	err := b.do(ctx, "end cancelled jobs", func(ctx context.Context) error {
+		clear(done)
+		rows, err := b.pool.Query(ctx, b.rq.finishCancelled, ids, attempts)
+		if err != nil {
+			return err
+		}
+		var ref backend.JobRef
+		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
+			done[ref] = true
+			return nil
+		})
+		return err
+	})
+	return done, err
+}
+
+// FinishedList implements backend.Retainer.
+func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListParams) ([]*backend.FinishedJob, error) {
+	const op = "list finished jobs"
+	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
+	if err == nil {
+		err = backend.ValidateFinishedState(params.State)
+	}
+	if err == nil {
+		err = backend.ValidateJobFilter(params.Filter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var out []*backend.FinishedJob
+	err = b.do(ctx, op, func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.rq.finishedList, append([]any{string(params.State)}, listArgs(params.Filter, params.BeforeID, limit)...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, scanFinished)
+		return err
+	})
+	return out, err
+}
+
+// JobList implements backend.Retainer.
+func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]*backend.JobRow, error) {
+	const op = "list jobs"
+	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
+	if err == nil {
+		err = backend.ValidateListState(params.State)
+	}
+	if err == nil {
+		err = backend.ValidateJobFilter(params.Filter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	var out []*backend.JobRow
+	err = b.do(ctx, op, func(ctx context.Context) error {
+		rows, err := b.pool.Query(ctx, b.rq.jobList, append([]any{string(params.State)}, listArgs(params.Filter, params.BeforeID, limit)...)...)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, scanJob)
+		return err
+	})
+	return out, err
+}
+
+// listArgs are $2..$7 of sqlFinishedList and sqlJobList.
+func listArgs(f backend.JobFilter, beforeID int64, limit int) []any {
+	opt := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	optTime := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return t
+	}
+	var before any
+	if beforeID > 0 {
+		before = beforeID
+	}
+	return []any{opt(f.Queue), opt(f.Type), optTime(f.Since), optTime(f.Until), before, limit}
+}
+
+func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
+	var (
+		f                    backend.FinishedJob
+		state                string
+		lastError, uniqueKey pgtype.Text
+		metadata             []byte
+	)
+	err := row.Scan(&f.ID, &state, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts, &f.Priority,
+		&lastError, &uniqueKey, &metadata, &f.CreatedAt, &f.FinishedAt)
+	if err != nil {
+		return nil, err
+	}
+	if f.Metadata, err = decodeMetadata(metadata); err != nil {
+		return nil, fmt.Errorf("finished job %d: %w", f.ID, err)
+	}
+	f.State = backend.FinishedState(state)
+	f.LastError, f.UniqueKey = lastError.String, uniqueKey.String
+	return &f, nil
+}
+
+// FinishedPrune implements backend.Retainer, one chunk per statement.
+func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
+	const op = "prune finished jobs"
+	if err := backend.ValidatePrune(params); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	total := 0
+	for {
+		var n int64
+		err := b.do(ctx, op, func(ctx context.Context) error {
+			tag, err := b.pool.Exec(ctx, b.rq.finishedPrune, string(params.State), micros(params.OlderThan), backend.ChunkSize)
+			n = tag.RowsAffected()
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		total += int(n)
+		if n < backend.ChunkSize {
+			return total, nil
+		}
+	}
+}
+
+// PruneTurn implements backend.Retainer with a row of jobq_turns.
+func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	const op = "take prune turn"
+	if ttl <= 0 || holder == "" {
+		return false, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	}
+	var n int64
+	err := b.do(ctx, op, func(ctx context.Context) error {
+		tag, err := b.pool.Exec(ctx, b.rq.pruneTurn, holder, micros(ttl))
+		n = tag.RowsAffected()
+		return err
+	})
+	return n == 1, err
+}

@@ -1,0 +1,227 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+)
+
+// The statements of cancelling and of keeping finished jobs (see
+// queries.go for the conventions).
+
+// finishedColumns is the column list scanFinished reads.
+const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
+	last_error, unique_key, metadata, created_at, finished_at`
+
+// finishInsert copies the rows a CTE named src returned (jobs columns)
+// into finished_jobs as state; it returns (id, attempts).
+func finishInsert(src, state string) string {
+	return `INSERT INTO {schema}.finished_jobs
+	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at)
+	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now()
+	FROM ` + src + `
+	RETURNING id, attempts`
+}
+
+// sqlCompleteKeep is sqlComplete with one more kind, 4: done and kept,
+// the held job moved to finished_jobs as completed. Used only for batches
+// holding such an outcome, so sqlComplete itself is unchanged.
+var sqlCompleteKeep = mustReplace(mustReplace(sqlComplete,
+	"settled AS (", `kept AS (
+	DELETE FROM {schema}.jobs j USING input i
+	WHERE i.kind = 4 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	RETURNING j.*
+),
+kept_moved AS (
+	`+finishInsert("kept", "completed")+`
+),
+settled AS (`),
+	"UNION ALL SELECT job_id, attempts FROM moved", "UNION ALL SELECT job_id, attempts FROM moved\n\tUNION ALL SELECT id, attempts FROM kept_moved")
+
+// kindDoneKeep is sqlCompleteKeep's code of a kept done outcome.
+const kindDoneKeep = 4
+
+func mustReplace(s, old, new string) string {
+	if !strings.Contains(s, old) {
+		panic(fmt.Sprintf("postgres: statement lacks %q", old))
+	}
+	return strings.Replace(s, old, new, 1)
+}
+
+// sqlFinishCancelled ends cancelling attempts as cancelled: a holder's
+// write the fence refused.
+//
+//	$1 id bigint[], $2 attempt int[]
+//
+// Returns (id, attempts) of each attempt it ended.
+var sqlFinishCancelled = `
+WITH moved AS (
+	DELETE FROM {schema}.jobs j
+	USING (SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)) r
+	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'cancelling'
+	RETURNING j.*
+),
+kept AS (
+	` + finishInsert("moved", "cancelled") + `
+)
+SELECT id, attempts FROM kept`
+
+// sqlSweepCancelled ends up to $1 cancelling jobs whose lease expired (the
+// holder never reported) as cancelled; SKIP LOCKED shares the work between
+// sweepers.
+//
+//	$1 limit int
+//
+// Returns one row: the number ended.
+var sqlSweepCancelled = `
+WITH expired AS MATERIALIZED (
+	SELECT id FROM {schema}.jobs
+	WHERE status = 'cancelling' AND lease_until < now()
+	ORDER BY lease_until
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+),
+moved AS (
+	DELETE FROM {schema}.jobs j USING expired e
+	WHERE j.id = e.id
+	RETURNING j.*
+),
+kept AS (
+	` + finishInsert("moved", "cancelled") + `
+)
+SELECT count(*) FROM kept`
+
+// sqlCancel cancels the listed jobs: pending ones move to finished_jobs
+// as cancelled, reserved ones become cancelling.
+//
+//	$1 ids bigint[]
+//
+// Returns (id bigint, outcome int, attempts int) per distinct id: outcome
+// is backend.CancelOutcome's value (1 cancelled, 2 requested, 3 already,
+// 4 completed, 5 failed, 6 not found). The live rows are locked first, so
+// a concurrent claim or completion is waited for and seen.
+var sqlCancel = `
+WITH ids AS (
+	SELECT DISTINCT unnest($1::bigint[]) AS id
+),
+live AS MATERIALIZED (
+	SELECT j.id, j.status, j.attempts FROM {schema}.jobs j JOIN ids USING (id)
+	FOR UPDATE OF j
+),
+moved AS (
+	DELETE FROM {schema}.jobs j USING live l
+	WHERE j.id = l.id AND l.status = 'pending'
+	RETURNING j.*
+),
+kept AS (
+	` + finishInsert("moved", "cancelled") + `
+),
+requested AS (
+	UPDATE {schema}.jobs j SET status = 'cancelling'
+	FROM live l
+	WHERE j.id = l.id AND l.status = 'reserved'
+	RETURNING j.id
+)
+SELECT i.id,
+       CASE WHEN l.status = 'pending' THEN 1
+            WHEN l.status = 'reserved' THEN 2
+            WHEN l.status = 'cancelling' THEN 3
+            WHEN f.state = 'cancelled' THEN 3
+            WHEN f.state = 'completed' THEN 4
+            WHEN EXISTS (SELECT 1 FROM {schema}.failed_jobs x WHERE x.job_id = i.id) THEN 5
+            ELSE 6 END,
+       coalesce(l.attempts, f.attempts, 0)
+FROM ids i
+LEFT JOIN live l ON l.id = i.id
+LEFT JOIN {schema}.finished_jobs f ON f.id = i.id`
+
+// sqlCancelling lists the cancelling attempts (jobs_cancelling_idx).
+//
+// Returns (id bigint, attempts int) per job.
+const sqlCancelling = `SELECT id, attempts FROM {schema}.jobs WHERE status = 'cancelling'`
+
+// sqlFinishedList pages through finished jobs of one state, newest first.
+//
+//	$1 state text, $2 queue text (NULL: any), $3 type text (NULL: any),
+//	$4 since timestamptz (NULL: any), $5 until timestamptz (NULL: any),
+//	$6 before_id bigint (NULL: no bound), $7 limit int
+//
+// Returns up to $7 rows (finishedColumns) by id descending.
+const sqlFinishedList = `
+SELECT ` + finishedColumns + ` FROM {schema}.finished_jobs f
+WHERE f.state = $1
+  AND ($2::text IS NULL OR f.queue = $2)
+  AND ($3::text IS NULL OR f.type = $3)
+  AND ($4::timestamptz IS NULL OR f.finished_at >= $4)
+  AND ($5::timestamptz IS NULL OR f.finished_at < $5)
+  AND ($6::bigint IS NULL OR f.id < $6)
+ORDER BY f.id DESC
+LIMIT $7`
+
+// sqlJobList pages through live jobs of one state, newest first. The
+// listed time is available_at for pending and scheduled jobs, reserved_at
+// for reserved ones.
+//
+//	$1 state text ('pending', 'scheduled' or 'reserved'), $2..$7 as
+//	sqlFinishedList
+//
+// Returns up to $7 rows (jobColumns) by id descending.
+const sqlJobList = `
+SELECT ` + jobColumns + ` FROM {schema}.jobs j
+WHERE CASE $1::text
+        WHEN 'pending' THEN j.status = 'pending' AND j.available_at <= now()
+        WHEN 'scheduled' THEN j.status = 'pending' AND j.available_at > now()
+        ELSE j.status IN ('reserved', 'cancelling') END
+  AND ($2::text IS NULL OR j.queue = $2)
+  AND ($3::text IS NULL OR j.type = $3)
+  AND ($4::timestamptz IS NULL OR CASE WHEN $1 = 'reserved' THEN j.reserved_at ELSE j.available_at END >= $4)
+  AND ($5::timestamptz IS NULL OR CASE WHEN $1 = 'reserved' THEN j.reserved_at ELSE j.available_at END < $5)
+  AND ($6::bigint IS NULL OR j.id < $6)
+ORDER BY j.id DESC
+LIMIT $7`
+
+// sqlFinishedPrune deletes up to $3 finished jobs of state $1 that
+// finished more than $2 microseconds ago by the database clock.
+//
+//	$1 state text, $2 older_than_us bigint, $3 limit int
+//
+// Returns the command tag; its row count is the number deleted.
+const sqlFinishedPrune = `
+WITH sel AS (
+	SELECT id FROM {schema}.finished_jobs
+	WHERE state = $1 AND finished_at < now() - $2::bigint * interval '1 microsecond'
+	LIMIT $3
+)
+DELETE FROM {schema}.finished_jobs f USING sel WHERE f.id = sel.id`
+
+// sqlPruneTurn takes the 'prune' turn for $1 until $2 microseconds from
+// now, when nobody holds it, $1 does, or its time ran out.
+//
+//	$1 holder text, $2 ttl_us bigint
+//
+// Returns the command tag: 1 row when $1 has the turn.
+const sqlPruneTurn = `
+INSERT INTO {schema}.jobq_turns (name, holder, until)
+VALUES ('prune', $1, now() + $2::bigint * interval '1 microsecond')
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
+WHERE jobq_turns.holder = excluded.holder OR jobq_turns.until <= now()`
+
+// retQueries holds the statements of this file with the schema filled in.
+type retQueries struct {
+	completeKeep, finishCancelled, sweepCancelled, cancel, cancelling string
+	finishedList, jobList, finishedPrune, pruneTurn                   string
+}
+
+func newRetQueries(schema string) retQueries {
+	r := strings.NewReplacer("{schema}", quoteIdent(schema))
+	return retQueries{
+		completeKeep:    r.Replace(sqlCompleteKeep),
+		finishCancelled: r.Replace(sqlFinishCancelled),
+		sweepCancelled:  r.Replace(sqlSweepCancelled),
+		cancel:          r.Replace(sqlCancel),
+		cancelling:      r.Replace(sqlCancelling),
+		finishedList:    r.Replace(sqlFinishedList),
+		jobList:         r.Replace(sqlJobList),
+		finishedPrune:   r.Replace(sqlFinishedPrune),
+		pruneTurn:       r.Replace(sqlPruneTurn),
+	}
+}

@@ -1,0 +1,133 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+var _ backend.Canceller = (*Backend)(nil)
+
+// JobCancel implements backend.Canceller with one script call per queue
+// (see "cancel" in scripts.lua), pipelined; the unique keys of the
+// cancelled pending jobs are freed after.
+func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
+	if err := b.begin("cancel"); err != nil {
+		return nil, err
+	}
+	if err := backend.ValidateCancelIDs(ids); err != nil {
+		return nil, fmt.Errorf("cancel: %w", err)
+	}
+	res, err := b.cancel(ctx, ids)
+	return res, b.fail("cancel", err)
+}
+
+func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
+	out := make([]backend.CancelResult, len(ids))
+	for i, id := range ids {
+		out[i] = backend.CancelResult{ID: id, Outcome: backend.CancelNotFound}
+	}
+	groups, _, err := b.groupRefs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	if len(groups) == 0 {
+		return out, nil
+	}
+	calls := make([]*evalCall, len(groups))
+	for gi, g := range groups {
+		q := g.q
+		args := make([]any, 0, len(g.items))
+		for _, i := range g.items {
+			args = append(args, tsHex(ids[i]))
+		}
+		calls[gi] = &evalCall{s: scriptCancel, args: args, keys: []string{
+			q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
+			q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix,
+		}}
+	}
+	callErr := b.c.evalAll(ctx, calls, false)
+	var held []uniqueHeld
+	var first error
+	for gi, call := range calls {
+		if call.err != nil {
+			continue
+		}
+		g := groups[gi]
+		v, err := asSlice(call.res)
+		if err != nil || len(v) != 2 {
+			first = cmpErr(first, fmt.Errorf("cancel %s: unexpected reply", g.q.name))
+			continue
+		}
+		res, err := asSlice(v[0])
+		if err != nil || len(res) != 2*len(g.items) {
+			first = cmpErr(first, fmt.Errorf("cancel %s: unexpected reply", g.q.name))
+			continue
+		}
+		f := fields{v: res}
+		for j, i := range g.items {
+			out[i].Outcome = backend.CancelOutcome(f.int(2 * j))
+			out[i].Attempt = f.int(2*j + 1)
+		}
+		first = cmpErr(first, f.err)
+		h, err := readHeld(v[1], g.idx)
+		first = cmpErr(first, err)
+		held = append(held, h...)
+	}
+	b.releaseUnique(ctx, held)
+	if callErr != nil {
+		return nil, callErr
+	}
+	if first != nil {
+		return nil, first
+	}
+	return out, nil
+}
+
+// JobCancelling implements backend.Canceller: one script call per queue,
+// pipelined, each reading that queue's (small) cancelling set.
+func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
+	if err := b.begin("list cancelling"); err != nil {
+		return nil, err
+	}
+	refs, err := b.cancelling(ctx)
+	return refs, b.fail("list cancelling", err)
+}
+
+func (b *Backend) cancelling(ctx context.Context) ([]backend.JobRef, error) {
+	queues, err := b.reg.all(ctx)
+	if err != nil || len(queues) == 0 {
+		return nil, err
+	}
+	calls := make([]*evalCall, len(queues))
+	for i, name := range queues {
+		q := b.keys.queue(name)
+		calls[i] = &evalCall{s: scriptCancelling, keys: []string{q.cancelling, q.jobPrefix}}
+	}
+	if err := b.c.evalAll(ctx, calls, false); err != nil {
+		return nil, err
+	}
+	var refs []backend.JobRef
+	for i, call := range calls {
+		v, err := asSlice(call.res)
+		if err != nil {
+			return nil, err
+		}
+		if len(v) == 0 {
+			continue
+		}
+		idx, ok, err := b.reg.lookup(ctx, queues[i])
+		if err != nil || !ok {
+			return nil, fmt.Errorf("list cancelling %s: queue index: %v", queues[i], err)
+		}
+		f := fields{v: v}
+		for j := 0; j+1 < len(v); j += 2 {
+			refs = append(refs, backend.JobRef{ID: f.id(j, idx), Attempt: f.int(j + 1)})
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	return refs, nil
+}

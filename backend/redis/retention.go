@@ -1,0 +1,237 @@
+package redis
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+var _ backend.Retainer = (*Backend)(nil)
+
+// finishedSets returns a queue's sets (by ID, by time) of state s.
+func (k *queueKeys) finishedSets(s backend.FinishedState) (byID, byTime string) {
+	if s == backend.FinishedCancelled {
+		return k.cancelled, k.cancelledAt
+	}
+	return k.completed, k.completedAt
+}
+
+// listQueues is the queues a list filtered by queue looks at.
+func (b *Backend) listQueues(ctx context.Context, queue string) ([]string, error) {
+	return b.filterQueues(ctx, backend.FailedFilter{Queue: queue})
+}
+
+// optMicros is a time bound for a script: µs since 1970, ” for none.
+func optMicros(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return micro(t)
+}
+
+// upperTS is a queue's exclusive upper bound for the IDs below beforeID
+// (” for none).
+func upperTS(beforeID int64, idx int) string {
+	if beforeID <= 0 {
+		return ""
+	}
+	return tsBelow(beforeID, idx)
+}
+
+// FinishedList implements backend.Retainer: one script per queue, the
+// pages merged newest first.
+func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListParams) ([]*backend.FinishedJob, error) {
+	const op = "list finished jobs"
+	if err := b.begin(op); err != nil {
+		return nil, err
+	}
+	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
+	if err == nil {
+		err = backend.ValidateFinishedState(params.State)
+	}
+	if err == nil {
+		err = backend.ValidateJobFilter(params.Filter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	out, err := b.finishedList(ctx, params, limit)
+	return out, b.fail(op, err)
+}
+
+func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListParams, limit int) ([]*backend.FinishedJob, error) {
+	queues, err := b.listQueues(ctx, params.Filter.Queue)
+	if err != nil {
+		return nil, err
+	}
+	var all []*backend.FinishedJob
+	for _, name := range queues {
+		idx, ok, err := b.reg.lookup(ctx, name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		q := b.keys.queue(name)
+		byID, _ := q.finishedSets(params.State)
+		res, err := b.c.eval(ctx, scriptFinishedScan, []string{byID, q.finishedPrefix}, []any{
+			upperTS(params.BeforeID, idx), params.Filter.Type,
+			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
+		})
+		if err != nil {
+			return nil, err
+		}
+		v, err := asSlice(res)
+		if err != nil || len(v)%9 != 0 {
+			return nil, fmt.Errorf("list finished jobs of %s: unexpected reply", name)
+		}
+		f := fields{v: v}
+		for i := 0; i < len(v); i += 9 {
+			j := &backend.FinishedJob{
+				ID: f.id(i, idx), Queue: name, State: params.State,
+				Priority: f.int(i + 2), Attempts: f.int(i + 3), LastError: f.str(i + 4),
+				UniqueKey: f.str(i + 5), Metadata: f.metadata(i + 6),
+				CreatedAt: f.micros(i + 7), FinishedAt: f.micros(i + 8),
+			}
+			j.MaxAttempts, j.Type, j.Payload = f.record(i + 1)
+			all = append(all, j)
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	slices.SortFunc(all, func(x, y *backend.FinishedJob) int { return cmp.Compare(y.ID, x.ID) })
+	return all[:min(limit, len(all))], nil
+}
+
+// FinishedPrune implements backend.Retainer: per queue, chunks of
+// backend.ChunkSize until none is left.
+func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
+	const op = "prune finished jobs"
+	if err := b.begin(op); err != nil {
+		return 0, err
+	}
+	if err := backend.ValidatePrune(params); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	n, err := b.finishedPrune(ctx, params)
+	return n, b.fail(op, err)
+}
+
+func (b *Backend) finishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
+	queues, err := b.reg.all(ctx)
+	if err != nil {
+		return 0, err
+	}
+	older := strconv.FormatInt(microsCeil(params.OlderThan), 10)
+	total := 0
+	for _, name := range queues {
+		q := b.keys.queue(name)
+		byID, byTime := q.finishedSets(params.State)
+		for {
+			res, err := b.c.eval(ctx, scriptPruneFinished, []string{byID, byTime, q.finishedPrefix}, []any{older, backend.ChunkSize})
+			if err != nil {
+				return total, err
+			}
+			n, err := asInt(res)
+			if err != nil {
+				return total, err
+			}
+			total += int(n)
+			if n < backend.ChunkSize {
+				break
+			}
+		}
+	}
+	return total, nil
+}
+
+// JobList implements backend.Retainer: per queue, a script picks the IDs
+// and one pipelined read fetches the jobs.
+func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]*backend.JobRow, error) {
+	const op = "list jobs"
+	if err := b.begin(op); err != nil {
+		return nil, err
+	}
+	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
+	if err == nil {
+		err = backend.ValidateListState(params.State)
+	}
+	if err == nil {
+		err = backend.ValidateJobFilter(params.Filter)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	out, err := b.jobList(ctx, params, limit)
+	return out, b.fail(op, err)
+}
+
+func (b *Backend) jobList(ctx context.Context, params backend.JobListParams, limit int) ([]*backend.JobRow, error) {
+	queues, err := b.listQueues(ctx, params.Filter.Queue)
+	if err != nil {
+		return nil, err
+	}
+	var ids []int64
+	for _, name := range queues {
+		idx, ok, err := b.reg.lookup(ctx, name)
+		if err != nil || !ok {
+			return nil, err
+		}
+		q := b.keys.queue(name)
+		res, err := b.c.eval(ctx, scriptJobList, []string{q.ready, q.delayed, q.reserved, q.jobPrefix}, []any{
+			string(params.State), upperTS(params.BeforeID, idx), params.Filter.Type,
+			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
+		})
+		if err != nil {
+			return nil, err
+		}
+		v, err := asSlice(res)
+		if err != nil {
+			return nil, err
+		}
+		f := fields{v: v}
+		for i := range v {
+			ids = append(ids, f.id(i, idx))
+		}
+		if f.err != nil {
+			return nil, f.err
+		}
+	}
+	slices.SortFunc(ids, func(x, y int64) int { return cmp.Compare(y, x) })
+	ids = ids[:min(limit, len(ids))]
+	out := make([]*backend.JobRow, 0, len(ids))
+	for _, id := range ids {
+		row, err := b.jobGet(ctx, id)
+		if err != nil {
+			if errors.Is(err, backend.ErrNotFound) {
+				continue // ended meanwhile
+			}
+			return nil, err
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+// PruneTurn implements backend.Retainer with one key set with an expiry
+// (P:turn:prune), by the Redis clock.
+func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
+	const op = "take prune turn"
+	if err := b.begin(op); err != nil {
+		return false, err
+	}
+	if ttl <= 0 || holder == "" {
+		return false, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	}
+	res, err := b.c.eval(ctx, scriptTurn, []string{b.keys.prefix + ":turn:prune"}, []any{holder, max(1, ttl.Milliseconds())})
+	if err != nil {
+		return false, b.fail(op, err)
+	}
+	n, err := asInt(res)
+	return n == 1, b.fail(op, err)
+}

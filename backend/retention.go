@@ -1,0 +1,153 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Retainer is implemented by backends that can keep finished jobs
+// (completed and cancelled) for a while in a store apart from the live
+// jobs, so the claim path never reads them, and list jobs by state.
+//
+// A done outcome with Outcome.Keep set moves the job there as completed
+// instead of deleting it; without Keep (the default) it is deleted as
+// before. Cancelled jobs always go there (see Canceller). Nothing leaves it
+// but FinishedPrune.
+type Retainer interface {
+	// FinishedList lists finished jobs of params.State matching the filter,
+	// newest first (highest job ID first), at most params.Limit of them
+	// (0 means 100).
+	FinishedList(ctx context.Context, params FinishedListParams) ([]*FinishedJob, error)
+
+	// FinishedPrune deletes the finished jobs of params.State that finished
+	// more than params.OlderThan ago by the backend's clock, in chunks of
+	// at most ChunkSize per transaction, and returns how many.
+	FinishedPrune(ctx context.Context, params FinishedPruneParams) (int, error)
+
+	// JobList lists live jobs of params.State (pending: due now,
+	// scheduled: due later, reserved: held, cancelling ones included)
+	// matching the filter, newest first (highest ID first), at most
+	// params.Limit (0 means 100).
+	JobList(ctx context.Context, params JobListParams) ([]*JobRow, error)
+
+	// PruneTurn takes or renews the prune turn for holder until ttl from
+	// now (backend clock) and reports whether holder has it: one process
+	// at a time prunes, and another takes over when the holder stops
+	// renewing.
+	PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error)
+}
+
+// FinishedState is the end a kept job came to.
+type FinishedState string
+
+// The states of finished jobs.
+const (
+	FinishedCompleted FinishedState = "completed"
+	FinishedCancelled FinishedState = "cancelled"
+)
+
+// FinishedJob is one kept job that completed or was cancelled.
+type FinishedJob struct {
+	ID          int64 // the job's ID while it was live
+	Queue       string
+	Type        string
+	Payload     []byte
+	State       FinishedState
+	Attempts    int // tries made; 0 for a job cancelled before its first
+	MaxAttempts int
+	Priority    int
+	LastError   string // the error of the last failed attempt, if any
+	UniqueKey   string
+	Metadata    map[string]string
+	CreatedAt   time.Time
+	FinishedAt  time.Time // backend clock
+}
+
+// JobFilter selects listed jobs. Zero fields match everything. Since and
+// Until bound the time that belongs to the listed state: finished_at for
+// finished jobs, available_at for pending and scheduled ones, reserved_at
+// for reserved ones (Since inclusive, Until exclusive).
+type JobFilter struct {
+	Queue string
+	Type  string
+	Since time.Time
+	Until time.Time
+}
+
+// FinishedListParams pages through finished jobs of one state.
+type FinishedListParams struct {
+	State    FinishedState
+	Filter   JobFilter
+	Limit    int   // 0 means 100
+	BeforeID int64 // when > 0, only IDs lower than this (the next page)
+}
+
+// JobListParams pages through live jobs of one state.
+type JobListParams struct {
+	State    ListState
+	Filter   JobFilter
+	Limit    int
+	BeforeID int64
+}
+
+// ListState is a state JobList lists.
+type ListState string
+
+// The states of live jobs JobList lists.
+const (
+	ListPending   ListState = "pending"
+	ListScheduled ListState = "scheduled"
+	ListReserved  ListState = "reserved"
+)
+
+// FinishedPruneParams selects finished jobs to delete.
+type FinishedPruneParams struct {
+	State     FinishedState
+	OlderThan time.Duration // > 0
+}
+
+// ValidateFinishedState refuses a state that is not completed or cancelled.
+func ValidateFinishedState(s FinishedState) error {
+	if s != FinishedCompleted && s != FinishedCancelled {
+		return &InputError{Field: "state", Reason: fmt.Sprintf("%q: want %q or %q", s, FinishedCompleted, FinishedCancelled)}
+	}
+	return nil
+}
+
+// ValidateListState refuses a state JobList does not list.
+func ValidateListState(s ListState) error {
+	switch s {
+	case ListPending, ListScheduled, ListReserved:
+		return nil
+	}
+	return &InputError{Field: "state", Reason: fmt.Sprintf("%q: want pending, scheduled or reserved", s)}
+}
+
+// ValidateJobFilter refuses a time range that ends before it starts.
+func ValidateJobFilter(f JobFilter) error {
+	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
+		return &InputError{Field: "time range", Reason: fmt.Sprintf("until %s is not after since %s", f.Until.Format(time.RFC3339), f.Since.Format(time.RFC3339))}
+	}
+	return nil
+}
+
+// ValidatePage resolves a page's limit (0: 100) and refuses a negative
+// limit or cursor.
+func ValidatePage(limit int, beforeID int64) (int, error) {
+	if beforeID < 0 {
+		return 0, &InputError{Field: "before", Reason: fmt.Sprintf("%d is negative", beforeID)}
+	}
+	return PageLimit(limit, DefaultListLimit)
+}
+
+// ValidatePrune refuses a bad FinishedPruneParams.
+func ValidatePrune(p FinishedPruneParams) error {
+	if err := ValidateFinishedState(p.State); err != nil {
+		return err
+	}
+	if p.OlderThan <= 0 {
+		return &InputError{Field: "older than", Reason: fmt.Sprintf("%s: must be positive", p.OlderThan)}
+	}
+	return nil
+}

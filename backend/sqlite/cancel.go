@@ -1,0 +1,118 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+var _ backend.Canceller = (*Backend)(nil)
+
+// JobCancel implements backend.Canceller in one write transaction.
+func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
+	const op = "cancel jobs"
+	if err := backend.ValidateCancelIDs(ids); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	now := micros(b.now())
+	out := make([]backend.CancelResult, len(ids))
+	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+		for i, id := range ids {
+			r, err := b.cancelOne(ctx, tx, id, now)
+			if err != nil {
+				return fmt.Errorf("job %d: %w", id, err)
+			}
+			out[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64) (backend.CancelResult, error) {
+	r := backend.CancelResult{ID: id}
+	var status string
+	var attempts int64
+	var cancelling bool
+	err := tx.QueryRowContext(ctx, qCancelLookup, id).Scan(&status, &attempts, &cancelling)
+	switch {
+	case err == nil:
+		r.Attempt = int(attempts)
+		switch {
+		case cancelling:
+			r.Outcome = backend.CancelAlready
+		case backend.Status(status) == backend.StatusPending:
+			if _, err := tx.ExecContext(ctx, qFinishPending, id, string(backend.FinishedCancelled), now); err != nil {
+				return r, err
+			}
+			if _, err := tx.ExecContext(ctx, qJobDelete, id); err != nil {
+				return r, err
+			}
+			r.Outcome = backend.CancelCancelled
+		default:
+			if _, err := tx.ExecContext(ctx, qCancelRequest, id, now); err != nil {
+				return r, err
+			}
+			r.Outcome = backend.CancelRequested
+		}
+		return r, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return r, err
+	}
+	var state string
+	err = tx.QueryRowContext(ctx, qFinishedLookup, id).Scan(&state, &attempts)
+	switch {
+	case err == nil:
+		r.Attempt = int(attempts)
+		r.Outcome = backend.CancelCompleted
+		if backend.FinishedState(state) == backend.FinishedCancelled {
+			r.Outcome = backend.CancelAlready
+		}
+		return r, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return r, err
+	}
+	var one int
+	err = tx.QueryRowContext(ctx, qFailedByJob, id).Scan(&one)
+	switch {
+	case err == nil:
+		r.Outcome = backend.CancelFailed
+	case errors.Is(err, sql.ErrNoRows):
+		r.Outcome = backend.CancelNotFound
+	default:
+		return r, err
+	}
+	return r, nil
+}
+
+// JobCancelling implements backend.Canceller on a read connection: it
+// never waits for the write lock.
+func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
+	const op = "list cancelling jobs"
+	if err := b.checkOpen(op); err != nil {
+		return nil, err
+	}
+	rows, err := b.r.QueryContext(ctx, qCancelling)
+	if err != nil {
+		return nil, b.mapErr(ctx, op, err)
+	}
+	defer rows.Close()
+	var refs []backend.JobRef
+	for rows.Next() {
+		var ref backend.JobRef
+		if err := rows.Scan(&ref.ID, &ref.Attempt); err != nil {
+			return nil, b.mapErr(ctx, op, err)
+		}
+		refs = append(refs, ref)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.mapErr(ctx, op, err)
+	}
+	return refs, nil
+}

@@ -1,0 +1,103 @@
+package sqlite
+
+import (
+	"strings"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// The statements of cancelling and of keeping finished jobs (see
+// queries.go for the conventions).
+
+// finishedColumns is the column list scanFinished reads, in order.
+const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
+	last_error, unique_key, metadata, created_at, finished_at`
+
+// finishCopy is the head of the statements that copy a live job into
+// finished_jobs: ?2 state, ?3 finished_at; the WHERE that follows names
+// the job (?1 id) and its fence.
+const finishCopy = `INSERT INTO finished_jobs
+	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at)
+SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3
+FROM jobs `
+
+// qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4 attempts
+// (the fence). Copies the held job into finished_jobs; RowsAffected is 0
+// when stale or cancelling. qJobDelete must follow in the same transaction.
+const qFinishKeep = finishCopy + `WHERE id = ?1 AND attempts = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
+
+// qFinishCancelled: ?1 id, ?2 state ('cancelled'), ?3 finished_at, ?4
+// attempts. Copies the cancelling attempt into finished_jobs (any write of
+// its holder, or the sweep, ends it so); RowsAffected is 0 when ?4 is not
+// a cancelling attempt. qJobDelete must follow.
+const qFinishCancelled = finishCopy + `WHERE id = ?1 AND attempts = ?4 AND status = 'reserved' AND cancelled_at IS NOT NULL`
+
+// qFinishPending: ?1 id, ?2 state ('cancelled'), ?3 finished_at. Copies a
+// pending job into finished_jobs; RowsAffected is 0 when it is not
+// pending. qJobDelete must follow.
+const qFinishPending = finishCopy + `WHERE id = ?1 AND status = 'pending'`
+
+// qCancelLookup: ?1 id. Returns the live job's status, attempts and
+// whether its cancel was requested, or no row.
+const qCancelLookup = `SELECT status, attempts, cancelled_at IS NOT NULL FROM jobs WHERE id = ?1`
+
+// qCancelRequest: ?1 id, ?2 cancelled_at. Marks a reserved job cancelling.
+const qCancelRequest = `UPDATE jobs SET cancelled_at = ?2 WHERE id = ?1 AND status = 'reserved' AND cancelled_at IS NULL`
+
+// qFinishedLookup: ?1 id. Returns the kept job's state and attempts, or
+// no row.
+const qFinishedLookup = `SELECT state, attempts FROM finished_jobs WHERE id = ?1`
+
+// qFailedByJob: ?1 job id. Returns one row when the job is in failed_jobs
+// (uses failed_jobs_job_id).
+const qFailedByJob = `SELECT 1 FROM failed_jobs WHERE job_id = ?1 LIMIT 1`
+
+// qCancelling: no parameters. Returns id and attempts of every cancelling
+// job (uses jobs_cancelling).
+const qCancelling = `SELECT id, attempts FROM jobs WHERE cancelled_at IS NOT NULL`
+
+// qFinishedPrune: ?1 state, ?2 cutoff, ?3 chunk size. Deletes up to ?3
+// jobs of ?1 that finished before ?2; RowsAffected counts them.
+const qFinishedPrune = `DELETE FROM finished_jobs WHERE id IN (
+	SELECT id FROM finished_jobs WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)`
+
+// qPruneTurn: ?1 holder, ?2 until, ?3 now. Takes the 'prune' turn when
+// nobody holds it, its holder is ?1 or its time ran out; RowsAffected is 1
+// when ?1 has it.
+const qPruneTurn = `INSERT INTO jobq_turns (name, holder, until) VALUES ('prune', ?1, ?2)
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
+WHERE jobq_turns.holder = excluded.holder OR jobq_turns.until <= ?3`
+
+// listWhere builds the filter terms (without WHERE) and arguments of a
+// list: f's queue and type, its time range on column at, and id < beforeID
+// when beforeID > 0. terms holds the state's own conditions first.
+func listWhere(terms []string, args []any, f backend.JobFilter, at string, beforeID int64) (string, []any) {
+	if f.Queue != "" {
+		terms, args = append(terms, "queue = ?"), append(args, f.Queue)
+	}
+	if f.Type != "" {
+		terms, args = append(terms, "type = ?"), append(args, f.Type)
+	}
+	if !f.Since.IsZero() {
+		terms, args = append(terms, at+" >= ?"), append(args, micros(f.Since))
+	}
+	if !f.Until.IsZero() {
+		terms, args = append(terms, at+" < ?"), append(args, micros(f.Until))
+	}
+	if beforeID > 0 {
+		terms, args = append(terms, "id < ?"), append(args, beforeID)
+	}
+	return strings.Join(terms, " AND "), args
+}
+
+// finishedListSQL: the listWhere arguments, then the limit. Returns
+// finishedColumns, highest ID first (uses finished_jobs_state).
+func finishedListSQL(where string) string {
+	return `SELECT ` + finishedColumns + ` FROM finished_jobs WHERE ` + where + ` ORDER BY id DESC LIMIT ?`
+}
+
+// jobListSQL: the listWhere arguments, then the limit. Returns jobColumns,
+// highest ID first.
+func jobListSQL(where string) string {
+	return `SELECT ` + jobColumns + ` FROM jobs WHERE ` + where + ` ORDER BY id DESC LIMIT ?`
+}

@@ -1,0 +1,252 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+func (a *app) newJobsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs by state: pending, scheduled, reserved, completed, cancelled",
+		Long: `List jobs by state. pending, scheduled and reserved jobs are the live ones;
+completed jobs are listed only while kept (a worker's --keep-completed),
+cancelled ones for --keep-cancelled (a day by default); failed jobs have
+their own command, 'jobq failed list'. Never creates a store.`,
+	}
+	requireSubcommand(cmd)
+	list := a.newJobsListCmd()
+	list.PreRunE = a.requireDurable
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func (a *app) newJobsListCmd() *cobra.Command {
+	var (
+		f            filterFlags
+		state        string
+		since, until string
+		limit        int
+		before       int64
+		asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "list --state pending|scheduled|reserved|completed|cancelled",
+		Short: "List jobs of one state, newest first",
+		Long: `List jobs of one state, newest first (highest ID first), --limit per page;
+pass the last ID as --before for the next page. --since and --until bound
+the time that belongs to the state (pending and scheduled: when due;
+reserved: when claimed; completed and cancelled: when they finished), as
+RFC 3339 times or durations before now (--since 1h).`,
+		Args: exactArgs(0, "no arguments (choose with --state, filter with --queue, --type, --since, --until)"),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 10000 {
+				return usagef("--limit %d: use 1 to 10000", limit)
+			}
+			if before < 0 {
+				return usagef("--before %d: use a job ID from a previous page", before)
+			}
+			if err := f.check(); err != nil {
+				return err
+			}
+			if state == "" {
+				return usagef("%s needs --state pending, scheduled, reserved, completed or cancelled", cmd.CommandPath())
+			}
+			live := state == jobq.StatePending || state == jobq.StateScheduled || state == jobq.StateReserved
+			if !live && state != jobq.StateCompleted && state != jobq.StateCancelled {
+				return usagef("--state %q: use pending, scheduled, reserved, completed or cancelled (failed jobs: jobq failed list)", state)
+			}
+			now := time.Now()
+			jf := jobq.JobFilter{Queue: f.queue, Type: f.typ}
+			var err error
+			if jf.Since, err = parseWhen("since", since, now); err != nil {
+				return err
+			}
+			if jf.Until, err = parseWhen("until", until, now); err != nil {
+				return err
+			}
+			if !jf.Since.IsZero() && !jf.Until.IsZero() && !jf.Until.After(jf.Since) {
+				return usagef("--until %s is not after --since %s", until, since)
+			}
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
+				ins := jobq.NewInspector(b)
+				if live {
+					rows, err := ins.JobsPage(cmd.Context(), state, jf, limit, before)
+					if err != nil {
+						return err
+					}
+					if asJSON {
+						return writeJSON(a.out, liveJSONList(rows))
+					}
+					a.printLiveTable(rows, state, limit)
+					return nil
+				}
+				rows, err := ins.FinishedPage(cmd.Context(), state, jf, limit, before)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(a.out, finishedJSONList(rows))
+				}
+				a.printFinishedTable(rows, state, limit)
+				return nil
+			})
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&state, "state", "", "pending, scheduled, reserved, completed or cancelled (required)")
+	cmd.Flags().StringVar(&since, "since", "", "only jobs whose state's time is at or after this (RFC 3339, or a duration ago: 2h)")
+	cmd.Flags().StringVar(&until, "until", "", "only jobs whose state's time is before this (RFC 3339, or a duration ago)")
+	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
+	cmd.Flags().Int64Var(&before, "before", 0, "only jobs with a lower ID (the next page)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// parseWhen reads --since or --until: an RFC 3339 time, or a duration
+// before now; empty is no bound.
+func parseWhen(flag, s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, usagef("--%s %s: give a duration before now without a sign (2h) or an RFC 3339 time", flag, s)
+		}
+		return now.Add(-d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, usagef("--%s %q: use an RFC 3339 time (2026-01-02T15:04:05Z) or a duration before now (90m)", flag, s)
+	}
+	return t, nil
+}
+
+func (a *app) printLiveTable(rows []*jobq.JobRow, state string, limit int) {
+	if len(rows) == 0 {
+		fmt.Fprintf(a.out, "no %s jobs\n", state)
+		return
+	}
+	tw := newTable(a.out)
+	when := "DUE AT"
+	if state == jobq.StateReserved {
+		when = "CLAIMED AT"
+	}
+	fmt.Fprintf(tw, "ID\tQUEUE\tTYPE\tSTATUS\tATTEMPTS\t%s\tCREATED AT\tLAST ERROR\n", when)
+	for _, j := range rows {
+		at := j.AvailableAt
+		if state == jobq.StateReserved {
+			at = j.ReservedAt
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type, j.Status,
+			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(j.LastError, 60))
+	}
+	tw.Flush()
+	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
+}
+
+func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state string, limit int) {
+	if len(rows) == 0 {
+		fmt.Fprintf(a.out, "no %s jobs kept\n", state)
+		return
+	}
+	tw := newTable(a.out)
+	fmt.Fprintln(tw, "ID\tQUEUE\tTYPE\tATTEMPTS\tFINISHED AT\tCREATED AT\tLAST ERROR")
+	for _, j := range rows {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type,
+			j.Attempts, j.MaxAttempts, timeText(j.FinishedAt), timeText(j.CreatedAt), firstLine(j.LastError, 60))
+	}
+	tw.Flush()
+	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
+}
+
+func (a *app) morePages(last int64, n, limit int, state string) {
+	if n == limit {
+		fmt.Fprintf(a.errOut, "more may follow: jobq jobs list --state %s --before %d\n", state, last)
+	}
+}
+
+// jobJSON is one listed job in --json output.
+type jobJSON struct {
+	ID          int64             `json:"id"`
+	Queue       string            `json:"queue"`
+	Type        string            `json:"type"`
+	State       string            `json:"state"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	Payload     json.RawMessage   `json:"payload"`
+	LastError   string            `json:"last_error,omitempty"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	AvailableAt *time.Time        `json:"available_at,omitempty"`
+	ReservedAt  *time.Time        `json:"reserved_at,omitempty"`
+	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func liveJSONList(rows []*jobq.JobRow) []jobJSON {
+	out := make([]jobJSON, len(rows))
+	for i, j := range rows {
+		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.Status), Attempts: j.Attempts,
+			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: j.Payload, LastError: j.LastError,
+			UniqueKey: j.UniqueKey, Metadata: j.Metadata, CreatedAt: j.CreatedAt,
+			AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt)}
+	}
+	return out
+}
+
+func finishedJSONList(rows []*jobq.FinishedJob) []jobJSON {
+	out := make([]jobJSON, len(rows))
+	for i, j := range rows {
+		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.State), Attempts: j.Attempts,
+			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: j.Payload, LastError: j.LastError,
+			UniqueKey: j.UniqueKey, Metadata: j.Metadata, CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt)}
+	}
+	return out
+}
+
+// retentionFlags are the worker's --keep-* and --failed-max-* flags.
+type retentionFlags struct {
+	completed, cancelled, failedAge time.Duration
+	failedCount                     int
+}
+
+func (r *retentionFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.DurationVar(&r.completed, "keep-completed", 0, "keep completed jobs this long, for 'jobq jobs list --state completed' (0: delete at once)")
+	fl.DurationVar(&r.cancelled, "keep-cancelled", 24*time.Hour, "keep cancelled jobs this long")
+	fl.DurationVar(&r.failedAge, "failed-max-age", 0, "delete failed jobs older than this (0: keep them)")
+	fl.IntVar(&r.failedCount, "failed-max-count", 0, "keep only the newest this many failed jobs (0: all)")
+}
+
+// retention checks the flags and returns the worker's Retention.
+func (r *retentionFlags) retention(cmd *cobra.Command) (jobq.Retention, error) {
+	// Zero is "off" for each (the default cancelled retention for
+	// --keep-cancelled); only a negative value is a mistake.
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"keep-completed", r.completed}, {"keep-cancelled", r.cancelled}, {"failed-max-age", r.failedAge}} {
+		if d.v < 0 {
+			return jobq.Retention{}, usagef("--%s %s is negative: give a duration, or 0 for the default", d.name, d.v)
+		}
+	}
+	if r.failedCount < 0 {
+		return jobq.Retention{}, usagef("--failed-max-count %d is negative: give a count, or 0 to keep every failed job", r.failedCount)
+	}
+	return jobq.Retention{Completed: r.completed, Cancelled: r.cancelled, FailedMaxAge: r.failedAge, FailedMaxCount: r.failedCount}, nil
+}

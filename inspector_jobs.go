@@ -1,0 +1,97 @@
+package jobq
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// The inspector's cancel and job-listing types, re-exported from backend.
+type (
+	// CancelResult says what a cancel did with one job.
+	CancelResult = backend.CancelResult
+	// CancelOutcome is what became of one cancel.
+	CancelOutcome = backend.CancelOutcome
+	// FinishedJob is a kept completed or cancelled job.
+	FinishedJob = backend.FinishedJob
+	// JobFilter selects listed jobs; zero fields match all.
+	JobFilter = backend.JobFilter
+	// JobRow is one live job as the backend stores it.
+	JobRow = backend.JobRow
+)
+
+// The outcomes of Inspector.Cancel (see backend.CancelOutcome).
+const (
+	CancelCancelled = backend.CancelCancelled // was pending or scheduled: cancelled now
+	CancelRequested = backend.CancelRequested // running: its handler is told to stop; it ends cancelled
+	CancelAlready   = backend.CancelAlready   // cancelled before: nothing changed
+	CancelCompleted = backend.CancelCompleted // completed (and kept): nothing changed
+	CancelFailed    = backend.CancelFailed    // in the failed jobs: nothing changed
+	CancelNotFound  = backend.CancelNotFound  // unknown, or completed and not kept
+)
+
+// Cancel cancels the given jobs and says, per ID in order, what it did:
+// pending and scheduled jobs are cancelled at once; a running job's
+// handler has its context cancelled (cause ErrJobCancelled) on whichever
+// worker runs it, within the workers' CancelPollInterval, and the job ends
+// cancelled whatever the handler returns. Cancelling a job twice, or one
+// that completed, failed or does not exist, is a result
+// (CancelAlready, CancelCompleted, CancelFailed, CancelNotFound), not an
+// error. A backend that cannot cancel (sync) returns ErrNotSupported.
+func (i *Inspector) Cancel(ctx context.Context, ids ...int64) ([]CancelResult, error) {
+	c, ok := i.b.(backend.Canceller)
+	if !ok {
+		return nil, fmt.Errorf("cancel jobs: %w: %s", ErrNotSupported, keepsNothing(i.b))
+	}
+	return c.JobCancel(ctx, ids)
+}
+
+// Job states the inspector lists.
+const (
+	StatePending   = "pending"   // due now
+	StateScheduled = "scheduled" // due later (delayed or backing off)
+	StateReserved  = "reserved"  // running (cancelling ones included)
+	StateCompleted = "completed" // kept by retention
+	StateCancelled = "cancelled" // kept for Retention.Cancelled
+)
+
+// JobsPage lists live jobs in state (StatePending, StateScheduled or
+// StateReserved) matching f, newest first: limit of them (0 means 100)
+// with IDs below beforeID (0: from the newest). Pass the last ID of a page
+// as beforeID to get the next. A backend that cannot list (sync) returns
+// ErrNotSupported.
+func (i *Inspector) JobsPage(ctx context.Context, state string, f JobFilter, limit int, beforeID int64) ([]*JobRow, error) {
+	r, err := i.retainer("list jobs")
+	if err != nil {
+		return nil, err
+	}
+	return r.JobList(ctx, backend.JobListParams{State: backend.ListState(state), Filter: f, Limit: limit, BeforeID: beforeID})
+}
+
+// FinishedPage lists kept jobs in state (StateCompleted or StateCancelled)
+// matching f (its time range bounds when they finished), newest first,
+// paged like JobsPage.
+func (i *Inspector) FinishedPage(ctx context.Context, state string, f JobFilter, limit int, beforeID int64) ([]*FinishedJob, error) {
+	r, err := i.retainer("list finished jobs")
+	if err != nil {
+		return nil, err
+	}
+	return r.FinishedList(ctx, backend.FinishedListParams{State: backend.FinishedState(state), Filter: f, Limit: limit, BeforeID: beforeID})
+}
+
+func (i *Inspector) retainer(op string) (backend.Retainer, error) {
+	r, ok := i.b.(backend.Retainer)
+	if !ok {
+		return nil, fmt.Errorf("%s: %w: %s", op, ErrNotSupported, keepsNothing(i.b))
+	}
+	return r, nil
+}
+
+// keepsNothing says why b cannot cancel or list jobs.
+func keepsNothing(b backend.Backend) string {
+	if _, inline := b.(backend.Inline); inline {
+		return "the sync backend runs each job inside its Enqueue and keeps no jobs"
+	}
+	return fmt.Sprintf("%T keeps no cancellable or listable jobs", b)
+}

@@ -1,0 +1,99 @@
+package jobq
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/runner"
+)
+
+// ErrJobCancelled is the cause of a handler's context cancelled because
+// its job was cancelled (Inspector.Cancel, 'jobq cancel'); context.Cause
+// tells it apart. The handler should stop: whatever it returns, the job
+// ends cancelled, never retried nor failed.
+var ErrJobCancelled = runner.ErrJobCancelled
+
+// Retention says how long a worker's backend keeps finished jobs, and
+// bounds the failed jobs. Jobs are kept apart from the live ones (see
+// backend.Retainer), so keeping them costs the claim nothing. The prune
+// loop runs in every worker, but one process at a time prunes (the prune
+// turn); workers sharing a backend should share one Retention, since the
+// one holding the turn applies its own.
+//
+// Completed jobs are deleted at once unless Completed is set. Cancelled
+// jobs are always recorded when cancelled (it is what lets a second cancel
+// and the job's holder tell "cancelled" from "unknown") and pruned after
+// Cancelled. A job its handler completed inside its own transaction
+// (CompleteTx) is deleted by that transaction, never kept.
+type Retention struct {
+	// Completed keeps completed jobs this long, listable as "completed".
+	// Zero (the default) deletes them at once, as before retention.
+	Completed time.Duration
+	// Cancelled keeps cancelled jobs this long. Defaults to 24h.
+	Cancelled time.Duration
+	// FailedMaxAge, when set, deletes failed jobs that failed longer ago.
+	FailedMaxAge time.Duration
+	// FailedMaxCount, when set, keeps only the newest this many failed
+	// jobs.
+	FailedMaxCount int
+	// PruneInterval is how often the prune loop runs. Defaults to 1m.
+	PruneInterval time.Duration
+}
+
+// defaultCancelledRetention is how long cancelled jobs are kept by default.
+const defaultCancelledRetention = 24 * time.Hour
+
+// withDefaults checks r and fills its defaults.
+func (r Retention) withDefaults() (Retention, error) {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Completed", r.Completed}, {"Cancelled", r.Cancelled}, {"FailedMaxAge", r.FailedMaxAge}, {"PruneInterval", r.PruneInterval}} {
+		if d.v < 0 {
+			return r, fmt.Errorf("%w: WorkerConfig.Retention.%s %s is negative", ErrInvalidInput, d.name, d.v)
+		}
+	}
+	if r.FailedMaxCount < 0 {
+		return r, fmt.Errorf("%w: WorkerConfig.Retention.FailedMaxCount %d is negative", ErrInvalidInput, r.FailedMaxCount)
+	}
+	if r.Cancelled == 0 {
+		r.Cancelled = defaultCancelledRetention
+	}
+	if r.PruneInterval == 0 {
+		r.PruneInterval = time.Minute
+	}
+	return r, nil
+}
+
+// asked reports whether r asks for more than the defaults: something a
+// backend without retention cannot do.
+func (r Retention) asked() bool {
+	return r.Completed > 0 || r.FailedMaxAge > 0 || r.FailedMaxCount > 0
+}
+
+// pruner returns the worker's prune loop, nil when b keeps nothing.
+func (w *Worker) pruner() *runner.Pruner {
+	ret, ok := w.b.(backend.Retainer)
+	if !ok {
+		return nil
+	}
+	r := w.cfg.Retention
+	return runner.NewPruner(ret, w.b, runner.PrunerConfig{
+		Interval: r.PruneInterval, Holder: pruneHolder(),
+		Completed: r.Completed, Cancelled: r.Cancelled,
+		FailedMaxAge: r.FailedMaxAge, FailedMaxCount: r.FailedMaxCount,
+	}, w.log)
+}
+
+// pruneHolder names this worker for the prune turn: host, pid and a random
+// part, so two workers in one process are two holders.
+func pruneHolder() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}

@@ -61,6 +61,7 @@ func Run(t *testing.T, h Harness) {
 		{"Closed", testClosed},
 		{"Notify", testNotify},
 		{"Worker", testWorker},
+		{"Schedule", testSchedule},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

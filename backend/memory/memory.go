@@ -65,6 +65,7 @@ type Backend struct {
 	failedByID map[int64]*backend.FailedJob
 	lastSub    uint64
 	subs       map[uint64]*subscriber
+	schedules  map[string]*backend.ScheduleRow // see schedule.go
 }
 
 var (

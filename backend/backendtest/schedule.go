@@ -61,6 +61,14 @@ func testSchedule(t *testing.T, h Harness) {
 		if list := scheduleList(t, s); len(list) != 2 {
 			t.Errorf("ScheduleList after re-registration = %+v, want still 2 schedules", list)
 		}
+		// The tick taken before the queue changed stays taken.
+		moved := tickParams("b-report", tick)
+		moved.Job.Queue = "other"
+		if r, err := s.ScheduleTick(t.Context(), moved); err != nil || r.Enqueued {
+			t.Fatalf("the last tick again, after the queue changed: %+v, %v; want refused", r, err)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "cron", Pending: 1})
+		wantStats(t, b, backend.QueueStats{Queue: "other"})
 	})
 
 	parallel(t, h, "EmptyList", func(t *testing.T, b backend.Backend) {

@@ -89,6 +89,8 @@ type keyspace struct {
 	schema string // P:schema: the data layout version
 	queues string // P:queues: the queue registry
 	unique string // P:unique: unique key -> holder
+	// schedules is P:schedules: schedule name -> definition (schedule.go)
+	schedules string
 
 	mu     sync.RWMutex
 	byName map[string]*queueKeys
@@ -96,11 +98,12 @@ type keyspace struct {
 
 func newKeyspace(prefix string) *keyspace {
 	return &keyspace{
-		prefix: prefix,
-		schema: prefix + ":schema",
-		queues: prefix + ":queues",
-		unique: prefix + ":unique",
-		byName: map[string]*queueKeys{},
+		prefix:    prefix,
+		schema:    prefix + ":schema",
+		queues:    prefix + ":queues",
+		unique:    prefix + ":unique",
+		schedules: prefix + ":schedules",
+		byName:    map[string]*queueKeys{},
 	}
 }
 
@@ -118,6 +121,7 @@ type queueKeys struct {
 	jobPrefix string // j:
 	xPrefix   string // x:
 	channel   string // w
+	schedules string // s: last ticks of the schedules enqueueing into the queue
 }
 
 // queue returns the keys of queue q.
@@ -132,7 +136,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	k = &queueKeys{
 		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o", counts: base + "n",
 		delayed: base + "d", reserved: base + "r", failed: base + "f",
-		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
+		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w", schedules: base + "s",
 	}
 	ks.mu.Lock()
 	if len(ks.byName) < 4*MaxQueues { // bounded: queue names may come from callers

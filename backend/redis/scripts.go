@@ -34,6 +34,9 @@ var (
 	scriptUReserve   = mustScript("ureserve")
 	scriptUSteal     = mustScript("usteal")
 	scriptURelease   = mustScript("urelease")
+	scriptSchedule   = mustScript("schedule")
+	scriptTick       = mustScript("tick")
+	scriptTickMove   = mustScript("tickmove")
 )
 
 // allScripts lists every script, for loading them at open.
@@ -41,6 +44,7 @@ var allScripts = []*script{
 	scriptRegister, scriptMint, scriptInsert, scriptPeek, scriptClaim, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
+	scriptSchedule, scriptTick, scriptTickMove,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it

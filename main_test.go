@@ -12,5 +12,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
 		os.Exit(runChild())
 	}
+	if os.Getenv(cronChildEnv) != "" {
+		os.Exit(runCronChild())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -20,6 +20,9 @@ const (
 	schedulerRetryMax = 30 * time.Second
 	// missedCountLimit bounds the count of skipped ticks a log line reports.
 	missedCountLimit = 1000
+	// maxCatchUp is the most ticks a running scheduler that fell behind
+	// enqueues one by one; further behind, it enqueues only the latest.
+	maxCatchUp = 100
 )
 
 // scheduler is the worker's periodic-jobs component: one loop that
@@ -33,11 +36,13 @@ const (
 // instants, so processes whose clocks differ still agree on which tick is
 // which (a process whose clock runs ahead just enqueues a tick early).
 //
-// Missed ticks: when the loop finds several ticks of a schedule due since
-// the last one stored (no worker ran through them, or every worker was
-// stalled), it enqueues only the latest, once, and logs how many it
-// skipped. A schedule registered for the first time starts with the first
-// tick after its registration.
+// Missed ticks: ticks due before this scheduler started (no worker ran
+// through them) collapse into the latest, enqueued once, and the skipped
+// ones are logged. A running scheduler that falls behind (a slow store, a
+// paused machine) enqueues each tick it is late for, oldest first, up to
+// maxCatchUp; further behind, it too enqueues only the latest. A schedule
+// registered for the first time starts with the first tick after its
+// registration.
 type scheduler struct {
 	store   backend.ScheduleStore
 	entries []*cronEntry
@@ -49,6 +54,9 @@ type scheduler struct {
 	// retryAt is, per entry, when a failed tick is tried again.
 	retryAt []time.Time
 	backoff []time.Duration
+	// started is when the registration succeeded: ticks at or before it
+	// were missed while no scheduler ran.
+	started time.Time
 	onTick  func(name string, tick time.Time, res backend.ScheduleTickResult) // tests
 }
 
@@ -93,6 +101,7 @@ func (s *scheduler) register(ctx context.Context) bool {
 					s.floor[i] = r.LastTick
 				}
 			}
+			s.started = time.Now()
 			s.log.Info("schedules registered", "schedules", len(defs))
 			return true
 		}
@@ -116,17 +125,34 @@ func (s *scheduler) pass(ctx context.Context, now time.Time) time.Time {
 			wake = earliest(wake, s.retryAt[i])
 			continue
 		}
-		if due := prevTick(e.sched, now); !due.IsZero() && due.After(s.floor[i]) {
-			if !s.tick(ctx, i, due) {
-				wake = earliest(wake, s.retryAt[i])
-				continue
-			}
+		if !s.catchUp(ctx, i, now) {
+			wake = earliest(wake, s.retryAt[i])
+			continue
 		}
 		if n := e.sched.next(now); !n.IsZero() {
 			wake = earliest(wake, n)
 		}
 	}
 	return wake
+}
+
+// catchUp enqueues entry i's ticks due by now: each in turn, or only the
+// latest when they were missed before the scheduler started or are more
+// than maxCatchUp. It returns false when a tick failed (retry at retryAt).
+func (s *scheduler) catchUp(ctx context.Context, i int, now time.Time) bool {
+	e := s.entries[i]
+	for {
+		t := e.sched.next(s.floor[i])
+		if t.IsZero() || t.After(now) || ctx.Err() != nil {
+			return true
+		}
+		if !t.After(s.started) || countTicks(e.sched, s.floor[i], now) >= maxCatchUp {
+			t = prevTick(e.sched, now)
+		}
+		if !s.tick(ctx, i, t) {
+			return false
+		}
+	}
 }
 
 // tick asks the store to enqueue entry i's tick; false when it failed and

@@ -14,6 +14,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/sync"
+	gosync "sync"
 )
 
 // everySecond is a schedule enqueueing "tick" jobs on queue "cron", which
@@ -237,5 +238,68 @@ func TestInspectorSchedulesUnsupported(t *testing.T) {
 	_, err = jobq.NewInspector(newMemory(t, nil)).Schedule(context.Background(), "nope")
 	if !errors.Is(err, jobq.ErrNotFound) {
 		t.Fatalf("Schedule(unknown) = %v; want ErrNotFound", err)
+	}
+}
+
+// slowStore makes one ScheduleTick call (the stall-th) take stall.
+type slowStore struct {
+	backend.Backend
+	mu    gosync.Mutex
+	calls int
+	at    int
+	stall time.Duration
+}
+
+func (s *slowStore) ScheduleUpsert(ctx context.Context, d []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
+	return s.Backend.(backend.ScheduleStore).ScheduleUpsert(ctx, d)
+}
+
+func (s *slowStore) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
+	s.mu.Lock()
+	s.calls++
+	slow := s.calls == s.at
+	s.mu.Unlock()
+	if slow {
+		time.Sleep(s.stall)
+	}
+	return s.Backend.(backend.ScheduleStore).ScheduleTick(ctx, p)
+}
+
+func (s *slowStore) ScheduleList(ctx context.Context) ([]backend.ScheduleRow, error) {
+	return s.Backend.(backend.ScheduleStore).ScheduleList(ctx)
+}
+
+// TestSchedulerCatchesUpWhenLate: a running scheduler whose store stalled
+// for a few ticks enqueues each of them once it can; stalled for more than
+// 100 ticks, it enqueues the latest only.
+func TestSchedulerCatchesUpWhenLate(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		stall time.Duration
+		run   time.Duration
+		want  []int // seconds after the start
+	}{
+		{"few", 3500 * time.Millisecond, 10*time.Second + 500*time.Millisecond, []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}},
+		{"many", 150 * time.Second, 153*time.Second + 500*time.Millisecond, []int{1, 2, 3, 153}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				mem := newMemory(t, nil)
+				// The third tick (at +3s) returns after the stall: it
+				// is enqueued then, with the ticks missed meanwhile.
+				b := &slowStore{Backend: mem, at: 3, stall: c.stall}
+				start := time.Now()
+				startWorker(t, b, jobq.NewRegistry(), cronConfig(everySecond("late")))
+				time.Sleep(c.run)
+				synctest.Wait()
+				var want []string
+				for _, s := range c.want {
+					want = append(want, start.Add(time.Duration(s)*time.Second).UTC().Format(time.RFC3339))
+				}
+				if got := claimTicks(t, mem); !slices.Equal(got, want) {
+					t.Fatalf("ticks %v, want %v", got, want)
+				}
+			})
+		})
 	}
 }

@@ -18,12 +18,14 @@ var _ backend.ScheduleStore = (*Backend)(nil)
 const scheduleColumns = `name, spec, queue, type, created_at, registered_at, last_tick, last_enqueued_at, last_job_id`
 
 // sqlScheduleUpsert: $1 name, $2 spec, $3 queue, $4 type. Inserts a
-// schedule or refreshes its definition, keeping its last tick.
+// schedule or refreshes its definition, keeping its last tick. The times
+// are clock_timestamp(), when the row is written, not now(), when the
+// transaction began (before any wait for a concurrent registration).
 const sqlScheduleUpsert = `
-INSERT INTO {schema}.schedules AS s (name, spec, queue, type)
-VALUES ($1, $2, $3, $4)
+INSERT INTO {schema}.schedules AS s (name, spec, queue, type, created_at, registered_at)
+VALUES ($1, $2, $3, $4, clock_timestamp(), clock_timestamp())
 ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, queue = excluded.queue, type = excluded.type,
-	registered_at = now()
+	registered_at = clock_timestamp()
 RETURNING ` + scheduleColumns
 
 // sqlScheduleTick is the compare-and-set of a schedule's last tick and the

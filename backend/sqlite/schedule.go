@@ -55,8 +55,12 @@ func (b *Backend) ScheduleUpsert(ctx context.Context, defs []backend.ScheduleDef
 	if len(defs) == 0 {
 		return out, nil
 	}
-	now := micros(b.now())
 	err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
+		// Read under the write lock: a schedule is registered when this
+		// commits, not when the call began waiting for the lock (seconds,
+		// with several processes starting on one file), and its first
+		// tick is the first after that.
+		now := micros(b.now())
 		for i, d := range defs {
 			r, err := scanSchedule(tx.QueryRowContext(ctx, qScheduleUpsert, d.Name, d.Spec, d.Queue, d.Type, now))
 			if err != nil {

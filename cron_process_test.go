@@ -64,7 +64,7 @@ func runCronChild() int {
 	})
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
 		Queues: []string{"cron"}, Concurrency: 2, PollInterval: 50 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logFile, nil)),
+		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Schedules: []jobq.Schedule{{Name: "every-second", Spec: "@every 1s", Type: "cron.tick",
 			Options: []jobq.EnqueueOption{jobq.Queue("cron")}}},
 	})
@@ -168,10 +168,11 @@ func cronProcesses(t *testing.T, url string) {
 
 	// Every job enqueued either ran (ledger) or still waits (stats).
 	var ran []string
-	var perProcess []int
+	var perProcess, refused []int
 	for _, l := range ledgers {
 		ran = append(ran, ticksRan(t, l)...)
 		perProcess = append(perProcess, countLines(t, l+".log", "scheduled job enqueued"))
+		refused = append(refused, countLines(t, l+".log", "scheduled tick already enqueued"))
 	}
 	stats, err := in.Stats(t.Context())
 	if err != nil {
@@ -184,8 +185,8 @@ func cronProcesses(t *testing.T, url string) {
 	}
 	slices.Sort(ran)
 	enqueued := len(ran) + int(waiting.Pending+waiting.Scheduled+waiting.Reserved)
-	t.Logf("schedule created %s; %d workers for %d ticks: %d jobs enqueued (ran %d, waiting %d), enqueued per process %v",
-		created.UTC().Format(time.RFC3339Nano), workers, window, enqueued, len(ran), enqueued-len(ran), perProcess)
+	t.Logf("schedule created %s; %d workers for %d ticks: %d jobs enqueued (ran %d, waiting %d); per process: enqueued %v, refused by the store %v",
+		created.UTC().Format(time.RFC3339Nano), workers, window, enqueued, len(ran), enqueued-len(ran), perProcess, refused)
 	if enqueued != window || !slices.Equal(ran, want) {
 		for _, l := range ledgers {
 			raw, _ := os.ReadFile(l + ".log")

@@ -179,7 +179,10 @@ func (s *scheduler) tick(ctx context.Context, i int, tick time.Time) bool {
 			s.log.Warn("missed ticks skipped: enqueued only the latest", "schedule", e.def.Name, "tick", tick,
 				"skipped", skipped, "since", s.floor[i])
 		}
-		s.log.Info("scheduled job enqueued", "schedule", e.def.Name, "tick", tick, "job_id", res.JobID, "queue", e.def.Queue, "type", e.def.Type)
+		// Debug: a one-second schedule would log 86,400 lines a day.
+		s.log.Debug("scheduled job enqueued", "schedule", e.def.Name, "tick", tick, "job_id", res.JobID, "queue", e.def.Queue, "type", e.def.Type)
+	} else {
+		s.log.Debug("scheduled tick already enqueued", "schedule", e.def.Name, "tick", tick, "last_tick", res.LastTick)
 	}
 	s.floor[i] = tick
 	if res.LastTick.After(tick) {

@@ -90,6 +90,14 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(err)
 	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{})
 	must(err)
+	def := backend.ScheduleDef{Name: "s", Spec: "@every 1s", Queue: "a", Type: "t"}
+	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
+	must(err)
+	_, err = b.ScheduleTick(ctx, backend.ScheduleTickParams{Name: "s", Tick: time.Now(), Job: p("a", "", 0)})
+	must(err)
+	def.Queue = "b" // carries the last tick over (tickmove)
+	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
+	must(err)
 
 	calls := b.c.slots.called()
 	for _, s := range allScripts {

@@ -14,7 +14,8 @@ const (
 	capMigrator
 	capTxInserter
 	capTxCompleter
-	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter
+	capScheduleStore
+	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter | capScheduleStore
 )
 
 // caps holds the implementation of each capability a composed backend
@@ -25,6 +26,7 @@ type caps struct {
 	migrator    backend.Migrator
 	txInserter  backend.TxInserter
 	txCompleter backend.TxCompleter
+	schedules   backend.ScheduleStore
 }
 
 // maskOf reports which optional capabilities b implements.
@@ -44,6 +46,9 @@ func maskOf(b backend.Backend) capMask {
 	}
 	if _, ok := b.(backend.TxCompleter); ok {
 		m |= capTxCompleter
+	}
+	if _, ok := b.(backend.ScheduleStore); ok {
+		m |= capScheduleStore
 	}
 	return m
 }

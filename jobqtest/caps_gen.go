@@ -215,6 +215,246 @@ func compose(base backend.Backend, mask capMask, c caps) backend.Backend {
 			backend.TxInserter
 			backend.TxCompleter
 		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter}
+	case 32:
+		return struct {
+			backend.Backend
+			backend.ScheduleStore
+		}{base, c.schedules}
+	case 33:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.ScheduleStore
+		}{base, c.notifier, c.schedules}
+	case 34:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.ScheduleStore
+		}{base, c.inline, c.schedules}
+	case 35:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.schedules}
+	case 36:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.migrator, c.schedules}
+	case 37:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.schedules}
+	case 38:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.schedules}
+	case 39:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.schedules}
+	case 40:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.txInserter, c.schedules}
+	case 41:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.schedules}
+	case 42:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.schedules}
+	case 43:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.schedules}
+	case 44:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.schedules}
+	case 45:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.schedules}
+	case 46:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.schedules}
+	case 47:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.schedules}
+	case 48:
+		return struct {
+			backend.Backend
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.txCompleter, c.schedules}
+	case 49:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txCompleter, c.schedules}
+	case 50:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.txCompleter, c.schedules}
+	case 51:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txCompleter, c.schedules}
+	case 52:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txCompleter, c.schedules}
+	case 53:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txCompleter, c.schedules}
+	case 54:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txCompleter, c.schedules}
+	case 55:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txCompleter, c.schedules}
+	case 56:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.txInserter, c.txCompleter, c.schedules}
+	case 57:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.txCompleter, c.schedules}
+	case 58:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.txCompleter, c.schedules}
+	case 59:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.txCompleter, c.schedules}
+	case 60:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 61:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 62:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 63:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter, c.schedules}
 	}
 	panic("jobqtest: capability mask out of range")
 }

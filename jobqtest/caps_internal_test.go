@@ -36,6 +36,13 @@ func (f *fakeCaps) JobCompleteTx(context.Context, any, backend.JobRef) error {
 	f.txCompl++
 	return nil
 }
+func (f *fakeCaps) ScheduleUpsert(context.Context, []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
+	return nil, nil
+}
+func (f *fakeCaps) ScheduleTick(context.Context, backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
+	return backend.ScheduleTickResult{JobID: 77}, nil
+}
+func (f *fakeCaps) ScheduleList(context.Context) ([]backend.ScheduleRow, error) { return nil, nil }
 
 // TestCapabilitiesPassThrough: for every combination of the optional
 // capabilities, the recorder's backend has exactly the wrapped backend's,
@@ -44,7 +51,7 @@ func (f *fakeCaps) JobCompleteTx(context.Context, any, backend.JobRef) error {
 func TestCapabilitiesPassThrough(t *testing.T) {
 	for m := capMask(0); m <= capAll; m++ {
 		f := &fakeCaps{ch: make(chan struct{})}
-		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f})
+		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f, schedules: f})
 		if got := maskOf(inner); got != m {
 			t.Fatalf("fake for mask %05b has %05b", m, got)
 		}
@@ -62,6 +69,11 @@ func TestCapabilitiesPassThrough(t *testing.T) {
 		if mg, ok := b.(backend.Migrator); ok {
 			if v, _ := mg.Migrate(ctx); v != 42 {
 				t.Fatalf("mask %05b: Migrate returned %d", m, v)
+			}
+		}
+		if ss, ok := b.(backend.ScheduleStore); ok {
+			if r, _ := ss.ScheduleTick(ctx, backend.ScheduleTickParams{}); r.JobID != 77 {
+				t.Fatalf("mask %06b: ScheduleTick did not reach the wrapped backend", m)
 			}
 		}
 		if tc, ok := b.(backend.TxCompleter); ok {
@@ -108,9 +120,9 @@ func TestRealBackendsCapabilities(t *testing.T) {
 		b    backend.Backend
 		want capMask
 	}{
-		{"memory", mem, capNotifier},
+		{"memory", mem, capNotifier | capScheduleStore},
 		{"sync", syncbackend.New(), capInline},
-		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter},
+		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capScheduleStore},
 	} {
 		if got := maskOf(NewRecorder(c.b).Backend()); got != c.want {
 			t.Errorf("%s through the recorder: capabilities %05b, want %05b", c.name, got, c.want)

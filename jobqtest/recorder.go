@@ -120,6 +120,9 @@ func NewRecorder(inner backend.Backend) *Recorder {
 	c.notifier, _ = inner.(backend.Notifier)
 	c.migrator, _ = inner.(backend.Migrator)
 	c.txCompleter, _ = inner.(backend.TxCompleter)
+	// Scheduled ticks are the workers' enqueues, not a request's: passed
+	// through unrecorded.
+	c.schedules, _ = inner.(backend.ScheduleStore)
 	r.b = compose(base, maskOf(inner), c)
 	return r
 }

@@ -22,6 +22,7 @@ var capabilities = []struct{ iface, field string }{
 	{"backend.Migrator", "migrator"},
 	{"backend.TxInserter", "txInserter"},
 	{"backend.TxCompleter", "txCompleter"},
+	{"backend.ScheduleStore", "schedules"},
 }
 
 func main() {

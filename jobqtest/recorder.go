@@ -28,7 +28,8 @@ import (
 // such a type reads as not wired.
 //
 // Backend() keeps the optional capabilities the runtime discovers by type
-// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter)
+// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter,
+// ScheduleStore)
 // exactly when the wrapped backend has them. Any other capability
 // interface is hidden: reach it through Unwrap.
 //

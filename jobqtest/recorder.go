@@ -29,9 +29,8 @@ import (
 //
 // Backend() keeps the optional capabilities the runtime discovers by type
 // assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter,
-// ScheduleStore)
-// exactly when the wrapped backend has them. Any other capability
-// interface is hidden: reach it through Unwrap.
+// ScheduleStore) exactly when the wrapped backend has them. Any other
+// capability interface is hidden: reach it through Unwrap.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {

@@ -15,5 +15,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cancelChildEnv) != "" {
 		os.Exit(runCancelChild())
 	}
+	if os.Getenv(cronChildEnv) != "" {
+		os.Exit(runCronChild())
+	}
 	goleak.VerifyTestMain(m)
 }

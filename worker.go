@@ -68,6 +68,12 @@ type WorkerConfig struct {
 	// Hooks observe the worker's jobs (metrics, tracing, tests), called in
 	// order; see WorkerHooks.
 	Hooks []WorkerHooks
+	// Schedules are periodic jobs this worker enqueues (see Schedule and
+	// the README's "Periodic jobs"). Run every worker process with the
+	// same list: each tick is enqueued once across all of them. Without
+	// schedules no scheduler runs. The sync backend has none (and no
+	// workers).
+	Schedules []Schedule
 }
 
 // EventKind is what became of one attempt.
@@ -145,6 +151,7 @@ type Worker struct {
 	cfg     WorkerConfig
 	log     *slog.Logger
 	hooks   hookList
+	cron    []*cronEntry // checked WorkerConfig.Schedules; nil: no scheduler
 	running atomic.Bool
 	busy    atomic.Int64
 	stale   atomic.Int64
@@ -170,8 +177,12 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if _, ok := b.(backend.Retainer); !ok && cfg.Retention.asked() {
 		return nil, fmt.Errorf("WorkerConfig.Retention: %w: %T keeps no finished jobs", ErrNotSupported, b)
 	}
+	entries, err := checkSchedules(b, reg, cfg.Schedules)
+	if err != nil {
+		return nil, err
+	}
 	hooks := append(hookList{logHooks(cfg.Logger)}, cfg.Hooks...) // outcomes logged first (log_hooks.go)
-	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hooks}, nil
+	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hooks, cron: entries}, nil
 }
 
 func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
@@ -362,10 +373,17 @@ func (r *run) components() []lifecycle.Component {
 	if r.pruner != nil {
 		cs = append(cs, lifecycle.Component{Name: "pruner", Run: r.pruner.Run})
 	}
-	return append(cs,
+	cs = append(cs,
 		lifecycle.Component{Name: "lease sweeper", Run: r.sweeper.Run},
 		lifecycle.Component{Name: "handlers", Run: r.runHandlers, Drain: func() { close(r.draining) }, Grace: cfg.ShutdownTimeout},
 	)
+	// The scheduler only inserts jobs, so it needs none of the others;
+	// without schedules it does not exist (no loop, no goroutine).
+	if len(r.w.cron) > 0 {
+		sched := newScheduler(r.w.b.(backend.ScheduleStore), r.w.cron, r.w.log)
+		cs = append(cs, lifecycle.Component{Name: "scheduler", Run: sched.Run})
+	}
+	return cs
 }
 
 // runClaimer subscribes to the backend's wake-ups (when it has them) and

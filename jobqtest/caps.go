@@ -15,7 +15,8 @@ const (
 	capTxInserter
 	capTxCompleter
 	capQueueController
-	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter | capQueueController
+	capScheduleStore
+	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter | capQueueController | capScheduleStore
 )
 
 // caps holds the implementation of each capability a composed backend
@@ -29,6 +30,7 @@ type caps struct {
 	// queueController is passed through as is: pausing and limiting
 	// queues is nothing a test records.
 	queueController backend.QueueController
+	schedules       backend.ScheduleStore
 }
 
 // maskOf reports which optional capabilities b implements.
@@ -51,6 +53,9 @@ func maskOf(b backend.Backend) capMask {
 	}
 	if _, ok := b.(backend.QueueController); ok {
 		m |= capQueueController
+	}
+	if _, ok := b.(backend.ScheduleStore); ok {
+		m |= capScheduleStore
 	}
 	return m
 }

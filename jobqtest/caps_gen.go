@@ -455,6 +455,518 @@ func compose(base backend.Backend, mask capMask, c caps) backend.Backend {
 			backend.TxCompleter
 			backend.QueueController
 		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter, c.queueController}
+	case 64:
+		return struct {
+			backend.Backend
+			backend.ScheduleStore
+		}{base, c.schedules}
+	case 65:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.ScheduleStore
+		}{base, c.notifier, c.schedules}
+	case 66:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.ScheduleStore
+		}{base, c.inline, c.schedules}
+	case 67:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.schedules}
+	case 68:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.migrator, c.schedules}
+	case 69:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.schedules}
+	case 70:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.schedules}
+	case 71:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.schedules}
+	case 72:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.txInserter, c.schedules}
+	case 73:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.schedules}
+	case 74:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.schedules}
+	case 75:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.schedules}
+	case 76:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.schedules}
+	case 77:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.schedules}
+	case 78:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.schedules}
+	case 79:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.schedules}
+	case 80:
+		return struct {
+			backend.Backend
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.txCompleter, c.schedules}
+	case 81:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txCompleter, c.schedules}
+	case 82:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.txCompleter, c.schedules}
+	case 83:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txCompleter, c.schedules}
+	case 84:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txCompleter, c.schedules}
+	case 85:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txCompleter, c.schedules}
+	case 86:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txCompleter, c.schedules}
+	case 87:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txCompleter, c.schedules}
+	case 88:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.txInserter, c.txCompleter, c.schedules}
+	case 89:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.txCompleter, c.schedules}
+	case 90:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.txCompleter, c.schedules}
+	case 91:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.txCompleter, c.schedules}
+	case 92:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 93:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 94:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 95:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter, c.schedules}
+	case 96:
+		return struct {
+			backend.Backend
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.queueController, c.schedules}
+	case 97:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.queueController, c.schedules}
+	case 98:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.queueController, c.schedules}
+	case 99:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.queueController, c.schedules}
+	case 100:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.migrator, c.queueController, c.schedules}
+	case 101:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.queueController, c.schedules}
+	case 102:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.queueController, c.schedules}
+	case 103:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.queueController, c.schedules}
+	case 104:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.txInserter, c.queueController, c.schedules}
+	case 105:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.queueController, c.schedules}
+	case 106:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.queueController, c.schedules}
+	case 107:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.queueController, c.schedules}
+	case 108:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.queueController, c.schedules}
+	case 109:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.queueController, c.schedules}
+	case 110:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.queueController, c.schedules}
+	case 111:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.queueController, c.schedules}
+	case 112:
+		return struct {
+			backend.Backend
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.txCompleter, c.queueController, c.schedules}
+	case 113:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.txCompleter, c.queueController, c.schedules}
+	case 114:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.txCompleter, c.queueController, c.schedules}
+	case 115:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txCompleter, c.queueController, c.schedules}
+	case 116:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.migrator, c.txCompleter, c.queueController, c.schedules}
+	case 117:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txCompleter, c.queueController, c.schedules}
+	case 118:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txCompleter, c.queueController, c.schedules}
+	case 119:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txCompleter, c.queueController, c.schedules}
+	case 120:
+		return struct {
+			backend.Backend
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 121:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 122:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 123:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 124:
+		return struct {
+			backend.Backend
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.migrator, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 125:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.migrator, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 126:
+		return struct {
+			backend.Backend
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.inline, c.migrator, c.txInserter, c.txCompleter, c.queueController, c.schedules}
+	case 127:
+		return struct {
+			backend.Backend
+			backend.Notifier
+			backend.Inline
+			backend.Migrator
+			backend.TxInserter
+			backend.TxCompleter
+			backend.QueueController
+			backend.ScheduleStore
+		}{base, c.notifier, c.inline, c.migrator, c.txInserter, c.txCompleter, c.queueController, c.schedules}
 	}
 	panic("jobqtest: capability mask out of range")
 }

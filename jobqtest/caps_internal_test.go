@@ -45,6 +45,13 @@ func (f *fakeCaps) QueueSetLimits(context.Context, string, backend.QueueLimits) 
 func (f *fakeCaps) QueueSettingsList(context.Context) ([]backend.QueueSettings, error) {
 	return []backend.QueueSettings{{Queue: "fake"}}, nil
 }
+func (f *fakeCaps) ScheduleUpsert(context.Context, []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
+	return nil, nil
+}
+func (f *fakeCaps) ScheduleTick(context.Context, backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
+	return backend.ScheduleTickResult{JobID: 77}, nil
+}
+func (f *fakeCaps) ScheduleList(context.Context) ([]backend.ScheduleRow, error) { return nil, nil }
 
 // TestCapabilitiesPassThrough: for every combination of the optional
 // capabilities, the recorder's backend has exactly the wrapped backend's,
@@ -53,7 +60,7 @@ func (f *fakeCaps) QueueSettingsList(context.Context) ([]backend.QueueSettings, 
 func TestCapabilitiesPassThrough(t *testing.T) {
 	for m := capMask(0); m <= capAll; m++ {
 		f := &fakeCaps{ch: make(chan struct{})}
-		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f, queueController: f})
+		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f, queueController: f, schedules: f})
 		if got := maskOf(inner); got != m {
 			t.Fatalf("fake for mask %06b has %06b", m, got)
 		}
@@ -78,6 +85,11 @@ func TestCapabilitiesPassThrough(t *testing.T) {
 		if mg, ok := b.(backend.Migrator); ok {
 			if v, _ := mg.Migrate(ctx); v != 42 {
 				t.Fatalf("mask %06b: Migrate returned %d", m, v)
+			}
+		}
+		if ss, ok := b.(backend.ScheduleStore); ok {
+			if r, _ := ss.ScheduleTick(ctx, backend.ScheduleTickParams{}); r.JobID != 77 {
+				t.Fatalf("mask %06b: ScheduleTick did not reach the wrapped backend", m)
 			}
 		}
 		if tc, ok := b.(backend.TxCompleter); ok {
@@ -127,6 +139,9 @@ func TestRealBackendsCapabilities(t *testing.T) {
 		{"memory", mem, capNotifier | capQueueController},
 		{"sync", syncbackend.New(), capInline | capQueueController},
 		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capQueueController},
+		{"memory", mem, capNotifier | capScheduleStore},
+		{"sync", syncbackend.New(), capInline},
+		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capScheduleStore},
 	} {
 		if got := maskOf(NewRecorder(c.b).Backend()); got != c.want {
 			t.Errorf("%s through the recorder: capabilities %06b, want %06b", c.name, got, c.want)

@@ -28,9 +28,9 @@ import (
 // such a type reads as not wired.
 //
 // Backend() keeps the optional capabilities the runtime discovers by type
-// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter)
-// exactly when the wrapped backend has them. Any other capability
-// interface is hidden: reach it through Unwrap.
+// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter,
+// ScheduleStore) exactly when the wrapped backend has them. Any other
+// capability interface is hidden: reach it through Unwrap.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {
@@ -121,6 +121,9 @@ func NewRecorder(inner backend.Backend) *Recorder {
 	c.migrator, _ = inner.(backend.Migrator)
 	c.txCompleter, _ = inner.(backend.TxCompleter)
 	c.queueController, _ = inner.(backend.QueueController)
+	// Scheduled ticks are the workers' enqueues, not a request's: passed
+	// through unrecorded.
+	c.schedules, _ = inner.(backend.ScheduleStore)
 	r.b = compose(base, maskOf(inner), c)
 	return r
 }

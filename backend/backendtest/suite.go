@@ -64,6 +64,7 @@ func Run(t *testing.T, h Harness) {
 		{"Queues", testQueues},
 		{"Cancel", testCancel},
 		{"Retention", testRetention},
+		{"Schedule", testSchedule},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

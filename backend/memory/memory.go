@@ -70,6 +70,7 @@ type Backend struct {
 	subs       map[uint64]*subscriber
 	control    map[string]*control // paused or limited queues, see queues.go
 	limits     *limitwake.Tracker  // wakes a rate-limited queue when its next window starts
+	schedules  map[string]*backend.ScheduleRow // see schedule.go
 }
 
 var (

@@ -402,3 +402,50 @@ func serverUnavailable(msg string) bool {
 	}
 	return false
 }
+
+// existsField reports whether a hash has a field.
+func (c *client) existsField(ctx context.Context, key, field string) (bool, error) {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	ok, err := c.rdb.HExists(cctx, key, field).Result()
+	return ok, c.classify(cctx, err)
+}
+
+// hgetEach reads field fields[i] of hash keys[i], in one pipeline; a
+// missing one reads as "".
+func (c *client) hgetEach(ctx context.Context, keys, fields []string) ([]string, error) {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*goredis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.HGet(cctx, k, fields[i])
+	}
+	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, c.classify(cctx, err)
+	}
+	out := make([]string, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, c.classify(cctx, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// hmget reads fields of one hash; a missing one reads as "".
+func (c *client) hmget(ctx context.Context, key string, fields []string) ([]string, error) {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	v, err := c.rdb.HMGet(cctx, key, fields...).Result()
+	if err != nil {
+		return nil, c.classify(cctx, err)
+	}
+	out := make([]string, len(v))
+	for i, x := range v {
+		out[i], _ = x.(string)
+	}
+	return out, nil
+}

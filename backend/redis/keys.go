@@ -89,6 +89,8 @@ type keyspace struct {
 	schema string // P:schema: the data layout version
 	queues string // P:queues: the queue registry
 	unique string // P:unique: unique key -> holder
+	// schedules is P:schedules: schedule name -> definition (schedule.go)
+	schedules string
 
 	mu     sync.RWMutex
 	byName map[string]*queueKeys
@@ -96,11 +98,12 @@ type keyspace struct {
 
 func newKeyspace(prefix string) *keyspace {
 	return &keyspace{
-		prefix: prefix,
-		schema: prefix + ":schema",
-		queues: prefix + ":queues",
-		unique: prefix + ":unique",
-		byName: map[string]*queueKeys{},
+		prefix:    prefix,
+		schema:    prefix + ":schema",
+		queues:    prefix + ":queues",
+		unique:    prefix + ":unique",
+		schedules: prefix + ":schedules",
+		byName:    map[string]*queueKeys{},
 	}
 }
 
@@ -126,6 +129,8 @@ type queueKeys struct {
 	cancelled      string // kx
 	cancelledAt    string // kxt
 	finishedPrefix string // y:
+	// schedule.go
+	ticks string // ts: last ticks of the schedules enqueueing into the queue
 }
 
 // queue returns the keys of queue q.
@@ -143,6 +148,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
 		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
+		ticks: base + "ts",
 	}
 	ks.mu.Lock()
 	if len(ks.byName) < 4*MaxQueues { // bounded: queue names may come from callers

@@ -42,6 +42,9 @@ var (
 	scriptJobList       = mustScript("joblist")
 	scriptPruneFinished = mustScript("prunefinished")
 	scriptTurn          = mustScript("turn")
+	scriptSchedule   = mustScript("schedule")
+	scriptTick       = mustScript("tick")
+	scriptTickMove   = mustScript("tickmove")
 )
 
 // allScripts lists every script, for loading them at open.
@@ -51,6 +54,7 @@ var allScripts = []*script{
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
+	scriptSchedule, scriptTick, scriptTickMove,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it

@@ -35,6 +35,14 @@
 --   P:turn:prune   string the prune turn's holder, with an expiry
 --   P:queues       hash   queue registry (script "register")
 --   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
+--   P:schedules    hash   schedule name -> "<created µs> <registered µs>
+--                         <queue>\n<type>\n<spec>" (script "schedule")
+--   P:{Q}:ts       hash   schedule name -> "<last tick µs> <its job's ID>
+--                         <µs enqueued> <the job's queue>" for the schedules
+--                         whose jobs go to Q (script "tick"): in Q's slot,
+--                         so the tick's compare-and-set and its job's insert
+--                         are one script; "tickmove" carries a record over
+--                         when a schedule's queue changes
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
 -- so each runs in one Cluster slot. Scripts that must build job keys from
 -- IDs they read (claim, sweep) or mint (insert, fail) get the key prefix
@@ -882,6 +890,7 @@ else
 end
 redis.call('PUBLISH', ARGV[5], 'n ' .. ARGV[6])
 return 1
+
 --- script: cancel
 -- Cancels jobs of one queue: a pending one (ready or delayed) ends
 -- cancelled at once; a reserved one gets cx and joins the cancelling set.
@@ -1049,3 +1058,71 @@ if not h or h == ARGV[1] then
   return 1
 end
 return 0
+--- script: schedule
+-- Registers schedule definitions: a new name gets created = registered =
+-- now; an existing one keeps its created time.
+-- KEYS[1] P:schedules
+-- ARGV[1] n  then per schedule 4 values: name, queue, type, spec
+-- Returns the stored records, one per schedule, in order (strings).
+local now = n2s(now_us())
+local out = {}
+for i = 0, tonumber(ARGV[1]) - 1 do
+  local name, q, typ, spec = ARGV[2 + 4 * i], ARGV[3 + 4 * i], ARGV[4 + 4 * i], ARGV[5 + 4 * i]
+  local cur = redis.call('HGET', KEYS[1], name)
+  local created = now
+  if cur then created = string.match(cur, '^(%-?%d+)') or now end
+  local rec = created .. ' ' .. now .. ' ' .. q .. '\n' .. typ .. '\n' .. spec
+  redis.call('HSET', KEYS[1], name, rec)
+  out[#out + 1] = rec
+end
+return out
+
+--- script: tick
+-- Enqueues one tick of a schedule: advances its last tick, only forward,
+-- and inserts the tick's job (ready now, or delayed), atomically.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
+--   prefix  KEYS[7] ts
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
+--   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs
+--   ('' for none)  ARGV[8] metadata JSON ('' for none)  ARGV[9] queue name
+-- Returns {0, stored last tick µs (string)} when that is at or after the
+--   tick (nothing written), else {1, ts of the job's ID, woke, due µs or
+--   -1}.
+local cur = redis.call('HGET', KEYS[7], ARGV[3])
+if cur then
+  local last = string.match(cur, '^(%-?%d+)')
+  if tonumber(last) >= tonumber(ARGV[4]) then return { 0, last } end
+end
+local now = now_us()
+local nows = n2s(now)
+local ts = reserve(KEYS[1], now, 1)
+local id = tshex(ts)
+local pr, delay, md = ARGV[6], ARGV[7], ARGV[8]
+local f = { 'd', ARGV[5], 'c', nows }
+if pr ~= '0' then f[#f + 1] = 'pr'; f[#f + 1] = pr end
+local av, avs = now, nows
+if delay ~= '' then
+  av = now + tonumber(delay)
+  avs = n2s(av)
+  f[#f + 1] = 'av'; f[#f + 1] = avs
+end
+if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
+redis.call('HSET', KEYS[6] .. id, unpack(f))
+local mv = moves()
+if av == now then ready(mv, id, pr, nows) else later(mv, id, avs) end
+local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
+redis.call('HSET', KEYS[7], ARGV[3], ARGV[4] .. ' ' .. id .. ' ' .. nows .. ' ' .. ARGV[9])
+return { 1, ts, woke, due }
+
+--- script: tickmove
+-- Carries a schedule's last-tick record into the hash of its new queue,
+-- unless that already holds a tick at or after it.
+-- KEYS[1] ts (of the new queue)
+-- ARGV[1] schedule name  ARGV[2] the record (as script "tick" writes it)
+-- Returns 1 when it wrote the record, 0 when it kept a later one.
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and tonumber(string.match(cur, '^(%-?%d+)')) >= tonumber(string.match(ARGV[2], '^(%-?%d+)')) then
+  return 0
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1

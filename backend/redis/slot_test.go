@@ -105,6 +105,13 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	_, err = b.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: time.Hour})
 	must(err)
 	_, err = b.PruneTurn(ctx, "me", time.Minute)
+	def := backend.ScheduleDef{Name: "s", Spec: "@every 1s", Queue: "a", Type: "t"}
+	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
+	must(err)
+	_, err = b.ScheduleTick(ctx, backend.ScheduleTickParams{Name: "s", Tick: time.Now(), Job: p("a", "", 0)})
+	must(err)
+	def.Queue = "b" // carries the last tick over (tickmove)
+	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
 	must(err)
 
 	calls := b.c.slots.called()

@@ -23,6 +23,7 @@ var capabilities = []struct{ iface, field string }{
 	{"backend.TxInserter", "txInserter"},
 	{"backend.TxCompleter", "txCompleter"},
 	{"backend.QueueController", "queueController"},
+	{"backend.ScheduleStore", "schedules"},
 }
 
 func main() {

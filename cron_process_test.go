@@ -1,0 +1,241 @@
+package jobq_test
+
+// The periodic-jobs guarantee across real processes: four worker processes
+// (this test binary re-executed with cronChildEnv set, see TestMain) run
+// the same one-second schedule against one store, and each tick is
+// enqueued, and run, once.
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	_ "github.com/jobq/jobq/backend/all" // every scheme for backend.Open
+	"github.com/jobq/jobq/backend/postgres/pgtest"
+	"github.com/jobq/jobq/backend/redis/redistest"
+)
+
+const (
+	cronChildEnv       = "JOBQ_TEST_CRON_URL"
+	cronChildLedgerEnv = "JOBQ_TEST_CRON_LEDGER"
+)
+
+// runCronChild is a worker process with the schedule "every-second": it
+// runs the schedule's jobs, appending "<tick> <pid>" to its ledger, and
+// logs to <ledger>.log, until SIGTERM.
+func runCronChild() int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	b, err := backend.OpenWith(ctx, os.Getenv(cronChildEnv), backend.OpenOptions{Existing: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cron child: open:", err)
+		return 3
+	}
+	defer b.Close()
+	path := os.Getenv(cronChildLedgerEnv)
+	ledger, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cron child: ledger:", err)
+		return 3
+	}
+	defer ledger.Close()
+	logFile, err := os.Create(path + ".log")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cron child: log:", err)
+		return 3
+	}
+	defer logFile.Close()
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("cron.tick", func(ctx context.Context, j *jobq.Job) error {
+		_, err := fmt.Fprintf(ledger, "%s %d\n", j.Metadata[jobq.MetadataTick], os.Getpid())
+		return err
+	})
+	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+		Queues: []string{"cron"}, Concurrency: 2, PollInterval: 50 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Schedules: []jobq.Schedule{{Name: "every-second", Spec: "@every 1s", Type: "cron.tick",
+			Options: []jobq.EnqueueOption{jobq.Queue("cron")}}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cron child:", err)
+		return 3
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "cron child:", err)
+		return 1
+	}
+	return 0
+}
+
+// TestCronProcesses: four worker processes sharing one store, with a
+// one-second schedule, for twenty seconds from the schedule's creation
+// (stopped half a second after its 20th tick), enqueue exactly 20 jobs:
+// the ticks 1..20 seconds after the creation's whole second, each once.
+func TestCronProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 4 processes for 20s per backend")
+	}
+	stores := []struct {
+		name string
+		url  func(t *testing.T) string
+	}{
+		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db") }},
+		{"postgres", func(t *testing.T) string {
+			u := pgtest.URL(t)
+			return withParam(u, "jobq_schema", pgtest.Schema(t, u))
+		}},
+		{"redis", func(t *testing.T) string {
+			u := redistest.URL(t)
+			return withParam(u, "key_prefix", redistest.Prefix(t, u))
+		}},
+	}
+	for _, s := range stores {
+		t.Run(s.name, func(t *testing.T) { cronProcesses(t, s.url(t)) })
+	}
+}
+
+func withParam(u, k, v string) string {
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	return u + sep + k + "=" + v
+}
+
+func cronProcesses(t *testing.T, url string) {
+	const workers, window = 4, 20
+	b, err := backend.Open(t.Context(), url) // creates the schema the workers open
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { b.Close() })
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	var ledgers []string
+	for n := range workers {
+		ledger := filepath.Join(dir, fmt.Sprintf("cron-%d.txt", n))
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), cronChildEnv+"="+url, cronChildLedgerEnv+"="+ledger)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start worker process: %v", err)
+		}
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				cmd.Process.Kill()
+				cmd.Wait()
+			}
+		})
+		cmds, ledgers = append(cmds, cmd), append(ledgers, ledger)
+	}
+	in := jobq.NewInspector(b)
+	var created time.Time
+	deadline := time.Now().Add(30 * time.Second)
+	for created.IsZero() {
+		if time.Now().After(deadline) {
+			t.Fatal("no worker registered the schedule within 30s")
+		}
+		if s, err := in.Schedule(t.Context(), "every-second"); err == nil {
+			created = s.CreatedAt
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	first := created.Truncate(time.Second).Add(time.Second)
+	last := first.Add((window - 1) * time.Second)
+	time.Sleep(time.Until(last.Add(500 * time.Millisecond)))
+	for _, cmd := range cmds {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatalf("signal worker: %v", err)
+		}
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("worker process exited with %v after SIGTERM, want 0", err)
+		}
+	}
+
+	// Every job enqueued either ran (ledger) or still waits (stats).
+	var ran []string
+	var perProcess, refused []int
+	for _, l := range ledgers {
+		ran = append(ran, ticksRan(t, l)...)
+		perProcess = append(perProcess, countLines(t, l+".log", "scheduled job enqueued"))
+		refused = append(refused, countLines(t, l+".log", "scheduled tick already enqueued"))
+	}
+	stats, err := in.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := jobq.Totals(stats)
+	var want []string
+	for k := range window {
+		want = append(want, first.Add(time.Duration(k)*time.Second).UTC().Format(time.RFC3339))
+	}
+	slices.Sort(ran)
+	enqueued := len(ran) + int(waiting.Pending+waiting.Scheduled+waiting.Reserved)
+	t.Logf("schedule created %s; %d workers for %d ticks: %d jobs enqueued (ran %d, waiting %d); per process: enqueued %v, refused by the store %v",
+		created.UTC().Format(time.RFC3339Nano), workers, window, enqueued, len(ran), enqueued-len(ran), perProcess, refused)
+	if enqueued != window || !slices.Equal(ran, want) {
+		for _, l := range ledgers {
+			raw, _ := os.ReadFile(l + ".log")
+			t.Logf("log of %s:\n%s", filepath.Base(l), raw)
+		}
+		t.Fatalf("ticks run %v (%d jobs enqueued), want each of %v once", ran, enqueued, want)
+	}
+	if sum(perProcess) != window {
+		t.Errorf("the processes logged %v enqueues, %d in all; want %d", perProcess, sum(perProcess), window)
+	}
+	s, err := in.Schedule(t.Context(), "every-second")
+	if err != nil || !s.LastTick.Equal(last) {
+		t.Fatalf("schedule after the run: %+v, %v; want last tick %v", s, err, last)
+	}
+}
+
+// ticksRan reads a cron child's ledger: one tick per line.
+func ticksRan(t *testing.T, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		tick, _, _ := strings.Cut(sc.Text(), " ")
+		out = append(out, tick)
+	}
+	return out
+}
+
+func countLines(t *testing.T, path, substr string) int {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Count(string(raw), substr)
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}

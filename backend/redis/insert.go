@@ -109,12 +109,28 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 // runInsert writes params, all of queue q, minting their IDs, and returns
 // the time part of the first.
 func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.InsertParams) (int64, error) {
+	if len(params) == 1 && lone(&params[0]) {
+		p := &params[0]
+		record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
+		res, err := b.c.eval(ctx, scriptInsert1, []string{q.meta, q.ready, q.readyAt, q.jobPrefix},
+			[]any{q.channel, b.origin, record, p.Priority})
+		if err != nil {
+			return 0, err
+		}
+		return b.afterInsert(q, res)
+	}
 	call := b.insertCall(q, params, nil, nil)
 	res, err := b.c.eval(ctx, call.s, call.keys, call.args)
 	if err != nil {
 		return 0, err
 	}
 	return b.afterInsert(q, res)
+}
+
+// lone reports whether p is ready now and has no options: a job the
+// script insert1 writes when it is alone.
+func lone(p *backend.InsertParams) bool {
+	return p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0
 }
 
 // groupInserts splits params by queue, registering new queues.
@@ -165,15 +181,15 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 		size += len(p.Type) + len(p.Payload) + recordOverhead
 	}
 	buf := make([]byte, 0, size)
-	args := make([]any, 4, 4+2*n+len(ids))
+	args := make([]any, 4, 4+n+len(ids))
 	args[0], args[1], args[2] = q.channel, b.origin, n
 	var opts []any
 	for j := range n {
 		p := item(j)
 		start := len(buf)
 		buf = appendRecord(buf, p)
-		args = append(args, buf[start:len(buf):len(buf)], p.Priority)
-		if !p.RunAt.IsZero() || p.Delay > 0 || p.UniqueKey != "" || len(p.Metadata) > 0 {
+		args = append(args, buf[start:len(buf):len(buf)])
+		if p.Priority != 0 || !lone(p) {
 			runAt, delay, md := "", "", ""
 			if !p.RunAt.IsZero() {
 				runAt = micro(p.RunAt)
@@ -184,10 +200,10 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 				m, _ := json.Marshal(p.Metadata) // a map of strings always marshals
 				md = string(m)
 			}
-			opts = append(opts, j+1, runAt, delay, p.UniqueKey, md)
+			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md)
 		}
 	}
-	args[3] = len(opts) / 5
+	args[3] = len(opts) / 6
 	args = append(args, opts...)
 	for _, id := range ids {
 		args = append(args, tsHex(id))

@@ -41,7 +41,7 @@
 // (for QueueStats.OldestDue); delayed and backing-off jobs by due time,
 // promoted into the ready set inside the claim script (at most 1000 a
 // call); reserved jobs by lease deadline (the sweeper's index); failed jobs
-// by failed ID; and one hash per job (a small pending job takes about 410
+// by failed ID; and one hash per job (a small pending job takes about 280
 // bytes of Redis memory: BenchmarkMemoryPerJob). Times are microseconds of
 // the Redis clock (TIME inside the scripts), never a worker's.
 //

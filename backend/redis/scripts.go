@@ -19,6 +19,7 @@ var (
 	scriptRegister   = mustScript("register")
 	scriptMint       = mustScript("mint")
 	scriptInsert     = mustScript("insert")
+	scriptInsert1    = mustScript("insert1")
 	scriptPeek       = mustScript("peek")
 	scriptClaim      = mustScript("claim")
 	scriptComplete   = mustScript("complete")
@@ -49,7 +50,7 @@ var (
 
 // allScripts lists every script, for loading them at open.
 var allScripts = []*script{
-	scriptRegister, scriptMint, scriptInsert, scriptPeek, scriptClaim, scriptComplete,
+	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,

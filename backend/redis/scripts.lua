@@ -366,23 +366,23 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 --   prefix  KEYS[7..] job keys, one per item, when the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
---   then per item, 2 values: its record (field d), priority
---   then per item with options, 5 values: its number (1-based), run at µs
---   ('' for none), delay µs ('' for none), unique key ('' for none),
---   metadata JSON ('' for none)
+--   then per item its record (field d)
+--   then per item with options (any of these not 0 or ''), 6 values: its
+--   number (1-based), priority, run at µs ('' for none), delay µs (''
+--   for none), unique key ('' for none), metadata JSON ('' for none)
 --   then, when the IDs are given, per item its ID (minted here otherwise)
 -- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
 local now = now_us()
 local nows = n2s(now)
 local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
-local ob = 5 + 2 * n
+local ob = 5 + n
 local opts = {}
-for j = ob, ob + 5 * (e - 1), 5 do opts[tonumber(ARGV[j])] = j end
+for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
 local given = #KEYS > 6
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
-local call, kp, ib = redis.call, KEYS[6], ob + 5 * e - 1
-local mv, fresh = moves(), {}
+local call, kp, ib = redis.call, KEYS[6], ob + 6 * e - 1
+local mv, fresh, nf = moves(), {}, 0
 local mp = mv.p
 for i = 1, n do
   local id, k
@@ -392,21 +392,16 @@ for i = 1, n do
     id = tshex(first + i - 1)
     k = kp .. id
   end
-  local d, pr, o = ARGV[3 + 2 * i], ARGV[4 + 2 * i], opts[i]
+  local d, o = ARGV[4 + i], opts[i]
   if not o then
-    -- The common job: ready now, nothing optional; kept lean (it is most
-    -- of a batch insert's time).
-    if pr == '0' then
-      call('HSET', k, 'd', d, 'c', nows)
-      mp[#mp + 1] = '0'
-    else
-      call('HSET', k, 'd', d, 'pr', pr, 'c', nows)
-      mp[#mp + 1] = -tonumber(pr)
-    end
-    mp[#mp + 1] = id
-    fresh[#fresh + 1] = id
+    -- The common job: ready now, priority 0, nothing optional; kept lean
+    -- (it is most of a batch insert's time).
+    call('HSET', k, 'd', d, 'c', nows)
+    mp[#mp + 1] = '0'; mp[#mp + 1] = id
+    nf = nf + 1
+    fresh[nf] = id
   else
-    local runat, delay, u, md = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
+    local pr, runat, delay, u, md = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
     local av, avs = now, nows
     if runat ~= '' then
       av, avs = tonumber(runat), runat
@@ -422,7 +417,8 @@ for i = 1, n do
     call('HSET', k, unpack(f))
     if av == now then
       mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
-      fresh[#fresh + 1] = id
+      nf = nf + 1
+      fresh[nf] = id
     elseif av < now then
       ready(mv, id, pr, avs)
     else
@@ -432,15 +428,44 @@ for i = 1, n do
 end
 -- The jobs ready now: one member of o of their own when alone, else one
 -- counted member for all (see unready).
-if #fresh == 1 then
+if nf == 1 then
   local mo = mv.o
   mo[#mo + 1] = nows; mo[#mo + 1] = fresh[1]
-elseif #fresh > 1 then
+elseif nf > 1 then
   call('ZADD', KEYS[3], nows, '#' .. nows)
-  call('HINCRBY', KEYS[4], '#' .. nows, #fresh)
+  call('HINCRBY', KEYS[4], '#' .. nows, nf)
 end
 local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
 return { first, woke, due }
+
+--- script: insert1
+-- Inserts one job of one queue that is ready now and has no options (no
+-- run at, delay, unique key or metadata): the usual single enqueue, which
+-- insert would do with the same commands (TIME, SET, HSET, ZCARD, two
+-- ZADD, PUBLISH when the ready set was empty) but more Lua around them.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] job key prefix
+-- ARGV[1] channel  ARGV[2] origin  ARGV[3] its record (field d)
+--   ARGV[4] priority
+-- Returns {ts of its ID, woke, -1} (the shape of insert's reply).
+local now = now_us()
+local nows = n2s(now)
+local ts = reserve(KEYS[1], now, 1)
+local id = tshex(ts)
+local pr = ARGV[4]
+if pr == '0' then
+  redis.call('HSET', KEYS[4] .. id, 'd', ARGV[3], 'c', nows)
+else
+  redis.call('HSET', KEYS[4] .. id, 'd', ARGV[3], 'pr', pr, 'c', nows)
+  pr = -tonumber(pr)
+end
+local was = redis.call('ZCARD', KEYS[2])
+redis.call('ZADD', KEYS[2], pr, id)
+redis.call('ZADD', KEYS[3], nows, id)
+if was == 0 then
+  redis.call('PUBLISH', ARGV[1], 'n ' .. ARGV[2])
+  return { ts, 1, -1 }
+end
+return { ts, 0, -1 }
 
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so

@@ -68,8 +68,8 @@ type Backend struct {
 	pruneTurn  pruneTurn
 	lastSub    uint64
 	subs       map[uint64]*subscriber
-	control    map[string]*control // paused or limited queues, see queues.go
-	limits     *limitwake.Tracker  // wakes a rate-limited queue when its next window starts
+	control    map[string]*control             // paused or limited queues, see queues.go
+	limits     *limitwake.Tracker              // wakes a rate-limited queue when its next window starts
 	schedules  map[string]*backend.ScheduleRow // see schedule.go
 }
 

@@ -43,9 +43,9 @@ var (
 	scriptJobList       = mustScript("joblist")
 	scriptPruneFinished = mustScript("prunefinished")
 	scriptTurn          = mustScript("turn")
-	scriptSchedule   = mustScript("schedule")
-	scriptTick       = mustScript("tick")
-	scriptTickMove   = mustScript("tickmove")
+	scriptSchedule      = mustScript("schedule")
+	scriptTick          = mustScript("tick")
+	scriptTickMove      = mustScript("tickmove")
 )
 
 // allScripts lists every script, for loading them at open.

@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"maps"
 	"sync"
 	"sync/atomic"
 
@@ -26,43 +27,58 @@ type dest struct {
 }
 
 // dests caches the dest of one operation ("send" or "process") by queue
-// and type.
+// and type, in a map that is replaced, never changed, when a dest is
+// added: looking one up is a plain map read, without the interface keys
+// and hashing of a sync.Map.
 type dests struct {
 	op    string
 	attrs []attribute.KeyValue // the operation's own: system, operation type and name
 	kind  trace.SpanStartOption
-	m     sync.Map // destKey → *dest
-	n     atomic.Int32
+	m     atomic.Pointer[map[destKey]*dest]
+	mu    sync.Mutex // serialises additions
 }
 
 type destKey struct{ queue, typ string }
 
 func newDests(op string, opType attribute.KeyValue, kind trace.SpanKind) *dests {
-	return &dests{
+	d := &dests{
 		op:    op,
 		attrs: []attribute.KeyValue{systemAttr, opType, semconv.MessagingOperationName(op)},
 		kind:  trace.WithSpanKind(kind),
 	}
+	d.m.Store(&map[destKey]*dest{})
+	return d
 }
 
 // get returns the dest of queue and typ, made on first use.
 func (d *dests) get(queue, typ string) *dest {
 	k := destKey{queue, typ}
-	if v, ok := d.m.Load(k); ok {
-		return v.(*dest)
+	m := *d.m.Load()
+	if ds, ok := m[k]; ok {
+		return ds
 	}
+	if len(m) >= maxDests {
+		return d.build(queue, typ)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m = *d.m.Load()
+	if ds, ok := m[k]; ok {
+		return ds
+	}
+	ds := d.build(queue, typ)
+	next := make(map[destKey]*dest, len(m)+1)
+	maps.Copy(next, m)
+	next[k] = ds
+	d.m.Store(&next)
+	return ds
+}
+
+func (d *dests) build(queue, typ string) *dest {
 	attrs := make([]attribute.KeyValue, 0, len(d.attrs)+2)
 	attrs = append(attrs, d.attrs...)
 	attrs = append(attrs, semconv.MessagingDestinationName(queue), AttrJobType.String(typ))
 	// The slice is never appended to: a span that needs more options (a
 	// link) copies it.
-	ds := &dest{name: d.op + " " + queue, start: []trace.SpanStartOption{d.kind, trace.WithAttributes(attrs...)}}
-	if d.n.Load() >= maxDests {
-		return ds
-	}
-	if v, loaded := d.m.LoadOrStore(k, ds); loaded {
-		return v.(*dest)
-	}
-	d.n.Add(1)
-	return ds
+	return &dest{name: d.op + " " + queue, start: []trace.SpanStartOption{d.kind, trace.WithAttributes(attrs...)}}
 }

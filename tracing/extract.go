@@ -55,23 +55,26 @@ func parseTraceparent(h string) (sc trace.SpanContext, ok bool) {
 
 // unhex decodes lower-case hex s into dst (len(s) == 2*len(dst)).
 func unhex(dst []byte, s string) bool {
+	bad := byte(0)
 	for i := range dst {
-		hi, ok1 := hexVal(s[2*i])
-		lo, ok2 := hexVal(s[2*i+1])
-		if !ok1 || !ok2 {
-			return false
-		}
+		hi, lo := hexValue[s[2*i]], hexValue[s[2*i+1]]
 		dst[i] = hi<<4 | lo
+		bad |= hi | lo
 	}
-	return true
+	return bad&0xf0 == 0
 }
 
-func hexVal(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
+// hexValue maps a lower-case hex digit to its value and any other byte to
+// 0xff, so decoding needs no branch per digit.
+var hexValue = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
 	}
-	return 0, false
-}
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c - '0'
+	}
+	for c := byte('a'); c <= 'f'; c++ {
+		t[c] = c - 'a' + 10
+	}
+	return t
+}()

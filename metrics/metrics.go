@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,10 +90,13 @@ type Metrics struct {
 	duration, wait                                *prometheus.HistogramVec
 	busy, capacity                                *prometheus.GaugeVec
 
-	// series holds the children of one queue and type (key), made on
-	// first use; the hooks read it without locking.
-	series sync.Map
-	mu     sync.Mutex
+	// series holds the children of each queue and type, made on first
+	// use. The hooks read it without locking, four times per job: the map
+	// is replaced, never changed, when a queue and type is added, so a
+	// read is a plain map lookup, without a sync.Map's interface keys and
+	// hashing.
+	series atomic.Pointer[map[key]*series]
+	mu     sync.Mutex      // serialises additions to series, and guards types and queues
 	types  map[string]bool // the labelled types, at most MaxTypes
 	depth  *depthCollector // nil until ObserveQueues
 	queues map[string]bool // the queues whose depth is exported even when empty
@@ -146,6 +151,7 @@ func New(opts Options) (*Metrics, error) {
 		types:     map[string]bool{},
 		queues:    map[string]bool{},
 	}
+	m.series.Store(&map[key]*series{})
 	build := gauge("build_info", "Always 1: the jobq version and Go version of this process.", "version", "goversion")
 	build.WithLabelValues(version(), runtime.Version()).Set(1)
 	for _, c := range []prometheus.Collector{
@@ -183,21 +189,22 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.opts.Registry }
 
 // of returns the children of queue and typ, making them on first use.
 func (m *Metrics) of(queue, typ string) *series {
-	if s, ok := m.series.Load(key{queue, typ}); ok {
-		return s.(*series)
+	if s, ok := (*m.series.Load())[key{queue, typ}]; ok {
+		return s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if s, ok := m.series.Load(key{queue, typ}); ok {
-		return s.(*series)
+	all := *m.series.Load()
+	if s, ok := all[key{queue, typ}]; ok {
+		return s
 	}
 	// Types past the bound are not stored under their own name: they take
 	// this path each time, which keeps the map bounded too.
 	if !m.types[typ] {
 		if len(m.types) >= m.opts.MaxTypes {
 			typ = OverflowType
-			if s, ok := m.series.Load(key{queue, typ}); ok {
-				return s.(*series)
+			if s, ok := all[key{queue, typ}]; ok {
+				return s
 			}
 		} else {
 			m.types[typ] = true
@@ -212,7 +219,10 @@ func (m *Metrics) of(queue, typ string) *series {
 		wait: m.wait.WithLabelValues(queue, typ), busy: m.busy.WithLabelValues(queue),
 	}
 	m.queues[queue] = true
-	m.series.Store(key{queue, typ}, s)
+	next := make(map[key]*series, len(all)+1)
+	maps.Copy(next, all)
+	next[key{queue, typ}] = s
+	m.series.Store(&next)
 	return s
 }
 

@@ -8,16 +8,11 @@ import (
 
 	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq"
 )
-
-// consumerKind is made once: an option is an interface, boxed per call
-// otherwise.
-var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
 
 // Middleware returns handler middleware that runs each attempt in a
 // CONSUMER span "process <queue>", linked to the span that enqueued the job
@@ -29,35 +24,27 @@ var consumerKind = trace.WithSpanKind(trace.SpanKindConsumer)
 func Middleware(opts ...Option) jobq.Middleware {
 	c := newConfig(opts)
 	tracer := c.tracer()
+	ds := newDests("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer)
 	return func(next jobq.HandlerFunc) jobq.HandlerFunc {
 		return func(ctx context.Context, job *jobq.Job) error {
 			// What a sampler may decide by is given at the start; the
 			// rest only to a span that records.
-			start := make([]trace.SpanStartOption, 2, 3)
-			start[0] = consumerKind
-			start[1] = trace.WithAttributes(
-				systemAttr,
-				semconv.MessagingOperationTypeProcess,
-				semconv.MessagingOperationName("process"),
-				semconv.MessagingDestinationName(job.Queue),
-				AttrJobType.String(job.Type),
-			)
+			d := ds.get(job.Queue, job.Type)
+			start := d.start
 			if len(job.Metadata) > 0 {
-				// Extracted apart from ctx: a job without a trace context
-				// must not pass off the worker's context as its producer.
-				sent := c.prop.Extract(context.Background(), propagation.MapCarrier(job.Metadata))
-				if sc := trace.SpanContextFromContext(sent); sc.IsValid() {
+				sc, b := c.extract(job.Metadata)
+				if sc.IsValid() {
 					if c.parent {
 						ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
 					} else {
-						start = append(start, trace.WithLinks(trace.Link{SpanContext: sc}))
+						start = append(start[:len(start):len(start)], trace.WithLinks(trace.Link{SpanContext: sc}))
 					}
 				}
-				if b := baggage.FromContext(sent); b.Len() > 0 {
+				if b.Len() > 0 {
 					ctx = baggage.ContextWithBaggage(ctx, b)
 				}
 			}
-			ctx, span := tracer.Start(ctx, "process "+job.Queue, start...)
+			ctx, span := tracer.Start(ctx, d.name, start...)
 			if span.IsRecording() {
 				span.SetAttributes(
 					semconv.MessagingMessageID(strconv.FormatInt(job.ID, 10)),

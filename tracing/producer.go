@@ -26,7 +26,10 @@ func ClientHooks(opts ...Option) jobq.ClientHooks {
 }
 
 func newProducer(c config) *producer {
-	return &producer{tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields()}
+	return &producer{
+		tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields(),
+		dests: newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer),
+	}
 }
 
 // producer starts each job's send span in BeforeEnqueue and hands it to
@@ -36,26 +39,16 @@ type producer struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	fields []string // the metadata keys prop writes
+	dests  *dests
 }
 
 // sendSpanKey is the context key of a job's send span; the producer's
 // address tells two producers' spans apart.
 type sendSpanKey struct{ p *producer }
 
-// producerKind is made once: an option is an interface, boxed per call
-// otherwise.
-var producerKind = trace.WithSpanKind(trace.SpanKindProducer)
-
 func (p *producer) before(ctx context.Context, info *jobq.EnqueueInfo) error {
-	ctx, span := p.tracer.Start(ctx, "send "+info.Queue,
-		producerKind,
-		trace.WithAttributes(
-			systemAttr,
-			semconv.MessagingOperationTypeSend,
-			semconv.MessagingOperationName("send"),
-			semconv.MessagingDestinationName(info.Queue),
-			AttrJobType.String(info.Type),
-		))
+	d := p.dests.get(info.Queue, info.Type)
+	ctx, span := p.tracer.Start(ctx, d.name, d.start...)
 	if !span.SpanContext().IsValid() {
 		return nil // a no-op provider without a caller's span: nothing to carry
 	}

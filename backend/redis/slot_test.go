@@ -113,6 +113,11 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	def.Queue = "b" // carries the last tick over (tickmove)
 	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
 	must(err)
+	must(b.QueuePause(ctx, "a", true))
+	must(b.QueueSetLimits(ctx, "a", backend.QueueLimits{Concurrency: 1, Rate: 5, RatePeriod: time.Second}))
+	must(b.QueuePause(ctx, "a", false))
+	_, err = b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 10, Lease: time.Minute})
+	must(err)
 
 	calls := b.c.slots.called()
 	for _, s := range allScripts {

@@ -147,7 +147,9 @@ func (s *scheduler) catchUp(ctx context.Context, i int, now time.Time) bool {
 			return true
 		}
 		if !t.After(s.started) || countTicks(e.sched, s.floor[i], now) >= maxCatchUp {
-			t = prevTick(e.sched, now)
+			if t = prevTick(e.sched, now); t.IsZero() {
+				return true
+			}
 		}
 		if !s.tick(ctx, i, t) {
 			return false

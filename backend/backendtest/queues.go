@@ -402,10 +402,12 @@ func testQueues(t *testing.T, h Harness) {
 		for range jobs {
 			enqueue(t, b, "slow")
 		}
-		// Two workers of 8 slots each; slow polling, so only the wake-ups
-		// of freed slots keep the queue moving quickly.
-		stops := []func(){runWorkerPoll(t, b, reg, time.Second), runWorkerPoll(t, b, reg, time.Second)}
-		eventually(t, 5*time.Second, "every job to run (freed slots wake the workers)", func() bool { return len(stats(t, b)) == 0 })
+		// Two workers of 8 slots each, polling every 2s: by polls alone
+		// the 24 jobs would take over 12s (2 per poll); only the wake-ups
+		// of freed slots finish them within 10s (well under 1s when the
+		// machine is quiet).
+		stops := []func(){runWorkerPoll(t, b, reg, 2*time.Second), runWorkerPoll(t, b, reg, 2*time.Second)}
+		eventually(t, 10*time.Second, "every job to run (freed slots wake the workers)", func() bool { return len(stats(t, b)) == 0 })
 		for _, stop := range stops {
 			stop()
 		}

@@ -1,6 +1,10 @@
 package jobqtest_test
 
 import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -114,4 +118,74 @@ func ids(rows []*jobq.JobRow) []int64 {
 		out[i] = r.ID
 	}
 	return out
+}
+
+// TestRecorderWorkerCancel: a real Worker on a recorder finds the wrapped
+// backend's Canceller, so a running job's handler is told of its cancel
+// and the job ends cancelled.
+func TestRecorderWorkerCancel(t *testing.T) {
+	eachStoring(t, func(t *testing.T, inner backend.Backend) {
+		rec := jobqtest.NewRecorder(inner)
+		started := make(chan struct{}, 1)
+		cause := make(chan error, 1)
+		reg := jobq.NewRegistry()
+		reg.HandleFunc("slow", func(ctx context.Context, j *jobq.Job) error {
+			started <- struct{}{}
+			select {
+			case <-ctx.Done():
+				cause <- context.Cause(ctx)
+				return ctx.Err()
+			case <-time.After(20 * time.Second):
+				cause <- nil
+				return nil
+			}
+		})
+		id, err := rec.NewClient(t, jobq.ClientConfig{}).Enqueue(t.Context(), "slow", struct{}{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := jobq.NewWorker(rec.Backend(), reg, jobq.WorkerConfig{
+			PollInterval: 10 * time.Millisecond, CancelPollInterval: 20 * time.Millisecond,
+			ShutdownTimeout: time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		defer func() {
+			stop()
+			if err := <-done; err != nil {
+				t.Error(err)
+			}
+		}()
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the worker did not start the job within 10s")
+		}
+		in := jobq.NewInspector(rec.Backend())
+		res, err := in.Cancel(t.Context(), id)
+		if err != nil || len(res) != 1 || res[0].Outcome != jobq.CancelRequested {
+			t.Fatalf("Cancel(%d) of a running job through the recorder = %+v, %v; want requested", id, res, err)
+		}
+		if c := <-cause; !errors.Is(c, jobq.ErrJobCancelled) {
+			t.Fatalf("the handler's context ended with %v, want ErrJobCancelled", c)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			fin, err := in.FinishedPage(t.Context(), jobq.StateCancelled, jobq.JobFilter{}, 0, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(fin) == 1 && fin[0].ID == id {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %d not among the cancelled jobs 10s after its handler stopped", id)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
 }

@@ -158,7 +158,7 @@ func CompleteTx(ctx context.Context, tx any) error {
 	if !ok {
 		return fmt.Errorf("%w: CompleteTx must be called with a handler's context", ErrInvalidInput)
 	}
-	txc, ok := jc.backend.(backend.TxCompleter)
+	txc, ok := backend.As[backend.TxCompleter](jc.backend)
 	if !ok {
 		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, ErrNotSupported)
 	}

@@ -40,7 +40,7 @@ const (
 // (CancelAlready, CancelCompleted, CancelFailed, CancelNotFound), not an
 // error. A backend that cannot cancel (sync) returns ErrNotSupported.
 func (i *Inspector) Cancel(ctx context.Context, ids ...int64) ([]CancelResult, error) {
-	c, ok := i.b.(backend.Canceller)
+	c, ok := backend.As[backend.Canceller](i.b)
 	if !ok {
 		return nil, fmt.Errorf("cancel jobs: %w: %s", ErrNotSupported, keepsNothing(i.b))
 	}
@@ -81,7 +81,7 @@ func (i *Inspector) FinishedPage(ctx context.Context, state string, f JobFilter,
 }
 
 func (i *Inspector) retainer(op string) (backend.Retainer, error) {
-	r, ok := i.b.(backend.Retainer)
+	r, ok := backend.As[backend.Retainer](i.b)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w: %s", op, ErrNotSupported, keepsNothing(i.b))
 	}

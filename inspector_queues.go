@@ -29,7 +29,7 @@ type QueueInfo struct {
 // controller returns the backend's queue control, or ErrNotSupported
 // naming op.
 func (i *Inspector) controller(op string) (backend.QueueController, error) {
-	c, ok := i.b.(backend.QueueController)
+	c, ok := backend.As[backend.QueueController](i.b)
 	if !ok {
 		return nil, fmt.Errorf("%s: %w: this backend keeps no per-queue settings", op, ErrNotSupported)
 	}
@@ -70,7 +70,7 @@ func (i *Inspector) SetQueueLimits(ctx context.Context, queue string, limits Que
 // QueueSettings lists the paused or limited queues, sorted by name; a
 // backend without queue control has none.
 func (i *Inspector) QueueSettings(ctx context.Context) ([]QueueSettings, error) {
-	c, ok := i.b.(backend.QueueController)
+	c, ok := backend.As[backend.QueueController](i.b)
 	if !ok {
 		return nil, nil
 	}

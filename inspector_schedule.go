@@ -60,7 +60,7 @@ func (i *Inspector) Schedule(ctx context.Context, name string) (ScheduleInfo, er
 // scheduleStore returns the backend's schedule store, or the error saying
 // it has none.
 func (i *Inspector) scheduleStore(op string) (backend.ScheduleStore, error) {
-	if s, ok := i.b.(backend.ScheduleStore); ok {
+	if s, ok := backend.As[backend.ScheduleStore](i.b); ok {
 		return s, nil
 	}
 	if _, inline := i.b.(backend.Inline); inline {

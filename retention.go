@@ -77,7 +77,7 @@ func (r Retention) asked() bool {
 
 // pruner returns the worker's prune loop, nil when b keeps nothing.
 func (w *Worker) pruner() *runner.Pruner {
-	ret, ok := w.b.(backend.Retainer)
+	ret, ok := backend.As[backend.Retainer](w.b)
 	if !ok {
 		return nil
 	}

@@ -59,7 +59,7 @@ func checkSchedules(b backend.Backend, reg *Registry, schedules []Schedule) ([]*
 	if len(schedules) == 0 {
 		return nil, nil
 	}
-	if _, ok := b.(backend.ScheduleStore); !ok {
+	if _, ok := backend.As[backend.ScheduleStore](b); !ok {
 		return nil, fmt.Errorf("WorkerConfig.Schedules: %T keeps no schedules: %w", b, ErrNotSupported)
 	}
 	c := &Client{b: b, cfg: ClientConfig{MaxPayloadBytes: DefaultMaxPayloadBytes, MaxAttempts: DefaultMaxAttempts, Registry: reg}}

@@ -174,7 +174,7 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if err := reg.check(cfg.Retry); err != nil {
 		return nil, err
 	}
-	if _, ok := b.(backend.Retainer); !ok && cfg.Retention.asked() {
+	if _, ok := backend.As[backend.Retainer](b); !ok && cfg.Retention.asked() {
 		return nil, fmt.Errorf("WorkerConfig.Retention: %w: %T keeps no finished jobs", ErrNotSupported, b)
 	}
 	entries, err := checkSchedules(b, reg, cfg.Schedules)
@@ -347,7 +347,7 @@ func (w *Worker) newRun(ctx context.Context) *run {
 	r.extender = runner.NewLeaseExtender(w.b, cfg.Lease, cfg.HeartbeatInterval, w.log)
 	r.completer.OnCancelled(w.onCancelled)
 	r.sweeper = runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, w.onSweep)
-	if c, ok := w.b.(backend.Canceller); ok && cfg.CancelPollInterval > 0 {
+	if c, ok := backend.As[backend.Canceller](w.b); ok && cfg.CancelPollInterval > 0 {
 		r.watcher = runner.NewCancelWatcher(c, r.extender, cfg.CancelPollInterval, w.log, nil)
 	}
 	r.pruner = w.pruner()
@@ -379,8 +379,9 @@ func (r *run) components() []lifecycle.Component {
 	)
 	// The scheduler only inserts jobs, so it needs none of the others;
 	// without schedules it does not exist (no loop, no goroutine).
-	if len(r.w.cron) > 0 {
-		sched := newScheduler(r.w.b.(backend.ScheduleStore), r.w.cron, r.w.log)
+	// NewWorker refused schedules on a backend without a schedule store.
+	if store, ok := backend.As[backend.ScheduleStore](r.w.b); ok && len(r.w.cron) > 0 {
+		sched := newScheduler(store, r.w.cron, r.w.log)
 		cs = append(cs, lifecycle.Component{Name: "scheduler", Run: sched.Run})
 	}
 	return cs
@@ -389,7 +390,7 @@ func (r *run) components() []lifecycle.Component {
 // runClaimer subscribes to the backend's wake-ups (when it has them) and
 // claims until ctx ends.
 func (r *run) runClaimer(ctx context.Context) {
-	if n, ok := r.w.b.(backend.Notifier); ok {
+	if n, ok := backend.As[backend.Notifier](r.w.b); ok {
 		ch, unsubscribe := n.Subscribe(r.w.cfg.Queues)
 		defer unsubscribe()
 		r.claimer.SetWake(ch)

@@ -2,60 +2,48 @@ package jobqtest
 
 import "github.com/jobq/jobq/backend"
 
-//go:generate go run ./internal/capgen
+// The recorder must see two optional capabilities' calls to record them:
+// backend.Inline (the sync backend's handlers run inside the insert) and
+// backend.TxInserter (EnqueueTx). The runtime discovers those two by direct
+// type assertion, since their presence alone changes what it does, so the
+// recorder's backend implements each exactly when the wrapped backend does:
+// one type per combination of the two, below. Every other capability
+// (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
+// ScheduleStore, and any added later) the runtime finds with backend.As
+// through recBackend.Unwrap, straight on the wrapped backend.
 
-// capMask is a set of the optional capabilities (backend/capability.go) a
-// backend implements. The bits follow the order of internal/capgen's list.
-type capMask uint8
-
-const (
-	capNotifier capMask = 1 << iota
-	capInline
-	capMigrator
-	capTxInserter
-	capTxCompleter
-	capQueueController
-	capScheduleStore
-	capAll = capNotifier | capInline | capMigrator | capTxInserter | capTxCompleter | capQueueController | capScheduleStore
-)
-
-// caps holds the implementation of each capability a composed backend
-// promotes; compose reads only the fields its mask names.
-type caps struct {
-	notifier    backend.Notifier
-	inline      backend.Inline
-	migrator    backend.Migrator
-	txInserter  backend.TxInserter
-	txCompleter backend.TxCompleter
-	// queueController is passed through as is: pausing and limiting
-	// queues is nothing a test records.
-	queueController backend.QueueController
-	schedules       backend.ScheduleStore
+// recInline is the recorder's backend over an Inline backend.
+type recInline struct {
+	*recBackend
+	*inlineCap
 }
 
-// maskOf reports which optional capabilities b implements.
-func maskOf(b backend.Backend) capMask {
-	var m capMask
-	if _, ok := b.(backend.Notifier); ok {
-		m |= capNotifier
+// recTx is the recorder's backend over a TxInserter.
+type recTx struct {
+	*recBackend
+	*txInsertCap
+}
+
+// recInlineTx is the recorder's backend over a backend with both.
+type recInlineTx struct {
+	*recBackend
+	*inlineCap
+	*txInsertCap
+}
+
+// compose returns base, with the recording Inline and TxInserter exactly
+// when inner has them.
+func compose(base *recBackend, inner backend.Backend) backend.Backend {
+	_, inline := inner.(backend.Inline)
+	_, txi := inner.(backend.TxInserter)
+	in, tx := &inlineCap{r: base.r}, &txInsertCap{r: base.r}
+	switch {
+	case inline && txi:
+		return &recInlineTx{base, in, tx}
+	case inline:
+		return &recInline{base, in}
+	case txi:
+		return &recTx{base, tx}
 	}
-	if _, ok := b.(backend.Inline); ok {
-		m |= capInline
-	}
-	if _, ok := b.(backend.Migrator); ok {
-		m |= capMigrator
-	}
-	if _, ok := b.(backend.TxInserter); ok {
-		m |= capTxInserter
-	}
-	if _, ok := b.(backend.TxCompleter); ok {
-		m |= capTxCompleter
-	}
-	if _, ok := b.(backend.QueueController); ok {
-		m |= capQueueController
-	}
-	if _, ok := b.(backend.ScheduleStore); ok {
-		m |= capScheduleStore
-	}
-	return m
+	return base
 }

@@ -2,8 +2,10 @@ package jobqtest
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/memory"
@@ -11,118 +13,295 @@ import (
 	syncbackend "github.com/jobq/jobq/backend/sync"
 )
 
-// fakeCaps implements every optional capability, noting its calls.
-type fakeCaps struct {
-	ch        chan struct{}
-	runner    func(ctx context.Context, job *backend.JobRow) error
-	txInserts int
-	txCompl   int
-	qctl      int
+// fakeOthers implements every optional capability the recorder leaves to
+// backend.As, noting its calls.
+type fakeOthers struct {
+	ch    chan struct{}
+	calls map[string]int
 }
 
-func (f *fakeCaps) Subscribe([]string) (<-chan struct{}, func()) { return f.ch, func() {} }
-func (f *fakeCaps) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
+func (f *fakeOthers) Subscribe([]string) (<-chan struct{}, func()) {
+	f.calls["Subscribe"]++
+	return f.ch, func() {}
+}
+func (f *fakeOthers) Migrate(context.Context) (int, error) { f.calls["Migrate"]++; return 42, nil }
+func (f *fakeOthers) JobCompleteTx(context.Context, any, backend.JobRef) error {
+	f.calls["JobCompleteTx"]++
+	return nil
+}
+func (f *fakeOthers) QueuePause(context.Context, string, bool) error {
+	f.calls["QueuePause"]++
+	return nil
+}
+func (f *fakeOthers) QueueSetLimits(context.Context, string, backend.QueueLimits) error {
+	f.calls["QueueSetLimits"]++
+	return nil
+}
+func (f *fakeOthers) QueueSettingsList(context.Context) ([]backend.QueueSettings, error) {
+	f.calls["QueueSettingsList"]++
+	return nil, nil
+}
+func (f *fakeOthers) JobCancel(_ context.Context, ids []int64) ([]backend.CancelResult, error) {
+	f.calls["JobCancel"]++
+	return nil, nil
+}
+func (f *fakeOthers) JobCancelling(context.Context) ([]backend.JobRef, error) {
+	f.calls["JobCancelling"]++
+	return nil, nil
+}
+func (f *fakeOthers) FinishedList(context.Context, backend.FinishedListParams) ([]*backend.FinishedJob, error) {
+	f.calls["FinishedList"]++
+	return nil, nil
+}
+func (f *fakeOthers) FinishedPrune(context.Context, backend.FinishedPruneParams) (int, error) {
+	f.calls["FinishedPrune"]++
+	return 0, nil
+}
+func (f *fakeOthers) JobList(context.Context, backend.JobListParams) ([]*backend.JobRow, error) {
+	f.calls["JobList"]++
+	return nil, nil
+}
+func (f *fakeOthers) PruneTurn(context.Context, string, time.Duration) (bool, error) {
+	f.calls["PruneTurn"]++
+	return false, nil
+}
+func (f *fakeOthers) ScheduleUpsert(context.Context, []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
+	f.calls["ScheduleUpsert"]++
+	return nil, nil
+}
+func (f *fakeOthers) ScheduleTick(context.Context, backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
+	f.calls["ScheduleTick"]++
+	return backend.ScheduleTickResult{JobID: 77}, nil
+}
+func (f *fakeOthers) ScheduleList(context.Context) ([]backend.ScheduleRow, error) {
+	f.calls["ScheduleList"]++
+	return nil, nil
+}
+
+// fakeInline is a backend.Inline keeping the runner it is given.
+type fakeInline struct {
+	runner func(ctx context.Context, job *backend.JobRow) error
+}
+
+func (f *fakeInline) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
 	f.runner = run
 }
-func (f *fakeCaps) Migrate(context.Context) (int, error) { return 42, nil }
-func (f *fakeCaps) JobInsertManyTx(_ context.Context, _ any, p []backend.InsertParams) ([]backend.InsertResult, error) {
-	f.txInserts++
+
+// fakeTx is a backend.TxInserter counting its calls.
+type fakeTx struct{ inserts int }
+
+func (f *fakeTx) JobInsertManyTx(_ context.Context, _ any, p []backend.InsertParams) ([]backend.InsertResult, error) {
+	f.inserts++
 	out := make([]backend.InsertResult, len(p))
 	for i := range out {
 		out[i].ID = int64(100 + i)
 	}
 	return out, nil
 }
-func (f *fakeCaps) JobCompleteTx(context.Context, any, backend.JobRef) error {
-	f.txCompl++
-	return nil
-}
-func (f *fakeCaps) QueuePause(context.Context, string, bool) error { f.qctl++; return nil }
-func (f *fakeCaps) QueueSetLimits(context.Context, string, backend.QueueLimits) error {
-	f.qctl++
-	return nil
-}
-func (f *fakeCaps) QueueSettingsList(context.Context) ([]backend.QueueSettings, error) {
-	return []backend.QueueSettings{{Queue: "fake"}}, nil
-}
-func (f *fakeCaps) ScheduleUpsert(context.Context, []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
-	return nil, nil
-}
-func (f *fakeCaps) ScheduleTick(context.Context, backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
-	return backend.ScheduleTickResult{JobID: 77}, nil
-}
-func (f *fakeCaps) ScheduleList(context.Context) ([]backend.ScheduleRow, error) { return nil, nil }
 
-// TestCapabilitiesPassThrough: for every combination of the optional
-// capabilities, the recorder's backend has exactly the wrapped backend's,
-// and each reaches the wrapped implementation (Inline and TxInserter
-// through the recorder, which records what they do).
+// fakeBackend returns a backend on base with Inline and TxInserter as
+// asked, and, when others is not nil, every other capability from it.
+func fakeBackend(base backend.Backend, others *fakeOthers, in *fakeInline, tx *fakeTx, inline, txi bool) backend.Backend {
+	type o = *fakeOthers
+	switch {
+	case others == nil && inline && txi:
+		return struct {
+			backend.Backend
+			*fakeInline
+			*fakeTx
+		}{base, in, tx}
+	case others == nil && inline:
+		return struct {
+			backend.Backend
+			*fakeInline
+		}{base, in}
+	case others == nil && txi:
+		return struct {
+			backend.Backend
+			*fakeTx
+		}{base, tx}
+	case others == nil:
+		return struct{ backend.Backend }{base}
+	case inline && txi:
+		return struct {
+			backend.Backend
+			o
+			*fakeInline
+			*fakeTx
+		}{base, others, in, tx}
+	case inline:
+		return struct {
+			backend.Backend
+			o
+			*fakeInline
+		}{base, others, in}
+	case txi:
+		return struct {
+			backend.Backend
+			o
+			*fakeTx
+		}{base, others, tx}
+	}
+	return struct {
+		backend.Backend
+		o
+	}{base, others}
+}
+
+// asCaps lists which capabilities backend.As finds on b, the Inline and
+// TxInserter ones by direct assertion as the runtime does.
+func asCaps(b backend.Backend) []string {
+	var out []string
+	if _, ok := b.(backend.Inline); ok {
+		out = append(out, "Inline")
+	}
+	if _, ok := b.(backend.TxInserter); ok {
+		out = append(out, "TxInserter")
+	}
+	has := func(name string, ok bool) {
+		if ok {
+			out = append(out, name)
+		}
+	}
+	_, ok := backend.As[backend.Notifier](b)
+	has("Notifier", ok)
+	_, ok = backend.As[backend.Migrator](b)
+	has("Migrator", ok)
+	_, ok = backend.As[backend.TxCompleter](b)
+	has("TxCompleter", ok)
+	_, ok = backend.As[backend.QueueController](b)
+	has("QueueController", ok)
+	_, ok = backend.As[backend.Canceller](b)
+	has("Canceller", ok)
+	_, ok = backend.As[backend.Retainer](b)
+	has("Retainer", ok)
+	_, ok = backend.As[backend.ScheduleStore](b)
+	has("ScheduleStore", ok)
+	return out
+}
+
+// TestCapabilitiesPassThrough: for each combination of Inline and
+// TxInserter, with and without the other capabilities, the recorder's
+// backend has Inline and TxInserter exactly when the wrapped backend has
+// them and records through them, and backend.As finds every other
+// capability of the wrapped backend, whose calls reach it.
 func TestCapabilitiesPassThrough(t *testing.T) {
-	for m := capMask(0); m <= capAll; m++ {
-		f := &fakeCaps{ch: make(chan struct{})}
-		inner := compose(memory.New(memory.Options{}), m, caps{notifier: f, inline: f, migrator: f, txInserter: f, txCompleter: f, queueController: f, schedules: f})
-		if got := maskOf(inner); got != m {
-			t.Fatalf("fake for mask %06b has %06b", m, got)
-		}
-		rec := NewRecorder(inner)
-		b := rec.Backend()
-		if got := maskOf(b); got != m {
-			t.Fatalf("recorder over mask %06b has %06b", m, got)
-		}
-		ctx := context.Background()
-		if n, ok := b.(backend.Notifier); ok {
-			if ch, _ := n.Subscribe([]string{"default"}); ch != f.ch {
-				t.Fatalf("mask %06b: Subscribe did not reach the wrapped backend", m)
+	ctx := context.Background()
+	mem := memory.New(memory.Options{})
+	defer mem.Close()
+	// The fake's base is a backend without capabilities, so only the
+	// fake's own are found.
+	base := struct{ backend.Backend }{mem}
+	for _, withOthers := range []bool{false, true} {
+		for _, inline := range []bool{false, true} {
+			for _, txi := range []bool{false, true} {
+				name := fmt.Sprintf("others=%v/inline=%v/tx=%v", withOthers, inline, txi)
+				var others *fakeOthers
+				if withOthers {
+					others = &fakeOthers{ch: make(chan struct{}), calls: map[string]int{}}
+				}
+				in, tx := &fakeInline{}, &fakeTx{}
+				inner := fakeBackend(base, others, in, tx, inline, txi)
+				want := fmt.Sprint(asCaps(inner))
+				if n := len(asCaps(inner)); n != count(withOthers, 7)+count(inline, 1)+count(txi, 1) {
+					t.Fatalf("%s: the fake has %s", name, want)
+				}
+				rec := NewRecorder(inner)
+				b := rec.Backend()
+				if got := fmt.Sprint(asCaps(b)); got != want {
+					t.Fatalf("%s: the recorder has %s, the wrapped backend %s", name, got, want)
+				}
+				if withOthers {
+					checkOthersReached(t, name, b, others)
+				}
+				if ti, ok := b.(backend.TxInserter); ok {
+					if _, err := ti.JobInsertManyTx(ctx, nil, []backend.InsertParams{{Queue: "q", Type: "tx", Payload: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+						t.Fatal(err)
+					}
+					if es := rec.Enqueues(); tx.inserts != 1 || len(es) != 1 || es[0].ID != 100 || !es[0].InTx || es[0].Type != "tx" {
+						t.Fatalf("%s: tx insert reached %d times, recorded %+v", name, tx.inserts, es)
+					}
+				}
+				if bi, ok := b.(backend.Inline); ok {
+					var ran bool
+					bi.SetRunner(func(ctx context.Context, job *backend.JobRow) error { ran = true; return nil })
+					if in.runner == nil {
+						t.Fatalf("%s: SetRunner did not reach the wrapped backend", name)
+					}
+					in.runner(ctx, &backend.JobRow{ID: 5, Type: "inline", Queue: "q", Attempts: 1})
+					if runs := rec.Runs(); !ran || len(runs) != 1 || runs[0].JobID != 5 || !runs[0].Inline {
+						t.Fatalf("%s: inline run reached the runner %v, recorded %+v", name, ran, runs)
+					}
+				}
 			}
 		}
-		if qc, ok := b.(backend.QueueController); ok {
-			_ = qc.QueuePause(ctx, "q", true)
-			_ = qc.QueueSetLimits(ctx, "q", backend.QueueLimits{Concurrency: 1})
-			if s, _ := qc.QueueSettingsList(ctx); f.qctl != 2 || len(s) != 1 || s[0].Queue != "fake" {
-				t.Fatalf("mask %06b: queue control did not reach the wrapped backend", m)
-			}
-		}
-		if mg, ok := b.(backend.Migrator); ok {
-			if v, _ := mg.Migrate(ctx); v != 42 {
-				t.Fatalf("mask %06b: Migrate returned %d", m, v)
-			}
-		}
-		if ss, ok := b.(backend.ScheduleStore); ok {
-			if r, _ := ss.ScheduleTick(ctx, backend.ScheduleTickParams{}); r.JobID != 77 {
-				t.Fatalf("mask %06b: ScheduleTick did not reach the wrapped backend", m)
-			}
-		}
-		if tc, ok := b.(backend.TxCompleter); ok {
-			tc.JobCompleteTx(ctx, nil, backend.JobRef{ID: 1, Attempt: 1})
-			if f.txCompl != 1 {
-				t.Fatalf("mask %06b: JobCompleteTx did not reach the wrapped backend", m)
-			}
-		}
-		if ti, ok := b.(backend.TxInserter); ok {
-			if _, err := ti.JobInsertManyTx(ctx, nil, []backend.InsertParams{{Queue: "q", Type: "tx", Payload: []byte(`{}`), MaxAttempts: 1}}); err != nil {
-				t.Fatal(err)
-			}
-			if es := rec.Enqueues(); f.txInserts != 1 || len(es) != 1 || es[0].ID != 100 || !es[0].InTx || es[0].Type != "tx" {
-				t.Fatalf("mask %06b: tx insert reached %d times, recorded %+v", m, f.txInserts, es)
-			}
-		}
-		if in, ok := b.(backend.Inline); ok {
-			var ran bool
-			in.SetRunner(func(ctx context.Context, job *backend.JobRow) error { ran = true; return nil })
-			if f.runner == nil {
-				t.Fatalf("mask %06b: SetRunner did not reach the wrapped backend", m)
-			}
-			f.runner(ctx, &backend.JobRow{ID: 5, Type: "inline", Queue: "q", Attempts: 1})
-			if runs := rec.Runs(); !ran || len(runs) != 1 || runs[0].JobID != 5 || !runs[0].Inline {
-				t.Fatalf("mask %06b: inline run reached the runner %v, recorded %+v", m, ran, runs)
-			}
-		}
-		inner.Close()
 	}
 }
 
-// TestRealBackendsCapabilities: wrapping a real backend keeps its
-// capabilities.
+// count is n if b, else 0.
+func count(b bool, n int) int {
+	if b {
+		return n
+	}
+	return 0
+}
+
+// checkOthersReached calls each capability As finds on b once and checks
+// the call reached others, unrecorded.
+func checkOthersReached(t *testing.T, name string, b backend.Backend, others *fakeOthers) {
+	t.Helper()
+	ctx := context.Background()
+	must := func(ok bool, c string) {
+		if !ok {
+			t.Fatalf("%s: %s not found", name, c)
+		}
+	}
+	n, ok := backend.As[backend.Notifier](b)
+	must(ok, "Notifier")
+	if ch, _ := n.Subscribe([]string{"default"}); ch != others.ch {
+		t.Fatalf("%s: Subscribe did not return the wrapped backend's channel", name)
+	}
+	m, ok := backend.As[backend.Migrator](b)
+	must(ok, "Migrator")
+	if v, _ := m.Migrate(ctx); v != 42 {
+		t.Fatalf("%s: Migrate returned %d", name, v)
+	}
+	tc, ok := backend.As[backend.TxCompleter](b)
+	must(ok, "TxCompleter")
+	tc.JobCompleteTx(ctx, nil, backend.JobRef{ID: 1, Attempt: 1})
+	qc, ok := backend.As[backend.QueueController](b)
+	must(ok, "QueueController")
+	qc.QueuePause(ctx, "q", true)
+	qc.QueueSetLimits(ctx, "q", backend.QueueLimits{Concurrency: 1})
+	qc.QueueSettingsList(ctx)
+	c, ok := backend.As[backend.Canceller](b)
+	must(ok, "Canceller")
+	c.JobCancel(ctx, []int64{1})
+	c.JobCancelling(ctx)
+	r, ok := backend.As[backend.Retainer](b)
+	must(ok, "Retainer")
+	r.FinishedList(ctx, backend.FinishedListParams{})
+	r.FinishedPrune(ctx, backend.FinishedPruneParams{})
+	r.JobList(ctx, backend.JobListParams{})
+	r.PruneTurn(ctx, "h", time.Second)
+	s, ok := backend.As[backend.ScheduleStore](b)
+	must(ok, "ScheduleStore")
+	s.ScheduleUpsert(ctx, nil)
+	s.ScheduleList(ctx)
+	if res, _ := s.ScheduleTick(ctx, backend.ScheduleTickParams{}); res.JobID != 77 {
+		t.Fatalf("%s: ScheduleTick did not reach the wrapped backend", name)
+	}
+	for _, call := range []string{"Subscribe", "Migrate", "JobCompleteTx", "QueuePause", "QueueSetLimits", "QueueSettingsList",
+		"JobCancel", "JobCancelling", "FinishedList", "FinishedPrune", "JobList", "PruneTurn",
+		"ScheduleUpsert", "ScheduleTick", "ScheduleList"} {
+		if others.calls[call] != 1 {
+			t.Errorf("%s: %s reached the wrapped backend %d times, want 1", name, call, others.calls[call])
+		}
+	}
+}
+
+// TestRealBackendsCapabilities: wrapping a real backend keeps every
+// capability the runtime can find on it.
 func TestRealBackendsCapabilities(t *testing.T) {
 	sq, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "jobq.db"), sqlite.Options{})
 	if err != nil {
@@ -134,17 +313,21 @@ func TestRealBackendsCapabilities(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		b    backend.Backend
-		want capMask
+		want string
 	}{
-		{"memory", mem, capNotifier | capQueueController},
-		{"sync", syncbackend.New(), capInline | capQueueController},
-		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capQueueController},
-		{"memory", mem, capNotifier | capScheduleStore},
-		{"sync", syncbackend.New(), capInline},
-		{"sqlite", sq, capNotifier | capMigrator | capTxInserter | capTxCompleter | capScheduleStore},
+		{"memory", mem, "[Notifier QueueController Canceller Retainer ScheduleStore]"},
+		{"sync", syncbackend.New(), "[Inline QueueController]"},
+		{"sqlite", sq, "[TxInserter Notifier Migrator TxCompleter QueueController Canceller Retainer ScheduleStore]"},
 	} {
-		if got := maskOf(NewRecorder(c.b).Backend()); got != c.want {
-			t.Errorf("%s through the recorder: capabilities %06b, want %06b", c.name, got, c.want)
+		if got := fmt.Sprint(asCaps(c.b)); got != c.want {
+			t.Errorf("%s has %s, want %s", c.name, got, c.want)
+		}
+		if got := fmt.Sprint(asCaps(NewRecorder(c.b).Backend())); got != c.want {
+			t.Errorf("%s through the recorder: %s, want %s", c.name, got, c.want)
+		}
+		// A recorder over a recorder: As walks two Unwraps.
+		if got := fmt.Sprint(asCaps(NewRecorder(NewRecorder(c.b).Backend()).Backend())); got != c.want {
+			t.Errorf("%s through two recorders: %s, want %s", c.name, got, c.want)
 		}
 	}
 }

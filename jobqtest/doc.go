@@ -11,5 +11,10 @@
 // handlers and the worker's retry policy, backoff delays treated as
 // elapsed, and reports each attempt's outcome.
 //
+// Recorder.Backend keeps every optional capability of the wrapped backend
+// (cancelling, job listings, retention, queue control, schedules, ...):
+// jobq finds them with backend.As through the recorder's Unwrap, and so
+// should a test's own code.
+//
 // Nothing here starts a goroutine or sleeps.
 package jobqtest

@@ -27,10 +27,15 @@ import (
 // backend (by a hook or as bad input) and Client.Skip are invisible, and
 // such a type reads as not wired.
 //
-// Backend() keeps the optional capabilities the runtime discovers by type
-// assertion (backend.Notifier, Inline, Migrator, TxInserter, TxCompleter,
-// ScheduleStore) exactly when the wrapped backend has them. Any other
-// capability interface is hidden: reach it through Unwrap.
+// Backend() has backend.Inline and backend.TxInserter exactly when the
+// wrapped backend has them, and records what goes through them. Every
+// other optional capability (Notifier, Migrator, TxCompleter,
+// QueueController, Canceller, Retainer, ScheduleStore) it leaves to the
+// wrapped backend: Backend() is a backend.Unwrapper, and jobq finds them
+// with backend.As. Code of your own that needs one of those should use
+// backend.As too; a direct type assertion on Backend() fails. Jobs that
+// schedule ticks insert are not recorded: they are the workers' enqueues,
+// not a request's.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {
@@ -115,16 +120,10 @@ type Skip struct {
 func NewRecorder(inner backend.Backend) *Recorder {
 	r := &Recorder{inner: inner, runSeen: map[runKey]bool{}, reached: map[string]int{}, queues: map[string]bool{}}
 	_, r.inline = inner.(backend.Inline)
-	base := &recBackend{Backend: inner, r: r}
-	c := caps{inline: &inlineCap{r: r}, txInserter: &txInsertCap{r: r}}
-	c.notifier, _ = inner.(backend.Notifier)
-	c.migrator, _ = inner.(backend.Migrator)
-	c.txCompleter, _ = inner.(backend.TxCompleter)
-	c.queueController, _ = inner.(backend.QueueController)
-	// Scheduled ticks are the workers' enqueues, not a request's: passed
-	// through unrecorded.
-	c.schedules, _ = inner.(backend.ScheduleStore)
-	r.b = compose(base, maskOf(inner), c)
+	// A tick of a schedule (ScheduleStore.ScheduleTick, reached through
+	// As) inserts its job unrecorded: the scheduler's jobs are the
+	// workers' own, not something a request did.
+	r.b = compose(&recBackend{Backend: inner, r: r}, inner)
 	return r
 }
 
@@ -305,6 +304,10 @@ type recBackend struct {
 	backend.Backend
 	r *Recorder
 }
+
+// Unwrap returns the wrapped backend, for backend.As to find the
+// capabilities the recorder does not intercept.
+func (b *recBackend) Unwrap() backend.Backend { return b.Backend }
 
 // JobInsertMany records the jobs and their results.
 func (b *recBackend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {

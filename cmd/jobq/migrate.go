@@ -22,7 +22,7 @@ memory: and sync: keep nothing beyond one process and are refused.`,
 		PreRunE: a.requireDurable,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd.Context(), mayCreate, func(b backend.Backend) error {
-				m, ok := b.(backend.Migrator)
+				m, ok := backend.As[backend.Migrator](b)
 				if !ok {
 					fmt.Fprintf(a.out, "the %s backend has no schema to migrate\n", schemeOf(a.db))
 					return nil

@@ -143,7 +143,7 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 // refusal doubles as the fallback that tells handlers of cancels (see
 // CancelWatcher for the fast path). Only called when a lease was lost.
 func (e *LeaseExtender) cancelledAmong(ctx context.Context, lost []backend.JobRef) map[backend.JobRef]bool {
-	c, ok := e.b.(backend.Canceller)
+	c, ok := backend.As[backend.Canceller](e.b)
 	if !ok || len(lost) == 0 {
 		return nil
 	}

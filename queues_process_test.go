@@ -460,6 +460,7 @@ func TestProcessPauseResume(t *testing.T) {
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
+			atPause := r.running()
 			pauseSent := time.Now()
 			if err := r.ctl.QueuePause(t.Context(), r.queue, true); err != nil {
 				t.Fatal(err)
@@ -493,11 +494,12 @@ func TestProcessPauseResume(t *testing.T) {
 					firstAfter = rec.start
 				}
 			}
-			t.Logf("%s: paused under load with %d handlers running when the pause was sent; last start %s after the pause returned, %d starts during the pause; first start %s after resume",
-				st.name, runningAtPause, lastBefore.Sub(paused).Round(time.Millisecond), duringPause, firstAfter.Sub(resumed).Round(time.Millisecond))
-			if runningAtPause == 0 {
-				t.Fatalf("no job was running when the queue was paused: not under load")
-			}
+			// The shared counter proves the load (at least 10 were running
+			// just before the pause); the ledger's count is only reported,
+			// since on a starved machine a handler's recorded end can
+			// precede its counter's decrement.
+			t.Logf("%s: paused under load with %d handlers running by the counter (%d by the ledger) when the pause was sent; last start %s after the pause returned, %d starts during the pause; first start %s after resume",
+				st.name, atPause, runningAtPause, lastBefore.Sub(paused).Round(time.Millisecond), duringPause, firstAfter.Sub(resumed).Round(time.Millisecond))
 			if lastBefore.Sub(paused) > time.Second {
 				t.Fatalf("a handler started %s after the pause", lastBefore.Sub(paused))
 			}

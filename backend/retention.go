@@ -151,3 +151,31 @@ func ValidatePrune(p FinishedPruneParams) error {
 	}
 	return nil
 }
+
+// ValidateFinishedList checks a FinishedListParams (page, state, time
+// range) and returns the page's limit: what every backend's FinishedList
+// checks before it reads anything.
+func ValidateFinishedList(p FinishedListParams) (int, error) {
+	limit, err := ValidatePage(p.Limit, p.BeforeID)
+	if err == nil {
+		err = ValidateFinishedState(p.State)
+	}
+	if err == nil {
+		err = ValidateJobFilter(p.Filter)
+	}
+	return limit, err
+}
+
+// ValidateJobList checks a JobListParams (page, state, time range) and
+// returns the page's limit: what every backend's JobList checks before it
+// reads anything.
+func ValidateJobList(p JobListParams) (int, error) {
+	limit, err := ValidatePage(p.Limit, p.BeforeID)
+	if err == nil {
+		err = ValidateListState(p.State)
+	}
+	if err == nil {
+		err = ValidateJobFilter(p.Filter)
+	}
+	return limit, err
+}

@@ -98,13 +98,7 @@ func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (m
 // FinishedList implements backend.Retainer.
 func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListParams) ([]*backend.FinishedJob, error) {
 	const op = "list finished jobs"
-	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
-	if err == nil {
-		err = backend.ValidateFinishedState(params.State)
-	}
-	if err == nil {
-		err = backend.ValidateJobFilter(params.Filter)
-	}
+	limit, err := backend.ValidateFinishedList(params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -123,13 +117,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 // JobList implements backend.Retainer.
 func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]*backend.JobRow, error) {
 	const op = "list jobs"
-	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
-	if err == nil {
-		err = backend.ValidateListState(params.State)
-	}
-	if err == nil {
-		err = backend.ValidateJobFilter(params.Filter)
-	}
+	limit, err := backend.ValidateJobList(params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/jobq/jobq/internal/jsonstr"
 )
 
 // Jobs with metadata (a tracer's traceparent on every traced job) are
@@ -40,46 +42,12 @@ func encodeMetadata(m map[string]string) pgtype.Text {
 		if i > 0 {
 			sb.WriteByte(',')
 		}
-		writeJSONString(&sb, k)
+		jsonstr.Write(&sb, k)
 		sb.WriteByte(':')
-		writeJSONString(&sb, m[k])
+		jsonstr.Write(&sb, m[k])
 	}
 	sb.WriteByte('}')
 	return pgtype.Text{String: sb.String(), Valid: true}
-}
-
-// writeJSONString writes s as a JSON string. s is valid UTF-8 without NUL
-// (see backend.ValidateMetadata), so only quotes, backslashes and control
-// characters need escaping.
-func writeJSONString(sb *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	sb.WriteByte('"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		sb.WriteString(s[start:i])
-		switch c {
-		case '"', '\\':
-			sb.WriteByte('\\')
-			sb.WriteByte(c)
-		case '\n':
-			sb.WriteString(`\n`)
-		case '\t':
-			sb.WriteString(`\t`)
-		case '\r':
-			sb.WriteString(`\r`)
-		default:
-			sb.WriteString(`\u00`)
-			sb.WriteByte(hex[c>>4])
-			sb.WriteByte(hex[c&0xf])
-		}
-		start = i + 1
-	}
-	sb.WriteString(s[start:])
-	sb.WriteByte('"')
 }
 
 // decodeMetadata reads the metadata column: nil for NULL or an empty

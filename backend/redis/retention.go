@@ -51,13 +51,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 	if err := b.begin(op); err != nil {
 		return nil, err
 	}
-	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
-	if err == nil {
-		err = backend.ValidateFinishedState(params.State)
-	}
-	if err == nil {
-		err = backend.ValidateJobFilter(params.Filter)
-	}
+	limit, err := backend.ValidateFinishedList(params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -157,13 +151,7 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 	if err := b.begin(op); err != nil {
 		return nil, err
 	}
-	limit, err := backend.ValidatePage(params.Limit, params.BeforeID)
-	if err == nil {
-		err = backend.ValidateListState(params.State)
-	}
-	if err == nil {
-		err = backend.ValidateJobFilter(params.Filter)
-	}
+	limit, err := backend.ValidateJobList(params)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

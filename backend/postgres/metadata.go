@@ -3,7 +3,6 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -26,28 +25,7 @@ func encodeMetadata(m map[string]string) pgtype.Text {
 	if len(m) == 0 {
 		return pgtype.Text{}
 	}
-	keys := make([]string, 0, len(m))
-	n := 2
-	for k, v := range m {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 6
-	}
-	// jsonb orders keys itself; sorted here so the text is the same for
-	// the same map (COPY and the statements pass it on as is).
-	slices.Sort(keys)
-	var sb strings.Builder
-	sb.Grow(n)
-	sb.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		jsonstr.Write(&sb, k)
-		sb.WriteByte(':')
-		jsonstr.Write(&sb, m[k])
-	}
-	sb.WriteByte('}')
-	return pgtype.Text{String: sb.String(), Valid: true}
+	return pgtype.Text{String: jsonstr.Object(m), Valid: true}
 }
 
 // decodeMetadata reads the metadata column: nil for NULL or an empty

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -24,26 +23,7 @@ func encodeMetadata(m map[string]string) any {
 	if len(m) == 0 {
 		return nil
 	}
-	keys := make([]string, 0, len(m))
-	n := 2
-	for k, v := range m {
-		keys = append(keys, k)
-		n += len(k) + len(v) + 6
-	}
-	slices.Sort(keys)
-	var sb strings.Builder
-	sb.Grow(n)
-	sb.WriteByte('{')
-	for i, k := range keys {
-		if i > 0 {
-			sb.WriteByte(',')
-		}
-		jsonstr.Write(&sb, k)
-		sb.WriteByte(':')
-		jsonstr.Write(&sb, m[k])
-	}
-	sb.WriteByte('}')
-	return sb.String()
+	return jsonstr.Object(m)
 }
 
 // decodeMetadata is the inverse of encodeMetadata for the column's value

@@ -2,7 +2,10 @@
 // backends' metadata encoders on the enqueue path.
 package jsonstr
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Write writes s to sb as a JSON string. s must be valid UTF-8 (metadata
 // is, see backend.ValidateMetadata), so only quotes, backslashes and
@@ -37,4 +40,30 @@ func Write(sb *strings.Builder, s string) {
 	}
 	sb.WriteString(s[start:])
 	sb.WriteByte('"')
+}
+
+// Object returns m as a JSON object of strings with its keys sorted, so
+// the same map always gives the same text. m must be non-empty metadata
+// (valid UTF-8); the backends store an empty map as NULL before calling.
+func Object(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	n := 2
+	for k, v := range m {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	slices.Sort(keys)
+	var sb strings.Builder
+	sb.Grow(n)
+	sb.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		Write(&sb, k)
+		sb.WriteByte(':')
+		Write(&sb, m[k])
+	}
+	sb.WriteByte('}')
+	return sb.String()
 }

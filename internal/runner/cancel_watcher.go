@@ -20,6 +20,10 @@ type CancelWatcher struct {
 	interval time.Duration
 	log      *slog.Logger
 	onCancel func(ref backend.JobRef)
+	// failing is set from the first failed poll to the next good one: the
+	// poll runs every few hundred milliseconds, so an outage is warned of
+	// once, not four times a second.
+	failing bool
 }
 
 // NewCancelWatcher polls c every interval for the attempts extender holds;
@@ -40,10 +44,15 @@ func (w *CancelWatcher) RunOnce(ctx context.Context) {
 	refs, err := w.c.JobCancelling(callCtx)
 	cancel()
 	if err != nil {
-		if ctx.Err() == nil {
-			w.log.Warn("list cancelled jobs", "err", err)
+		if ctx.Err() == nil && !w.failing {
+			w.failing = true
+			w.log.Warn("list cancelled jobs; retrying quietly until it works again (the heartbeat still ends cancelled jobs)", "err", err)
 		}
 		return
+	}
+	if w.failing {
+		w.failing = false
+		w.log.Info("list cancelled jobs: working again")
 	}
 	for _, ref := range refs {
 		if w.extender.CancelHeld([]backend.JobRef{ref}, ErrJobCancelled) > 0 {

@@ -3,8 +3,6 @@ package backendtest
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -418,32 +416,4 @@ func testQueues(t *testing.T, h Harness) {
 			t.Fatalf("handlers ran %d times for %d jobs", runs.Load(), jobs)
 		}
 	})
-}
-
-// runWorkerPoll is runWorker with the given poll interval.
-func runWorkerPoll(t *testing.T, b backend.Backend, reg *jobq.Registry, poll time.Duration) (stop func()) {
-	t.Helper()
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
-		Concurrency:     8,
-		PollInterval:    poll,
-		ShutdownTimeout: 100 * time.Millisecond,
-		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	if err != nil {
-		t.Fatalf("new worker: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("worker run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
 }

@@ -140,9 +140,15 @@ func enqueue(t *testing.T, b backend.Backend, typ string, opts ...jobq.EnqueueOp
 // until stop is called (or the test ends).
 func runWorker(t *testing.T, b backend.Backend, reg *jobq.Registry) (stop func()) {
 	t.Helper()
+	return runWorkerPoll(t, b, reg, 10*time.Millisecond)
+}
+
+// runWorkerPoll is runWorker with the given poll interval.
+func runWorkerPoll(t *testing.T, b backend.Backend, reg *jobq.Registry, poll time.Duration) (stop func()) {
+	t.Helper()
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
 		Concurrency:     8,
-		PollInterval:    10 * time.Millisecond,
+		PollInterval:    poll,
 		Retry:           jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
 		ShutdownTimeout: 100 * time.Millisecond,
 		Logger:          slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -10,11 +10,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,8 +23,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/all"
-	"github.com/jobq/jobq/backend/postgres/pgtest"
-	"github.com/jobq/jobq/backend/redis/redistest"
 )
 
 // cancelChildEnv holds the backend URL a cancel worker process opens.
@@ -85,35 +81,10 @@ type cancelLine struct {
 
 func TestProcessCancelRunningJob(t *testing.T) {
 	t.Parallel()
-	backends := map[string]func(t *testing.T) string{
-		"sqlite": func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db") },
-		"postgres": func(t *testing.T) string {
-			u := pgtest.URL(t)
-			p, err := url.Parse(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := p.Query()
-			q.Set("jobq_schema", pgtest.Schema(t, u))
-			p.RawQuery = q.Encode()
-			return p.String()
-		},
-		"redis": func(t *testing.T) string {
-			u := redistest.URL(t)
-			p, err := url.Parse(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			q := p.Query()
-			q.Set("key_prefix", redistest.Prefix(t, u))
-			p.RawQuery = q.Encode()
-			return p.String()
-		},
-	}
-	for name, mk := range backends {
-		t.Run(name, func(t *testing.T) {
+	for _, st := range durableStores {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			testProcessCancel(t, mk(t))
+			testProcessCancel(t, st.url(t))
 		})
 	}
 }

@@ -23,8 +23,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/all" // every scheme for backend.Open
-	"github.com/jobq/jobq/backend/postgres/pgtest"
-	"github.com/jobq/jobq/backend/redis/redistest"
 )
 
 const (
@@ -87,31 +85,9 @@ func TestCronProcesses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 4 processes for 20s per backend")
 	}
-	stores := []struct {
-		name string
-		url  func(t *testing.T) string
-	}{
-		{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db") }},
-		{"postgres", func(t *testing.T) string {
-			u := pgtest.URL(t)
-			return withParam(u, "jobq_schema", pgtest.Schema(t, u))
-		}},
-		{"redis", func(t *testing.T) string {
-			u := redistest.URL(t)
-			return withParam(u, "key_prefix", redistest.Prefix(t, u))
-		}},
-	}
-	for _, s := range stores {
+	for _, s := range durableStores {
 		t.Run(s.name, func(t *testing.T) { cronProcesses(t, s.url(t)) })
 	}
-}
-
-func withParam(u, k, v string) string {
-	sep := "?"
-	if strings.Contains(u, "?") {
-		sep = "&"
-	}
-	return u + sep + k + "=" + v
 }
 
 func cronProcesses(t *testing.T, url string) {

@@ -29,8 +29,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/all"
-	"github.com/jobq/jobq/backend/postgres/pgtest"
-	"github.com/jobq/jobq/backend/redis/redistest"
 )
 
 const (
@@ -153,19 +151,10 @@ type ctlStore struct {
 // under CI=true) when a server is unreachable.
 func ctlStores(t *testing.T) []ctlStore {
 	t.Helper()
-	stores := []ctlStore{{"sqlite", "sqlite:" + filepath.Join(t.TempDir(), "ctl.db")}}
-	pg := pgtest.URL(t)
-	sep := "?"
-	if strings.Contains(pg, "?") {
-		sep = "&"
+	var stores []ctlStore
+	for _, s := range durableStores {
+		stores = append(stores, ctlStore{s.name, s.url(t)})
 	}
-	stores = append(stores, ctlStore{"postgres", pg + sep + "jobq_schema=" + pgtest.Schema(t, pg)})
-	rd := redistest.URL(t)
-	sep = "?"
-	if strings.Contains(rd, "?") {
-		sep = "&"
-	}
-	stores = append(stores, ctlStore{"redis", rd + sep + "key_prefix=" + redistest.Prefix(t, rd)})
 	return stores
 }
 

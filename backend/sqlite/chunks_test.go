@@ -45,7 +45,9 @@ SELECT i, 'q', 't', '{}', 1, 1, 0, 'boom', CASE i WHEN 1 THEN 'first' WHEN ?1 TH
 // come); one that holds the write lock throughout serves it after the last.
 func whileBulk(t *testing.T, b *Backend, bulk func(context.Context) error, write func(context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	// A bound against a hang only (see backendtest's bulkLimit): on two
+	// shared cores under -race a bulk call alone has taken a minute.
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	// Prepared now: preparing later would take the write connection
 	// between bulk's steps.

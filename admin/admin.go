@@ -13,6 +13,7 @@
 package admin
 
 import (
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -54,6 +55,10 @@ type Options struct {
 	// MaxBody bounds a request body in bytes; larger ones get 413.
 	// Zero means 1 MiB.
 	MaxBody int64
+	// Prefix is the path the handler is mounted under (with
+	// http.StripPrefix), such as "/admin"; links, redirects and the login
+	// cookie's path start with it. Empty when mounted at the root.
+	Prefix string
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -100,4 +105,26 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // at least scope need.
 func (s *server) handle(pattern string, need Scope, h http.HandlerFunc) {
 	s.mux.HandleFunc(pattern, h)
+}
+
+// writeJSON answers status with v as JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// apiError is the body of every error answer: a stable code for programs,
+// a message for people, and the offending field for bad input.
+type apiError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Field   string `json:"field,omitempty"`
+}
+
+// writeError answers status with an apiError.
+func writeError(w http.ResponseWriter, status int, code, msg, field string) {
+	writeJSON(w, status, struct {
+		Error apiError `json:"error"`
+	}{apiError{Code: code, Message: msg, Field: field}})
 }

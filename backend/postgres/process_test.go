@@ -11,7 +11,6 @@ package postgres
 // keyed by job id, so a duplicated effect would break the primary key.
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,15 +18,11 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
-	"os/exec"
-	"os/signal"
 	"os/user"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +33,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/postgres/pgtest"
+	"github.com/jobq/jobq/internal/proctest"
 	"github.com/jobq/jobq/internal/runner"
 )
 
@@ -91,24 +87,15 @@ const (
 // (no lease runs out) such a violation can only mean a job's effect was
 // about to happen twice.
 func runWorkerProcess() int {
-	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := proctest.ChildContext()
 	defer stop()
-	// The test holds the write end of stdin: when it dies without stopping
-	// us (a test binary timeout), stdin reaches EOF and we shut down rather
-	// than work on as an orphan.
-	ctx, orphaned := context.WithCancel(sigCtx)
-	defer orphaned()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		orphaned()
-	}()
 	pid := os.Getpid()
 	dbURL, schema := os.Getenv(procURLEnv), os.Getenv(procSchemaEnv)
 	conc, _ := strconv.Atoi(os.Getenv(procConcEnv))
 	lease, _ := time.ParseDuration(os.Getenv(procLeaseEnv))
 	strict := os.Getenv(procStrictEnv) == "1"
 	async := os.Getenv(procAsyncEnv) == "1"
-	logs := newProcLog(pid)
+	logs := proctest.NewLog(pid)
 	log := slog.New(logs)
 	fail := func(code int, format string, args ...any) int {
 		fmt.Fprintf(os.Stderr, "worker %d: "+format+"\n", append([]any{pid}, args...)...)
@@ -152,7 +139,7 @@ func runWorkerProcess() int {
 			fmt.Fprintf(os.Stderr, "worker %d: job %d attempt %d: %v (handler context: %v)\n", pid, j.ID, j.Attempt, err, context.Cause(ctx))
 			return err
 		}
-		if txErrs.Add(1) <= procLogPrintMax {
+		if txErrs.Add(1) <= proctest.PrintMax {
 			fmt.Fprintf(os.Stderr, "worker %d: job %d attempt %d: %v (handler context: %v)\n", pid, j.ID, j.Attempt, err, context.Cause(ctx))
 		}
 		return err
@@ -230,8 +217,8 @@ func runWorkerProcess() int {
 	}
 	fmt.Fprintf(os.Stderr, "%spid=%d runs=%d retried=%d done=%d dups=%d notheld=%d txerrs=%d leaselost=%d fenced_jobs=%d fenced_warnings=%d warnings=%d errors=%d\n",
 		procSummary, pid, runs.Load(), retried.Load(), done.Load(), dups.Load(), notHeld.Load(), txErrs.Load(), leaseLost.Load(),
-		logs.jobs(fencedMsg), logs.count(slog.LevelWarn, fencedMsg), logs.total(slog.LevelWarn), logs.total(slog.LevelError))
-	logs.report()
+		logs.Jobs(fencedMsg), logs.Count(slog.LevelWarn, fencedMsg), logs.Total(slog.LevelWarn), logs.Total(slog.LevelError))
+	logs.Report()
 	if strict && dups.Load() > 0 {
 		return procExitDup
 	}
@@ -241,89 +228,8 @@ func runWorkerProcess() int {
 // fencedMsg is the runtime's warning for outcomes the lease fence refused.
 const fencedMsg = "job outcomes refused by the lease fence: the jobs were taken over"
 
-// procLog is the worker process's slog handler: it prints the first few
-// warnings and errors of each kind to stderr and counts all of them, so a
-// warning logged once per batch cannot flood the test's output.
-type procLog struct {
-	pid     int
-	mu      sync.Mutex
-	records map[slog.Level]map[string]int64
-	jobSums map[string]int64 // sum of the "jobs" attribute per message
-}
-
-func newProcLog(pid int) *procLog {
-	return &procLog{pid: pid, records: map[slog.Level]map[string]int64{}, jobSums: map[string]int64{}}
-}
-
-const procLogPrintMax = 5
-
-func (l *procLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
-func (l *procLog) WithAttrs([]slog.Attr) slog.Handler               { return l }
-func (l *procLog) WithGroup(string) slog.Handler                    { return l }
-
-func (l *procLog) Handle(_ context.Context, r slog.Record) error {
-	var attrs strings.Builder
-	var jobs int64
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&attrs, " %s=%v", a.Key, a.Value)
-		if a.Key == "jobs" {
-			jobs = a.Value.Int64()
-		}
-		return true
-	})
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.records[r.Level] == nil {
-		l.records[r.Level] = map[string]int64{}
-	}
-	l.records[r.Level][r.Message]++
-	l.jobSums[r.Message] += jobs
-	if l.records[r.Level][r.Message] <= procLogPrintMax {
-		fmt.Fprintf(os.Stderr, "worker %d: %s %s%s\n", l.pid, r.Level, r.Message, attrs.String())
-	}
-	return nil
-}
-
-func (l *procLog) jobs(msg string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.jobSums[msg]
-}
-
-func (l *procLog) count(level slog.Level, msg string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.records[level][msg]
-}
-
-func (l *procLog) total(level slog.Level) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var n int64
-	for _, c := range l.records[level] {
-		n += c
-	}
-	return n
-}
-
-// report prints how often each message was logged.
-func (l *procLog) report() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for level, msgs := range l.records {
-		for msg, n := range msgs {
-			fmt.Fprintf(os.Stderr, "worker %d: logged %dx %s %q (jobs=%d)\n", l.pid, n, level, msg, l.jobSums[msg])
-		}
-	}
-}
-
 // proc is a running worker process.
-type proc struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan struct{}
-	err    error // cmd.Wait's result, set before exited is closed
-}
+type proc struct{ *proctest.Proc }
 
 // procOptions are a worker process's settings.
 type procOptions struct {
@@ -336,7 +242,7 @@ type procOptions struct {
 // startProc starts a worker process on dbURL's schema. It is killed when
 // the test ends, if still running, and its output is logged if the test
 // failed.
-func startProc(t *testing.T, dbURL, schema string, o procOptions) *proc {
+func startProc(t *testing.T, dbURL, schema string, o procOptions) proc {
 	t.Helper()
 	flag := func(b bool) string {
 		if b {
@@ -344,41 +250,10 @@ func startProc(t *testing.T, dbURL, schema string, o procOptions) *proc {
 		}
 		return "0"
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(),
+	return proc{proctest.StartProc(t,
 		procURLEnv+"="+withoutLoopbackTLS(dbURL), procSchemaEnv+"="+schema,
 		procConcEnv+"="+strconv.Itoa(o.concurrency), procLeaseEnv+"="+o.lease.String(),
-		procStrictEnv+"="+flag(o.strict), procAsyncEnv+"="+flag(o.asyncCommit))
-	stdin, lifeline, err := os.Pipe()
-	if err != nil {
-		t.Fatalf("pipe: %v", err)
-	}
-	p := &proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.out, p.out
-	err = cmd.Start()
-	_ = stdin.Close() // the child has its own copy
-	if err != nil {
-		_ = lifeline.Close()
-		t.Fatalf("start worker process: %v", err)
-	}
-	go func() {
-		p.err = cmd.Wait()
-		if cmd.ProcessState != nil {
-			fmt.Fprintf(p.out, "cpu time user=%s sys=%s\n", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime())
-		}
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		if p.running() {
-			_ = cmd.Process.Kill()
-			<-p.exited
-		}
-		_ = lifeline.Close()
-		if t.Failed() {
-			t.Logf("worker process %d (%v) output:\n%s", p.pid(), p.err, p.out.String())
-		}
-	})
-	return p
+		procStrictEnv+"="+flag(o.strict), procAsyncEnv+"="+flag(o.asyncCommit))}
 }
 
 // withoutLoopbackTLS turns TLS off for a server on this machine when the
@@ -402,10 +277,10 @@ func withoutLoopbackTLS(dbURL string) string {
 
 // leaseLost returns the (job id, attempt) pairs whose handler transaction
 // failed under a context cancelled for a lost lease.
-func (p *proc) leaseLost(t *testing.T) [][2]int64 {
+func (p proc) leaseLost(t *testing.T) [][2]int64 {
 	t.Helper()
 	var out [][2]int64
-	for line := range strings.Lines(p.out.String()) {
+	for line := range strings.Lines(p.Output()) {
 		rest, ok := strings.CutPrefix(strings.TrimSpace(line), procLeaseLost)
 		if !ok {
 			continue
@@ -417,87 +292,6 @@ func (p *proc) leaseLost(t *testing.T) [][2]int64 {
 		out = append(out, [2]int64{id, attempt})
 	}
 	return out
-}
-
-func (p *proc) pid() int { return p.cmd.Process.Pid }
-
-func (p *proc) running() bool {
-	select {
-	case <-p.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// stop sends SIGTERM and asserts that the process exits 0 within a minute.
-func (p *proc) stop(t *testing.T) {
-	t.Helper()
-	if !p.running() {
-		t.Fatalf("worker process %d exited before it was stopped: %v\n%s", p.pid(), p.err, p.out.String())
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatalf("signal worker process %d: %v", p.pid(), err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(time.Minute):
-		t.Fatalf("worker process %d still running a minute after SIGTERM", p.pid())
-	}
-	if p.err != nil {
-		t.Fatalf("worker process %d exited with %v after SIGTERM, want exit 0\n%s", p.pid(), p.err, p.out.String())
-	}
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (p *proc) kill(t *testing.T) {
-	t.Helper()
-	if err := p.cmd.Process.Kill(); err != nil {
-		t.Fatalf("kill worker process %d: %v", p.pid(), err)
-	}
-	<-p.exited
-}
-
-// summary parses the counts the process printed on a clean exit.
-func (p *proc) summary(t *testing.T) map[string]int64 {
-	t.Helper()
-	for line := range strings.Lines(p.out.String()) {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), procSummary)
-		if !ok {
-			continue
-		}
-		m := map[string]int64{}
-		for _, f := range strings.Fields(rest) {
-			k, v, _ := strings.Cut(f, "=")
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("worker summary %q: %v", line, err)
-			}
-			m[k] = n
-		}
-		return m
-	}
-	t.Fatalf("worker process %d printed no summary:\n%s", p.pid(), p.out.String())
-	return nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's output copier and
-// the test reading it at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // createProcTables makes the handlers' tables in schema: ledger (one row
@@ -637,13 +431,13 @@ func checkAllDone(t *testing.T, b *Backend, ids []int64) map[int]int {
 
 // checkEveryProcWorked asserts that the ledger's rows came from the procs
 // and that each of them did some.
-func checkEveryProcWorked(t *testing.T, perPID map[int]int, procs []*proc) {
+func checkEveryProcWorked(t *testing.T, perPID map[int]int, procs []proc) {
 	t.Helper()
 	started := map[int]bool{}
 	for _, p := range procs {
-		started[p.pid()] = true
-		if perPID[p.pid()] == 0 {
-			t.Errorf("worker process %d completed no job (jobs per process: %v)", p.pid(), perPID)
+		started[p.PID()] = true
+		if perPID[p.PID()] == 0 {
+			t.Errorf("worker process %d completed no job (jobs per process: %v)", p.PID(), perPID)
 		}
 	}
 	for pid, n := range perPID {
@@ -673,7 +467,7 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	t.Logf("enqueued %d jobs in batches of 5,000 in %s (%.0f jobs/s)", total, enqTook.Round(time.Millisecond), float64(total)/enqTook.Seconds())
 
 	start := time.Now()
-	var workers []*proc
+	var workers []proc
 	for range procs {
 		// Asynchronous commit: the handlers' durability is not what this
 		// test proves, and on the shared server each WAL flush queues
@@ -684,8 +478,8 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	progress := progressLog(t, start, total)
 	pollEvery(t, 250*time.Millisecond, 300*time.Second, "4 processes to complete 100,000 jobs", func() bool {
 		for _, p := range workers {
-			if !p.running() {
-				t.Fatalf("worker process %d exited while working: %v\n%s", p.pid(), p.err, p.out.String())
+			if !p.Running() {
+				t.Fatalf("worker process %d exited while working: %v\n%s", p.PID(), p.Err(), p.Output())
 			}
 		}
 		n := ledgerCount(t, b)
@@ -694,7 +488,7 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	})
 	took := time.Since(start)
 	for _, p := range workers {
-		p.stop(t)
+		p.Stop(t)
 	}
 
 	perPID := checkAllDone(t, b, ids)
@@ -706,17 +500,17 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	var runs, fenced int64
 	var lost []string
 	for _, p := range workers {
-		sum := p.summary(t)
+		sum := p.Summary(t, procSummary)
 		runs += sum["runs"]
 		fenced += sum["fenced_jobs"]
 		if sum["dups"] != 0 || sum["notheld"] != 0 || sum["txerrs"] != 0 || sum["retried"] != 0 {
-			t.Errorf("worker process %d: %v; want no duplicate effect, lost lease, transaction error or retry", p.pid(), sum)
+			t.Errorf("worker process %d: %v; want no duplicate effect, lost lease, transaction error or retry", p.PID(), sum)
 		}
 		for _, l := range p.leaseLost(t) {
 			lost = append(lost, fmt.Sprintf("job %d attempt %d", l[0], l[1]))
 			// Its handler was told the transaction failed; the ledger
 			// shows whether it committed.
-			n := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger WHERE job_id = $1 AND attempt = $2 AND pid = $3", l[0], l[1], p.pid())
+			n := mustInt(t, b, "SELECT count(*) FROM "+s+".ledger WHERE job_id = $1 AND attempt = $2 AND pid = $3", l[0], l[1], p.PID())
 			if n != 1 {
 				t.Errorf("job %d attempt %d: its handler failed for a lost lease and did not commit, yet the job was not run again", l[0], l[1])
 			}
@@ -769,7 +563,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 		n, err := queryInt(t.Context(), b, "SELECT count(*) FROM "+s+".started")
 		return err == nil && n > 0
 	})
-	victim.kill(t)
+	victim.Kill(t)
 	row, err := b.JobGet(t.Context(), id)
 	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
 		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker on attempt 1", row, err)
@@ -780,7 +574,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 		n, err := queryInt(t.Context(), b, "SELECT count(*) FROM "+s+".ledger")
 		return err == nil && n > 0
 	})
-	rescuer.stop(t)
+	rescuer.Stop(t)
 
 	type run struct{ id, attempt, pid int64 }
 	read := func(table string) []run {
@@ -795,7 +589,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 		}
 		return out
 	}
-	vpid, rpid := int64(victim.pid()), int64(rescuer.pid())
+	vpid, rpid := int64(victim.PID()), int64(rescuer.PID())
 	if got, want := read("started"), []run{{id, 1, vpid}, {id, 2, rpid}}; !slices.Equal(got, want) {
 		t.Errorf("attempts started %v, want %v", got, want)
 	}
@@ -840,15 +634,15 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 	// A short lease: claims whose reply the crash swallowed are held by no
 	// one and come back only when it runs out.
 	opts := procOptions{concurrency: 25, lease: 2 * time.Second}
-	workers := []*proc{
+	workers := []proc{
 		startProc(t, srv.URL, b.Schema(), opts),
 		startProc(t, srv.URL, b.Schema(), opts),
 	}
 	alive := func(when string) {
 		t.Helper()
 		for _, p := range workers {
-			if !p.running() {
-				t.Fatalf("worker process %d exited %s: %v\n%s", p.pid(), when, p.err, p.out.String())
+			if !p.Running() {
+				t.Fatalf("worker process %d exited %s: %v\n%s", p.PID(), when, p.Err(), p.Output())
 			}
 		}
 	}
@@ -871,14 +665,14 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 	})
 	alive("after all jobs completed")
 	for _, p := range workers {
-		p.stop(t)
+		p.Stop(t)
 	}
 
 	perPID := checkAllDone(t, b, ids)
 	checkEveryProcWorked(t, perPID, workers)
 	var runs, retried, dups, warnings int64
 	for _, p := range workers {
-		s := p.summary(t)
+		s := p.Summary(t, procSummary)
 		runs += s["runs"]
 		retried += s["retried"]
 		dups += s["dups"] // a stale attempt meeting its successor's committed row

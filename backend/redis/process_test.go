@@ -20,7 +20,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +29,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/redis/redistest"
+	"github.com/jobq/jobq/internal/proctest"
 )
 
 // workerEnv carries a worker process's settings (workerSettings as JSON);
@@ -80,7 +80,7 @@ return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. t[1] .. string.format('%06
 // <µs>" to prefix:started, hangs until cancelled on attempt 1, and acts as
 // "ledger" on later attempts.
 func runWorkerProcess(raw string) int {
-	ctx, stop := redistest.ChildContext()
+	ctx, stop := proctest.ChildContext()
 	defer stop()
 	pid := os.Getpid()
 	fail := func(code int, format string, args ...any) int {
@@ -91,7 +91,7 @@ func runWorkerProcess(raw string) int {
 	if err := json.Unmarshal([]byte(raw), &s); err != nil {
 		return fail(workerExitSetup, "settings %s: %v", raw, err)
 	}
-	logs := &procLog{pid: pid, seen: map[string]int{}}
+	logs := proctest.NewLog(pid)
 	log := slog.New(logs)
 
 	openCtx, cancelOpen := context.WithTimeout(ctx, 30*time.Second)
@@ -178,7 +178,7 @@ func runWorkerProcess(raw string) int {
 	if err := w.Run(ctx); err != nil {
 		return fail(workerExitRun, "run: %v", err)
 	}
-	warnings, errs := logs.totals()
+	warnings, errs := logs.Total(slog.LevelWarn), logs.Total(slog.LevelError)
 	fmt.Fprintf(os.Stderr, "%spid=%d runs=%d retried=%d dups=%d stale=%d rescued=%d leaselost=%d warnings=%d errors=%d\n",
 		workerSummary, pid, runs.Load(), retried.Load(), dups.Load(), stale.Load(), rescued.Load(), leaseLost.Load(), warnings, errs)
 	if s.Strict && dups.Load() > 0 {
@@ -187,57 +187,14 @@ func runWorkerProcess(raw string) int {
 	return 0
 }
 
-// procLog is a worker process's slog handler: it prints the first few
-// warnings and errors of each message to stderr and counts all of them,
-// so that a warning logged per batch cannot flood the test's output.
-type procLog struct {
-	pid         int
-	mu          sync.Mutex
-	seen        map[string]int // records per message
-	warns, errs int64
-}
-
-const procLogPrintMax = 5
-
-func (l *procLog) Enabled(_ context.Context, level slog.Level) bool { return level >= slog.LevelWarn }
-func (l *procLog) WithAttrs([]slog.Attr) slog.Handler               { return l }
-func (l *procLog) WithGroup(string) slog.Handler                    { return l }
-
-func (l *procLog) Handle(_ context.Context, r slog.Record) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if r.Level >= slog.LevelError {
-		l.errs++
-	} else {
-		l.warns++
-	}
-	l.seen[r.Message]++
-	if l.seen[r.Message] > procLogPrintMax {
-		return nil
-	}
-	var a strings.Builder
-	r.Attrs(func(at slog.Attr) bool {
-		fmt.Fprintf(&a, " %s=%v", at.Key, at.Value)
-		return true
-	})
-	fmt.Fprintf(os.Stderr, "worker %d: %s %s%s\n", l.pid, r.Level, r.Message, a.String())
-	return nil
-}
-
-func (l *procLog) totals() (warnings, errs int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.warns, l.errs
-}
-
 // startWorker starts a worker process with settings s.
-func startWorker(t *testing.T, s workerSettings) *redistest.Proc {
+func startWorker(t *testing.T, s workerSettings) *proctest.Proc {
 	t.Helper()
 	raw, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return redistest.StartProc(t, workerEnv+"="+string(raw))
+	return proctest.StartProc(t, workerEnv+"="+string(raw))
 }
 
 // enqueueJobs enqueues n jobs of type typ in batches of 5,000 and returns
@@ -380,7 +337,7 @@ func noDuplicates(t *testing.T, url, prefix string) {
 
 // perProcess counts ledger entries per pid and asserts that every worker
 // did some and that no other process did any.
-func perProcess(t *testing.T, got map[int64]effect, workers []*redistest.Proc) map[int]int {
+func perProcess(t *testing.T, got map[int64]effect, workers []*proctest.Proc) map[int]int {
 	t.Helper()
 	per := map[int]int{}
 	for _, e := range got {
@@ -403,7 +360,7 @@ func perProcess(t *testing.T, got map[int64]effect, workers []*redistest.Proc) m
 
 // pollAlive checks cond every step until it holds, failing the test after
 // within or as soon as a worker exits.
-func pollAlive(t *testing.T, workers []*redistest.Proc, step, within time.Duration, what string, cond func() bool) {
+func pollAlive(t *testing.T, workers []*proctest.Proc, step, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	tick := time.NewTicker(step)
@@ -453,7 +410,7 @@ func TestProcessesExactlyOnce(t *testing.T) {
 	t.Logf("enqueued %d jobs in %s", total, time.Since(enqStart).Round(time.Millisecond))
 
 	start := time.Now()
-	var workers []*redistest.Proc
+	var workers []*proctest.Proc
 	for range procs {
 		workers = append(workers, startWorker(t, workerSettings{URL: url, Prefix: b.KeyPrefix(), Concurrency: concurrency, Strict: true}))
 	}
@@ -467,7 +424,7 @@ func TestProcessesExactlyOnce(t *testing.T) {
 		return n >= int64(total)
 	})
 	took := time.Since(start)
-	redistest.StopAll(t, workers...)
+	proctest.StopAll(t, workers...)
 	got := checkAllDone(t, b, url, ids)
 	noDuplicates(t, url, b.KeyPrefix())
 	per := perProcess(t, got, workers)
@@ -533,7 +490,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 	s := workerSettings{URL: url, Prefix: b.KeyPrefix(), Concurrency: 1, Lease: time.Second, Strict: true}
 
 	victim := startWorker(t, s)
-	pollAlive(t, []*redistest.Proc{victim}, 20*time.Millisecond, 30*time.Second, "the victim to start the job", func() bool {
+	pollAlive(t, []*proctest.Proc{victim}, 20*time.Millisecond, 30*time.Second, "the victim to start the job", func() bool {
 		return rdb.LLen(t.Context(), startedKey(b.KeyPrefix())).Val() > 0
 	})
 	victim.Kill(t)
@@ -543,7 +500,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 	}
 
 	rescuer := startWorker(t, s)
-	pollAlive(t, []*redistest.Proc{rescuer}, 20*time.Millisecond, 30*time.Second, "the rescuer to complete the job", func() bool {
+	pollAlive(t, []*proctest.Proc{rescuer}, 20*time.Millisecond, 30*time.Second, "the rescuer to complete the job", func() bool {
 		return ledgerLen(t.Context(), rdb, b.KeyPrefix()) > 0
 	})
 	rescuer.Stop(t)
@@ -591,7 +548,7 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 	// A short lease: claims whose reply the crash swallowed are held by no
 	// one and come back only when it runs out.
 	s := workerSettings{URL: srv.URL, Prefix: b.KeyPrefix(), Concurrency: 25, Lease: 2 * time.Second, Timeout: 2 * time.Second}
-	workers := []*redistest.Proc{startWorker(t, s), startWorker(t, s)}
+	workers := []*proctest.Proc{startWorker(t, s), startWorker(t, s)}
 	pollAlive(t, workers, 20*time.Millisecond, 2*time.Minute, "a third of the jobs to complete", func() bool {
 		return ledgerLen(t.Context(), rdb, b.KeyPrefix()) >= total/3
 	})
@@ -618,7 +575,7 @@ func TestWorkersSurviveServerRestart(t *testing.T) {
 	pollAlive(t, workers, 100*time.Millisecond, 3*time.Minute, "all jobs to complete after the restart", func() bool {
 		return ledgerLen(t.Context(), rdb, b.KeyPrefix()) >= total
 	})
-	redistest.StopAll(t, workers...)
+	proctest.StopAll(t, workers...)
 
 	got := checkAllDone(t, b, srv.URL, ids)
 	per := perProcess(t, got, workers)

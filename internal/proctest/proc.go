@@ -1,4 +1,9 @@
-package redistest
+// Package proctest runs worker processes for tests that prove what one
+// process alone cannot (no double claims across processes, a SIGKILL
+// mid-job, a server restart under load): the test binary started again
+// with an environment that makes its TestMain or init run a worker, and a
+// slog handler for those workers that counts what they log.
+package proctest
 
 import (
 	"bytes"
@@ -18,9 +23,7 @@ import (
 
 // Proc is a child process of a test: the test binary run again, with an
 // environment that makes it do something else than run tests (the
-// package's TestMain or an init function looks at it). Nothing in it is
-// particular to Redis; tests use it for worker processes that share a
-// server with the test.
+// package's TestMain or an init function looks at it).
 type Proc struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
@@ -41,7 +44,7 @@ func StartProc(tb testing.TB, env ...string) *Proc {
 	cmd.Env = append(os.Environ(), env...)
 	stdin, lifeline, err := os.Pipe()
 	if err != nil {
-		tb.Fatalf("redistest: pipe: %v", err)
+		tb.Fatalf("proctest: pipe: %v", err)
 	}
 	p := &Proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.out, p.out
@@ -49,10 +52,14 @@ func StartProc(tb testing.TB, env ...string) *Proc {
 	_ = stdin.Close() // the child has its own copy
 	if err != nil {
 		_ = lifeline.Close()
-		tb.Fatalf("redistest: start child process: %v", err)
+		tb.Fatalf("proctest: start child process: %v", err)
 	}
 	go func() {
 		p.err = cmd.Wait()
+		if cmd.ProcessState != nil {
+			// What a worker cost, for the test's log when it fails.
+			fmt.Fprintf(p.out, "cpu time user=%s sys=%s\n", cmd.ProcessState.UserTime(), cmd.ProcessState.SystemTime())
+		}
 		close(p.exited)
 	}()
 	tb.Cleanup(func() {

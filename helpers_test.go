@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/jobq/jobq/backend/memory"
 	"github.com/jobq/jobq/backend/postgres/pgtest"
 	"github.com/jobq/jobq/backend/redis/redistest"
+	"github.com/jobq/jobq/internal/proctest"
 )
 
 // durableStores makes a fresh store of each durable backend, for the tests
@@ -157,21 +157,6 @@ func jobGone(b backend.Backend, id int64) bool {
 }
 
 // logBuffer collects a logger's lines for a test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logBuffer struct{ proctest.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }

@@ -1,17 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/proctest"
 )
 
 func TestMain(m *testing.M) {
@@ -43,7 +42,7 @@ func run(t *testing.T, args ...string) result {
 
 // runCtx runs jobq with ctx and stdin.
 func runCtx(ctx context.Context, stdin string, args ...string) result {
-	var out, errOut syncBuffer
+	var out, errOut proctest.Buffer
 	root := newRootCmd(&out, &errOut)
 	root.SetArgs(args)
 	root.SetIn(strings.NewReader(stdin))
@@ -66,22 +65,4 @@ func openDB(t *testing.T, db string) backend.Backend {
 	}
 	t.Cleanup(func() { b.Close() })
 	return b
-}
-
-// syncBuffer is a bytes.Buffer safe for the worker's concurrent logging.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

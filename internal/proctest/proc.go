@@ -26,7 +26,7 @@ import (
 // package's TestMain or an init function looks at it).
 type Proc struct {
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *Buffer
 	exited chan struct{}
 	err    error // cmd.Wait's result, set before exited is closed
 }
@@ -46,7 +46,7 @@ func StartProc(tb testing.TB, env ...string) *Proc {
 	if err != nil {
 		tb.Fatalf("proctest: pipe: %v", err)
 	}
-	p := &Proc{cmd: cmd, out: &syncBuffer{}, exited: make(chan struct{})}
+	p := &Proc{cmd: cmd, out: &Buffer{}, exited: make(chan struct{})}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, p.out, p.out
 	err = cmd.Start()
 	_ = stdin.Close() // the child has its own copy
@@ -182,20 +182,22 @@ func (p *Proc) Summary(tb testing.TB, prefix string) map[string]int64 {
 // String names the child for messages.
 func (p *Proc) String() string { return fmt.Sprintf("process %d", p.PID()) }
 
-// syncBuffer is a bytes.Buffer safe for the child's output copier and the
-// test reading it at once.
-type syncBuffer struct {
+// Buffer is a bytes.Buffer safe for concurrent writers and readers: a
+// child's output copier and the test reading it, or a worker's logger.
+type Buffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+// Write appends p.
+func (b *Buffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+// String is everything written so far.
+func (b *Buffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()

@@ -86,6 +86,12 @@ func insertJobs(t testing.TB, b backend.Backend, queue string, n int, payload st
 func failJobs(t testing.TB, b backend.Backend, queue string, n int, payload, errText string) {
 	t.Helper()
 	insertJobs(t, b, queue, n, payload, 0)
+	failAll(t, b, queue, n, errText)
+}
+
+// failAll claims the n due jobs of queue and fails them with errText.
+func failAll(t testing.TB, b backend.Backend, queue string, n int, errText string) {
+	t.Helper()
 	for done := 0; done < n; {
 		rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{queue}, Max: 1000, Lease: time.Minute})
 		if err != nil {

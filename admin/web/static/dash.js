@@ -67,6 +67,11 @@
       g.appendChild(title);
       svg.appendChild(g);
     });
+    if (!history.some(function (m) { return m.known; })) {
+      var note = el("text", { x: left + (w - left) / 2, y: top + plotH / 2, "text-anchor": "middle", "class": "note" });
+      note.textContent = "Collecting samples: the chart fills in while the dashboard is open";
+      svg.appendChild(note);
+    }
     [0, 30, 59].forEach(function (i) {
       if (!history[i]) return;
       var t = el("text", { x: left + i * slot + slot / 2, y: h - 4, "text-anchor": i === 0 ? "start" : i === 59 ? "end" : "middle" });

@@ -35,7 +35,11 @@ type dashboard struct {
 }
 
 // registerDashboard registers the dashboard's pages and assets.
-func (s *server) registerDashboard() {
+func (s *server) registerDashboard() { s.newDashboard() }
+
+// newDashboard registers the dashboard on s and returns it (tests reach
+// its counts cache through it).
+func (s *server) newDashboard() *dashboard {
 	d := &dashboard{
 		s:       s,
 		pages:   parsePages(),
@@ -71,6 +75,7 @@ func (s *server) registerDashboard() {
 	s.handle("POST /queues/{queue}/pause", ScopeAdmin, d.post(d.pause))
 	s.handle("POST /queues/{queue}/resume", ScopeAdmin, d.post(d.resume))
 	s.handle("POST /jobs/{id}/cancel", ScopeAdmin, d.post(d.cancel))
+	return d
 }
 
 // post wraps a state-changing handler: cross-origin requests are refused

@@ -167,6 +167,10 @@ func TestBrowser(t *testing.T) {
 		if got := text(t, ctx, `tr[data-queue="mail"] [data-k="pending"]`); got != "22" {
 			t.Errorf("live pending count of mail %q, want 22", got)
 		}
+		// After the refresh, a queue with due jobs says how long they waited.
+		if lag := text(t, ctx, `tr[data-queue="mail"] [data-k="lag"]`); lag != "now" && !strings.HasSuffix(lag, " ago") {
+			t.Errorf("mail's waiting time reads %q, want now or … ago", lag)
+		}
 	})
 
 	t.Run("failed list screenshot", func(t *testing.T) {
@@ -189,6 +193,7 @@ func TestBrowser(t *testing.T) {
 		screenshot(t, ctx, shots, "failed-job")
 		run(t, ctx, "click replay", chromedp.Click(chromedp.ID("replay")))
 		waitFor(t, ctx, "the job's page", `location.pathname === "/jobs/`+strconv.FormatInt(fj[0].JobID, 10)+`" && document.readyState === "complete"`, 15*time.Second)
+		screenshot(t, ctx, shots, "job-after-replay")
 		if h1 := text(t, ctx, "h1"); !strings.Contains(h1, "pending") {
 			t.Errorf("after replay the page shows %q, want the job pending", h1)
 		}

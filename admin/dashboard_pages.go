@@ -40,12 +40,13 @@ type countsJSON struct {
 	Reserved  int64  `json:"reserved"`
 	Failed    int64  `json:"failed"`
 	Paused    bool   `json:"paused"`
-	// LagSeconds is how long the longest-due pending job has waited.
+	// LagSeconds is how long the longest-due pending job has waited, -1
+	// when no job is due.
 	LagSeconds int64 `json:"lag_seconds"`
 }
 
 func countsOf(s jobq.QueueStats, paused bool, now time.Time) countsJSON {
-	c := countsJSON{Queue: s.Queue, Pending: s.Pending, Scheduled: s.Scheduled, Reserved: s.Reserved, Failed: s.Failed, Paused: paused}
+	c := countsJSON{Queue: s.Queue, Pending: s.Pending, Scheduled: s.Scheduled, Reserved: s.Reserved, Failed: s.Failed, Paused: paused, LagSeconds: -1}
 	if !s.OldestDue.IsZero() {
 		c.LagSeconds = max(0, int64(now.Sub(s.OldestDue)/time.Second))
 	}

@@ -10,7 +10,8 @@
   function fmt(n) { return Number(n).toLocaleString("en-US"); }
 
   function ago(seconds) {
-    if (seconds <= 0) return "—";
+    if (seconds < 0) return "—";
+    if (seconds < 1) return "now";
     if (seconds < 60) return seconds + "s ago";
     if (seconds < 3600) return Math.floor(seconds / 60) + "m ago";
     if (seconds < 172800) return Math.floor(seconds / 3600) + "h ago";

@@ -1,0 +1,365 @@
+package admin
+
+import (
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// pageSize is the number of rows a list page shows.
+const pageSize = 50
+
+// overviewData is the overview page's data.
+type overviewData struct {
+	Queues  []jobq.QueueInfo
+	Totals  jobq.QueueStats
+	Updated time.Time
+}
+
+// overview shows every queue's counts and the last hour's chart.
+func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
+	qs, at, err := d.counts.get(r.Context())
+	if err != nil {
+		d.failErr(w, r, "read queue counts", err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "overview", "Overview", "overview", overviewData{Queues: qs, Totals: jobq.Totals(statsOf(qs)), Updated: at})
+}
+
+// countsJSON is one queue's (or the totals') counts in overview.json.
+type countsJSON struct {
+	Queue     string `json:"queue"`
+	Pending   int64  `json:"pending"`
+	Scheduled int64  `json:"scheduled"`
+	Reserved  int64  `json:"reserved"`
+	Failed    int64  `json:"failed"`
+	Paused    bool   `json:"paused"`
+	// LagSeconds is how long the longest-due pending job has waited, -1
+	// when no job is due.
+	LagSeconds int64 `json:"lag_seconds"`
+}
+
+func countsOf(s jobq.QueueStats, paused bool, now time.Time) countsJSON {
+	c := countsJSON{Queue: s.Queue, Pending: s.Pending, Scheduled: s.Scheduled, Reserved: s.Reserved, Failed: s.Failed, Paused: paused, LagSeconds: -1}
+	if !s.OldestDue.IsZero() {
+		c.LagSeconds = max(0, int64(now.Sub(s.OldestDue)/time.Second))
+	}
+	return c
+}
+
+// overviewJSON feeds the overview's live refresh: counts and the chart.
+func (d *dashboard) overviewJSON(w http.ResponseWriter, r *http.Request) {
+	qs, at, err := d.counts.get(r.Context())
+	if err != nil {
+		d.s.log.Error("admin: dashboard counts", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "read queue counts: the backend failed; see the server's log", "")
+		return
+	}
+	now := time.Now()
+	out := struct {
+		Updated time.Time    `json:"updated"`
+		Totals  countsJSON   `json:"totals"`
+		Queues  []countsJSON `json:"queues"`
+		History []minute     `json:"history"`
+	}{Updated: at, Totals: countsOf(jobq.Totals(statsOf(qs)), false, now), Queues: make([]countsJSON, len(qs)), History: d.counts.history()}
+	for k, q := range qs {
+		out.Queues[k] = countsOf(q.QueueStats, q.Paused, now)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, out)
+}
+
+// queues lists every queue with its settings and pause/resume buttons.
+func (d *dashboard) queues(w http.ResponseWriter, r *http.Request) {
+	qs, _, err := d.counts.get(r.Context())
+	if err != nil {
+		d.failErr(w, r, "read queues", err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "queues", "Queues", "queues", qs)
+}
+
+// listStates are the states a queue's job list offers, in tab order.
+var listStates = []string{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved, jobq.StateCompleted, jobq.StateCancelled}
+
+// jobRow is one job as the lists and the detail page show it, whatever
+// its state.
+type jobRow struct {
+	ID          int64
+	Queue       string
+	Type        string
+	State       string
+	Attempts    int
+	MaxAttempts int
+	Priority    int
+	CreatedAt   time.Time
+	AvailableAt time.Time
+	ReservedAt  time.Time
+	LeaseUntil  time.Time
+	FinishedAt  time.Time
+	LastError   string
+	UniqueKey   string
+	Releases    int
+	Payload     string
+	Metadata    []kv
+	Live        bool // cancellable
+}
+
+func liveRow(j *jobq.JobRow, state string) jobRow {
+	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
+		LeaseUntil: j.LeaseUntil, LastError: j.LastError, UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true}
+}
+
+func finishedRow(j *jobq.FinishedJob, state string) jobRow {
+	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
+		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: j.LastError, UniqueKey: j.UniqueKey}
+}
+
+// jobsData is the queue page's data.
+type jobsData struct {
+	Queue  string
+	Info   jobq.QueueInfo
+	State  string
+	States []string
+	Type   string
+	Jobs   []jobRow
+	Next   template.URL // query of the next page (url.Values encoded), empty on the last
+	Error  string       // a listing the backend cannot do
+}
+
+// queueJobs lists one queue's jobs in one state, filtered by type, newest
+// first, paged by the last ID shown.
+func (d *dashboard) queueJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	data := jobsData{Queue: r.PathValue("queue"), State: q.Get("state"), States: listStates, Type: strings.TrimSpace(q.Get("type"))}
+	if data.State == "" {
+		data.State = jobq.StatePending
+	}
+	before, ok := cursor(q.Get("before"))
+	if !ok {
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "before: give the ID of the last job shown, a positive number.")
+		return
+	}
+	if qs, _, err := d.counts.get(r.Context()); err == nil {
+		for _, qi := range qs {
+			if qi.Queue == data.Queue {
+				data.Info = qi
+			}
+		}
+	}
+	f := jobq.JobFilter{Queue: data.Queue, Type: data.Type}
+	var err error
+	switch data.State {
+	case jobq.StatePending, jobq.StateScheduled, jobq.StateReserved:
+		var rows []*jobq.JobRow
+		rows, err = d.s.opts.Inspector.JobsPage(r.Context(), data.State, f, pageSize, before)
+		for _, j := range rows {
+			data.Jobs = append(data.Jobs, liveRow(j, data.State))
+		}
+	case jobq.StateCompleted, jobq.StateCancelled:
+		var rows []*jobq.FinishedJob
+		rows, err = d.s.opts.Inspector.FinishedPage(r.Context(), data.State, f, pageSize, before)
+		for _, j := range rows {
+			data.Jobs = append(data.Jobs, finishedRow(j, data.State))
+		}
+	default:
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "state: one of pending, scheduled, reserved, completed, cancelled.")
+		return
+	}
+	if errors.Is(err, jobq.ErrNotSupported) {
+		data.Error = "This backend keeps no job listings."
+		err = nil
+	}
+	if err != nil {
+		d.failErr(w, r, "list jobs", err)
+		return
+	}
+	if len(data.Jobs) == pageSize {
+		data.Next = template.URL(url.Values{"state": {data.State}, "type": {data.Type}, "before": {strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10)}}.Encode())
+	}
+	d.render(w, r, http.StatusOK, "jobs", "Queue "+data.Queue, "queues", data)
+}
+
+// cursor reads a "before" parameter: empty is 0 (the first page).
+func cursor(s string) (int64, bool) {
+	if s == "" {
+		return 0, true
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
+}
+
+// job shows one live or kept job. The inspector has no lookup by ID, so
+// each state's list is asked for the newest job at or below id.
+func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(r)
+	if !ok {
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
+		return
+	}
+	row, err := d.findJob(r, id)
+	if err != nil {
+		d.failErr(w, r, "read job "+strconv.FormatInt(id, 10), err)
+		return
+	}
+	if row == nil {
+		d.fail(w, r, http.StatusNotFound, "Job not found",
+			"Job "+strconv.FormatInt(id, 10)+" is not live nor kept: it completed and was not kept, or it failed (see the failed jobs).")
+		return
+	}
+	d.render(w, r, http.StatusOK, "job", "Job "+strconv.FormatInt(id, 10), "queues", row)
+}
+
+// findJob looks id up in every state; nil when no state holds it.
+func (d *dashboard) findJob(r *http.Request, id int64) (*jobRow, error) {
+	ctx, insp := r.Context(), d.s.opts.Inspector
+	for _, st := range listStates[:3] {
+		rows, err := insp.JobsPage(ctx, st, jobq.JobFilter{}, 1, id+1)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 1 && rows[0].ID == id {
+			row := liveRow(rows[0], st)
+			row.Payload, row.Metadata = d.pretty(rows[0].Payload), d.metadata(rows[0].Metadata)
+			return &row, nil
+		}
+	}
+	for _, st := range listStates[3:] {
+		rows, err := insp.FinishedPage(ctx, st, jobq.JobFilter{}, 1, id+1)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 1 && rows[0].ID == id {
+			row := finishedRow(rows[0], st)
+			row.Payload, row.Metadata = d.pretty(rows[0].Payload), d.metadata(rows[0].Metadata)
+			return &row, nil
+		}
+	}
+	return nil, nil
+}
+
+// failedData is the failed list's data.
+type failedData struct {
+	Queue, Type string
+	Jobs        []*jobq.FailedJob
+	Queues      []string
+	// Matching is how many failed jobs match the filter, -1 when the
+	// counts cannot tell (a type filter: the counts are per queue).
+	Matching int64
+	Next     template.URL // query of the next page (url.Values encoded)
+}
+
+// failedList lists failed jobs, newest first, filtered by queue and type.
+func (d *dashboard) failedList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	data := failedData{Queue: strings.TrimSpace(q.Get("queue")), Type: strings.TrimSpace(q.Get("type")), Matching: -1}
+	before, ok := cursor(q.Get("before"))
+	if !ok {
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "before: give the ID of the last failed job shown, a positive number.")
+		return
+	}
+	qs, _, err := d.counts.get(r.Context())
+	if err != nil {
+		d.failErr(w, r, "read queue counts", err)
+		return
+	}
+	if data.Type == "" {
+		data.Matching = 0
+	}
+	for _, qi := range qs {
+		if qi.Failed > 0 {
+			data.Queues = append(data.Queues, qi.Queue)
+		}
+		if data.Type == "" && (data.Queue == "" || data.Queue == qi.Queue) {
+			data.Matching += qi.Failed
+		}
+	}
+	data.Jobs, err = d.s.opts.Inspector.FailedPage(r.Context(), jobq.FailedFilter{Queue: data.Queue, Type: data.Type}, pageSize, before)
+	if err != nil {
+		d.failErr(w, r, "list failed jobs", err)
+		return
+	}
+	if len(data.Jobs) == pageSize {
+		n := filterQuery(data.Queue, data.Type)
+		n.Set("before", strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10))
+		data.Next = template.URL(n.Encode())
+	}
+	d.render(w, r, http.StatusOK, "failed", "Failed jobs", "failed", data)
+}
+
+// filterQuery is a failed-jobs filter as query parameters, empty ones left
+// out.
+func filterQuery(queue, typ string) url.Values {
+	v := url.Values{}
+	if queue != "" {
+		v.Set("queue", queue)
+	}
+	if typ != "" {
+		v.Set("type", typ)
+	}
+	return v
+}
+
+// failedJobData is a failed job's page data.
+type failedJobData struct {
+	*jobq.FailedJob
+	Pretty   string
+	Metadata []kv
+}
+
+// failedJob shows one failed job with its payload, error and metadata.
+func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(r)
+	if !ok {
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
+		return
+	}
+	fj, err := d.s.opts.Inspector.Failed(r.Context(), id)
+	if err != nil {
+		d.failErr(w, r, "read failed job "+strconv.FormatInt(id, 10), err)
+		return
+	}
+	data := failedJobData{FailedJob: fj, Pretty: d.pretty(fj.Payload), Metadata: d.metadata(fj.Metadata)}
+	d.render(w, r, http.StatusOK, "failed_job", "Failed job "+strconv.FormatInt(id, 10), "failed", data)
+}
+
+// schedules lists the periodic schedules with their next and last ticks.
+func (d *dashboard) schedules(w http.ResponseWriter, r *http.Request) {
+	rows, err := d.s.opts.Inspector.Schedules(r.Context())
+	if err != nil && !errors.Is(err, jobq.ErrNotSupported) {
+		d.failErr(w, r, "list schedules", err)
+		return
+	}
+	d.render(w, r, http.StatusOK, "schedules", "Schedules", "schedules", rows)
+}
+
+// loginData is the login page's data.
+type loginData struct {
+	Next   string
+	NoAuth bool
+}
+
+// login shows the token form; POST /login (auth.go) checks it.
+func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
+	d.render(w, r, http.StatusOK, "login", "Sign in", "", loginData{Next: localNext(r.URL.Query().Get("next"), d.s.opts.Prefix), NoAuth: len(d.s.opts.Tokens) == 0})
+}
+
+// localNext keeps next only when it is a path on this server under the
+// prefix, so the login form cannot be made to send anyone elsewhere.
+func localNext(next, prefix string) string {
+	home := prefix + "/"
+	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return home
+	}
+	if prefix != "" && next != prefix && !strings.HasPrefix(next, prefix+"/") {
+		return home
+	}
+	return next
+}

@@ -15,7 +15,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/netguard"
 )
 
 // The built-in "http" job type lets any program, in any language, get
@@ -31,6 +34,13 @@ import (
 // that text; any other JSON value is sent as JSON (with Content-Type
 // application/json unless headers set one). timeout bounds one attempt and
 // defaults to 30s.
+//
+// The worker connects only through a netguard.Policy: loopback, private,
+// link-local, cloud metadata and other internal addresses are refused
+// (checked on each address dialled, redirects included) unless
+// --http-allow opens them, since anyone who may enqueue could otherwise
+// make the worker reach services only it can see. A refusal fails the job
+// for good: a retry would dial the same address.
 
 const (
 	httpJobType        = "http"
@@ -62,7 +72,37 @@ var httpMethods = []string{
 	http.MethodDelete, http.MethodOptions, http.MethodTrace,
 }
 
-// registerHTTP adds the http job type to reg, sending requests with client.
+// httpAllowFlag is the flag that opens addresses the guard refuses.
+const httpAllowFlag = "--http-allow"
+
+// httpFlags are the options of the http job type, for every command that
+// runs a worker (jobq worker, jobq serve --worker).
+type httpFlags struct{ allow []string }
+
+// add registers --http-allow on cmd.
+func (f *httpFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringSliceVar(&f.allow, httpAllowFlag[2:], nil,
+		"let http jobs reach these otherwise refused addresses: CIDRs (10.0.0.0/8), addresses or host:port (internal.example:8443); comma-separated, repeatable")
+}
+
+// policy checks the flag's entries; a bad one is a usage error.
+func (f *httpFlags) policy() (*netguard.Policy, error) {
+	p, err := netguard.New(httpAllowFlag, f.allow...)
+	if err != nil {
+		return nil, usagef("%s: %v", httpAllowFlag, err)
+	}
+	return p, nil
+}
+
+// newHTTPClient returns the client http jobs send with, connecting only
+// where policy allows, and a function that closes its idle connections.
+func newHTTPClient(policy *netguard.Policy) (*http.Client, func()) {
+	tr := policy.Transport(nil)
+	return &http.Client{Transport: tr}, tr.CloseIdleConnections
+}
+
+// registerHTTP adds the http job type to reg, sending requests with client
+// (from newHTTPClient, so the guard applies).
 func registerHTTP(reg *jobq.Registry, client *http.Client) {
 	reg.HandleFunc(httpJobType, func(ctx context.Context, job *jobq.Job) error {
 		return deliver(ctx, client, job.Payload)
@@ -85,6 +125,11 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		var refused *netguard.RefusedError
+		if errors.As(err, &refused) {
+			// The OpError around it repeats the address: keep the guard's own text.
+			return jobq.Permanent(fmt.Errorf("%s %s: %w", req.Method, origin(req.URL), refused))
+		}
 		switch {
 		case ctx.Err() != nil:
 			// The worker ended the attempt: say why (shutdown, lost lease).
@@ -94,13 +139,18 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 		case attemptCtx.Err() != nil:
 			err = context.Cause(attemptCtx) // the payload's timeout: name it
 		}
-		return fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err)
+		return fmt.Errorf("%s %s: %w", req.Method, origin(req.URL), err)
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, httpErrorBody))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20)) // lets the connection be reused
 	return classify(req, resp, trimPartialRune(snippet))
 }
+
+// origin is what an error may show of a job's URL: scheme and host. The
+// user info, path and query are left out, since they often hold the
+// secret (a password, a webhook's token path, an ?access_token=).
+func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
 
 // errHTTPTimeout is the cause of an attempt cut off by the payload's
 // timeout; it matches context.DeadlineExceeded.
@@ -137,7 +187,7 @@ func classify(req *http.Request, resp *http.Response, snippet []byte) error {
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	err := fmt.Errorf("%s %s: %s", req.Method, req.URL.Redacted(), resp.Status)
+	err := fmt.Errorf("%s %s: %s", req.Method, origin(req.URL), resp.Status)
 	if body := strings.TrimSpace(string(snippet)); body != "" {
 		err = fmt.Errorf("%w: %s", err, body)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/netguard"
 )
 
 // workHTTPJob enqueues one http job whose payload is made from the test
@@ -26,7 +28,7 @@ func workHTTPJob(t *testing.T, h http.HandlerFunc, payload func(url string) stri
 	t.Cleanup(srv.Close)
 	b := openDB(t, "memory:")
 	reg := jobq.NewRegistry()
-	registerHTTP(reg, srv.Client())
+	registerHTTP(reg, guardedClient(t, "127.0.0.1"))
 
 	events := make(chan jobq.Event, 16)
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
@@ -63,6 +65,20 @@ func workHTTPJob(t *testing.T, h http.HandlerFunc, payload func(url string) stri
 			t.Fatalf("no final event in 10s; got %+v", got)
 		}
 	}
+}
+
+// guardedClient is the worker's http job client with --http-allow set to
+// allow, closed when the test ends.
+func guardedClient(t *testing.T, allow ...string) *http.Client {
+	t.Helper()
+	f := httpFlags{allow: allow}
+	policy, err := f.policy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, closeIdle := newHTTPClient(policy)
+	t.Cleanup(closeIdle)
+	return client
 }
 
 func kinds(events []jobq.Event) string {
@@ -150,8 +166,7 @@ func TestHTTPJobOutcomes(t *testing.T) {
 	}
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
-	client := &http.Client{Transport: &http.Transport{}}
-	t.Cleanup(client.CloseIdleConnections)
+	client := guardedClient(t, "127.0.0.1")
 
 	cases := []struct {
 		name, payload string
@@ -210,6 +225,7 @@ func TestHTTPJobMethods(t *testing.T) {
 	got := make(chan string, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Method }))
 	t.Cleanup(srv.Close)
+	loopback := guardedClient(t, "127.0.0.1")
 	cases := []struct{ payload, want string }{
 		{`{"url":"` + srv.URL + `"}`, "GET"},
 		{`{"url":"` + srv.URL + `","body":"x"}`, "POST"},
@@ -219,7 +235,7 @@ func TestHTTPJobMethods(t *testing.T) {
 		{`{"url":"` + srv.URL + `","method":"purge","extension_method":true}`, "purge"},
 	}
 	for _, c := range cases {
-		if err := deliver(t.Context(), srv.Client(), []byte(c.payload)); err != nil {
+		if err := deliver(t.Context(), loopback, []byte(c.payload)); err != nil {
 			t.Errorf("%s: %v", c.payload, err)
 			continue
 		}
@@ -227,7 +243,7 @@ func TestHTTPJobMethods(t *testing.T) {
 			t.Errorf("%s: server saw %s, want %s", c.payload, m, c.want)
 		}
 	}
-	err := deliver(t.Context(), srv.Client(), []byte(`{"url":"`+srv.URL+`","method":"PROPFIND"}`))
+	err := deliver(t.Context(), loopback, []byte(`{"url":"`+srv.URL+`","method":"PROPFIND"}`))
 	if !jobq.IsPermanent(err) || !strings.Contains(err.Error(), `"extension_method": true`) {
 		t.Errorf("PROPFIND without extension_method: %v, want a permanent error naming extension_method", err)
 	}
@@ -245,8 +261,9 @@ func TestHTTPJobTimeoutNamesIt(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	t.Cleanup(srv.Close)
+	loopback := guardedClient(t, "127.0.0.1")
 	payload := []byte(`{"url":"` + srv.URL + `","timeout":"50ms"}`)
-	err := deliver(t.Context(), srv.Client(), payload)
+	err := deliver(t.Context(), loopback, payload)
 	if err == nil || jobq.IsPermanent(err) || !errors.Is(err, context.DeadlineExceeded) ||
 		!strings.Contains(err.Error(), "no response within the job's 50ms timeout") {
 		t.Fatalf("timed-out attempt: %v; want a retryable error naming the 50ms timeout", err)
@@ -254,7 +271,7 @@ func TestHTTPJobTimeoutNamesIt(t *testing.T) {
 
 	ctx, cancel := context.WithCancelCause(t.Context())
 	cancel(errors.New("lease lost"))
-	err = deliver(ctx, srv.Client(), []byte(`{"url":"`+srv.URL+`"}`))
+	err = deliver(ctx, loopback, []byte(`{"url":"`+srv.URL+`"}`))
 	if err == nil || !strings.HasSuffix(err.Error(), "lease lost") || strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("attempt cancelled by the worker: %v; want its cause and no mention of the job's timeout", err)
 	}
@@ -269,7 +286,8 @@ func TestHTTPJobErrorBodyCutOnRune(t *testing.T) {
 		http.Error(w, body, http.StatusInternalServerError)
 	}))
 	t.Cleanup(srv.Close)
-	err := deliver(t.Context(), srv.Client(), []byte(`{"url":"`+srv.URL+`"}`))
+	loopback := guardedClient(t, "127.0.0.1")
+	err := deliver(t.Context(), loopback, []byte(`{"url":"`+srv.URL+`"}`))
 	if err == nil || !utf8.ValidString(err.Error()) || !strings.HasSuffix(err.Error(), ": "+strings.Repeat("a", httpErrorBody-1)) {
 		t.Fatalf("error %q: want valid UTF-8 ending with the 511 whole bytes", err)
 	}
@@ -291,6 +309,91 @@ func TestTrimPartialRune(t *testing.T) {
 	} {
 		if got := string(trimPartialRune([]byte(in))); got != want {
 			t.Errorf("trimPartialRune(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// countingServer is a test target on 127.0.0.1 that counts its requests.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		if h != nil {
+			h(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &n
+}
+
+// TestHTTPJobRefusesInternalAddresses: with no --http-allow, loopback
+// (by address, mapped address and a name that resolves to it), private and
+// cloud metadata URLs fail the job for good with the guard's refusal,
+// before a request is sent; the error shows no user info, path or query.
+func TestHTTPJobRefusesInternalAddresses(t *testing.T) {
+	t.Parallel()
+	srv, hits := countingServer(t, nil)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	deny := guardedClient(t)
+	for _, c := range []struct{ url, refused string }{
+		{srv.URL + "/hook?token=s3cret", "127.0.0.1:" + port},
+		{"http://user:s3cret@10.0.0.1/hook", "10.0.0.1:80"},
+		{"http://169.254.169.254/latest/meta-data/iam/security-credentials/s3cret", "169.254.169.254:80"},
+		{"http://[::1]:" + port + "/?access_token=s3cret", "[::1]:" + port},
+		{"http://[::ffff:127.0.0.1]:" + port + "/", "127.0.0.1:" + port},
+		{"https://localhost:" + port + "/", ":" + port + " (localhost:" + port + " resolved to it)"},
+	} {
+		err := deliver(t.Context(), deny, []byte(`{"url":"`+c.url+`","timeout":"5s"}`))
+		var refused *netguard.RefusedError
+		msg := fmt.Sprint(err)
+		switch {
+		case !jobq.IsPermanent(err) || !errors.As(err, &refused):
+			t.Errorf("%s: %v, want a permanent refusal", c.url, err)
+		case !strings.Contains(msg, "refused to connect to ") || !strings.Contains(msg, c.refused) ||
+			!strings.Contains(msg, "to --http-allow"):
+			t.Errorf("%s: %q, want it to name %s and --http-allow", c.url, msg, c.refused)
+		case strings.Contains(msg, "s3cret") || strings.Contains(msg, "/hook") || strings.Contains(msg, "dial tcp"):
+			t.Errorf("%s: %q shows more than scheme://host and the refusal", c.url, msg)
+		}
+	}
+	if hits.Load() != 0 {
+		t.Errorf("the loopback server got %d requests", hits.Load())
+	}
+}
+
+// TestHTTPJobAllowList: --http-allow host:port lets a job reach that
+// server, but not a refused address it redirects to.
+func TestHTTPJobAllowList(t *testing.T) {
+	t.Parallel()
+	inner, innerHits := countingServer(t, nil)
+	outer, outerHits := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/redirect" {
+			http.Redirect(w, r, inner.URL+"/internal", http.StatusFound)
+		}
+	})
+	allowed := guardedClient(t, strings.TrimPrefix(outer.URL, "http://"))
+	if err := deliver(t.Context(), allowed, []byte(`{"url":"`+outer.URL+`/ok"}`)); err != nil {
+		t.Fatalf("allowed server: %v", err)
+	}
+	err := deliver(t.Context(), allowed, []byte(`{"url":"`+outer.URL+`/redirect"}`))
+	var refused *netguard.RefusedError
+	if !jobq.IsPermanent(err) || !errors.As(err, &refused) || refused.Host != strings.TrimPrefix(inner.URL, "http://") {
+		t.Fatalf("redirect to %s: %v, want a permanent refusal of it", inner.URL, err)
+	}
+	if outerHits.Load() != 2 || innerHits.Load() != 0 {
+		t.Fatalf("allowed server got %d requests (want 2), redirect target %d (want 0)", outerHits.Load(), innerHits.Load())
+	}
+}
+
+func TestHTTPAllowFlagValues(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"10.0.0.0/33", "internal.example", ""} {
+		f := httpFlags{allow: []string{"10.0.0.0/8", bad}}
+		_, err := f.policy()
+		var u usageError
+		if !errors.As(err, &u) || !strings.HasPrefix(err.Error(), "--http-allow: ") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%q: %v, want a one-line usage error naming --http-allow", bad, err)
 		}
 	}
 }

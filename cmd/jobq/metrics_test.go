@@ -60,7 +60,7 @@ func TestWorkerMetricsProcess(t *testing.T) {
 	jobID(t, run(t, "--db", db, "enqueue", "http", `{"url":"`+srv.URL+`"}`, "--queue", "elsewhere"))
 
 	log := &lineWatch{want: "serving metrics", seen: make(chan struct{})}
-	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms",
+	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms", "--http-allow", "127.0.0.1",
 		"--metrics-addr", "127.0.0.1:0", "--metrics-cache", "10ms", "--log-format", "json", "--log-level", "debug")
 	base := metricsURL(t, log)
 	want := []string{

@@ -198,7 +198,7 @@ func TestWorkerProcessSIGTERM(t *testing.T) {
 	first := jobID(t, run(t, "--db", db, "enqueue", "http", payload))
 
 	log := &lineWatch{want: "worker stopping", seen: make(chan struct{})}
-	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms", "--shutdown-timeout", "30s")
+	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms", "--shutdown-timeout", "30s", "--http-allow", "127.0.0.1")
 	await(t, started, "the http job to start", log)
 	if err := worker.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -246,7 +246,7 @@ func TestWorkerProcessSecondSignal(t *testing.T) {
 	db := tempDB(t)
 	id := jobID(t, run(t, "--db", db, "enqueue", "http", `{"url":"`+srvURL+`","timeout":"10m"}`))
 	log := &lineWatch{want: "send SIGTERM or Ctrl-C again", seen: make(chan struct{})}
-	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms", "--shutdown-timeout", "10m")
+	worker := startProcess(t, bin, log, "--db", db, "worker", "--poll", "20ms", "--shutdown-timeout", "10m", "--http-allow", "127.0.0.1")
 	await(t, started, "the http job to start", log)
 	if err := worker.signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

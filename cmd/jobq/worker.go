@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/netguard"
 	"github.com/jobq/jobq/metrics"
 )
 
@@ -25,6 +25,7 @@ type workerFlags struct {
 	metricsDepth    bool
 	metricsCache    time.Duration
 	retention       retentionFlags // jobs.go
+	http            httpFlags      // httpjob.go
 }
 
 func (a *app) newWorkerCmd() *cobra.Command {
@@ -43,6 +44,12 @@ their --lease expires, then another worker runs them again. It creates and
 migrates the --db store if needed, and logs it with any password shown as
 xxxxx. Your own job types run in your own Go program with the jobq library.
 
+http jobs never connect to loopback, private, link-local, carrier-grade NAT,
+multicast or cloud metadata addresses (checked on the address dialled, after
+DNS, for every redirect too) unless --http-allow opens them, e.g.
+--http-allow 10.0.0.0/8,internal.example:8443; such a job fails at once,
+without retries. HTTP_PROXY and HTTPS_PROXY are not used.
+
 With --metrics-addr it serves Prometheus metrics on /metrics (counters and
 histograms of this worker's jobs and, with --metrics-depth, the default,
 the queue depths of --db, read at most once per --metrics-cache), /healthz
@@ -55,12 +62,16 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 			if err != nil {
 				return err
 			}
+			guard, err := f.http.policy()
+			if err != nil {
+				return err
+			}
 			log, err := a.logger(cmd, f.log)
 			if err != nil {
 				return err
 			}
 			cfg.Logger = log
-			return a.runWorker(cmd, cfg, f)
+			return a.runWorker(cmd, cfg, f, guard)
 		},
 	}
 	fl := cmd.Flags()
@@ -76,6 +87,7 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 	fl.DurationVar(&f.metricsCache, "metrics-cache", 5*time.Second, "how long one read of the queue depths serves scrapes")
 	f.log.add(cmd)
 	f.retention.add(cmd)
+	f.http.add(cmd)
 	return cmd
 }
 
@@ -123,12 +135,12 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 
 // runWorker runs until the command's context is cancelled (main maps
 // SIGTERM and SIGINT to that), then returns after the graceful shutdown.
-func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags) error {
-	// A transport of its own, so its idle connections close with the worker.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
+func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags, guard *netguard.Policy) error {
+	// A client of its own, so its idle connections close with the worker.
+	client, closeIdle := newHTTPClient(guard)
+	defer closeIdle()
 	reg := jobq.NewRegistry()
-	registerHTTP(reg, &http.Client{Transport: tr})
+	registerHTTP(reg, client)
 
 	ctx := cmd.Context()
 	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
@@ -164,7 +176,7 @@ func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags
 				<-served
 			}()
 		}
-		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types())
+		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types(), "http_allow", guard.Entries())
 		logged := make(chan struct{})
 		stop := context.AfterFunc(ctx, func() {
 			defer close(logged)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -217,15 +216,21 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	return jobq.JobSpec{Type: in.typ, Payload: json.RawMessage(in.payload), Options: opts}, nil
 }
 
-// newClient returns a client over b. The registry matters only for the
-// sync: backend, which runs the job inside Enqueue; the transport is closed
-// when the command ends.
+// newClient returns a client over b. The registry would matter only for
+// the sync: backend, which runs the job inside Enqueue and which enqueue
+// refuses today; should that change, its http jobs already go through the
+// same address guard as a worker's, with the default policy. The transport
+// is closed when the command ends.
 func newClient(b backend.Backend) (*jobq.Client, func(), error) {
 	reg := jobq.NewRegistry()
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	registerHTTP(reg, &http.Client{Transport: tr})
+	policy, err := (&httpFlags{}).policy()
+	if err != nil {
+		return nil, func() {}, err
+	}
+	httpClient, closeIdle := newHTTPClient(policy)
+	registerHTTP(reg, httpClient)
 	client, err := jobq.NewClient(b, jobq.ClientConfig{Registry: reg})
-	return client, tr.CloseIdleConnections, err
+	return client, closeIdle, err
 }
 
 func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {

@@ -136,3 +136,37 @@ func benchClaimComplete(b *testing.B, chunk []backend.InsertParams) {
 	b.StopTimer()
 	reportJobs(b, b.N*batch)
 }
+
+// BenchmarkQueueStats: the counts every dashboard view and metrics scrape
+// ask for, over 100,000 pending jobs in two queues (a fifth of them
+// scheduled) and 100 reserved.
+func BenchmarkQueueStats(b *testing.B) {
+	be := openBench(b)
+	ctx := b.Context()
+	for i := range 100 {
+		ps := benchJobs(1000)
+		for k := range ps {
+			if k%2 == 1 {
+				ps[k].Queue = "other"
+			}
+			if k%5 == 0 {
+				ps[k].RunAt = time.Now().Add(time.Hour)
+			}
+		}
+		if _, err := be.JobInsertMany(ctx, ps); err != nil {
+			b.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	if _, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: 100, Lease: time.Hour}); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		st, err := be.QueueStats(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(st) != 2 || st[0].Reserved+st[1].Reserved != 100 || st[0].Pending+st[1].Pending != 79900 {
+			b.Fatalf("stats %+v", st)
+		}
+	}
+}

@@ -58,6 +58,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 			[]string{"USING INDEX jobs_lease (lease_until<?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
 		{"unique lookup", qUniqueLookup, []any{"k"},
 			[]string{"jobs_unique_key (unique_key=?)"}, nil},
+		// The counts every dashboard view and scrape asks for read index
+		// entries, never the jobs' rows.
+		{"stats pending", qStatsPending, []any{now},
+			[]string{"SCAN jobs USING COVERING INDEX jobs_claim"}, []string{"TEMP B-TREE"}},
+		{"stats reserved", qStatsReserved, nil,
+			[]string{"SCAN jobs USING INDEX jobs_lease"}, nil},
 		{"fenced done", qCompleteDone, []any{1, 1},
 			[]string{"USING INTEGER PRIMARY KEY (rowid=?)"}, nil},
 	}

@@ -196,15 +196,21 @@ WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
 // qJobGet: ?1 id. Returns the live job (jobColumns) or no row.
 const qJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`
 
-// qStatsJobs: ?1 now. Returns queue, pending (due), scheduled and reserved
-// counts and the oldest due available_at (NULL when none is due) per
-// queue with at least one live job.
-const qStatsJobs = `SELECT queue,
-	SUM(status = 'pending' AND available_at <= ?1),
-	SUM(status = 'pending' AND available_at > ?1),
-	SUM(status = 'reserved'),
-	MIN(CASE WHEN status = 'pending' AND available_at <= ?1 THEN available_at END)
-FROM jobs GROUP BY queue`
+// qStatsPending: ?1 now. Returns queue, pending (due) and scheduled
+// counts and the oldest due available_at (NULL when none is due) per queue
+// with a pending job. It reads the partial index jobs_claim alone (it
+// holds queue and available_at of every pending job), never the rows with
+// their payloads: about a fifth of a table scan's time over 100,000 jobs
+// (BenchmarkQueueStats), and every dashboard view and metrics scrape asks.
+const qStatsPending = `SELECT queue,
+	SUM(available_at <= ?1),
+	SUM(available_at > ?1),
+	MIN(CASE WHEN available_at <= ?1 THEN available_at END)
+FROM jobs INDEXED BY jobs_claim WHERE status = 'pending' GROUP BY queue`
+
+// qStatsReserved: no parameters. Returns queue and reserved count per
+// queue, through jobs_lease: reserved jobs are few (the workers' slots).
+const qStatsReserved = `SELECT queue, count(*) FROM jobs INDEXED BY jobs_lease WHERE status = 'reserved' GROUP BY queue`
 
 // qStatsFailed: no parameters. Returns queue and failed_jobs count per queue.
 const qStatsFailed = `SELECT queue, count(*) FROM failed_jobs GROUP BY queue`

@@ -120,7 +120,7 @@ func testBadInput(t *testing.T, e *env) {
 	long := strings.Repeat("x", 300)
 	for _, c := range []struct {
 		name, path, body, field string
-		headers             map[string]string
+		headers                 map[string]string
 	}{
 		{"no type", "/api/v1/jobs", `{"payload":{}}`, "type", nil},
 		{"bad queue", "/api/v1/jobs", `{"type":"a","queue":"no spaces"}`, "queue", nil},

@@ -164,7 +164,7 @@ type resp struct {
 	body   map[string]any
 }
 
-func (r resp) errCode() string  { return r.errField("code") }
+func (r resp) errCode() string    { return r.errField("code") }
 func (r resp) errorField() string { return r.errField("field") }
 func (r resp) errField(k string) string {
 	e, _ := r.body["error"].(map[string]any)

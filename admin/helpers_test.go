@@ -285,6 +285,14 @@ func (e *env) failJobs(queue string, n int) []int64 {
 			e.t.Fatal(err)
 		}
 	}
+	return e.failQueued(queue, n)
+}
+
+// failQueued claims n jobs of queue and fails each, returning the
+// queue's failed-job IDs.
+func (e *env) failQueued(queue string, n int) []int64 {
+	e.t.Helper()
+	ctx := context.Background()
 	var outcomes []backend.Outcome
 	for len(outcomes) < n {
 		rows, err := e.b.JobClaim(ctx, backend.ClaimParams{Queues: []string{queue}, Max: n, Lease: time.Minute})

@@ -63,6 +63,13 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 			return a.runWorker(cmd, cfg, f)
 		},
 	}
+	f.add(cmd)
+	return cmd
+}
+
+// add registers the worker's flags on cmd ('jobq worker', and 'jobq
+// serve' for its --worker), the log and retention flags with them.
+func (f *workerFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.queues, "queues", []string{"default"}, "queues to work, comma-separated")
 	fl.IntVar(&f.concurrency, "concurrency", 10, "jobs run at once (1..10000)")
@@ -76,7 +83,6 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 	fl.DurationVar(&f.metricsCache, "metrics-cache", 5*time.Second, "how long one read of the queue depths serves scrapes")
 	f.log.add(cmd)
 	f.retention.add(cmd)
-	return cmd
 }
 
 // config checks the flags and turns them into a WorkerConfig, so a bad
@@ -124,57 +130,64 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 // runWorker runs until the command's context is cancelled (main maps
 // SIGTERM and SIGINT to that), then returns after the graceful shutdown.
 func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags) error {
+	ctx := cmd.Context()
+	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+		return a.workOn(ctx, b, cfg, f)
+	})
+}
+
+// workOn runs the worker of cfg and f on b until ctx is cancelled, then
+// returns after the graceful shutdown: what 'jobq worker' and 'jobq serve
+// --worker' share.
+func (a *app) workOn(ctx context.Context, b backend.Backend, cfg jobq.WorkerConfig, f workerFlags) error {
 	// A transport of its own, so its idle connections close with the worker.
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
 	reg := jobq.NewRegistry()
 	registerHTTP(reg, &http.Client{Transport: tr})
 
-	ctx := cmd.Context()
-	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
-		var met *metrics.Metrics
-		if f.metricsAddr != "" {
-			var err error
-			if met, err = metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: cfg.Logger}); err != nil {
-				return err
-			}
-			cfg.Hooks = append(cfg.Hooks, met.WorkerHooks())
-		}
-		w, err := jobq.NewWorker(b, reg, cfg)
-		if err != nil {
+	var met *metrics.Metrics
+	if f.metricsAddr != "" {
+		var err error
+		if met, err = metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: cfg.Logger}); err != nil {
 			return err
 		}
-		if met != nil {
-			met.AddWorker(w, reg)
-			if f.metricsDepth {
-				if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
-					return err
-				}
-			}
-			// The server outlives the signal: it answers while the worker
-			// drains and stops once Run has returned.
-			srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-			served, err := a.serveMetrics(srvCtx, f.metricsAddr, met, b, cfg.Logger)
-			if err != nil {
-				stopServer()
+		cfg.Hooks = append(cfg.Hooks, met.WorkerHooks())
+	}
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err != nil {
+		return err
+	}
+	if met != nil {
+		met.AddWorker(w, reg)
+		if f.metricsDepth {
+			if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
 				return err
 			}
-			defer func() {
-				stopServer()
-				<-served
-			}()
 		}
-		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types())
-		logged := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(logged)
-			cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
-		})
+		// The server outlives the signal: it answers while the worker
+		// drains and stops once Run has returned.
+		srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+		served, err := a.serveMetrics(srvCtx, f.metricsAddr, met, b, cfg.Logger)
+		if err != nil {
+			stopServer()
+			return err
+		}
 		defer func() {
-			if !stop() {
-				<-logged // no line written after the command returns
-			}
+			stopServer()
+			<-served
 		}()
-		return w.Run(ctx)
+	}
+	cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types())
+	logged := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(logged)
+		cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
 	})
+	defer func() {
+		if !stop() {
+			<-logged // no line written after the command returns
+		}
+	}()
+	return w.Run(ctx)
 }

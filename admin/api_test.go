@@ -541,3 +541,28 @@ func TestOpenAPI(t *testing.T) {
 		t.Errorf("%d API routes registered, %d in the table, %d documented", n, len(e.s.apiRoutes()), len(documented))
 	}
 }
+
+// TestNotSupported: what the backend cannot do is 501 not_supported; a
+// handler without a client refuses enqueues the same way.
+func TestNotSupported(t *testing.T) {
+	b := syncBackend(t)
+	reg := jobq.NewRegistry()
+	client, err := jobq.NewClient(b, jobq.ClientConfig{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, b, Options{Client: client})
+	for _, q := range []req{
+		{path: "/api/v1/jobs?state=pending"},
+		{path: "/api/v1/schedules"},
+		{method: "POST", path: "/api/v1/jobs/1/cancel"},
+		{method: "POST", path: "/api/v1/queues/default/pause"},
+	} {
+		e.want(e.do(q), http.StatusNotImplemented, "not_supported")
+	}
+	noClient := newEnvOn(t, memoryBackend(t), Options{})
+	noClient.s.opts.Client = nil
+	noClient.want(noClient.do(req{method: "POST", path: "/api/v1/jobs", body: `{"type":"a"}`}), http.StatusNotImplemented, "not_supported")
+	noClient.want(noClient.do(req{method: "POST", path: "/api/v1/jobs/batch", body: `{"jobs":[{"type":"a"}]}`}), http.StatusNotImplemented, "not_supported")
+	noClient.wantCounts(0, 0, 0)
+}

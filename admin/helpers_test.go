@@ -105,14 +105,14 @@ func newEnv(t testing.TB, storeURL string, opts Options) *env {
 // newEnvOn serves the handler over b.
 func newEnvOn(t testing.TB, b backend.Backend, opts Options) *env {
 	t.Helper()
-	client, err := jobq.NewClient(b, jobq.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, b: b, client: client, insp: jobq.NewInspector(b), logs: &lockedWriter{w: &bytes.Buffer{}}}
 	if opts.Client == nil {
+		client, err := jobq.NewClient(b, jobq.ClientConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		opts.Client = client
 	}
+	e := &env{t: t, b: b, client: opts.Client, insp: jobq.NewInspector(b), logs: &lockedWriter{w: &bytes.Buffer{}}}
 	opts.Inspector = e.insp
 	opts.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
 	h, err := New(opts)
@@ -322,6 +322,17 @@ func (e *env) failQueued(queue string, n int) []int64 {
 func memoryBackend(t testing.TB) backend.Backend {
 	t.Helper()
 	b := memory.New(memory.Options{})
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+// syncBackend is the sync backend, which keeps nothing.
+func syncBackend(t testing.TB) backend.Backend {
+	t.Helper()
+	b, err := backend.Open(context.Background(), "sync:")
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { b.Close() })
 	return b
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
 
 // TestAPI drives every route over HTTP against each durable backend and
@@ -397,10 +398,23 @@ func testCancel(t *testing.T, e *env) {
 }
 
 func testSchedules(t *testing.T, e *env) {
+	store, ok := backend.As[backend.ScheduleStore](e.b)
+	if !ok {
+		t.Fatalf("%T keeps no schedules", e.b)
+	}
+	if _, err := store.ScheduleUpsert(context.Background(), []backend.ScheduleDef{{Name: "nightly", Spec: "0 3 * * *", Queue: "cron", Type: "report"}}); err != nil {
+		t.Fatal(err)
+	}
 	r := e.do(req{path: "/api/v1/schedules"})
 	e.want(r, http.StatusOK, "")
-	if _, ok := r.body["schedules"].([]any); !ok {
+	list, _ := r.body["schedules"].([]any)
+	if len(list) != 1 || list[0].(map[string]any)["name"] != "nightly" || list[0].(map[string]any)["next"] == nil {
 		t.Fatalf("schedules answered %s", r.raw)
+	}
+	one := e.do(req{path: "/api/v1/schedules/nightly"})
+	e.want(one, http.StatusOK, "")
+	if one.body["spec"] != "0 3 * * *" || one.body["queue"] != "cron" || one.body["type"] != "report" {
+		t.Fatalf("schedule answered %s", one.raw)
 	}
 	e.want(e.do(req{path: "/api/v1/schedules/none"}), http.StatusNotFound, "not_found")
 }

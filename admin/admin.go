@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/jobq/jobq"
@@ -139,57 +140,49 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.root.ServeHTTP(w, r)
 }
 
-// route bounds the body and dispatches; a request the mux has no route
-// for under /api/ gets a JSON 404 or 405 instead of the mux's plain text.
+// route bounds the body and dispatches. An API path that no API route
+// matches gets a JSON 404, or 405 with Allow when other methods would
+// match, rather than the mux's plain text or the dashboard's catch-all.
 func (s *server) route(w http.ResponseWriter, r *http.Request) {
 	if r.Body != nil {
 		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
 	}
-	h, pattern := s.mux.Handler(r)
-	if pattern != "" || !isAPI(r.URL.Path) {
-		// ServeHTTP, not h: it sets the request's path values.
+	if !isAPI(r.URL.Path) {
 		s.mux.ServeHTTP(w, r)
 		return
 	}
-	// The mux's own answer: learn its status (and Allow header), drop its
-	// text body.
-	rec := &statusRecorder{header: http.Header{}}
-	h.ServeHTTP(rec, r)
-	switch rec.status {
-	case http.StatusNotFound:
-		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.URL.Path, "")
-	case http.StatusMethodNotAllowed:
-		w.Header().Set("Allow", rec.header.Get("Allow"))
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+rec.header.Get("Allow"), "")
-	default:
-		// A redirect to the cleaned path, say: pass it on as it was.
-		for k, v := range rec.header {
-			w.Header()[k] = v
-		}
-		w.WriteHeader(rec.status)
+	if _, pattern := s.mux.Handler(r); isAPIPattern(pattern) {
+		s.mux.ServeHTTP(w, r) // not the handler Handler returned: this sets the path values
+		return
 	}
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); isAPIPattern(pattern) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.URL.Path, "")
+		return
+	}
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "), "")
 }
 
 // isAPI reports whether path belongs to the JSON API, whose errors are
 // JSON and whose unauthenticated requests get 401 rather than a redirect.
 func isAPI(path string) bool { return path == "/api" || strings.HasPrefix(path, "/api/") }
 
-// statusRecorder keeps the status and headers the mux's fallback handler
-// writes and discards its body.
-type statusRecorder struct {
-	header http.Header
-	status int
-}
-
-func (r *statusRecorder) Header() http.Header { return r.header }
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.status == 0 {
-		r.status = code
-	}
-}
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return len(b), nil
+// isAPIPattern reports whether a mux pattern ("GET /api/v1/jobs") is an
+// API route.
+func isAPIPattern(pattern string) bool {
+	_, path, _ := strings.Cut(pattern, " ")
+	return isAPI(path)
 }
 
 // handle registers h for pattern (a net/http pattern with method, such as

@@ -580,3 +580,21 @@ func TestNotSupported(t *testing.T) {
 	noClient.want(noClient.do(req{method: "POST", path: "/api/v1/jobs/batch", body: `{"jobs":[{"type":"a"}]}`}), http.StatusNotImplemented, "not_supported")
 	noClient.wantCounts(0, 0, 0)
 }
+
+// TestAPIRoutesBesideCatchAll: a dashboard catch-all ("GET /") does not
+// swallow unknown API paths, which still get JSON 404 and 405.
+func TestAPIRoutesBesideCatchAll(t *testing.T) {
+	e := newEnvOn(t, memoryBackend(t), Options{})
+	e.s.handle("GET /", ScopeRead, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("dashboard")) })
+	e.want(e.do(req{path: "/api/v1/nope"}), http.StatusNotFound, "not_found")
+	e.want(e.do(req{path: "/api/v2/jobs"}), http.StatusNotFound, "not_found")
+	r := e.do(req{method: "DELETE", path: "/api/v1/jobs"})
+	e.want(r, http.StatusMethodNotAllowed, "method_not_allowed")
+	if got := r.header.Get("Allow"); got != "GET, POST, HEAD" {
+		t.Fatalf("Allow %q", got)
+	}
+	e.want(e.do(req{path: "/api/v1/queues"}), http.StatusOK, "")
+	if r := e.do(req{path: "/queues"}); r.status != http.StatusOK || string(r.raw) != "dashboard" {
+		t.Fatalf("the dashboard's route: %d %s", r.status, r.raw)
+	}
+}

@@ -57,7 +57,7 @@ func ParseToken(s string) (Token, error) {
 		return Token{}, fmt.Errorf("token: %w", err)
 	}
 	if len(secret) < MinSecretLen {
-		return Token{}, fmt.Errorf("a %s token's secret has %d characters: use at least %d (e.g. openssl rand -hex 16)", name, len(secret), MinSecretLen)
+		return Token{}, fmt.Errorf("the secret of this %s token has %d characters: use at least %d (e.g. openssl rand -hex 16)", name, len(secret), MinSecretLen)
 	}
 	return Token{Secret: secret, Scope: scope}, nil
 }

@@ -41,7 +41,7 @@ func TestServeRefusals(t *testing.T) {
 		{[]string{"--addr", "example.com:8080"}, "is not loopback and no token is set"},
 		{[]string{"--addr", "8080"}, `--addr "8080": use host:port`},
 		{[]string{"--token", "hidden-secret-0123456789"}, "--token #1: a token is written scope:secret"},
-		{[]string{"--token", "admin:hidden"}, "--token #1: a admin token's secret has 6 characters: use at least 16"},
+		{[]string{"--token", "admin:hidden"}, "--token #1: the secret of this admin token has 6 characters: use at least 16"},
 		{[]string{"--token-file", bad}, "line 3: token: unknown scope \"superuser\""},
 		{[]string{"--token-file", empty}, "holds no token"},
 		{[]string{"--token-file", filepath.Join(dir, "missing")}, "--token-file: open"},

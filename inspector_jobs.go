@@ -2,7 +2,9 @@ package jobq
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -94,4 +96,62 @@ func keepsNothing(b backend.Backend) string {
 		return "the sync backend runs each job inside its Enqueue and keeps no jobs"
 	}
 	return fmt.Sprintf("%T keeps no cancellable or listable jobs", b)
+}
+
+// JobInfo is one job found by ID (Inspector.Job): exactly one of Live and
+// Finished is set.
+type JobInfo struct {
+	// State is StatePending, StateScheduled, StateReserved, "cancelling"
+	// (reserved, its cancel requested), StateCompleted or StateCancelled.
+	State    string
+	Live     *JobRow      // a pending, scheduled or reserved job
+	Finished *FinishedJob // a kept completed or cancelled job
+}
+
+// Job finds a job by ID among the live jobs and the kept finished ones
+// (completed, cancelled), or returns ErrNotFound. A job that failed is
+// found by its failed-jobs ID with Failed, not here: no backend indexes
+// failed jobs by their live ID for reading. Pending and scheduled are told
+// apart by this process's clock. A backend that keeps no finished jobs
+// (sync) finds live jobs only.
+func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
+	if id < 1 {
+		return JobInfo{}, &backend.InputError{Field: "id", Reason: fmt.Sprintf("%d: job IDs start at 1", id)}
+	}
+	row, err := i.b.JobGet(ctx, id)
+	switch {
+	case err == nil:
+		return JobInfo{State: liveState(row, time.Now()), Live: row}, nil
+	case !errors.Is(err, ErrNotFound):
+		return JobInfo{}, err
+	}
+	r, ok := backend.As[backend.Retainer](i.b)
+	if !ok {
+		return JobInfo{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
+	}
+	// The newest kept job at or below id is id itself when it is kept: one
+	// indexed read per state, no new backend method.
+	for _, st := range []backend.FinishedState{backend.FinishedCompleted, backend.FinishedCancelled} {
+		got, err := r.FinishedList(ctx, backend.FinishedListParams{State: st, Limit: 1, BeforeID: id + 1})
+		if err != nil {
+			return JobInfo{}, err
+		}
+		if len(got) == 1 && got[0].ID == id {
+			return JobInfo{State: string(st), Finished: got[0]}, nil
+		}
+	}
+	return JobInfo{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
+}
+
+// liveState names a live job's state as the listings do.
+func liveState(row *JobRow, now time.Time) string {
+	switch {
+	case row.Status == backend.StatusCancelling:
+		return string(backend.StatusCancelling)
+	case row.Status == backend.StatusReserved:
+		return StateReserved
+	case row.AvailableAt.After(now):
+		return StateScheduled
+	}
+	return StatePending
 }

@@ -15,8 +15,11 @@ package admin
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/jobq/jobq"
 )
@@ -72,10 +75,27 @@ type server struct {
 	opts Options
 	mux  *http.ServeMux
 	log  *slog.Logger
+	// root is the mux behind the cross-origin check and the body limit.
+	root http.Handler
+	// tokens holds each configured token's SHA-256 digest, compared in
+	// constant time (auth.go).
+	tokens []tokenDigest
+	// sessions are the browser logins (auth.go).
+	sessions *sessions
+	// patterns lists every pattern registered through handle, in order,
+	// so a test can hold them against the OpenAPI document.
+	patterns []string
+	// dash renders the dashboard's pages, its refusals among them.
+	dash *dashboard
 }
 
+// contentSecurityPolicy allows nothing inline and nothing from elsewhere:
+// an injected <script> or onclick= does not run even if a template ever
+// failed to escape it.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
 // New returns the admin handler: the API under /api/v1/ and the dashboard
-// under /.
+// under /. It fails on a token with an empty secret or an unknown scope.
 func New(opts Options) (http.Handler, error) {
 	if opts.Inspector == nil {
 		return nil, errors.New("admin: Options.Inspector is required")
@@ -83,28 +103,101 @@ func New(opts Options) (http.Handler, error) {
 	if opts.MaskKeys == nil {
 		opts.MaskKeys = DefaultMaskKeys
 	}
+	if opts.MaxBody < 0 {
+		return nil, fmt.Errorf("admin: Options.MaxBody %d is negative", opts.MaxBody)
+	}
 	if opts.MaxBody == 0 {
 		opts.MaxBody = 1 << 20
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	s := &server{opts: opts, mux: http.NewServeMux(), log: opts.Logger}
+	opts.Prefix = strings.TrimRight(opts.Prefix, "/")
+	if opts.Prefix != "" && !strings.HasPrefix(opts.Prefix, "/") {
+		return nil, fmt.Errorf("admin: Options.Prefix %q must start with /", opts.Prefix)
+	}
+	tokens, err := digestTokens(opts.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, tokens: tokens, sessions: newSessions()}
+	s.registerAuth()
 	s.registerAPI()
 	s.registerDashboard()
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isAPI(r.URL.Path) {
+			// A browser's form: a page, not JSON.
+			s.dash.fail(w, r, http.StatusForbidden, "Cross-origin request refused", "This form was submitted from another site; nothing was changed.")
+			return
+		}
+		writeError(w, http.StatusForbidden, "cross_origin", "cross-origin request refused: state-changing requests must come from this site", "")
+	}))
+	s.root = cop.Handler(http.HandlerFunc(s.route))
 	return s, nil
 }
 
-// ServeHTTP applies what every response needs, then routes.
+// ServeHTTP sets the headers every response needs, then checks the
+// request's origin (unsafe methods only) and routes it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mux.ServeHTTP(w, r)
+	h := w.Header()
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	s.root.ServeHTTP(w, r)
+}
+
+// route bounds the body and dispatches. An API path that no API route
+// matches gets a JSON 404, or 405 with Allow when other methods would
+// match, rather than the mux's plain text or the dashboard's catch-all.
+func (s *server) route(w http.ResponseWriter, r *http.Request) {
+	if r.Body != nil {
+		r.Body = http.MaxBytesReader(w, r.Body, s.opts.MaxBody)
+	}
+	if !isAPI(r.URL.Path) {
+		s.mux.ServeHTTP(w, r)
+		return
+	}
+	if _, pattern := s.mux.Handler(r); isAPIPattern(pattern) {
+		s.mux.ServeHTTP(w, r) // not the handler Handler returned: this sets the path values
+		return
+	}
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		if _, pattern := s.mux.Handler(probe); isAPIPattern(pattern) {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, http.StatusNotFound, "not_found", "no such API route: "+r.URL.Path, "")
+		return
+	}
+	if slices.Contains(allow, http.MethodGet) {
+		allow = append(allow, http.MethodHead)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path+"; allowed: "+strings.Join(allow, ", "), "")
+}
+
+// isAPI reports whether path belongs to the JSON API, whose errors are
+// JSON and whose unauthenticated requests get 401 rather than a redirect.
+func isAPI(path string) bool { return path == "/api" || strings.HasPrefix(path, "/api/") }
+
+// isAPIPattern reports whether a mux pattern ("GET /api/v1/jobs") is an
+// API route.
+func isAPIPattern(pattern string) bool {
+	_, path, _ := strings.Cut(pattern, " ")
+	return isAPI(path)
 }
 
 // handle registers h for pattern (a net/http pattern with method, such as
 // "GET /api/v1/queues") behind a check that the request carries a token of
-// at least scope need.
+// at least scope need (see authorize).
 func (s *server) handle(pattern string, need Scope, h http.HandlerFunc) {
-	s.mux.HandleFunc(pattern, h)
+	s.mux.Handle(pattern, s.authorize(need, h))
+	s.patterns = append(s.patterns, pattern)
 }
 
 // writeJSON answers status with v as JSON.

@@ -82,8 +82,8 @@ func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 
 // replayOne replays one failed job and shows it live again.
 func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
 		return
 	}
@@ -107,8 +107,8 @@ func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 
 // purgeOne deletes one failed job.
 func (d *dashboard) purgeOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
 		return
 	}
@@ -145,8 +145,8 @@ func (d *dashboard) setPaused(w http.ResponseWriter, r *http.Request, paused boo
 
 // cancel cancels one live job.
 func (d *dashboard) cancel(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
 		return
 	}

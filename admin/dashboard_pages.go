@@ -199,8 +199,8 @@ func cursor(s string) (int64, bool) {
 // job shows one live or kept job. The inspector has no lookup by ID, so
 // each state's list is asked for the newest job at or below id.
 func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
 		return
 	}
@@ -316,8 +316,8 @@ type failedJobData struct {
 
 // failedJob shows one failed job with its payload, error and metadata.
 func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
+	id, err := pathID(r)
+	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
 		return
 	}
@@ -344,22 +344,12 @@ func (d *dashboard) schedules(w http.ResponseWriter, r *http.Request) {
 type loginData struct {
 	Next   string
 	NoAuth bool
+	Failed bool // the last token given was refused (auth.go's redirect)
 }
 
 // login shows the token form; POST /login (auth.go) checks it.
 func (d *dashboard) login(w http.ResponseWriter, r *http.Request) {
-	d.render(w, r, http.StatusOK, "login", "Sign in", "", loginData{Next: localNext(r.URL.Query().Get("next"), d.s.opts.Prefix), NoAuth: len(d.s.opts.Tokens) == 0})
-}
-
-// localNext keeps next only when it is a path on this server under the
-// prefix, so the login form cannot be made to send anyone elsewhere.
-func localNext(next, prefix string) string {
-	home := prefix + "/"
-	if next == "" || !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
-		return home
-	}
-	if prefix != "" && next != prefix && !strings.HasPrefix(next, prefix+"/") {
-		return home
-	}
-	return next
+	d.render(w, r, http.StatusOK, "login", "Sign in", "", loginData{
+		Next: d.s.localNext(r.URL.Query().Get("next")), NoAuth: len(d.s.opts.Tokens) == 0, Failed: r.URL.Query().Has("failed"),
+	})
 }

@@ -24,8 +24,9 @@ type workerFlags struct {
 	metricsAddr     string
 	metricsDepth    bool
 	metricsCache    time.Duration
-	retention       retentionFlags // jobs.go
-	http            httpFlags      // httpjob.go
+	retention       retentionFlags   // jobs.go
+	http            httpFlags        // httpjob.go
+	guard           *netguard.Policy // from http, set by config
 }
 
 func (a *app) newWorkerCmd() *cobra.Command {
@@ -62,18 +63,21 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 			if err != nil {
 				return err
 			}
-			guard, err := f.http.policy()
-			if err != nil {
-				return err
-			}
 			log, err := a.logger(cmd, f.log)
 			if err != nil {
 				return err
 			}
 			cfg.Logger = log
-			return a.runWorker(cmd, cfg, f, guard)
+			return a.runWorker(cmd, cfg, f)
 		},
 	}
+	f.add(cmd)
+	return cmd
+}
+
+// add registers the worker's flags on cmd ('jobq worker', and 'jobq
+// serve' for its --worker), the log and retention flags with them.
+func (f *workerFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringSliceVar(&f.queues, "queues", []string{"default"}, "queues to work, comma-separated")
 	fl.IntVar(&f.concurrency, "concurrency", 10, "jobs run at once (1..10000)")
@@ -88,12 +92,18 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 	f.log.add(cmd)
 	f.retention.add(cmd)
 	f.http.add(cmd)
-	return cmd
 }
 
 // config checks the flags and turns them into a WorkerConfig, so a bad
-// value is reported by its flag name rather than its config field.
+// value is reported by its flag name rather than its config field, before
+// anything opens. It also sets f.guard, the http jobs' address policy,
+// which no WorkerConfig field holds.
 func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
+	guard, err := f.http.policy()
+	if err != nil {
+		return jobq.WorkerConfig{}, err
+	}
+	f.guard = guard
 	for _, q := range f.queues {
 		if err := backend.ValidateQueue(q); err != nil {
 			return jobq.WorkerConfig{}, usagef("--queues: %v", err)
@@ -135,58 +145,65 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 
 // runWorker runs until the command's context is cancelled (main maps
 // SIGTERM and SIGINT to that), then returns after the graceful shutdown.
-func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags, guard *netguard.Policy) error {
+func (a *app) runWorker(cmd *cobra.Command, cfg jobq.WorkerConfig, f workerFlags) error {
+	ctx := cmd.Context()
+	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+		return a.workOn(ctx, b, cfg, f)
+	})
+}
+
+// workOn runs the worker of cfg and f (after f.config) on b until ctx is
+// cancelled, then returns after the graceful shutdown: what 'jobq worker'
+// and 'jobq serve --worker' share.
+func (a *app) workOn(ctx context.Context, b backend.Backend, cfg jobq.WorkerConfig, f workerFlags) error {
 	// A client of its own, so its idle connections close with the worker.
-	client, closeIdle := newHTTPClient(guard)
+	client, closeIdle := newHTTPClient(f.guard)
 	defer closeIdle()
 	reg := jobq.NewRegistry()
 	registerHTTP(reg, client)
 
-	ctx := cmd.Context()
-	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
-		var met *metrics.Metrics
-		if f.metricsAddr != "" {
-			var err error
-			if met, err = metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: cfg.Logger}); err != nil {
-				return err
-			}
-			cfg.Hooks = append(cfg.Hooks, met.WorkerHooks())
-		}
-		w, err := jobq.NewWorker(b, reg, cfg)
-		if err != nil {
+	var met *metrics.Metrics
+	if f.metricsAddr != "" {
+		var err error
+		if met, err = metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: cfg.Logger}); err != nil {
 			return err
 		}
-		if met != nil {
-			met.AddWorker(w, reg)
-			if f.metricsDepth {
-				if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
-					return err
-				}
-			}
-			// The server outlives the signal: it answers while the worker
-			// drains and stops once Run has returned.
-			srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
-			served, err := a.serveMetrics(srvCtx, f.metricsAddr, met, b, cfg.Logger)
-			if err != nil {
-				stopServer()
+		cfg.Hooks = append(cfg.Hooks, met.WorkerHooks())
+	}
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err != nil {
+		return err
+	}
+	if met != nil {
+		met.AddWorker(w, reg)
+		if f.metricsDepth {
+			if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
 				return err
 			}
-			defer func() {
-				stopServer()
-				<-served
-			}()
 		}
-		cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types(), "http_allow", guard.Entries())
-		logged := make(chan struct{})
-		stop := context.AfterFunc(ctx, func() {
-			defer close(logged)
-			cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
-		})
+		// The server outlives the signal: it answers while the worker
+		// drains and stops once Run has returned.
+		srvCtx, stopServer := context.WithCancel(context.WithoutCancel(ctx))
+		served, err := a.serveMetrics(srvCtx, f.metricsAddr, met, b, cfg.Logger)
+		if err != nil {
+			stopServer()
+			return err
+		}
 		defer func() {
-			if !stop() {
-				<-logged // no line written after the command returns
-			}
+			stopServer()
+			<-served
 		}()
-		return w.Run(ctx)
+	}
+	cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types(), "http_allow", f.guard.Entries())
+	logged := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(logged)
+		cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
 	})
+	defer func() {
+		if !stop() {
+			<-logged // no line written after the command returns
+		}
+	}()
+	return w.Run(ctx)
 }

@@ -1,0 +1,264 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// failedView is a failed job as the API shows it.
+type failedView struct {
+	ID          int64             `json:"id"`
+	JobID       int64             `json:"job_id"`
+	Queue       string            `json:"queue"`
+	Type        string            `json:"type"`
+	Payload     json.RawMessage   `json:"payload"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	Error       string            `json:"error"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	FailedAt    time.Time         `json:"failed_at"`
+}
+
+func (s *server) failedView(f *jobq.FailedJob) failedView {
+	return failedView{
+		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: s.rawJSON(f.Payload),
+		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: f.Error,
+		UniqueKey: f.UniqueKey, Metadata: s.maskedMeta(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
+	}
+}
+
+// failedFilter is the filter of failed jobs, in a query or a bulk body.
+type failedFilter struct {
+	Queue        string `json:"queue"`
+	Type         string `json:"type"`
+	FailedBefore string `json:"failed_before"` // RFC 3339
+	OlderThan    string `json:"older_than"`    // a Go duration, "24h"
+}
+
+// filter checks f and converts it.
+func (f failedFilter) filter() (jobq.FailedFilter, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"queue": f.Queue, "type": f.Type, "failed_before": f.FailedBefore, "older_than": f.OlderThan} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return parseFailedFilter(q)
+}
+
+// parseFailedFilter reads queue, type, failed_before (RFC 3339) and
+// older_than (a duration) from q.
+func parseFailedFilter(q url.Values) (jobq.FailedFilter, error) {
+	var f jobq.FailedFilter
+	var err error
+	if f.Queue, f.Type, err = queueType(q); err != nil {
+		return f, err
+	}
+	if f.FailedBefore, err = timeParam(q, "failed_before"); err != nil {
+		return f, err
+	}
+	if v := q.Get("older_than"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return f, badField("older_than", "%q: use a positive duration such as \"24h\"", v)
+		}
+		f.OlderThan = d
+	}
+	return f, nil
+}
+
+// parseFailedQuery reads GET /api/v1/failed's query: the filter, limit and
+// cursor.
+func parseFailedQuery(q url.Values) (f jobq.FailedFilter, limit int, cursor int64, err error) {
+	if err = onlyParams(q, "queue", "type", "failed_before", "older_than", "limit", "cursor"); err != nil {
+		return f, 0, 0, err
+	}
+	if f, err = parseFailedFilter(q); err != nil {
+		return f, 0, 0, err
+	}
+	limit, cursor, err = pageParams(q)
+	return f, limit, cursor, err
+}
+
+// listFailed lists failed jobs, newest first, a page at a time.
+func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
+	f, limit, cursor, err := parseFailedQuery(r.URL.Query())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rows, err := s.opts.Inspector.FailedPage(r.Context(), f, limit, cursor)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := struct {
+		Failed     []failedView `json:"failed"`
+		NextCursor int64        `json:"next_cursor,omitempty"`
+	}{Failed: make([]failedView, len(rows))}
+	for i, row := range rows {
+		out.Failed[i] = s.failedView(row)
+	}
+	if n := len(rows); n > 0 {
+		out.NextCursor = nextCursor(n, limit, rows[n-1].ID)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// getFailed shows one failed job.
+func (s *server) getFailed(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.opts.Inspector.Failed(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.failedView(f))
+}
+
+// replayResult is the answer of a replay.
+type replayResult struct {
+	Replayed int `json:"replayed"`
+	Skipped  int `json:"skipped"`
+}
+
+// replayOne replays one failed job.
+func (s *server) replayOne(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, skipped, err := s.opts.Inspector.Replay(r.Context(), id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, replayResult{n, skipped})
+}
+
+// purgeOne deletes one failed job; an unknown one is 404.
+func (s *server) purgeOne(w http.ResponseWriter, r *http.Request) {
+	id, err := pathID(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	n, err := s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, id)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if n == 0 {
+		s.fail(w, r, fmt.Errorf("purge failed job %d: %w", id, jobq.ErrNotFound))
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Purged int `json:"purged"`
+	}{n})
+}
+
+// bulkRequest selects failed jobs for a replay or purge: the listed IDs,
+// or with all set every job matching the filter (not just a page). "all"
+// must be said, so an empty body never touches every failed job.
+type bulkRequest struct {
+	IDs []int64 `json:"ids"`
+	All bool    `json:"all"`
+	failedFilter
+	// KeepNewest (purge with all only) keeps the newest this many
+	// matching jobs.
+	KeepNewest int `json:"keep_newest"`
+}
+
+// selection checks the request: IDs or all, not both, not neither.
+func (b *bulkRequest) selection() (jobq.FailedFilter, error) {
+	hasFilter := b.failedFilter != (failedFilter{})
+	switch {
+	case len(b.IDs) > 0 && (b.All || hasFilter || b.KeepNewest != 0):
+		return jobq.FailedFilter{}, badField("ids", "give ids, or all with a filter, not both")
+	case len(b.IDs) == 0 && !b.All:
+		return jobq.FailedFilter{}, badField("all", "name the failed jobs in ids, or set all to true (with queue, type, failed_before or older_than to narrow it)")
+	case len(b.IDs) > maxPage:
+		return jobq.FailedFilter{}, badField("ids", "%d IDs: send at most %d, or use all with a filter", len(b.IDs), maxPage)
+	case b.KeepNewest < 0:
+		return jobq.FailedFilter{}, badField("keep_newest", "%d is negative", b.KeepNewest)
+	}
+	for _, id := range b.IDs {
+		if id < 1 {
+			return jobq.FailedFilter{}, badField("ids", "%d: IDs start at 1", id)
+		}
+	}
+	return b.filter()
+}
+
+// replayMany replays the listed failed jobs (all or none: an unknown ID
+// is 404 and nothing moves) or every one matching a filter.
+func (s *server) replayMany(w http.ResponseWriter, r *http.Request) {
+	var req bulkRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := req.selection()
+	if err == nil && req.KeepNewest != 0 {
+		err = badField("keep_newest", "applies to purge only")
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var n, skipped int
+	if len(req.IDs) > 0 {
+		n, skipped, err = s.opts.Inspector.Replay(r.Context(), req.IDs...)
+	} else {
+		n, skipped, err = s.opts.Inspector.ReplayAll(r.Context(), f)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, replayResult{n, skipped})
+}
+
+// purgeMany deletes the listed failed jobs or every one matching a filter
+// (keeping the newest keep_newest of them when set).
+func (s *server) purgeMany(w http.ResponseWriter, r *http.Request) {
+	var req bulkRequest
+	if err := decodeBody(r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := req.selection()
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var n int
+	switch {
+	case len(req.IDs) > 0:
+		n, err = s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, req.IDs...)
+	case req.KeepNewest > 0:
+		n, err = s.opts.Inspector.PurgeKeepNewest(r.Context(), f, req.KeepNewest)
+	default:
+		n, err = s.opts.Inspector.Purge(r.Context(), f, 0)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Purged int `json:"purged"`
+	}{n})
+}

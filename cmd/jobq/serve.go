@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/admin"
+	"github.com/jobq/jobq/backend"
+)
+
+// envAdminTokens holds tokens for 'jobq serve', comma-separated.
+const envAdminTokens = "JOBQ_ADMIN_TOKENS"
+
+type serveFlags struct {
+	addr      string
+	tokens    []string
+	tokenFile string
+	worker    bool
+	prefix    string
+	maskKeys  []string
+	maxBody   int64
+	w         workerFlags // with --worker; its log flags and shutdown timeout always
+}
+
+func (a *app) newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the admin HTTP API and dashboard (and, with --worker, run a worker)",
+		Long: `Serve the admin HTTP API (JSON under /api/v1, described at
+/api/v1/openapi.json) and the dashboard on --addr until SIGTERM or Ctrl-C,
+then let requests in flight finish for up to --shutdown-timeout. With
+--worker it also runs a worker in the same process, with the flags of
+'jobq worker'.
+
+Tokens are written scope:secret, scope one of read, enqueue, admin (each
+includes the ones before it), the secret at least 16 characters: e.g.
+admin:$(openssl rand -hex 16). A bare secret is refused. They come from
+--token (repeatable; visible to other users in the process list), from
+--token-file (one a line, # starts a comment) and from $JOBQ_ADMIN_TOKENS
+(comma-separated); all of them are accepted. Without any token every
+request is allowed, so --addr must then be a loopback address. Tokens are
+never logged.`,
+		Args: exactArgs(0, "no arguments"),
+		RunE: func(cmd *cobra.Command, _ []string) error { return a.runServe(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.addr, "addr", "127.0.0.1:8080", "listen on this address")
+	fl.StringArrayVar(&f.tokens, "token", nil, "accept this token, scope:secret (repeatable)")
+	fl.StringVar(&f.tokenFile, "token-file", "", "accept the tokens in this file, one scope:secret a line")
+	fl.BoolVar(&f.worker, "worker", false, "also run a worker in this process (see 'jobq worker --help' for its flags)")
+	fl.StringVar(&f.prefix, "prefix", "", "serve under this path, e.g. /admin (behind a proxy that forwards it)")
+	fl.StringSliceVar(&f.maskKeys, "mask-keys", admin.DefaultMaskKeys, "payload and metadata keys whose values are shown as ***")
+	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body in bytes; larger ones get 413")
+	f.w.add(cmd)
+	return cmd
+}
+
+// workerOnlyFlags are the worker flags that mean nothing without --worker:
+// all of 'jobq worker's but the log flags and the shutdown timeout, which
+// the server uses too.
+func workerOnlyFlags() map[string]bool {
+	scratch := &cobra.Command{}
+	var wf workerFlags
+	wf.add(scratch)
+	names := map[string]bool{}
+	scratch.Flags().VisitAll(func(fl *pflag.Flag) { names[fl.Name] = true })
+	for _, shared := range []string{"log-format", "log-level", "json-logs", "shutdown-timeout"} {
+		delete(names, shared)
+	}
+	return names
+}
+
+// check refuses what cannot work, by flag name, before anything opens.
+func (f *serveFlags) check(cmd *cobra.Command) ([]admin.Token, error) {
+	if !f.worker {
+		var stray []string
+		only := workerOnlyFlags()
+		cmd.Flags().Visit(func(fl *pflag.Flag) {
+			if only[fl.Name] {
+				stray = append(stray, "--"+fl.Name)
+			}
+		})
+		if len(stray) > 0 {
+			return nil, usagef("%s only applies with --worker", strings.Join(stray, ", "))
+		}
+	}
+	if f.prefix != "" && (!strings.HasPrefix(f.prefix, "/") || strings.HasSuffix(f.prefix, "/") || strings.ContainsAny(f.prefix, "?#{} ")) {
+		return nil, usagef("--prefix %q: use a path such as /admin (leading slash, no trailing one)", f.prefix)
+	}
+	if f.maxBody < 1024 {
+		return nil, usagef("--max-body %d: use at least 1024 bytes", f.maxBody)
+	}
+	tokens, err := f.readTokens()
+	if err != nil {
+		return nil, err
+	}
+	host, _, err := net.SplitHostPort(f.addr)
+	if err != nil {
+		return nil, usagef("--addr %q: use host:port, e.g. 127.0.0.1:8080", f.addr)
+	}
+	if len(tokens) == 0 && !loopback(host) {
+		return nil, usagef("--addr %s is not loopback and no token is set: add --token-file (or --token, $%s) or bind 127.0.0.1", f.addr, envAdminTokens)
+	}
+	return tokens, nil
+}
+
+// loopback reports whether host names only this machine: a loopback IP or
+// "localhost". An empty host (":8080") is every interface.
+func loopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// readTokens gathers the tokens of --token, --token-file and
+// $JOBQ_ADMIN_TOKENS. Errors say where a bad token is, never what it is.
+func (f *serveFlags) readTokens() ([]admin.Token, error) {
+	var out []admin.Token
+	add := func(where, s string) error {
+		t, err := admin.ParseToken(s)
+		if err != nil {
+			return usagef("%s: %v", where, err)
+		}
+		out = append(out, t)
+		return nil
+	}
+	for i, s := range f.tokens {
+		if err := add(fmt.Sprintf("--token #%d", i+1), s); err != nil {
+			return nil, err
+		}
+	}
+	if env := os.Getenv(envAdminTokens); strings.TrimSpace(env) != "" {
+		for i, s := range strings.Split(env, ",") {
+			if strings.TrimSpace(s) == "" {
+				continue
+			}
+			if err := add(fmt.Sprintf("$%s item %d", envAdminTokens, i+1), s); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if f.tokenFile != "" {
+		file, err := os.Open(f.tokenFile)
+		if err != nil {
+			return nil, usagef("--token-file: %v", err)
+		}
+		defer file.Close()
+		sc := bufio.NewScanner(file)
+		for line := 1; sc.Scan(); line++ {
+			s := strings.TrimSpace(sc.Text())
+			if s == "" || strings.HasPrefix(s, "#") {
+				continue
+			}
+			if err := add(fmt.Sprintf("--token-file %s line %d", f.tokenFile, line), s); err != nil {
+				return nil, err
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("read --token-file %s: %w", f.tokenFile, err)
+		}
+		if len(out) == 0 {
+			return nil, usagef("--token-file %s holds no token: write one scope:secret a line", f.tokenFile)
+		}
+	}
+	return out, nil
+}
+
+// runServe serves until the command's context is cancelled, with the
+// worker beside it when asked; the first to fail stops the other.
+func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
+	tokens, err := f.check(cmd)
+	if err != nil {
+		return err
+	}
+	log, err := a.logger(cmd, f.w.log)
+	if err != nil {
+		return err
+	}
+	var wcfg jobq.WorkerConfig
+	if f.worker {
+		if wcfg, err = f.w.config(cmd); err != nil {
+			return err
+		}
+		wcfg.Logger = log
+	} else if err := positive(cmd, "shutdown-timeout", f.w.shutdownTimeout); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+		client, err := jobq.NewClient(b, jobq.ClientConfig{})
+		if err != nil {
+			return err
+		}
+		h, err := admin.New(admin.Options{
+			Client: client, Inspector: jobq.NewInspector(b), Tokens: tokens,
+			MaskKeys: f.maskKeys, MaxBody: f.maxBody, Prefix: f.prefix, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		l, err := net.Listen("tcp", f.addr)
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		log.Info("jobq serve", "url", "http://"+l.Addr().String()+f.prefix+"/", "db", backend.RedactURL(a.db), "tokens", len(tokens), "worker", f.worker)
+		srv := &http.Server{
+			Handler: mount(f.prefix, h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		}
+		done := make(chan error, 2)
+		go func() { done <- serveUntil(ctx, srv, l, f.w.shutdownTimeout) }()
+		running := 1
+		if f.worker {
+			running++
+			go func() { done <- a.workOn(ctx, b, wcfg, f.w) }()
+		}
+		var first error
+		for range running {
+			if err := <-done; err != nil && first == nil {
+				first = err
+			}
+			cancel() // one stopped: stop the other
+		}
+		return first
+	})
+}
+
+// mount serves h under prefix, as an application would with
+// http.StripPrefix.
+func mount(prefix string, h http.Handler) http.Handler {
+	if prefix == "" {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
+	mux.Handle(prefix, http.RedirectHandler(prefix+"/", http.StatusMovedPermanently))
+	return mux
+}
+
+// serveUntil serves l until ctx is cancelled, then lets requests in
+// flight finish for up to grace.
+func serveUntil(ctx context.Context, srv *http.Server, l net.Listener, grace time.Duration) error {
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(l) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", l.Addr(), err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = srv.Close()
+	}
+	<-served // http.ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("stop serving on %s: %w", l.Addr(), err)
+	}
+	return nil
+}

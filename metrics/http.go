@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/httpserve"
 )
 
 // Handler serves the registry's metrics in the Prometheus text format (or
@@ -65,23 +66,5 @@ func BackendReady(b backend.Backend) func(context.Context) error {
 // closes l. It returns nil after a shutdown ctx asked for, or the error
 // that stopped serving.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(l) }()
-	select {
-	case err := <-done:
-		return fmt.Errorf("serve metrics on %s: %w", l.Addr(), err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close()
-	}
-	<-done // http.ErrServerClosed
-	if err != nil {
-		return fmt.Errorf("stop metrics server on %s: %w", l.Addr(), err)
-	}
-	return nil
+	return httpserve.Until(ctx, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, l, grace, "metrics")
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +17,7 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/admin"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/httpserve"
 )
 
 // envAdminTokens holds tokens for 'jobq serve', comma-separated.
@@ -224,7 +224,7 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		}
 		done := make(chan error, 2)
-		go func() { done <- serveUntil(ctx, srv, l, f.w.shutdownTimeout) }()
+		go func() { done <- httpserve.Until(ctx, srv, l, f.w.shutdownTimeout, "admin") }()
 		running := 1
 		if f.worker {
 			running++
@@ -251,27 +251,4 @@ func mount(prefix string, h http.Handler) http.Handler {
 	mux.Handle(prefix+"/", http.StripPrefix(prefix, h))
 	mux.Handle(prefix, http.RedirectHandler(prefix+"/", http.StatusMovedPermanently))
 	return mux
-}
-
-// serveUntil serves l until ctx is cancelled, then lets requests in
-// flight finish for up to grace.
-func serveUntil(ctx context.Context, srv *http.Server, l net.Listener, grace time.Duration) error {
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(l) }()
-	select {
-	case err := <-served:
-		return fmt.Errorf("serve on %s: %w", l.Addr(), err)
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
-	if errors.Is(err, context.DeadlineExceeded) {
-		err = srv.Close()
-	}
-	<-served // http.ErrServerClosed
-	if err != nil {
-		return fmt.Errorf("stop serving on %s: %w", l.Addr(), err)
-	}
-	return nil
 }

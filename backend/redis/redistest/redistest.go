@@ -168,11 +168,15 @@ func eachMaster(ctx context.Context, c goredis.UniversalClient, fn func(ctx cont
 	return fn(ctx, c)
 }
 
+// scan lists the keys matching match. Each call reads 10,000 slots of the
+// keyspace: the cleanup of a test's prefix walks the whole database, and a
+// server holding millions of other keys made 1,000 a call outlast its
+// 30-second bound under load.
 func scan(ctx context.Context, c goredis.UniversalClient, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+		keys, next, err := c.Scan(ctx, cursor, match, 10000).Result()
 		if err != nil {
 			return nil, err
 		}

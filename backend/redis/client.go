@@ -435,6 +435,30 @@ func (c *client) hgetEach(ctx context.Context, keys, fields []string) ([]string,
 	return out, nil
 }
 
+// getEach reads the string keys, in one pipeline (which a cluster client
+// splits by node); a missing one reads as "".
+func (c *client) getEach(ctx context.Context, keys []string) ([]string, error) {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*goredis.StringCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Get(cctx, k)
+	}
+	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, c.classify(cctx, err)
+	}
+	out := make([]string, len(keys))
+	for i, cmd := range cmds {
+		v, err := cmd.Result()
+		if err != nil && !errors.Is(err, goredis.Nil) {
+			return nil, c.classify(cctx, err)
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
 // hmget reads fields of one hash; a missing one reads as "".
 func (c *client) hmget(ctx context.Context, key string, fields []string) ([]string, error) {
 	cctx, cancel := c.bound(ctx)

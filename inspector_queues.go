@@ -108,3 +108,16 @@ func (i *Inspector) Queues(ctx context.Context) ([]QueueInfo, error) {
 	slices.SortFunc(out, func(x, y QueueInfo) int { return strings.Compare(x.Queue, y.Queue) })
 	return out, nil
 }
+
+// JobsInserted returns how many jobs were ever inserted into the store, a
+// count that only grows (see backend.InsertCounter): its rise between two
+// reads is the jobs enqueued in between, which job IDs cannot tell (on
+// Redis they are timestamps). A backend that keeps no such count (sync)
+// returns ErrNotSupported.
+func (i *Inspector) JobsInserted(ctx context.Context) (int64, error) {
+	c, ok := backend.As[backend.InsertCounter](i.b)
+	if !ok {
+		return 0, fmt.Errorf("count inserted jobs: %w: this backend keeps no count of inserted jobs", ErrNotSupported)
+	}
+	return c.JobsInserted(ctx)
+}

@@ -54,6 +54,10 @@ func TestInspectorQueues(t *testing.T) {
 	if s, err := in.QueueSettings(ctx); err != nil || len(s) != 1 || s[0].Queue != "quiet" {
 		t.Fatalf("QueueSettings = %+v, %v; want quiet only", s, err)
 	}
+	// Pausing and limiting inserted nothing: the two jobs are the count.
+	if n, err := in.JobsInserted(ctx); err != nil || n != 2 {
+		t.Fatalf("JobsInserted = %d, %v; want 2", n, err)
+	}
 }
 
 func TestInspectorQueuesSyncUnsupported(t *testing.T) {
@@ -69,5 +73,8 @@ func TestInspectorQueuesSyncUnsupported(t *testing.T) {
 	}
 	if q, err := in.Queues(t.Context()); err != nil || len(q) != 0 {
 		t.Fatalf("Queues on sync = %+v, %v; want none", q, err)
+	}
+	if n, err := in.JobsInserted(t.Context()); !errors.Is(err, jobq.ErrNotSupported) {
+		t.Fatalf("JobsInserted on sync = %d, %v; want ErrNotSupported", n, err)
 	}
 }

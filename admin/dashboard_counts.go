@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -19,19 +20,26 @@ import (
 // The backend keeps no per-minute counters, and New returns a plain
 // http.Handler with no Close, so the history is sampled on request, not by
 // a goroutine: when the counts are refreshed and the last sample is older
-// than sampleEvery, a sample is taken: the live and failed totals and a
-// high-water mark of job IDs (IDs only grow, so its rise is the number of
-// jobs enqueued since the last sample). Between two samples:
+// than sampleEvery, a sample is taken: the live and failed totals and the
+// number of jobs ever inserted (Inspector.JobsInserted, a count that only
+// grows). Between two samples:
 //
-//	enqueued = Δ high-water ID
+//	enqueued = Δ jobs inserted
 //	finished = enqueued − Δ live jobs  (completed, cancelled or failed)
 //	failed   = Δ failed jobs
 //	completed ≈ finished − failed
 //
+// Job IDs cannot stand in for the insert count: on Redis they are
+// timestamps, and the newest ID the inspector can see lags whenever the
+// newest jobs are already done and deleted.
+//
 // It is an estimate: a replay or purge in the interval lowers "failed"
-// (shown as zero, never negative), and the chart covers only the time
-// something requested the counts (an open overview does every 5 s); a gap
-// longer than maxSampleGap is shown as "no data", not spread as a guess.
+// and a replay raises the live jobs without an insert (each shown as zero,
+// never negative), and the chart covers only the time something requested
+// the counts (an open overview does every 5 s); a gap longer than
+// maxSampleGap, or a sample whose insert count could not be read, is shown
+// as "no data", not spread as a guess. A backend that keeps no insert
+// count (sync) has no data at all, and every minute says so.
 const (
 	countsTTL    = 2 * time.Second
 	sampleEvery  = 10 * time.Second
@@ -41,10 +49,11 @@ const (
 
 // sample is the state of all queues at one time.
 type sample struct {
-	at     time.Time
-	live   int64 // pending + scheduled + reserved
-	failed int64
-	maxID  int64 // highest job ID seen so far; 0 when unknown
+	at       time.Time
+	live     int64 // pending + scheduled + reserved
+	failed   int64
+	inserted int64 // jobs ever inserted, when known
+	known    bool  // false: inserted could not be read
 }
 
 // countsCache holds the last counts and the history of samples.
@@ -57,7 +66,8 @@ type countsCache struct {
 	at      time.Time
 	queues  []jobq.QueueInfo
 	samples []sample // oldest first, within historySpan
-	maxID   int64
+	// unsupported: the backend keeps no insert count, so no throughput.
+	unsupported bool
 }
 
 func newCountsCache(insp *jobq.Inspector, now func() time.Time) *countsCache {
@@ -94,35 +104,18 @@ func (c *countsCache) invalidate() {
 // record appends a sample and forgets those older than historySpan.
 func (c *countsCache) record(ctx context.Context, now time.Time, qs []jobq.QueueInfo) {
 	t := jobq.Totals(statsOf(qs))
-	if id := c.highWater(ctx); id > c.maxID {
-		c.maxID = id
-	}
-	c.samples = append(c.samples, sample{at: now, live: t.Pending + t.Scheduled + t.Reserved, failed: t.Failed, maxID: c.maxID})
+	s := sample{at: now, live: t.Pending + t.Scheduled + t.Reserved, failed: t.Failed}
+	n, err := c.insp.JobsInserted(ctx)
+	// A failed read leaves this sample unknown: the minutes it bounds show
+	// no data rather than a guess.
+	s.inserted, s.known = n, err == nil
+	c.unsupported = errors.Is(err, jobq.ErrNotSupported)
+	c.samples = append(c.samples, s)
 	cut := 0
 	for cut < len(c.samples) && now.Sub(c.samples[cut].at) > historySpan+time.Minute {
 		cut++
 	}
 	c.samples = c.samples[cut:]
-}
-
-// highWater is the highest job ID found by three index-ordered reads of
-// one row: the newest due job, the newest failed one, the newest kept
-// completed one. In a working system the newest job is usually one of
-// them; when it is not (it is scheduled, or done and deleted), the mark
-// lags and catches up with the next enqueue, so the total stays right.
-// Errors (a backend that cannot list) leave the mark where it was.
-func (c *countsCache) highWater(ctx context.Context) int64 {
-	var best int64
-	if rows, err := c.insp.JobsPage(ctx, jobq.StatePending, jobq.JobFilter{}, 1, 0); err == nil && len(rows) > 0 {
-		best = max(best, rows[0].ID)
-	}
-	if rows, err := c.insp.FailedPage(ctx, jobq.FailedFilter{}, 1, 0); err == nil && len(rows) > 0 {
-		best = max(best, rows[0].JobID)
-	}
-	if rows, err := c.insp.FinishedPage(ctx, jobq.StateCompleted, jobq.JobFilter{}, 1, 0); err == nil && len(rows) > 0 {
-		best = max(best, rows[0].ID)
-	}
-	return best
 }
 
 // minute is one bar of the chart.
@@ -131,6 +124,9 @@ type minute struct {
 	Completed int64 `json:"completed"`
 	Failed    int64 `json:"failed"`
 	Known     bool  `json:"known"` // false: no samples covered it
+	// Unsupported: the backend keeps no insert count, so no minute can
+	// be known (the chart says throughput is not available).
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 // history turns the samples into one bar per minute of the last hour,
@@ -143,10 +139,11 @@ func (c *countsCache) history() []minute {
 	out := make([]minute, 60)
 	for k := range out {
 		out[k].At = start.Add(time.Duration(k) * time.Minute).Unix()
+		out[k].Unsupported = c.unsupported
 	}
 	for k := 1; k < len(c.samples); k++ {
 		a, b := c.samples[k-1], c.samples[k]
-		if b.at.Sub(a.at) > maxSampleGap {
+		if b.at.Sub(a.at) > maxSampleGap || !a.known || !b.known {
 			continue
 		}
 		idx := int(b.at.Truncate(time.Minute).Sub(start) / time.Minute)
@@ -154,10 +151,8 @@ func (c *countsCache) history() []minute {
 			continue
 		}
 		failed := max(0, b.failed-a.failed)
-		finished := int64(0)
-		if a.maxID > 0 {
-			finished = max(0, (b.maxID-a.maxID)-(b.live-a.live))
-		}
+		enqueued := max(0, b.inserted-a.inserted)
+		finished := max(0, enqueued-(b.live-a.live))
 		out[idx].Known = true
 		out[idx].Failed += failed
 		out[idx].Completed += max(0, finished-failed)

@@ -228,33 +228,47 @@ func TestCountsCache(t *testing.T) {
 	}
 }
 
-// The history turns samples into per-minute bars: enqueued jobs that left
-// the live set count as completed, growth of the failed table as failed,
-// and a gap without samples is unknown, not guessed.
+// The history turns samples into per-minute bars: jobs inserted that left
+// the live set count as finished, growth of the failed table as failed, the
+// rest of the finished as completed; a gap without samples, or a sample
+// whose insert count could not be read, is unknown, not guessed.
 func TestCountsHistory(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 30, 0, 0, time.UTC)
 	c := &countsCache{now: func() time.Time { return now }}
 	at := func(m, s int) time.Time { return now.Add(time.Duration(m)*time.Minute + time.Duration(s)*time.Second) }
 	c.samples = []sample{
-		{at: at(-10, 0), live: 100, failed: 5, maxID: 1000},
-		// +50 enqueued, live −10, so 60 finished, 4 of them failed.
-		{at: at(-10, 30), live: 90, failed: 9, maxID: 1050},
+		{at: at(-12, 0), live: 7, failed: 0, inserted: 500, known: true},
+		// The insert count could not be read: the minute is unknown.
+		{at: at(-12, 10), live: 3, failed: 0},
+		{at: at(-10, 0), live: 100, failed: 5, inserted: 1000, known: true},
+		// +50 inserted, live −10, so 60 finished, 4 of them failed.
+		{at: at(-10, 30), live: 90, failed: 9, inserted: 1050, known: true},
 		// A replay of 9 (failed −9, live +9) and nothing else: zero, not negative.
-		{at: at(-9, 0), live: 99, failed: 0, maxID: 1050},
+		{at: at(-9, 0), live: 99, failed: 0, inserted: 1050, known: true},
+		// Two intervals in one minute add up: +30 inserted, live +10 (20
+		// finished, 2 failed), then +5 inserted, live −5 (10 finished).
+		{at: at(-8, 10), live: 109, failed: 2, inserted: 1080, known: true},
+		{at: at(-8, 20), live: 104, failed: 2, inserted: 1085, known: true},
 		// Ten minutes without samples: unknown, then one known minute.
-		{at: at(-1, 0), live: 0, failed: 0, maxID: 1200},
-		{at: at(0, 0), live: 0, failed: 1, maxID: 1210},
+		{at: at(-1, 0), live: 0, failed: 0, inserted: 1200, known: true},
+		{at: at(0, 0), live: 0, failed: 1, inserted: 1210, known: true},
 	}
 	h := c.history()
 	if len(h) != 60 {
 		t.Fatalf("%d bars, want 60", len(h))
 	}
 	bar := func(m int) minute { return h[59+m] }
+	if b := bar(-12); b.Known {
+		t.Errorf("minute -12 (insert count unread): %+v, want unknown", b)
+	}
 	if b := bar(-10); !b.Known || b.Completed != 56 || b.Failed != 4 {
 		t.Errorf("minute -10: %+v, want 56 completed, 4 failed", b)
 	}
 	if b := bar(-9); !b.Known || b.Completed != 0 || b.Failed != 0 {
 		t.Errorf("minute -9 (replay): %+v, want known zeros", b)
+	}
+	if b := bar(-8); !b.Known || b.Completed != 28 || b.Failed != 2 {
+		t.Errorf("minute -8 (two intervals): %+v, want 28 completed, 2 failed", b)
 	}
 	if b := bar(-1); b.Known {
 		t.Errorf("minute -1 after a 8-minute gap: %+v, want unknown", b)
@@ -262,8 +276,8 @@ func TestCountsHistory(t *testing.T) {
 	if b := bar(0); !b.Known || b.Completed != 9 || b.Failed != 1 {
 		t.Errorf("minute 0: %+v, want 9 completed, 1 failed", b)
 	}
-	if b := bar(-30); b.Known {
-		t.Errorf("minute -30: %+v, want unknown", b)
+	if b := bar(-30); b.Known || b.Unsupported {
+		t.Errorf("minute -30: %+v, want unknown (not unsupported)", b)
 	}
 }
 

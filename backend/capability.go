@@ -56,3 +56,20 @@ type TxInserter interface {
 type TxCompleter interface {
 	JobCompleteTx(ctx context.Context, tx any, ref JobRef) error
 }
+
+// InsertCounter is implemented by backends that can tell how many jobs were
+// ever inserted into the store: a count that only grows, which the admin
+// dashboard differentiates into jobs enqueued per minute. Job IDs cannot
+// stand in for it: on Redis they are timestamps, not a sequence.
+type InsertCounter interface {
+	// JobsInserted returns the number of jobs inserted into the store
+	// since it was created (or, on Redis, since the build that added the
+	// counter first wrote it). It never decreases: completing, failing,
+	// cancelling, pruning or purging jobs leaves it as it is. It may run
+	// ahead of the jobs actually written (an ID sequence's gaps: a rolled
+	// back insert, a duplicate refused by its unique key on Postgres), so
+	// only its growth over time means something. A replay of failed jobs
+	// re-creates them under their old IDs and does not count: they were
+	// counted when first inserted. It only reads.
+	JobsInserted(ctx context.Context) (int64, error)
+}

@@ -32,9 +32,9 @@ const maxUnwrap = 32
 // chain (see Unwrapper) and returns the first backend on it that
 // implements T. It is how the runtime discovers an optional capability
 // (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
-// ScheduleStore) through wrappers that do not intercept it. The chain is
-// followed at most 32 links; past that, or at a backend that is not an
-// Unwrapper, or at a nil one, As reports false.
+// ScheduleStore, InsertCounter) through wrappers that do not intercept it.
+// The chain is followed at most 32 links; past that, or at a backend that
+// is not an Unwrapper, or at a nil one, As reports false.
 func As[T any](b Backend) (T, bool) {
 	for range maxUnwrap + 1 {
 		if b == nil {

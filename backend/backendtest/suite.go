@@ -65,6 +65,7 @@ func Run(t *testing.T, h Harness) {
 		{"Cancel", testCancel},
 		{"Retention", testRetention},
 		{"Schedule", testSchedule},
+		{"Inserted", testInserted},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

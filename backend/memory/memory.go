@@ -56,7 +56,7 @@ type Backend struct {
 
 	mu         sync.Mutex
 	closed     bool
-	lastJobID  int64
+	lastJobID  int64                     // also the jobs ever inserted: each insert takes the next ID
 	jobs       map[int64]*backend.JobRow // live jobs, pending or reserved
 	reserved   map[int64]*backend.JobRow // the reserved subset, for the sweep
 	queues     map[string]*queue
@@ -79,6 +79,7 @@ var (
 	_ backend.QueueController = (*Backend)(nil)
 	_ backend.Canceller       = (*Backend)(nil)
 	_ backend.Retainer        = (*Backend)(nil)
+	_ backend.InsertCounter   = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.

@@ -33,3 +33,14 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 	slices.SortFunc(out, func(x, y backend.QueueStats) int { return cmp.Compare(x.Queue, y.Queue) })
 	return out, nil
 }
+
+// JobsInserted implements backend.InsertCounter: every insert (a tick's
+// included, a replay not) takes the next job ID, so the last one handed
+// out is the count.
+func (b *Backend) JobsInserted(ctx context.Context) (int64, error) {
+	if err := b.lock(ctx, "count inserted jobs"); err != nil {
+		return 0, err
+	}
+	defer b.mu.Unlock()
+	return b.lastJobID, nil
+}

@@ -463,6 +463,13 @@ const sqlVacuumAnalyze = `VACUUM (SKIP_LOCKED, ANALYZE) {schema}.jobs`
 // Returns zero or one row (jobColumns).
 const sqlJobGet = `SELECT ` + jobColumns + ` FROM {schema}.jobs WHERE id = $1`
 
+// sqlJobsInserted reads, without advancing it, the sequence that hands
+// out job IDs (001_init.sql names it): how many IDs were ever taken. Until
+// the first nextval, is_called is false and last_value is the start.
+//
+// Takes no parameters. Returns one row: (inserted bigint).
+const sqlJobsInserted = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM {schema}.jobs_id_seq`
+
 // sqlQueueStats counts jobs per queue and state.
 //
 // Takes no parameters. Returns (queue text, pending bigint, scheduled
@@ -701,6 +708,7 @@ type queries struct {
 	queueLock, claimLimited, queueCounted, queuePause         string
 	queueLimits, queuePrune, queueSettings                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
+	jobsInserted                                              string
 }
 
 // newQueries fills the placeholders for schema, which must already have
@@ -732,6 +740,7 @@ func newQueries(schema string) queries {
 		vacuum:            r.Replace(sqlVacuum),
 		vacuumAnalyze:     r.Replace(sqlVacuumAnalyze),
 		queueStats:        r.Replace(sqlQueueStats),
+		jobsInserted:      r.Replace(sqlJobsInserted),
 		failedList:        r.Replace(sqlFailedList),
 		failedGet:         r.Replace(sqlFailedGet),
 		failedReplayIDs:   r.Replace(sqlFailedReplayIDs),

@@ -414,17 +414,33 @@ func (c *client) existsField(ctx context.Context, key, field string) (bool, erro
 // hgetEach reads field fields[i] of hash keys[i], in one pipeline; a
 // missing one reads as "".
 func (c *client) hgetEach(ctx context.Context, keys, fields []string) ([]string, error) {
+	return c.stringEach(ctx, len(keys), func(ctx context.Context, pipe goredis.Pipeliner, i int) *goredis.StringCmd {
+		return pipe.HGet(ctx, keys[i], fields[i])
+	})
+}
+
+// getEach reads the string keys, in one pipeline (which a cluster client
+// splits by node); a missing one reads as "".
+func (c *client) getEach(ctx context.Context, keys []string) ([]string, error) {
+	return c.stringEach(ctx, len(keys), func(ctx context.Context, pipe goredis.Pipeliner, i int) *goredis.StringCmd {
+		return pipe.Get(ctx, keys[i])
+	})
+}
+
+// stringEach sends the n reads cmd queues, in one pipeline, and returns
+// their values; a missing one reads as "".
+func (c *client) stringEach(ctx context.Context, n int, cmd func(ctx context.Context, pipe goredis.Pipeliner, i int) *goredis.StringCmd) ([]string, error) {
 	cctx, cancel := c.bound(ctx)
 	defer cancel()
 	pipe := c.rdb.Pipeline()
-	cmds := make([]*goredis.StringCmd, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.HGet(cctx, k, fields[i])
+	cmds := make([]*goredis.StringCmd, n)
+	for i := range n {
+		cmds[i] = cmd(cctx, pipe, i)
 	}
 	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, goredis.Nil) {
 		return nil, c.classify(cctx, err)
 	}
-	out := make([]string, len(keys))
+	out := make([]string, n)
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if err != nil && !errors.Is(err, goredis.Nil) {

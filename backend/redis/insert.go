@@ -112,7 +112,7 @@ func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.
 	if len(params) == 1 && lone(&params[0]) {
 		p := &params[0]
 		record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
-		res, err := b.c.eval(ctx, scriptInsert1, []string{q.meta, q.ready, q.readyAt, q.jobPrefix},
+		res, err := b.c.eval(ctx, scriptInsert1, []string{q.meta, q.ready, q.readyAt, q.jobPrefix, q.inserted},
 			[]any{q.channel, b.origin, record, p.Priority})
 		if err != nil {
 			return 0, err
@@ -167,7 +167,7 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 		}
 		return &params[j]
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix}
+	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.inserted}
 	if ids != nil {
 		for _, id := range ids {
 			keys = append(keys, q.job(id))

@@ -131,6 +131,8 @@ type queueKeys struct {
 	finishedPrefix string // y:
 	// schedule.go
 	ticks string // ts: last ticks of the schedules enqueueing into the queue
+	// inserted.go
+	inserted string // i: jobs ever inserted into the queue
 }
 
 // queue returns the keys of queue q.
@@ -148,7 +150,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
 		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
-		ticks: base + "ts",
+		ticks: base + "ts", inserted: base + "i",
 	}
 	ks.mu.Lock()
 	if len(ks.byName) < 4*MaxQueues { // bounded: queue names may come from callers

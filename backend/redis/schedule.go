@@ -143,7 +143,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 		m, _ := json.Marshal(j.Metadata) // a map of strings always marshals
 		md = string(m)
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks}
+	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks, q.inserted}
 	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue}
 	reply, err := b.c.eval(ctx, scriptTick, keys, args)
 	if err != nil {

@@ -37,6 +37,11 @@
 --   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
 --   P:schedules    hash   schedule name -> "<created µs> <registered µs>
 --                         <queue>\n<type>\n<spec>" (script "schedule")
+--   P:{Q}:i        string how many jobs were ever inserted into Q (INCRBY
+--                         once per insert, insert1 and tick call; a replay
+--                         re-creates jobs and does not count), for
+--                         backend.InsertCounter: absent until the first
+--                         insert by a build that counts
 --   P:{Q}:ts       hash   schedule name -> "<last tick µs> <its job's ID>
 --                         <µs enqueued> <the job's queue>" for the schedules
 --                         whose jobs go to Q (script "tick"): in Q's slot,
@@ -363,7 +368,8 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 --- script: insert
 -- Inserts a batch of jobs of one queue.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7..] job keys, one per item, when the IDs are given
+--   prefix  KEYS[7] i  KEYS[8..] job keys, one per item, when the IDs are
+--   given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
@@ -378,16 +384,17 @@ local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ob = 5 + n
 local opts = {}
 for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
-local given = #KEYS > 6
+local given = #KEYS > 7
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
+redis.call('INCRBY', KEYS[7], n)
 local call, kp, ib = redis.call, KEYS[6], ob + 6 * e - 1
 local mv, fresh, nf = moves(), {}, 0
 local mp = mv.p
 for i = 1, n do
   local id, k
   if given then
-    id, k = ARGV[ib + i], KEYS[6 + i]
+    id, k = ARGV[ib + i], KEYS[7 + i]
   else
     id = tshex(first + i - 1)
     k = kp .. id
@@ -443,7 +450,7 @@ return { first, woke, due }
 -- run at, delay, unique key or metadata): the usual single enqueue, which
 -- insert would do with the same commands (TIME, SET, HSET, ZCARD, two
 -- ZADD, PUBLISH when the ready set was empty) but more Lua around them.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] job key prefix
+-- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] job key prefix  KEYS[5] i
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] its record (field d)
 --   ARGV[4] priority
 -- Returns {ts of its ID, woke, -1} (the shape of insert's reply).
@@ -461,6 +468,7 @@ end
 local was = redis.call('ZCARD', KEYS[2])
 redis.call('ZADD', KEYS[2], pr, id)
 redis.call('ZADD', KEYS[3], nows, id)
+redis.call('INCR', KEYS[5])
 if was == 0 then
   redis.call('PUBLISH', ARGV[1], 'n ' .. ARGV[2])
   return { ts, 1, -1 }
@@ -1106,7 +1114,7 @@ return out
 -- Enqueues one tick of a schedule: advances its last tick, only forward,
 -- and inserts the tick's job (ready now, or delayed), atomically.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7] ts
+--   prefix  KEYS[7] ts  KEYS[8] i
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
 --   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs
 --   ('' for none)  ARGV[8] metadata JSON ('' for none)  ARGV[9] queue name
@@ -1137,6 +1145,7 @@ local mv = moves()
 if av == now then ready(mv, id, pr, nows) else later(mv, id, avs) end
 local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
 redis.call('HSET', KEYS[7], ARGV[3], ARGV[4] .. ' ' .. id .. ' ' .. nows .. ' ' .. ARGV[9])
+redis.call('INCR', KEYS[8])
 return { 1, ts, woke, due }
 
 --- script: tickmove

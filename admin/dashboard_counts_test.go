@@ -1,0 +1,106 @@
+package admin
+
+import (
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/memory"
+	"github.com/jobq/jobq/backend/redis"
+	"github.com/jobq/jobq/backend/redis/redistest"
+	syncb "github.com/jobq/jobq/backend/sync"
+)
+
+// The chart counts the jobs a healthy system enqueues and finishes at once
+// (done jobs deleted, nothing kept, so no job ID is left to see) from the
+// backend's insert count, on every backend that keeps one: on Redis too,
+// whose IDs are timestamps.
+func TestCountsThroughput(t *testing.T) {
+	stores := append([]struct {
+		name string
+		open func(t testing.TB) backend.Backend
+	}{
+		{"memory", func(testing.TB) backend.Backend { return memory.New(memory.Options{}) }},
+		{"redis", func(t testing.TB) backend.Backend {
+			u := redistest.URL(t)
+			b, err := redis.Open(t.Context(), u, redis.Options{KeyPrefix: redistest.Prefix(t, u)})
+			if err != nil {
+				t.Fatalf("open redis: %v", err)
+			}
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		}},
+	}, dashStores...)
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			b := st.open(t)
+			defer b.Close()
+			now := time.Date(2026, 1, 1, 12, 0, 5, 0, time.UTC)
+			c := newCountsCache(jobq.NewInspector(b), func() time.Time { return now })
+			insertJobs(t, b, "old", 3, `{}`, 0) // live before the first sample
+			sampleAt(t, c)
+
+			// 40 enqueued: 25 done and deleted, 5 failed, 10 still live.
+			insertJobs(t, b, "q", 30, `{}`, 0)
+			for range 10 {
+				insertJobs(t, b, "q", 1, `{}`, 0) // single inserts take another path on Redis
+			}
+			finish(t, b, "q", 25, backend.OutcomeDone)
+			failJobs(t, b, "f", 5, `{}`, "boom")
+			now = now.Add(sampleEvery)
+			sampleAt(t, c)
+
+			h := c.history()
+			if got := h[59]; !got.Known || got.Completed != 25 || got.Failed != 5 || got.Unsupported {
+				t.Fatalf("this minute: %+v, want 25 completed and 5 failed", got)
+			}
+			if got := h[58]; got.Known {
+				t.Fatalf("the minute before the first sample: %+v, want unknown", got)
+			}
+		})
+	}
+}
+
+// A backend without an insert count (sync) has no throughput: every
+// minute is unknown and says why, so the chart can tell it from "no
+// samples yet".
+func TestCountsThroughputUnsupported(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 5, 0, time.UTC)
+	c := newCountsCache(jobq.NewInspector(syncb.New()), func() time.Time { return now })
+	sampleAt(t, c)
+	now = now.Add(sampleEvery)
+	sampleAt(t, c)
+	if len(c.samples) != 2 {
+		t.Fatalf("%d samples, want 2", len(c.samples))
+	}
+	for _, m := range c.history() {
+		if m.Known || !m.Unsupported {
+			t.Fatalf("minute %+v on sync: want unknown and unsupported", m)
+		}
+	}
+}
+
+// sampleAt refreshes c's counts, taking a sample when one is due.
+func sampleAt(t *testing.T, c *countsCache) {
+	t.Helper()
+	if _, _, err := c.get(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// finish claims n due jobs of queue and ends them with kind (not kept).
+func finish(t *testing.T, b backend.Backend, queue string, n int, kind backend.OutcomeKind) {
+	t.Helper()
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{queue}, Max: n, Lease: time.Minute})
+	if err != nil || len(rows) != n {
+		t.Fatalf("claim %d of %s: %d rows, %v", n, queue, len(rows), err)
+	}
+	outs := make([]backend.Outcome, n)
+	for i, r := range rows {
+		outs[i] = backend.Outcome{Ref: r.Ref(), Kind: kind}
+	}
+	if res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs}); err != nil || len(res.Stale) != 0 {
+		t.Fatalf("complete: %+v, %v", res, err)
+	}
+}

@@ -13,6 +13,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -64,6 +65,12 @@ type Options struct {
 	Prefix string
 	// Logger receives request errors. Defaults to slog.Default().
 	Logger *slog.Logger
+	// Sample, when set, keeps the dashboard's last-hour chart filled for
+	// as long as it lasts: one sample of the counts every 10 seconds,
+	// whether or not anyone has the dashboard open. Without it the chart
+	// covers only the minutes someone did. jobq serve passes its own
+	// lifetime.
+	Sample context.Context
 }
 
 // DefaultMaskKeys are masked when Options.MaskKeys is nil.

@@ -45,6 +45,9 @@ func (s *server) newDashboard() *dashboard {
 		counts:  newCountsCache(s.opts.Inspector, time.Now),
 		version: assetVersion(),
 	}
+	if ctx := s.opts.Sample; ctx != nil {
+		go d.counts.sampleUntil(ctx, s.log)
+	}
 	static, err := fs.Sub(web, "web/static")
 	if err != nil {
 		panic(fmt.Sprintf("admin: embedded assets: %v", err)) // the embed pattern guarantees the folder

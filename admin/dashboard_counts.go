@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -18,9 +19,10 @@ import (
 // everyone for countsTTL.
 //
 // The backend keeps no per-minute counters, and New returns a plain
-// http.Handler with no Close, so the history is sampled on request, not by
-// a goroutine: when the counts are refreshed and the last sample is older
-// than sampleEvery, a sample is taken: the live and failed totals and the
+// http.Handler with no Close, so the history is sampled on request: when
+// the counts are refreshed and the last sample is older than sampleEvery,
+// a sample is taken (with Options.Sample, a loop also refreshes them every
+// sampleEvery until that context ends; see sampleUntil): the live and failed totals and the
 // number of jobs ever inserted (Inspector.JobsInserted, a count that only
 // grows). Between two samples:
 //
@@ -167,4 +169,30 @@ func statsOf(qs []jobq.QueueInfo) []jobq.QueueStats {
 		out[k] = q.QueueStats
 	}
 	return out
+}
+
+// sampleUntil refreshes the counts, and so takes a sample, every
+// sampleEvery until ctx ends, so the chart covers time nobody had the
+// dashboard open. A failed read is logged at most once per outage and the
+// loop goes on: the chart then shows those minutes as "no data".
+func (c *countsCache) sampleUntil(ctx context.Context, log *slog.Logger) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.invalidate()
+		_, _, err := c.get(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			log.Warn("admin: sample the queue counts for the dashboard's chart", "err", err)
+			failing = true
+		case err == nil:
+			failing = false
+		}
+	}
 }

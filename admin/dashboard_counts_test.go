@@ -1,7 +1,9 @@
 package admin
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -103,4 +105,34 @@ func finish(t *testing.T, b backend.Backend, queue string, n int, kind backend.O
 	if res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs}); err != nil || len(res.Stale) != 0 {
 		t.Fatalf("complete: %+v, %v", res, err)
 	}
+}
+
+// With Options.Sample the chart fills while nobody looks: one sample every
+// sampleEvery without a request, and the loop ends with the context.
+func TestSampleInBackground(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := memoryBackend(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		h, err := New(Options{Inspector: jobq.NewInspector(b), Sample: ctx})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := h.(*server).dash.counts
+		samples := func() int {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return len(c.samples)
+		}
+		time.Sleep(3*sampleEvery + sampleEvery/2)
+		synctest.Wait()
+		if n := samples(); n != 3 {
+			t.Errorf("%d samples after 3.5 sample intervals without a request, want 3", n)
+		}
+		cancel()
+		synctest.Wait() // the loop has returned: the bubble would not end otherwise
+		time.Sleep(2 * sampleEvery)
+		if n := samples(); n != 3 {
+			t.Errorf("%d samples after the context ended, want still 3", n)
+		}
+	})
 }

@@ -210,6 +210,7 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 		h, err := admin.New(admin.Options{
 			Client: client, Inspector: jobq.NewInspector(b), Tokens: tokens,
 			MaskKeys: f.maskKeys, MaxBody: f.maxBody, Prefix: f.prefix, Logger: log,
+			Sample: ctx, // the chart covers the whole time serve runs
 		})
 		if err != nil {
 			return err

@@ -72,7 +72,7 @@
       var note = el("text", { x: left + (w - left) / 2, y: top + plotH / 2, "text-anchor": "middle", "class": "note" });
       note.textContent = history.some(function (m) { return m.unsupported; }) ?
         "Throughput is not available on this backend" :
-        "Collecting samples: the chart fills in while the dashboard is open";
+        "Collecting samples (one every 10 s)";
       svg.appendChild(note);
     }
     [0, 30, 59].forEach(function (i) {

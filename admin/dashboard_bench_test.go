@@ -1,7 +1,6 @@
 package admin
 
 import (
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -33,9 +32,12 @@ func BenchmarkOverview(b *testing.B) {
 			}
 			b.Logf("seeded 100,000 jobs and 10,000 failed in %s", time.Since(start).Round(time.Millisecond))
 
-			s := &server{opts: Options{Inspector: jobq.NewInspector(be), MaskKeys: DefaultMaskKeys, MaxBody: 1 << 20},
-				mux: http.NewServeMux(), log: slog.Default()}
-			d := s.newDashboard()
+			h, err := New(Options{Inspector: jobq.NewInspector(be)})
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := h.(*server)
+			d := s.dash
 			var took []time.Duration
 			for b.Loop() {
 				d.counts.invalidate()

@@ -2,7 +2,11 @@ package admin
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +35,8 @@ type dashboard struct {
 	pages   map[string]*template.Template
 	counts  *countsCache
 	version string // cache-busting suffix of asset URLs
+	// flashKey signs the flash messages of redirects (see flashSig).
+	flashKey [32]byte
 }
 
 // registerDashboard registers the dashboard's pages and assets.
@@ -45,6 +51,7 @@ func (s *server) newDashboard() *dashboard {
 		counts:  newCountsCache(s.opts.Inspector, time.Now),
 		version: assetVersion(),
 	}
+	_, _ = rand.Read(d.flashKey[:])
 	if ctx := s.opts.Sample; ctx != nil {
 		go d.counts.sampleUntil(ctx, s.log)
 	}
@@ -150,7 +157,7 @@ type page struct {
 // change the status any more, so pages render into a buffer first.
 func (d *dashboard) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
 	var buf bytes.Buffer
-	p := page{Prefix: d.s.opts.Prefix, Version: d.version, Title: title, Nav: nav, Flash: r.URL.Query().Get("flash"), Data: data}
+	p := page{Prefix: d.s.opts.Prefix, Version: d.version, Title: title, Nav: nav, Flash: d.flashOf(r), Data: data}
 	if err := d.pages[name].ExecuteTemplate(&buf, "layout.html", p); err != nil {
 		d.s.log.Error("admin: render dashboard page", "page", name, "err", err)
 		http.Error(w, "render page: internal error", http.StatusInternalServerError)
@@ -192,12 +199,34 @@ func (d *dashboard) redirect(w http.ResponseWriter, r *http.Request, path string
 	}
 	if flash != "" {
 		q.Set("flash", flash)
+		q.Set("fs", d.flashSig(flash))
 	}
 	u := d.s.opts.Prefix + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
 	}
 	http.Redirect(w, r, u, http.StatusSeeOther)
+}
+
+// flashSig signs a flash message with the process's key: the message
+// rides in the redirect's URL, and a link that anyone can write must not
+// make the dashboard say what they like ("your session expired, log in at
+// …").
+func (d *dashboard) flashSig(msg string) string {
+	m := hmac.New(sha256.New, d.flashKey[:])
+	m.Write([]byte(msg))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// flashOf is the request's flash message when this process signed it,
+// else nothing.
+func (d *dashboard) flashOf(r *http.Request) string {
+	q := r.URL.Query()
+	msg := q.Get("flash")
+	if msg == "" || !hmac.Equal([]byte(q.Get("fs")), []byte(d.flashSig(msg))) {
+		return ""
+	}
+	return msg
 }
 
 // pretty renders a JSON document masked and indented for reading; what is

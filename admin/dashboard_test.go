@@ -191,8 +191,17 @@ func TestDashboardPauseResume(t *testing.T) {
 	if code, _ := postForm(t, srv, "/queues/mail/pause", nil, nil); code != http.StatusSeeOther || !paused() {
 		t.Fatalf("pause: %d, paused %v", code, paused())
 	}
-	if code, _ := postForm(t, srv, "/queues/mail/resume", nil, nil); code != http.StatusSeeOther || paused() {
+	code, loc := postForm(t, srv, "/queues/mail/resume", nil, nil)
+	if code != http.StatusSeeOther || paused() {
 		t.Fatalf("resume: %d, paused %v", code, paused())
+	}
+	// The redirect's page says what was done; a flash message nobody
+	// signed (a link anyone can write) is not shown.
+	if _, body := get(t, srv, loc); !strings.Contains(body, "Resumed queue mail.") {
+		t.Errorf("the page after resume (%s) does not say so", loc)
+	}
+	if _, body := get(t, srv, "/queues?flash=Session+expired:+log+in+at+evil.example&fs=00"); strings.Contains(body, "evil.example") {
+		t.Errorf("an unsigned flash message was shown")
 	}
 }
 

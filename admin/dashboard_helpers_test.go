@@ -13,28 +13,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	"github.com/jobq/jobq/backend/postgres"
-	"github.com/jobq/jobq/backend/postgres/pgtest"
 	"github.com/jobq/jobq/backend/sqlite"
 )
-
-// dashStores opens a fresh store of each SQL backend the dashboard is
-// tested on; postgres skips (fails under CI=true) without its server.
-var dashStores = []struct {
-	name string
-	open func(t testing.TB) backend.Backend
-}{
-	{"sqlite", openSQLite},
-	{"postgres", func(t testing.TB) backend.Backend {
-		u := pgtest.URL(t)
-		b, err := postgres.Open(t.Context(), u, postgres.Options{Schema: pgtest.Schema(t, u)})
-		if err != nil {
-			t.Fatalf("open postgres: %v", err)
-		}
-		t.Cleanup(func() { _ = b.Close() })
-		return b
-	}},
-}
 
 func openSQLite(t testing.TB) backend.Backend {
 	b, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "jobq.db"), sqlite.Options{})

@@ -53,6 +53,19 @@ func withParam(t testing.TB, u, k, v string) string {
 	return p.String()
 }
 
+// openStore opens storeURL (from stores) for the test's life.
+func openStore(t testing.TB, storeURL string) backend.Backend {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := backend.Open(ctx, storeURL)
+	if err != nil {
+		t.Fatalf("open %s: %v", backend.RedactURL(storeURL), err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
 // forEachStore runs fn against a fresh store of each durable backend.
 func forEachStore(t *testing.T, fn func(t *testing.T, storeURL string)) {
 	for _, st := range stores {
@@ -92,14 +105,7 @@ type env struct {
 // Inspector filled in).
 func newEnv(t testing.TB, storeURL string, opts Options) *env {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	b, err := backend.Open(ctx, storeURL)
-	if err != nil {
-		t.Fatalf("open %s: %v", backend.RedactURL(storeURL), err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return newEnvOn(t, b, opts)
+	return newEnvOn(t, openStore(t, storeURL), opts)
 }
 
 // newEnvOn serves the handler over b.

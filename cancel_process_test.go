@@ -82,9 +82,9 @@ type cancelLine struct {
 func TestProcessCancelRunningJob(t *testing.T) {
 	t.Parallel()
 	for _, st := range durableStores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			testProcessCancel(t, st.url(t))
+			testProcessCancel(t, st.URL(t))
 		})
 	}
 }

@@ -86,7 +86,7 @@ func TestCronProcesses(t *testing.T) {
 		t.Skip("runs 4 processes for 20s per backend")
 	}
 	for _, s := range durableStores {
-		t.Run(s.name, func(t *testing.T) { cronProcesses(t, s.url(t)) })
+		t.Run(s.Name, func(t *testing.T) { cronProcesses(t, s.URL(t)) })
 	}
 }
 

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net/url"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -14,42 +12,13 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/memory"
-	"github.com/jobq/jobq/backend/postgres/pgtest"
-	"github.com/jobq/jobq/backend/redis/redistest"
 	"github.com/jobq/jobq/internal/proctest"
+	"github.com/jobq/jobq/internal/storetest"
 )
 
 // durableStores makes a fresh store of each durable backend, for the tests
-// that run worker processes against one: a temporary SQLite file, a
-// Postgres schema, a Redis key prefix. url skips the test (fails it under
-// CI=true) when the server is unreachable.
-var durableStores = []struct {
-	name string
-	url  func(t *testing.T) string
-}{
-	{"sqlite", func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db") }},
-	{"postgres", func(t *testing.T) string {
-		u := pgtest.URL(t)
-		return withParam(t, u, "jobq_schema", pgtest.Schema(t, u))
-	}},
-	{"redis", func(t *testing.T) string {
-		u := redistest.URL(t)
-		return withParam(t, u, "key_prefix", redistest.Prefix(t, u))
-	}},
-}
-
-// withParam returns the URL u with the query parameter k set to v.
-func withParam(t *testing.T, u, k, v string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatalf("test server URL: %v", err)
-	}
-	q := p.Query()
-	q.Set(k, v)
-	p.RawQuery = q.Encode()
-	return p.String()
-}
+// that run worker processes against one.
+var durableStores = storetest.Durable
 
 // fakeClock is a settable clock for backends, so time-based behaviour is
 // shown by moving the clock, not by sleeping.

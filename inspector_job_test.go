@@ -8,19 +8,17 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/storetest"
 )
 
 // TestInspectorJob finds a job by ID in each state it can be in, on every
 // durable backend and memory.
 func TestInspectorJob(t *testing.T) {
-	stores := append([]struct {
-		name string
-		url  func(t *testing.T) string
-	}{{"memory", func(*testing.T) string { return "memory:" }}}, durableStores...)
+	stores := append([]storetest.Store{{Name: "memory", URL: func(testing.TB) string { return "memory:" }}}, durableStores...)
 	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
+		t.Run(st.Name, func(t *testing.T) {
 			ctx := context.Background()
-			b, err := backend.Open(ctx, st.url(t))
+			b, err := backend.Open(ctx, st.URL(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -153,7 +153,7 @@ func ctlStores(t *testing.T) []ctlStore {
 	t.Helper()
 	var stores []ctlStore
 	for _, s := range durableStores {
-		stores = append(stores, ctlStore{s.name, s.url(t)})
+		stores = append(stores, ctlStore{s.Name, s.URL(t)})
 	}
 	return stores
 }

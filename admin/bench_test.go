@@ -16,8 +16,8 @@ import (
 //	go test -run '^$' -bench APIEnqueue -benchtime 3s -count 5 ./admin
 func BenchmarkAPIEnqueue(b *testing.B) {
 	for _, st := range stores[:2] {
-		b.Run(st.name+"/single", func(b *testing.B) {
-			e := newEnv(b, st.url(b), Options{})
+		b.Run(st.Name+"/single", func(b *testing.B) {
+			e := newEnv(b, st.URL(b), Options{})
 			c := benchClient(b)
 			body := []byte(`{"type":"bench","queue":"bench","payload":{"to":"a@example.com","n":1}}`)
 			b.SetParallelism(4) // 4 × GOMAXPROCS clients
@@ -30,8 +30,8 @@ func BenchmarkAPIEnqueue(b *testing.B) {
 			})
 			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "jobs/s")
 		})
-		b.Run(st.name+"/batch100", func(b *testing.B) {
-			e := newEnv(b, st.url(b), Options{})
+		b.Run(st.Name+"/batch100", func(b *testing.B) {
+			e := newEnv(b, st.URL(b), Options{})
 			c := benchClient(b)
 			var buf bytes.Buffer
 			buf.WriteString(`{"jobs":[`)

@@ -20,8 +20,8 @@ import (
 //	go test -run '^$' -bench BenchmarkOverview -benchtime 50x ./admin
 func BenchmarkOverview(b *testing.B) {
 	for _, st := range stores {
-		b.Run(st.name, func(b *testing.B) {
-			be := openStore(b, st.url(b))
+		b.Run(st.Name, func(b *testing.B) {
+			be := openStore(b, st.URL(b))
 			start := time.Now()
 			for i, q := range []string{"mail", "billing", "reports", "search", "webhooks"} {
 				insertJobs(b, be, q, 16_000, `{"to":"ann@example.com","n":1}`, 0)

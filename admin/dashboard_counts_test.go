@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"github.com/jobq/jobq/internal/storetest"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,13 +17,10 @@ import (
 // backend's insert count, on every backend that keeps one: on Redis too,
 // whose IDs are timestamps.
 func TestCountsThroughput(t *testing.T) {
-	all := append([]struct {
-		name string
-		url  func(testing.TB) string
-	}{{"memory", func(testing.TB) string { return "memory:" }}}, stores...)
+	all := append([]storetest.Store{{Name: "memory", URL: func(testing.TB) string { return "memory:" }}}, stores...)
 	for _, st := range all {
-		t.Run(st.name, func(t *testing.T) {
-			b := openStore(t, st.url(t))
+		t.Run(st.Name, func(t *testing.T) {
+			b := openStore(t, st.URL(t))
 			now := time.Date(2026, 1, 1, 12, 0, 5, 0, time.UTC)
 			c := newCountsCache(jobq.NewInspector(b), func() time.Time { return now })
 			insertJobs(t, b, "old", 3, `{}`, 0) // live before the first sample

@@ -18,8 +18,8 @@ import (
 // the schedules render the backend's real rows, on each durable backend.
 func TestDashboardPages(t *testing.T) {
 	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			b := openStore(t, st.url(t))
+		t.Run(st.Name, func(t *testing.T) {
+			b := openStore(t, st.URL(t))
 			srv, insp := dashServer(t, b)
 			ids := insertJobs(t, b, "mail", 1234, `{"to":"ann@example.com","n":1}`, 0)
 			insertJobs(t, b, "mail", 7, `{}`, time.Hour)

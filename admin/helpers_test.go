@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/jobq/jobq/internal/proctest"
+	"github.com/jobq/jobq/internal/storetest"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,39 +18,11 @@ import (
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/all"
 	"github.com/jobq/jobq/backend/memory"
-	"github.com/jobq/jobq/backend/postgres/pgtest"
-	"github.com/jobq/jobq/backend/redis/redistest"
 )
 
-// stores makes a fresh store of each durable backend: a temporary SQLite
-// file, a Postgres schema, a Redis key prefix. A missing server skips the
-// test (fails it under CI=true).
-var stores = []struct {
-	name string
-	url  func(t testing.TB) string
-}{
-	{"sqlite", func(t testing.TB) string { return "sqlite:" + filepath.Join(t.TempDir(), "jobq.db") }},
-	{"postgres", func(t testing.TB) string {
-		u := pgtest.URL(t)
-		return withParam(t, u, "jobq_schema", pgtest.Schema(t, u))
-	}},
-	{"redis", func(t testing.TB) string {
-		u := redistest.URL(t)
-		return withParam(t, u, "key_prefix", redistest.Prefix(t, u))
-	}},
-}
-
-func withParam(t testing.TB, u, k, v string) string {
-	t.Helper()
-	p, err := url.Parse(u)
-	if err != nil {
-		t.Fatalf("test server URL: %v", err)
-	}
-	q := p.Query()
-	q.Set(k, v)
-	p.RawQuery = q.Encode()
-	return p.String()
-}
+// stores makes a fresh store of each durable backend. A missing server
+// skips the test (fails it under CI=true).
+var stores = storetest.Durable
 
 // openStore opens storeURL (from stores) for the test's life.
 func openStore(t testing.TB, storeURL string) backend.Backend {
@@ -69,7 +40,7 @@ func openStore(t testing.TB, storeURL string) backend.Backend {
 // forEachStore runs fn against a fresh store of each durable backend.
 func forEachStore(t *testing.T, fn func(t *testing.T, storeURL string)) {
 	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) { fn(t, st.url(t)) })
+		t.Run(st.Name, func(t *testing.T) { fn(t, st.URL(t)) })
 	}
 }
 
@@ -98,7 +69,7 @@ type env struct {
 	srv    *httptest.Server
 	s      *server
 	token  string // sent by do unless a request says otherwise
-	logs   *lockedWriter
+	logs   *proctest.Buffer
 }
 
 // newEnv opens storeURL and serves the handler with opts (Client and
@@ -118,7 +89,7 @@ func newEnvOn(t testing.TB, b backend.Backend, opts Options) *env {
 		}
 		opts.Client = client
 	}
-	e := &env{t: t, b: b, client: opts.Client, insp: jobq.NewInspector(b), logs: &lockedWriter{w: &bytes.Buffer{}}}
+	e := &env{t: t, b: b, client: opts.Client, insp: jobq.NewInspector(b), logs: &proctest.Buffer{}}
 	opts.Inspector = e.insp
 	opts.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
 	h, err := New(opts)
@@ -132,25 +103,6 @@ func newEnvOn(t testing.TB, b backend.Backend, opts Options) *env {
 		e.token = adminToken
 	}
 	return e
-}
-
-// lockedWriter is an io.Writer safe for the server's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
-}
-
-// String is everything written so far.
-func (l *lockedWriter) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.(*bytes.Buffer).String()
 }
 
 // req is one request; the zero value is a GET with the env's token.

@@ -25,23 +25,7 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	where, args := failedWhere(params.Filter, params.Filter.Cutoff(b.now()), params.BeforeID)
-	rows, err := b.r.QueryContext(ctx, failedListSQL(where), append(args, int64(limit))...)
-	if err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	defer rows.Close()
-	out := make([]*backend.FailedJob, 0, min(limit, 64))
-	for rows.Next() {
-		f, err := scanFailed(rows)
-		if err != nil {
-			return nil, b.mapErr(ctx, op, err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	return out, nil
+	return listRows(ctx, b, op, failedListSQL(where), append(args, int64(limit)), scanFailed)
 }
 
 // FailedGet implements backend.Backend on the read connections.

@@ -134,3 +134,26 @@ func closeRows(rows *sql.Rows) error {
 	}
 	return rows.Err()
 }
+
+// listRows runs a listing query on the read connections and scans each
+// row with scan: the shape of every list the backend answers. The result
+// is empty, not nil, when no row matches.
+func listRows[T any](ctx context.Context, b *Backend, op, query string, args []any, scan func(scanner) (T, error)) ([]T, error) {
+	rows, err := b.r.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, b.mapErr(ctx, op, err)
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, b.mapErr(ctx, op, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, b.mapErr(ctx, op, err)
+	}
+	return out, nil
+}

@@ -22,23 +22,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 		return nil, err
 	}
 	where, args := listWhere([]string{"state = ?"}, []any{string(params.State)}, params.Filter, "finished_at", params.BeforeID)
-	rows, err := b.r.QueryContext(ctx, finishedListSQL(where), append(args, limit)...)
-	if err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	defer rows.Close()
-	var out []*backend.FinishedJob
-	for rows.Next() {
-		f, err := scanFinished(rows)
-		if err != nil {
-			return nil, b.mapErr(ctx, op, err)
-		}
-		out = append(out, f)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	return out, nil
+	return listRows(ctx, b, op, finishedListSQL(where), append(args, limit), scanFinished)
 }
 
 func scanFinished(s scanner) (*backend.FinishedJob, error) {
@@ -118,23 +102,7 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 		terms, at = []string{"status = 'reserved'"}, "reserved_at"
 	}
 	where, args := listWhere(terms, args, params.Filter, at, params.BeforeID)
-	rows, err := b.r.QueryContext(ctx, jobListSQL(where), append(args, limit)...)
-	if err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	defer rows.Close()
-	var out []*backend.JobRow
-	for rows.Next() {
-		j, err := scanJob(rows)
-		if err != nil {
-			return nil, b.mapErr(ctx, op, err)
-		}
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, b.mapErr(ctx, op, err)
-	}
-	return out, nil
+	return listRows(ctx, b, op, jobListSQL(where), append(args, limit), scanJob)
 }
 
 // PruneTurn implements backend.Retainer with a row of jobq_turns, so the

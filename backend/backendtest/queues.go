@@ -158,6 +158,28 @@ func testQueues(t *testing.T, h Harness) {
 		}
 	})
 
+	// A running job whose cancel was requested still runs until its holder
+	// ends it: it keeps its slot, and frees it only when it ends.
+	parallel(t, h, "ConcurrencyLimitCountsCancelling", func(t *testing.T, b backend.Backend) {
+		c := ctl(t, b)
+		cn, ok := b.(backend.Canceller)
+		if !ok {
+			t.Skip("backend does not implement backend.Canceller")
+		}
+		limit(t, c, "cc", backend.QueueLimits{Concurrency: 1})
+		insertIDs(t, b, job("cc", "t"), job("cc", "t"))
+		held := claimOne(t, b, "cc")
+		res, err := cn.JobCancel(t.Context(), []int64{held.ID})
+		if err != nil || len(res) != 1 || res[0].Outcome != backend.CancelRequested {
+			t.Fatalf("JobCancel(running job) = %+v, %v; want CancelRequested", res, err)
+		}
+		claimNone(t, b, "cc")
+		if n, err := b.JobRelease(t.Context(), []backend.JobRef{held.Ref()}); err != nil || n != 1 {
+			t.Fatalf("JobRelease of the cancelling attempt = %d, %v; want 1", n, err)
+		}
+		claimOne(t, b, "cc")
+	})
+
 	parallel(t, h, "ConcurrencyLimitUnderRace", func(t *testing.T, b backend.Backend) {
 		c := ctl(t, b)
 		const limitN, jobs, claimers = 3, 60, 8

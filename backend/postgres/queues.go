@@ -60,7 +60,7 @@ allow AS (
 	       CASE WHEN s.paused THEN 0 ELSE greatest(0, least($2::int,
 	            CASE WHEN s.concurrency > 0
 	                 THEN s.concurrency - (SELECT count(*) FROM {schema}.jobs r
-	                                       WHERE r.lease_until IS NOT NULL AND r.status = 'reserved' AND r.queue = $1)
+	                                       WHERE r.lease_until IS NOT NULL AND r.status IN ('reserved', 'cancelling') AND r.queue = $1)
 	                 ELSE $2::int END,
 	            CASE WHEN s.rate_limit > 0
 	                 THEN s.rate_limit - CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END

@@ -41,6 +41,10 @@ type stmts struct {
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
 
+	// prepared lists every statement above as it is prepared, so close
+	// cannot miss one added later.
+	prepared []*sql.Stmt
+
 	claimMu sync.Mutex
 	claim   map[int]*sql.Stmt // by number of queues
 }
@@ -93,6 +97,7 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 			return nil, fmt.Errorf("prepare statements: %w", err)
 		}
 		*p.dst = s
+		st.prepared = append(st.prepared, s)
 	}
 	b.st = st
 	return st, nil
@@ -152,15 +157,8 @@ func (st *stmts) claimStmtTx(ctx context.Context, tx *sql.Tx, n int) (*sql.Stmt,
 
 func (st *stmts) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{
-		st.uniqueLookup, st.insertOne, st.insertChunk, st.insertOneMD, st.insertChunkMD, st.done, st.retry, st.failCopy, st.jobDelete,
-		st.extend, st.release, st.sweepExpired, st.sweepRescue, st.replay,
-		st.failedExists, st.failedDelete, st.jobGet, st.failedGet,
-		st.settings, st.reservedCount, st.rateUpdate,
-	} {
-		if s != nil {
-			errs = append(errs, s.Close())
-		}
+	for _, s := range st.prepared {
+		errs = append(errs, s.Close())
 	}
 	st.claimMu.Lock()
 	for _, s := range st.claim {

@@ -348,7 +348,7 @@ func (w *Worker) newRun(ctx context.Context) *run {
 	r.completer.OnCancelled(w.onCancelled)
 	r.sweeper = runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, w.onSweep)
 	if c, ok := backend.As[backend.Canceller](w.b); ok && cfg.CancelPollInterval > 0 {
-		r.watcher = runner.NewCancelWatcher(c, r.extender, cfg.CancelPollInterval, w.log, nil)
+		r.watcher = runner.NewCancelWatcher(c, r.extender, cfg.CancelPollInterval, w.log)
 	}
 	r.pruner = w.pruner()
 	r.claimer = runner.NewClaimer(w.b, runner.ClaimerConfig{

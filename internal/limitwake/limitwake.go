@@ -8,6 +8,8 @@
 package limitwake
 
 import (
+	"iter"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,23 +64,13 @@ func (t *Tracker) Ended(refs []backend.JobRef) {
 	if t.n.Load() == 0 {
 		return
 	}
-	var queues []string
-	t.mu.Lock()
-	for _, ref := range refs {
-		if q, ok := t.held[ref]; ok {
-			delete(t.held, ref)
-			queues = append(queues, q)
+	t.ended(func(yield func(backend.JobRef) bool) {
+		for _, r := range refs {
+			if !yield(r) {
+				return
+			}
 		}
-	}
-	t.n.Store(int64(len(t.held)))
-	t.mu.Unlock()
-	seen := map[string]bool{}
-	for _, q := range queues {
-		if !seen[q] {
-			seen[q] = true
-			t.wake(q)
-		}
-	}
+	})
 }
 
 // EndedOutcomes is Ended for a batch of outcomes.
@@ -86,11 +78,34 @@ func (t *Tracker) EndedOutcomes(outcomes []backend.Outcome) {
 	if t.n.Load() == 0 {
 		return
 	}
-	refs := make([]backend.JobRef, len(outcomes))
-	for i, o := range outcomes {
-		refs[i] = o.Ref
+	t.ended(func(yield func(backend.JobRef) bool) {
+		for _, o := range outcomes {
+			if !yield(o.Ref) {
+				return
+			}
+		}
+	})
+}
+
+// ended forgets the held refs among refs and wakes each of their queues
+// once. Nothing is allocated unless one of them was held: it runs for
+// every completed batch while any limited job is held.
+func (t *Tracker) ended(refs iter.Seq[backend.JobRef]) {
+	var queues []string
+	t.mu.Lock()
+	for ref := range refs {
+		if q, ok := t.held[ref]; ok {
+			delete(t.held, ref)
+			if !slices.Contains(queues, q) {
+				queues = append(queues, q)
+			}
+		}
 	}
-	t.Ended(refs)
+	t.n.Store(int64(len(t.held)))
+	t.mu.Unlock()
+	for _, q := range queues {
+		t.wake(q)
+	}
 }
 
 // WakeAt wakes queue at when (the start of its next rate window). One

@@ -19,17 +19,15 @@ type CancelWatcher struct {
 	extender *LeaseExtender
 	interval time.Duration
 	log      *slog.Logger
-	onCancel func(ref backend.JobRef)
 	// failing is set from the first failed poll to the next good one: the
 	// poll runs every few hundred milliseconds, so an outage is warned of
 	// once, not four times a second.
 	failing bool
 }
 
-// NewCancelWatcher polls c every interval for the attempts extender holds;
-// onCancel (may be nil) hears of each handler it cancelled.
-func NewCancelWatcher(c backend.Canceller, extender *LeaseExtender, interval time.Duration, log *slog.Logger, onCancel func(backend.JobRef)) *CancelWatcher {
-	return &CancelWatcher{c: c, extender: extender, interval: interval, log: log, onCancel: onCancel}
+// NewCancelWatcher polls c every interval for the attempts extender holds.
+func NewCancelWatcher(c backend.Canceller, extender *LeaseExtender, interval time.Duration, log *slog.Logger) *CancelWatcher {
+	return &CancelWatcher{c: c, extender: extender, interval: interval, log: log}
 }
 
 // Run polls until ctx ends.
@@ -56,10 +54,8 @@ func (w *CancelWatcher) RunOnce(ctx context.Context) {
 	}
 	for _, ref := range refs {
 		if w.extender.CancelHeld([]backend.JobRef{ref}, ErrJobCancelled) > 0 {
-			w.log.Info("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
-			if w.onCancel != nil {
-				w.onCancel(ref)
-			}
+			// Debug: the worker's hooks log the attempt's end as cancelled.
+			w.log.Debug("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func TestCancelWatcherWarnsOncePerOutage(t *testing.T) {
 	e.Add(backend.JobRef{ID: rows[0].ID, Attempt: rows[0].Attempts}, time.Now().Add(time.Minute), func(error) {})
 	var logs logLines
 	c := &flakyCanceller{fail: true}
-	w := NewCancelWatcher(c, e, 10*time.Millisecond, logs.logger(), nil)
+	w := NewCancelWatcher(c, e, 10*time.Millisecond, logs.logger())
 	for range 5 {
 		w.RunOnce(t.Context())
 	}

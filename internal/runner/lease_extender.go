@@ -97,6 +97,11 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	start := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, e.interval)
 	lost, err := e.b.JobExtendLease(callCtx, backend.ExtendLeaseParams{Refs: refs, Lease: e.lease})
+	cancel()
+	// A bound of its own: a slow heartbeat must not leave the question
+	// of which lost leases were cancels no time, and report a cancel as a
+	// lost lease.
+	callCtx, cancel = context.WithTimeout(ctx, e.interval)
 	cancelled := e.cancelledAmong(callCtx, lost)
 	cancel()
 	if ctx.Err() != nil {
@@ -121,7 +126,7 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 		gone[ref] = true
 		if h, ok := e.held[ref]; ok {
 			if cancelled[ref] {
-				e.log.Info("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
+				e.log.Debug("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
 				h.cancel(ErrJobCancelled)
 			} else {
 				e.log.Warn("job lease lost; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)

@@ -62,7 +62,12 @@ func checkSchedules(b backend.Backend, reg *Registry, schedules []Schedule) ([]*
 	if _, ok := backend.As[backend.ScheduleStore](b); !ok {
 		return nil, fmt.Errorf("WorkerConfig.Schedules: %T keeps no schedules: %w", b, ErrNotSupported)
 	}
-	c := &Client{b: b, cfg: ClientConfig{MaxPayloadBytes: DefaultMaxPayloadBytes, MaxAttempts: DefaultMaxAttempts, Registry: reg}}
+	// The client that checks each schedule's job as Enqueue would, with
+	// its defaults.
+	c, err := NewClient(b, ClientConfig{Registry: reg})
+	if err != nil {
+		return nil, err
+	}
 	seen := map[string]bool{}
 	out := make([]*cronEntry, 0, len(schedules))
 	for i, s := range schedules {

@@ -61,8 +61,8 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 		Long: `jobq: a background-job queue (worker, enqueue, failed jobs, stats).
 
 --db (or JOBQ_DB) names the store: sqlite:PATH (default sqlite:jobq.db),
-postgres://user@host:5432/db?jobq_schema=NAME. Only migrate, worker, enqueue
-and demo create a store that is not there yet; stats and failed refuse a
+postgres://user@host:5432/db?jobq_schema=NAME. Only migrate, worker, enqueue,
+demo and serve --worker create a store that is not there yet; stats and failed refuse a
 --db that holds no jobq schema, so a typo is reported instead of created.
 memory: and sync: keep nothing beyond one process: they serve 'jobq demo',
 'jobq bench' and tests, and commands that exit refuse them. Passwords in
@@ -156,8 +156,8 @@ const (
 	// open only one that already holds an up-to-date jobq schema, so a
 	// mistyped --db is reported rather than silently created empty.
 	existingOnly openMode = iota
-	// mayCreate: migrate, worker, enqueue and demo create and migrate the
-	// store as needed.
+	// mayCreate: migrate, worker, enqueue, demo and serve --worker create
+	// and migrate the store as needed.
 	mayCreate
 )
 

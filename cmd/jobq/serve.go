@@ -43,7 +43,8 @@ func (a *app) newServeCmd() *cobra.Command {
 /api/v1/openapi.json) and the dashboard on --addr until SIGTERM or Ctrl-C,
 then let requests in flight finish for up to --shutdown-timeout. With
 --worker it also runs a worker in the same process, with the flags of
-'jobq worker'.
+'jobq worker', and creates the --db store if needed; without it, the store
+must exist (a mistyped --db is reported, not served empty).
 
 Tokens are written scope:secret, scope one of read, enqueue, admin (each
 includes the ones before it), the secret at least 16 characters: e.g.
@@ -202,7 +203,14 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 	}
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
-	return a.withBackend(ctx, mayCreate, func(b backend.Backend) error {
+	// Serving alone opens only an existing store, as stats and failed do:
+	// a mistyped --db is reported, not served empty. With --worker it
+	// creates one, as 'jobq worker' does.
+	mode := existingOnly
+	if f.worker {
+		mode = mayCreate
+	}
+	return a.withBackend(ctx, mode, func(b backend.Backend) error {
 		client, err := jobq.NewClient(b, jobq.ClientConfig{})
 		if err != nil {
 			return err

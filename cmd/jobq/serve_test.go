@@ -93,6 +93,7 @@ func startServe(t *testing.T, args ...string) *serving {
 	waitFor(t, "jobq serve to listen", func() bool {
 		select {
 		case err := <-done:
+			done <- err // for stop, which the cleanup calls
 			t.Fatalf("jobq serve ended: %v\n%s", err, errOut.String())
 		default:
 		}
@@ -191,7 +192,11 @@ func TestServeWithWorker(t *testing.T) {
 // public address is then allowed.
 func TestServeEnvTokens(t *testing.T) {
 	t.Setenv(envAdminTokens, serveRead+", "+serveAdmin)
-	s := startServe(t, "--db", tempDB(t), "serve")
+	db := tempDB(t)
+	if r := run(t, "--db", db, "migrate"); r.err != nil {
+		t.Fatalf("migrate: %v", r.err)
+	}
+	s := startServe(t, "--db", db, "serve")
 	if code, _ := call(t, "GET", s.url+"/api/v1/queues", "", ""); code != http.StatusUnauthorized {
 		t.Fatalf("no token: %d", code)
 	}
@@ -207,5 +212,19 @@ func TestServeEnvTokens(t *testing.T) {
 	f := serveFlags{addr: "0.0.0.0:8080", maxBody: 1 << 20}
 	if _, err := f.check(newRootCmd(io.Discard, io.Discard)); err != nil {
 		t.Fatalf("with tokens in the environment a public address is refused: %v", err)
+	}
+}
+
+// TestServeMissingStore: serving alone opens only an existing store: a
+// mistyped --db is reported with the command that creates it, and nothing
+// is created.
+func TestServeMissingStore(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.db")
+	r := run(t, "--db", "sqlite:"+path, "serve", "--addr", "127.0.0.1:0")
+	if r.err == nil || !strings.Contains(r.err.Error(), "jobq migrate") {
+		t.Fatalf("serve on a missing store: %v, want an error naming jobq migrate", r.err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("serve created %s (stat: %v)", path, err)
 	}
 }

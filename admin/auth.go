@@ -164,11 +164,9 @@ func (s *server) authenticated(r *http.Request) Scope {
 	if len(s.tokens) == 0 {
 		return ScopeAdmin
 	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		kind, secret, _ := strings.Cut(h, " ")
-		if !strings.EqualFold(kind, "Bearer") {
-			return 0
-		}
+	// Another scheme (Basic from a proxy in front) is not ours: the
+	// session cookie still counts.
+	if kind, secret, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(kind, "Bearer") {
 		return s.lookup(strings.TrimSpace(secret))
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {

@@ -90,6 +90,24 @@ func TestLogin(t *testing.T) {
 	if r := e.get("/api/v1/queues", c); r.StatusCode != http.StatusOK {
 		t.Fatalf("API with the session: %d", r.StatusCode)
 	}
+	// Behind a proxy that adds its own Basic credentials the session
+	// still counts; a wrong bearer token does not fall back to it.
+	for _, c2 := range []struct {
+		auth string
+		want int
+	}{{"Basic cHJveHk6cGFzcw==", http.StatusOK}, {"Bearer wrong-wrong-wrong", http.StatusUnauthorized}} {
+		r, _ := http.NewRequest("GET", e.srv.URL+"/api/v1/queues", nil)
+		r.Header.Set("Authorization", c2.auth)
+		r.AddCookie(c)
+		res, err := noRedirect.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != c2.want {
+			t.Fatalf("session with Authorization %q: %d, want %d", c2.auth, res.StatusCode, c2.want)
+		}
+	}
 	// The read session cannot do an admin action: 403, not a redirect.
 	if r := e.postForm("/page", nil, c); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("admin POST with a read session: %d", r.StatusCode)

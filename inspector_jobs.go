@@ -54,8 +54,11 @@ const (
 	StatePending   = "pending"   // due now
 	StateScheduled = "scheduled" // due later (delayed or backing off)
 	StateReserved  = "reserved"  // running (cancelling ones included)
-	StateCompleted = "completed" // kept by retention
-	StateCancelled = "cancelled" // kept for Retention.Cancelled
+	// StateCancelling is what Inspector.Job says of a running job whose
+	// cancel was requested; listings count it as reserved.
+	StateCancelling = string(backend.StatusCancelling)
+	StateCompleted  = "completed" // kept by retention
+	StateCancelled  = "cancelled" // kept for Retention.Cancelled
 )
 
 // JobsPage lists live jobs in state (StatePending, StateScheduled or
@@ -101,8 +104,8 @@ func keepsNothing(b backend.Backend) string {
 // JobInfo is one job found by ID (Inspector.Job): exactly one of Live and
 // Finished is set.
 type JobInfo struct {
-	// State is StatePending, StateScheduled, StateReserved, "cancelling"
-	// (reserved, its cancel requested), StateCompleted or StateCancelled.
+	// State is StatePending, StateScheduled, StateReserved,
+	// StateCancelling, StateCompleted or StateCancelled.
 	State    string
 	Live     *JobRow      // a pending, scheduled or reserved job
 	Finished *FinishedJob // a kept completed or cancelled job
@@ -147,7 +150,7 @@ func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
 func liveState(row *JobRow, now time.Time) string {
 	switch {
 	case row.Status == backend.StatusCancelling:
-		return string(backend.StatusCancelling)
+		return StateCancelling
 	case row.Status == backend.StatusReserved:
 		return StateReserved
 	case row.AvailableAt.After(now):

@@ -196,53 +196,36 @@ func cursor(s string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// job shows one live or kept job. The inspector has no lookup by ID, so
-// each state's list is asked for the newest job at or below id.
+// job shows one live or kept job (Inspector.Job).
 func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
 		return
 	}
-	row, err := d.findJob(r, id)
-	if err != nil {
-		d.failErr(w, r, "read job "+strconv.FormatInt(id, 10), err)
-		return
-	}
-	if row == nil {
+	info, err := d.s.opts.Inspector.Job(r.Context(), id)
+	if errors.Is(err, jobq.ErrNotFound) {
 		d.fail(w, r, http.StatusNotFound, "Job not found",
 			"Job "+strconv.FormatInt(id, 10)+" is not live nor kept: it completed and was not kept, or it failed (see the failed jobs).")
 		return
 	}
-	d.render(w, r, http.StatusOK, "job", "Job "+strconv.FormatInt(id, 10), "queues", row)
-}
-
-// findJob looks id up in every state; nil when no state holds it.
-func (d *dashboard) findJob(r *http.Request, id int64) (*jobRow, error) {
-	ctx, insp := r.Context(), d.s.opts.Inspector
-	for _, st := range listStates[:3] {
-		rows, err := insp.JobsPage(ctx, st, jobq.JobFilter{}, 1, id+1)
-		if err != nil {
-			return nil, err
-		}
-		if len(rows) == 1 && rows[0].ID == id {
-			row := liveRow(rows[0], st)
-			row.Payload, row.Metadata = d.pretty(rows[0].Payload), d.metadata(rows[0].Metadata)
-			return &row, nil
-		}
+	if err != nil {
+		d.failErr(w, r, "read job "+strconv.FormatInt(id, 10), err)
+		return
 	}
-	for _, st := range listStates[3:] {
-		rows, err := insp.FinishedPage(ctx, st, jobq.JobFilter{}, 1, id+1)
-		if err != nil {
-			return nil, err
-		}
-		if len(rows) == 1 && rows[0].ID == id {
-			row := finishedRow(rows[0], st)
-			row.Payload, row.Metadata = d.pretty(rows[0].Payload), d.metadata(rows[0].Metadata)
-			return &row, nil
-		}
+	var row jobRow
+	var payload []byte
+	var metadata map[string]string
+	if j := info.Live; j != nil {
+		row, payload, metadata = liveRow(j, info.State), j.Payload, j.Metadata
+		// A job whose cancel was requested is ending: nothing to cancel.
+		row.Live = info.State != jobq.StateCancelling
+	} else {
+		j := info.Finished
+		row, payload, metadata = finishedRow(j, info.State), j.Payload, j.Metadata
 	}
-	return nil, nil
+	row.Payload, row.Metadata = d.pretty(payload), d.metadata(metadata)
+	d.render(w, r, http.StatusOK, "job", "Job "+strconv.FormatInt(id, 10), "queues", &row)
 }
 
 // failedData is the failed list's data.

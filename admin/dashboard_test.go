@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
 
 // The overview, the queue's list, a job, the failed list, a failed job and
@@ -332,5 +333,32 @@ func TestDashboardAssetsAndLogin(t *testing.T) {
 	code, body = get(t, srv, "/login?next="+url.QueryEscape("/failed?queue=a"))
 	if code != http.StatusOK || !strings.Contains(body, `name="next" value="/failed?queue=a"`) {
 		t.Errorf("login page keeps a local next: %d %s", code, body)
+	}
+}
+
+// A running job whose cancel was requested shows as cancelling, without a
+// Cancel button; a pending one offers it.
+func TestDashboardJobCancelling(t *testing.T) {
+	b := openSQLite(t)
+	srv, insp := dashServer(t, b)
+	ids := insertJobs(t, b, "mail", 2, `{}`, 0)
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"mail"}, Max: 1, Lease: time.Hour})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	running := rows[0].ID
+	if res, err := insp.Cancel(t.Context(), running); err != nil || res[0].Outcome != jobq.CancelRequested {
+		t.Fatalf("cancel the running job: %+v, %v", res, err)
+	}
+	code, body := get(t, srv, fmt.Sprintf("/jobs/%d", running))
+	if code != http.StatusOK || !strings.Contains(body, `s-cancelling">cancelling<`) || strings.Contains(body, "/cancel") {
+		t.Errorf("cancelling job's page: %d, want state cancelling and no Cancel button:\n%s", code, body)
+	}
+	other := ids[0]
+	if other == running {
+		other = ids[1]
+	}
+	if code, body := get(t, srv, fmt.Sprintf("/jobs/%d", other)); code != http.StatusOK || !strings.Contains(body, fmt.Sprintf("/jobs/%d/cancel", other)) {
+		t.Errorf("pending job's page: %d, want a Cancel button", code)
 	}
 }

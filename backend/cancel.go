@@ -112,6 +112,8 @@ func ValidateCancelIDs(ids []int64) error {
 	return nil
 }
 
-// CancelledError is the last_error of a job that ended cancelled while
-// running.
+// CancelledError is the error a worker reports for an attempt that ended
+// because its job was cancelled. Backends refuse that outcome (the
+// attempt is no longer reserved) and end the job cancelled, keeping the
+// last_error it had before.
 const CancelledError = "cancelled"

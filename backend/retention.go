@@ -152,6 +152,15 @@ func ValidatePrune(p FinishedPruneParams) error {
 	return nil
 }
 
+// ValidatePruneTurn checks PruneTurn's arguments: what every backend's
+// PruneTurn checks before it writes anything.
+func ValidatePruneTurn(holder string, ttl time.Duration) error {
+	if ttl <= 0 || holder == "" {
+		return &InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"}
+	}
+	return nil
+}
+
 // ValidateFinishedList checks a FinishedListParams (page, state, time
 // range) and returns the page's limit: what every backend's FinishedList
 // checks before it reads anything.

@@ -120,8 +120,8 @@ func matchJob(f backend.JobFilter, queue, typ string, at time.Time) bool {
 // PruneTurn implements backend.Retainer; in one process the turn only
 // matters between workers sharing the backend.
 func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
-	if ttl <= 0 || holder == "" {
-		return false, fmt.Errorf("take prune turn: %w", &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	if err := backend.ValidatePruneTurn(holder, ttl); err != nil {
+		return false, fmt.Errorf("take prune turn: %w", err)
 	}
 	if err := b.lock(ctx, "take prune turn"); err != nil {
 		return false, err

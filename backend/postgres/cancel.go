@@ -201,8 +201,8 @@ func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPrun
 // PruneTurn implements backend.Retainer with a row of jobq_turns.
 func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
 	const op = "take prune turn"
-	if ttl <= 0 || holder == "" {
-		return false, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	if err := backend.ValidatePruneTurn(holder, ttl); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	var n int64
 	err := b.do(ctx, op, func(ctx context.Context) error {

@@ -213,8 +213,8 @@ func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duratio
 	if err := b.begin(op); err != nil {
 		return false, err
 	}
-	if ttl <= 0 || holder == "" {
-		return false, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	if err := backend.ValidatePruneTurn(holder, ttl); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	res, err := b.c.eval(ctx, scriptTurn, []string{b.keys.prefix + ":turn:prune"}, []any{holder, max(1, ttl.Milliseconds())})
 	if err != nil {

@@ -109,8 +109,8 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 // worker processes sharing the file prune one at a time.
 func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error) {
 	const op = "take prune turn"
-	if ttl <= 0 || holder == "" {
-		return false, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "prune turn", Reason: "needs a holder and a positive ttl"})
+	if err := backend.ValidatePruneTurn(holder, ttl); err != nil {
+		return false, fmt.Errorf("%s: %w", op, err)
 	}
 	now := b.now()
 	var n int64

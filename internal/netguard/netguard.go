@@ -110,9 +110,13 @@ func (p *Policy) add(e string) error {
 		}
 		return fmt.Errorf("%q: %s", e, entryForms)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("%q: port %q is not a number from 1 to 65535", e, port)
 	}
+	// Written as the dialled address writes it ("08080" is 8080), or the
+	// entry would never match.
+	port = strconv.Itoa(n)
 	if ip, err := netip.ParseAddr(host); err == nil {
 		if ip.Zone() != "" {
 			return fmt.Errorf("%q: leave out the zone (%%%s)", e, ip.Zone())

@@ -90,7 +90,7 @@ func TestDefaultPolicy(t *testing.T) {
 func TestAllowList(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, "10.0.0.0/8", "192.168.1.5", "internal.example:8443", "127.0.0.1:9000", "[::1]:9001",
-		"169.254.0.0/16", "::ffff:172.16.0.0/108")
+		"169.254.0.0/16", "::ffff:172.16.0.0/108", "127.0.0.2:09003")
 	cases := []struct {
 		host, addr string
 		ok         bool
@@ -109,6 +109,7 @@ func TestAllowList(t *testing.T) {
 		{"localhost:9000", "127.0.0.1:9000", true}, // an ip:port entry matches what is dialled
 		{"127.0.0.1:9002", "127.0.0.1:9002", false},
 		{"[::1]:9001", "[::1]:9001", true},
+		{"127.0.0.2:9003", "127.0.0.2:9003", true}, // the entry's port written with a leading zero
 		{"169.254.3.3:80", "169.254.3.3:80", true},
 		{"169.254.169.254:80", "169.254.169.254:80", false}, // a broad CIDR does not open metadata
 	}

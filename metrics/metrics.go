@@ -86,7 +86,7 @@ type Metrics struct {
 	opts Options
 
 	enqueued, started, completed, retried, failed *prometheus.CounterVec
-	released, rescued, stale, replayed            *prometheus.CounterVec
+	released, rescued, stale, replayed, cancelled *prometheus.CounterVec
 	duration, wait                                *prometheus.HistogramVec
 	busy, capacity                                *prometheus.GaugeVec
 
@@ -109,7 +109,7 @@ type key struct{ queue, typ string }
 // divide one counter by another then never miss a side.
 type series struct {
 	enqueued, started, completed, retried, failed prometheus.Counter
-	released, rescued, stale, replayed            prometheus.Counter
+	released, rescued, stale, replayed, cancelled prometheus.Counter
 	duration, wait                                prometheus.Observer
 	busy                                          prometheus.Gauge
 }
@@ -144,6 +144,7 @@ func New(opts Options) (*Metrics, error) {
 		rescued:   counter("jobs_rescued_total", "Jobs whose lease expired (their worker died or stalled) that this process's lease sweep moved: back to pending, or to failed jobs when no attempt was left."),
 		stale:     counter("jobs_stale_outcomes_total", "Outcomes refused because their attempt had lost its lease: another worker took the job over."),
 		replayed:  counter("jobs_replayed_total", "Failed jobs this process replayed back to pending."),
+		cancelled: counter("jobs_cancelled_total", "Attempts stopped because their job was cancelled while they ran: the job ended cancelled."),
 		duration:  histogram("job_duration_seconds", "How long handlers ran, per attempt, whatever its outcome."),
 		wait:      histogram("job_wait_seconds", "How long jobs had been due when a worker claimed them (by the backend's clock)."),
 		busy:      gauge("workers_busy", "Handlers of this process running jobs of the queue now.", "queue"),
@@ -155,7 +156,7 @@ func New(opts Options) (*Metrics, error) {
 	build := gauge("build_info", "Always 1: the jobq version and Go version of this process.", "version", "goversion")
 	build.WithLabelValues(version(), runtime.Version()).Set(1)
 	for _, c := range []prometheus.Collector{
-		m.enqueued, m.started, m.completed, m.retried, m.failed, m.released, m.rescued, m.stale, m.replayed,
+		m.enqueued, m.started, m.completed, m.retried, m.failed, m.released, m.rescued, m.stale, m.replayed, m.cancelled,
 		m.duration, m.wait, m.busy, m.capacity, build,
 	} {
 		if err := opts.Registry.Register(c); err != nil {
@@ -217,6 +218,7 @@ func (m *Metrics) of(queue, typ string) *series {
 		rescued: m.rescued.WithLabelValues(queue, typ), stale: m.stale.WithLabelValues(queue, typ),
 		replayed: m.replayed.WithLabelValues(queue, typ), duration: m.duration.WithLabelValues(queue, typ),
 		wait: m.wait.WithLabelValues(queue, typ), busy: m.busy.WithLabelValues(queue),
+		cancelled: m.cancelled.WithLabelValues(queue, typ),
 	}
 	m.queues[queue] = true
 	next := make(map[key]*series, len(all)+1)
@@ -251,6 +253,8 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 				s.failed.Inc()
 			case jobq.EventReleased, jobq.EventAbandoned:
 				s.released.Inc()
+			case jobq.EventCancelled:
+				s.cancelled.Inc()
 			}
 		},
 		Rescued: func(e jobq.RescuedEvent) {

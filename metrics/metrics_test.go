@@ -131,6 +131,23 @@ func (b *countingBackend) QueueStats(ctx context.Context) ([]backend.QueueStats,
 // depths, concurrent ones included; past it the next scrape reads again;
 // a failed read shows as jobq_queue_stats_up 0, is logged once, and is
 // cached like a successful one.
+// An attempt stopped by a cancel counts as cancelled, so every started
+// attempt lands in one outcome counter.
+func TestCancelledCounted(t *testing.T) {
+	m := newMetrics(t, metrics.Options{})
+	h := m.WorkerHooks()
+	job := &jobq.Job{Queue: "q", Type: "t"}
+	h.Started(t.Context(), job)
+	h.Finished(jobq.Event{Kind: jobq.EventCancelled, Job: job, Duration: time.Second})
+	scrapeOf(t, m).check(t, want{
+		"jobq_jobs_started_total{queue=q,type=t}":   1,
+		"jobq_jobs_cancelled_total{queue=q,type=t}": 1,
+		"jobq_jobs_completed_total{queue=q,type=t}": 0,
+		"jobq_jobs_released_total{queue=q,type=t}":  0,
+		"jobq_workers_busy{queue=q}":                0,
+	})
+}
+
 func TestDepthCache(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	defer mem.Close()

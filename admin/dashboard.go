@@ -85,11 +85,10 @@ func (s *server) newDashboard() *dashboard {
 	return d
 }
 
-// post wraps a state-changing handler: the form is parsed within the body
-// limit.
+// post wraps a state-changing handler: the form is parsed (within the
+// body limit the server applies to every request).
 func (d *dashboard) post(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		r.Body = http.MaxBytesReader(w, r.Body, d.s.opts.MaxBody)
 		if err := r.ParseForm(); err != nil {
 			d.fail(w, r, http.StatusBadRequest, "Bad form", "The form could not be read; nothing was changed.")
 			return
@@ -245,25 +244,9 @@ func (d *dashboard) pretty(raw []byte) string {
 
 // metadata renders a job's metadata masked, as sorted key/value rows.
 func (d *dashboard) metadata(md map[string]string) []kv {
-	if len(md) == 0 {
-		return nil
-	}
-	raw, err := json.Marshal(md)
-	if err != nil {
-		return nil
-	}
-	var masked map[string]any
-	if err := json.Unmarshal(d.s.masked(raw), &masked); err != nil {
-		return nil
-	}
-	out := make([]kv, 0, len(masked))
-	for k, v := range masked {
-		s, ok := v.(string)
-		if !ok {
-			b, _ := json.Marshal(v)
-			s = string(b)
-		}
-		out = append(out, kv{k, s})
+	out := make([]kv, 0, len(md))
+	for k, v := range d.s.maskedMeta(md) {
+		out = append(out, kv{k, v})
 	}
 	slices.SortFunc(out, func(a, b kv) int { return strings.Compare(a.Key, b.Key) })
 	return out

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 
 	"github.com/spf13/cobra"
 
@@ -46,7 +45,7 @@ not (their lines say why; the others were cancelled); 1 error; 2 usage.`,
 		},
 		PreRunE: a.requireDurable,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := parseJobIDs(args)
+			ids, err := parseIDs(args, jobIDHint)
 			if err != nil {
 				return err
 			}
@@ -108,17 +107,4 @@ func cancelLine(r jobq.CancelResult) string {
 		return p + "not cancelled: no such job (or it completed and was not kept)"
 	}
 	return p + r.Outcome.String()
-}
-
-// parseJobIDs parses job IDs (not failed-job IDs: see parseIDs).
-func parseJobIDs(args []string) ([]int64, error) {
-	ids := make([]int64, 0, len(args))
-	for _, s := range args {
-		id, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || id < 1 {
-			return nil, usagef("%q is not a job ID: use the number 'jobq enqueue' printed, or the ID column of 'jobq jobs list'", s)
-		}
-		ids = append(ids, id)
-	}
-	return ids, nil
 }

@@ -121,7 +121,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 		Short: "Show one failed job: payload, full error, attempts and times",
 		Args:  exactArgs(1, "one failed job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ids, err := parseIDs(args)
+			ids, err := parseIDs(args, failedIDHint)
 			if err != nil {
 				return err
 			}
@@ -188,7 +188,7 @@ func (s *selection) ids(cmd *cobra.Command, args []string, narrowed bool) ([]int
 	if len(args) == 0 && !filtered {
 		return nil, usagef("%s needs failed job IDs, or --all (optionally with --queue/--type); see 'jobq failed list'", cmd.CommandPath())
 	}
-	return parseIDs(args)
+	return parseIDs(args, failedIDHint)
 }
 
 func (a *app) newFailedRetryCmd() *cobra.Command {

@@ -64,13 +64,19 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 	}
 }
 
-// parseIDs turns arguments into failed-job IDs.
-func parseIDs(args []string) ([]int64, error) {
+// The usage hints of a bad ID argument, by what the ID names.
+const (
+	failedIDHint = "is not a failed job ID: use the numbers in the ID column of 'jobq failed list'"
+	jobIDHint    = "is not a job ID: use the number 'jobq enqueue' printed, or the ID column of 'jobq jobs list'"
+)
+
+// parseIDs turns arguments into IDs; a bad one is a usage error with hint.
+func parseIDs(args []string, hint string) ([]int64, error) {
 	ids := make([]int64, 0, len(args))
 	for _, s := range args {
 		id, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || id < 1 {
-			return nil, usagef("%q is not a failed job ID: use the numbers in the ID column of 'jobq failed list'", s)
+			return nil, usagef("%q %s", s, hint)
 		}
 		ids = append(ids, id)
 	}

@@ -247,24 +247,26 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	var res backend.SweepResult
+	// The expired leases and the cancelled jobs' ends go in one round
+	// trip: the sweep runs every few seconds in every worker.
 	err = b.do(ctx, "sweep leases", func(ctx context.Context) error {
 		res = backend.SweepResult{}
-		rows, err := b.pool.Query(ctx, b.q.sweep, limit)
-		if err != nil {
-			return err
+		batch := &pgx.Batch{}
+		batch.Queue(b.q.sweep, limit)
+		batch.Queue(b.rq.sweepCancelled, limit)
+		br := b.pool.SendBatch(ctx, batch)
+		rows, err := br.Query()
+		if err == nil {
+			var j backend.SweptJob
+			_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Queue, &j.Type, &j.Failed}, func() error {
+				res.Jobs = append(res.Jobs, j)
+				return nil
+			})
 		}
-		var j backend.SweptJob
-		_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Queue, &j.Type, &j.Failed}, func() error {
-			res.Jobs = append(res.Jobs, j)
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		return backend.SweepResult{}, err
-	}
-	err = b.do(ctx, "sweep cancelled jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.rq.sweepCancelled, limit).Scan(&res.Cancelled)
+		if err == nil {
+			err = br.QueryRow().Scan(&res.Cancelled)
+		}
+		return errors.Join(err, br.Close())
 	})
 	if err != nil {
 		return backend.SweepResult{}, err

@@ -51,8 +51,14 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 	item, ev := w.decide(ctx, row, job, herr)
 	ev.Duration = took
 	if !(herr == nil && jc.completedInTx.Load()) {
-		if err := w.writeOne(ctx, item); err != nil {
+		cancelled, err := w.writeOne(ctx, item)
+		if err != nil {
 			return ev, true, fmt.Errorf("run one job: job %d attempt %d: %w", row.ID, row.Attempts, err)
+		}
+		if cancelled {
+			// Cancelled while it ran: the backend refused the outcome and
+			// ended the job cancelled, whatever the handler returned.
+			ev.Kind = EventCancelled
 		}
 	}
 	w.hooks.finished(ev)
@@ -60,24 +66,30 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 }
 
 // writeOne writes one attempt's outcome (or release) at once, reporting a
-// fence refusal to the Stale hooks as the completer does.
-func (w *Worker) writeOne(ctx context.Context, item runner.Item) error {
+// fence refusal to the Stale hooks as the completer does. It says whether
+// the outcome ended the job cancelled instead (its cancel came while the
+// handler ran).
+func (w *Worker) writeOne(ctx context.Context, item runner.Item) (cancelled bool, err error) {
 	if item.Release {
 		n, err := w.b.JobRelease(ctx, []backend.JobRef{item.Outcome.Ref})
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n == 0 {
 			w.onStale([]runner.Item{item})
 		}
-		return nil
+		return false, nil
 	}
 	res, err := w.b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{item.Outcome}})
 	if err != nil {
-		return err
+		return false, err
 	}
 	if len(res.Stale) > 0 {
 		w.onStale([]runner.Item{item})
 	}
-	return nil
+	if len(res.Cancelled) > 0 {
+		w.onCancelled([]runner.Item{item})
+		return true, nil
+	}
+	return false, nil
 }

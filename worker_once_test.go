@@ -72,6 +72,43 @@ func TestRunOne(t *testing.T) {
 	}
 }
 
+// TestRunOneCancelledWhileRunning: a job cancelled while its handler ran
+// ends cancelled even when the handler returns nil without hearing of it,
+// and RunOne and the hooks say so.
+func TestRunOneCancelledWhileRunning(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, time.Now)
+	insp := jobq.NewInspector(b)
+	reg := jobq.NewRegistry()
+	var id int64
+	reg.HandleFunc("slow", func(ctx context.Context, j *jobq.Job) error {
+		if res, err := insp.Cancel(ctx, j.ID); err != nil || res[0].Outcome != jobq.CancelRequested {
+			t.Errorf("cancel from inside the handler: %+v, %v", res, err)
+		}
+		return nil // returns before any watcher could tell it
+	})
+	var finished []jobq.EventKind
+	cfg := fastConfig()
+	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(e jobq.Event) { finished = append(finished, e.Kind) }}}
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err = mustClient(t, b, jobq.ClientConfig{}).Enqueue(t.Context(), "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	ev, ok, err := w.RunOne(t.Context())
+	if !ok || err != nil || ev.Kind != jobq.EventCancelled {
+		t.Fatalf("RunOne: %+v, %v, %v; want EventCancelled", ev, ok, err)
+	}
+	if len(finished) != 1 || finished[0] != jobq.EventCancelled {
+		t.Errorf("Finished hooks heard %v, want [cancelled]", finished)
+	}
+	if !jobGone(b, id) {
+		t.Error("the cancelled job is still live")
+	}
+}
+
 // TestRunOneRefusedWhileRunning: RunOne and Run do not mix on one Worker.
 func TestRunOneRefusedWhileRunning(t *testing.T) {
 	t.Parallel()

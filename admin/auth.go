@@ -190,6 +190,8 @@ func (s *server) authorize(need Scope, h http.HandlerFunc) http.HandlerFunc {
 		case got == 0:
 			next := s.opts.Prefix + r.URL.RequestURI()
 			http.Redirect(w, r, s.opts.Prefix+"/login?next="+url.QueryEscape(next), http.StatusSeeOther)
+		case !isAPI(r.URL.Path):
+			s.dash.fail(w, r, http.StatusForbidden, "Not allowed", fmt.Sprintf("This needs a token of scope %s; you signed in with %s. Nothing was changed.", need, got))
 		default:
 			writeError(w, http.StatusForbidden, "forbidden", fmt.Sprintf("this needs a token of scope %s; yours is %s", need, got), "")
 		}

@@ -112,6 +112,19 @@ func TestLogin(t *testing.T) {
 	if r := e.postForm("/page", nil, c); r.StatusCode != http.StatusForbidden {
 		t.Fatalf("admin POST with a read session: %d", r.StatusCode)
 	}
+	// ...answered as a page a browser shows, not as the API's JSON.
+	pr, _ := http.NewRequest("POST", e.srv.URL+"/page", nil)
+	pr.Header.Set("Sec-Fetch-Site", "same-origin")
+	pr.AddCookie(c)
+	if res, err := noRedirect.Do(pr); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusForbidden || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/html") || !strings.Contains(string(body), "Not allowed") {
+			t.Fatalf("admin POST with a read session: %d %s, want a 403 page:\n%s", res.StatusCode, res.Header.Get("Content-Type"), body)
+		}
+	}
 	// A cross-site login attempt is refused.
 	r, _ := http.NewRequest("POST", e.srv.URL+"/login", strings.NewReader(url.Values{"token": {adminToken}}.Encode()))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")

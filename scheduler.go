@@ -168,6 +168,15 @@ func (s *scheduler) tick(ctx context.Context, i int, tick time.Time) bool {
 		}
 		s.backoff[i] = min(max(2*s.backoff[i], schedulerRetryMin), schedulerRetryMax)
 		s.retryAt[i] = time.Now().Add(s.backoff[i])
+		if errors.Is(err, backend.ErrNotFound) {
+			// The store lost the schedule (a restored database, a
+			// flushed Redis): register it again, or no retry could ever
+			// succeed. Its last tick starts afresh from the store's.
+			if _, uerr := s.store.ScheduleUpsert(ctx, []backend.ScheduleDef{e.def}); uerr == nil {
+				s.log.Warn("schedule missing from the store; registered it again", "schedule", e.def.Name, "tick", tick)
+				return false
+			}
+		}
 		level := slog.LevelWarn
 		if errors.Is(err, backend.ErrInvalidInput) || errors.Is(err, backend.ErrNotFound) {
 			level = slog.LevelError

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -267,6 +268,67 @@ func (s *slowStore) ScheduleTick(ctx context.Context, p backend.ScheduleTickPara
 
 func (s *slowStore) ScheduleList(ctx context.Context) ([]backend.ScheduleRow, error) {
 	return s.Backend.(backend.ScheduleStore).ScheduleList(ctx)
+}
+
+// lossyStore forgets its schedules at the lose-th ScheduleTick (as a
+// restored database or a flushed Redis would): ticks then fail with
+// ErrNotFound until the schedule is upserted again.
+type lossyStore struct {
+	backend.Backend
+	mu           gosync.Mutex
+	ticks, lose  int
+	lost         bool
+	reregistered int
+}
+
+func (s *lossyStore) ScheduleUpsert(ctx context.Context, d []backend.ScheduleDef) ([]backend.ScheduleRow, error) {
+	s.mu.Lock()
+	if s.lost {
+		s.lost = false
+		s.reregistered++
+	}
+	s.mu.Unlock()
+	return s.Backend.(backend.ScheduleStore).ScheduleUpsert(ctx, d)
+}
+
+func (s *lossyStore) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams) (backend.ScheduleTickResult, error) {
+	s.mu.Lock()
+	s.ticks++
+	if s.ticks == s.lose {
+		s.lost = true
+	}
+	lost := s.lost
+	s.mu.Unlock()
+	if lost {
+		return backend.ScheduleTickResult{}, fmt.Errorf("enqueue tick of schedule %s: %w", p.Name, backend.ErrNotFound)
+	}
+	return s.Backend.(backend.ScheduleStore).ScheduleTick(ctx, p)
+}
+
+func (s *lossyStore) ScheduleList(ctx context.Context) ([]backend.ScheduleRow, error) {
+	return s.Backend.(backend.ScheduleStore).ScheduleList(ctx)
+}
+
+// TestSchedulerReregistersLostSchedule: a store that lost the schedule
+// answers its ticks ErrNotFound; the scheduler registers it again and its
+// ticks go on, rather than retrying a tick that can never succeed.
+func TestSchedulerReregistersLostSchedule(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMemory(t, nil)
+		b := &lossyStore{Backend: mem, lose: 3}
+		startWorker(t, b, jobq.NewRegistry(), cronConfig(everySecond("lossy")))
+		time.Sleep(10*time.Second + 500*time.Millisecond)
+		synctest.Wait()
+		b.mu.Lock()
+		re := b.reregistered
+		b.mu.Unlock()
+		if re != 1 {
+			t.Fatalf("re-registered %d times, want 1", re)
+		}
+		if got := claimTicks(t, mem); len(got) < 8 {
+			t.Fatalf("%d ticks enqueued in 10 s with the schedule lost once (%v), want at least 8", len(got), got)
+		}
+	})
 }
 
 // TestSchedulerCatchesUpWhenLate: a running scheduler whose store stalled

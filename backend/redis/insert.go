@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jsonstr"
 )
 
 // insertGroup is the items of one insert call that go to one queue, in
@@ -197,8 +197,7 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 				delay = strconv.FormatInt(microsCeil(p.Delay), 10)
 			}
 			if len(p.Metadata) > 0 {
-				m, _ := json.Marshal(p.Metadata) // a map of strings always marshals
-				md = string(m)
+				md = jsonstr.Object(p.Metadata)
 			}
 			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md)
 		}

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jsonstr"
 )
 
 // Schedules (backend.ScheduleStore). A schedule's definition lives in the
@@ -140,8 +140,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 		delay = strconv.FormatInt(microsCeil(j.Delay), 10)
 	}
 	if len(j.Metadata) > 0 {
-		m, _ := json.Marshal(j.Metadata) // a map of strings always marshals
-		md = string(m)
+		md = jsonstr.Object(j.Metadata)
 	}
 	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks, q.inserted}
 	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue}

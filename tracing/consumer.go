@@ -16,8 +16,8 @@ import (
 
 // Middleware returns handler middleware that runs each attempt in a
 // CONSUMER span "process <queue>", linked to the span that enqueued the job
-// (read from its metadata; a job enqueued without tracing gets no link), or
-// its child with WithParent. The handler's context carries the span. A
+// (read from its metadata; a job enqueued without tracing, or by a span that
+// was not sampled, gets no link), or its child with WithParent. The handler's context carries the span. A
 // handler error is recorded on the span; a panic is recorded and panics on.
 // Install it first (Registry.Use) so the other middleware runs inside the
 // span.
@@ -33,12 +33,14 @@ func Middleware(opts ...Option) jobq.Middleware {
 			start := d.start
 			if len(job.Metadata) > 0 {
 				sc, b := c.extract(job.Metadata)
-				if sc.IsValid() {
-					if c.parent {
-						ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-					} else {
-						start = append(start[:len(start):len(start)], trace.WithLinks(trace.Link{SpanContext: sc}))
-					}
+				switch {
+				case !sc.IsValid():
+				case c.parent:
+					ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
+				case sc.IsSampled():
+					// A link to a span that was not sampled leads to
+					// nothing an operator can open.
+					start = append(start[:len(start):len(start)], trace.WithLinks(trace.Link{SpanContext: sc}))
 				}
 				if b.Len() > 0 {
 					ctx = baggage.ContextWithBaggage(ctx, b)

@@ -2,8 +2,10 @@ package tracing
 
 import (
 	"context"
+	"slices"
 	"strconv"
 
+	"go.opentelemetry.io/otel/baggage"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -14,12 +16,22 @@ import (
 
 // ClientHooks returns client hooks that start a PRODUCER span "send
 // <queue>" for each enqueued job, from the caller's context, store its
-// context in the job's metadata, and end it once the insert returned: with
+// context in the job's metadata when a consumer can use it (see below), and
+// end it once the insert returned: with
 // the job's ID, or with the error when the call failed (also when it was
 // refused before the insert, for every job of the call). A duplicate (the
 // job's unique key was taken) is not an error: the span gets
 // jobq.job.duplicate and the live job's ID, whose own trace is the one that
 // runs. For EnqueueTx the span ends at the insert, not at the commit.
+//
+// The context of a span that is not sampled is stored only when an attempt
+// can use it: with WithParent (given here as well as to Middleware), where
+// the attempt's span is its child and a ParentBased sampler follows the
+// enqueuer's decision, or when the context carries baggage that the
+// propagator writes. By default an attempt's span only links to the send
+// span, and a link to a span that was never recorded leads nowhere, while
+// the stored context is written into, and read back from, every job's row:
+// under a 1 % sampler that was most of what tracing cost a job.
 func ClientHooks(opts ...Option) jobq.ClientHooks {
 	p := newProducer(newConfig(opts))
 	return jobq.ClientHooks{BeforeEnqueue: p.before, AfterEnqueue: p.after}
@@ -27,8 +39,9 @@ func ClientHooks(opts ...Option) jobq.ClientHooks {
 
 func newProducer(c config) *producer {
 	return &producer{
-		tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields(),
-		dests: newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer),
+		tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields(), parent: c.parent,
+		baggage: slices.Contains(c.prop.Fields(), "baggage"),
+		dests:   newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer),
 	}
 }
 
@@ -39,7 +52,13 @@ type producer struct {
 	tracer trace.Tracer
 	prop   propagation.TextMapPropagator
 	fields []string // the metadata keys prop writes
-	dests  *dests
+	// parent: attempts' spans are children of the send span (WithParent),
+	// so even an unsampled context decides something downstream.
+	parent bool
+	// baggage: prop writes baggage, which travels whether or not the span
+	// is sampled.
+	baggage bool
+	dests   *dests
 }
 
 // sendSpanKey is the context key of a job's send span; the producer's
@@ -52,12 +71,15 @@ func (p *producer) before(ctx context.Context, info *jobq.EnqueueInfo) error {
 	if !span.SpanContext().IsValid() {
 		return nil // a no-op provider without a caller's span: nothing to carry
 	}
-	// Whatever context the caller's metadata held is replaced whole: a
-	// stale tracestate must not travel with the new traceparent.
+	// Whatever context the caller's metadata held goes, stored again or
+	// not: a stale tracestate must not travel with the new traceparent,
+	// nor a job point at another job's trace.
 	for _, f := range p.fields {
 		delete(info.Metadata, f)
 	}
-	p.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
+	if sc := span.SpanContext(); sc.IsSampled() || p.parent || (p.baggage && baggage.FromContext(ctx).Len() > 0) {
+		p.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
+	}
 	if span.IsRecording() {
 		// A span that records nothing needs no End.
 		info.Context = context.WithValue(ctx, sendSpanKey{p}, span)

@@ -4,7 +4,8 @@
 //
 // ClientHooks starts a PRODUCER span "send <queue>" for each job a client
 // enqueues and stores the span's context in the job's metadata (W3C
-// traceparent and tracestate by default). Middleware starts a CONSUMER span
+// traceparent and tracestate by default) when the span is sampled, or when
+// WithParent or baggage makes even an unsampled context matter. Middleware starts a CONSUMER span
 // "process <queue>" for each attempt, linked to the producer's span (or its
 // child, with WithParent), and runs the handler with that span in its
 // context, so the handler's own spans nest under it:
@@ -100,7 +101,11 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 
 // WithParent makes the producer's span the parent of each attempt's span,
 // instead of only a link to it: all attempts of a job then belong to the
-// trace that enqueued it.
+// trace that enqueued it. Give it to ClientHooks as well as to Middleware:
+// the producer then stores the context of unsampled spans too, so that an
+// attempt follows its enqueuer's sampling decision under a ParentBased
+// sampler; without it an attempt of an unsampled enqueue starts a trace of
+// its own, which the sampler decides afresh.
 func WithParent() Option {
 	return func(c *config) { c.parent = true }
 }

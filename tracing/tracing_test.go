@@ -487,3 +487,86 @@ func TestStaleContextReplaced(t *testing.T) {
 		t.Errorf("metadata %q; want traceparent %s, no tracestate, keep=x", md, want)
 	}
 }
+
+// TestUnsampledContext: on sqlite, a send span that is not sampled leaves
+// no trace context in the job's row by default (and removes one the caller
+// copied in), so its attempt starts a trace the consumer's sampler decides;
+// WithParent on both sides stores it, and the attempt then follows the
+// enqueuer's decision and records nothing; baggage the propagator carries
+// is stored whether or not the span is sampled.
+func TestUnsampledContext(t *testing.T) {
+	t.Parallel()
+	tenant, err := baggage.NewMember("tenant", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bag, err := baggage.New(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withBaggage := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	const stale = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	for _, tc := range []struct {
+		name      string
+		sampler   sdktrace.Sampler // the enqueuer's
+		opts      []tracing.Option // both sides'
+		ctx       context.Context
+		wantMD    func(md map[string]string) bool
+		wantSpans int // the consumer's exported spans
+	}{
+		{"unsampled", sdktrace.NeverSample(), nil, context.Background(),
+			func(md map[string]string) bool { return len(md) == 1 && md["keep"] == "x" }, 1},
+		{"unsampled-parent", sdktrace.NeverSample(), []tracing.Option{tracing.WithParent()}, context.Background(),
+			func(md map[string]string) bool {
+				return len(md) == 2 && md["keep"] == "x" && strings.HasSuffix(md["traceparent"], "-00") && md["traceparent"] != stale
+			}, 0},
+		{"unsampled-baggage", sdktrace.NeverSample(), []tracing.Option{tracing.WithPropagator(withBaggage)}, baggage.ContextWithBaggage(context.Background(), bag),
+			func(md map[string]string) bool {
+				return md["baggage"] == "tenant=acme" && strings.HasSuffix(md["traceparent"], "-00") && md["keep"] == "x"
+			}, 1},
+		{"sampled", sdktrace.AlwaysSample(), nil, context.Background(),
+			func(md map[string]string) bool {
+				return len(md) == 2 && strings.HasSuffix(md["traceparent"], "-01") && md["traceparent"] != stale
+			}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			producerTP := sdktrace.NewTracerProvider(sdktrace.WithSampler(tc.sampler))
+			t.Cleanup(func() { producerTP.Shutdown(context.Background()) })
+			consumerTP, exp := newRecorder(t) // the SDK's default: ParentBased(AlwaysSample)
+			b := openSQLite(t)
+			c := newClient(t, b, jobq.ClientConfig{Hooks: []jobq.ClientHooks{
+				tracing.ClientHooks(append([]tracing.Option{tracing.WithTracerProvider(producerTP)}, tc.opts...)...),
+			}})
+			id, err := c.Enqueue(tc.ctx, "t", nil, jobq.Metadata(map[string]string{"traceparent": stale, "keep": "x"}))
+			if err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			info, err := jobq.NewInspector(b).Job(context.Background(), id)
+			if err != nil {
+				t.Fatalf("inspect job %d: %v", id, err)
+			}
+			if md := info.Live.Metadata; !tc.wantMD(md) {
+				t.Errorf("stored metadata %q", md)
+			}
+			reg := jobq.NewRegistry()
+			reg.Use(tracing.Middleware(append([]tracing.Option{tracing.WithTracerProvider(consumerTP)}, tc.opts...)...))
+			reg.HandleFunc("t", func(context.Context, *jobq.Job) error { return nil })
+			work(t, b, reg, 1)
+			spans := exp.GetSpans()
+			if len(spans) != tc.wantSpans {
+				t.Fatalf("consumer exported %d spans; want %d", len(spans), tc.wantSpans)
+			}
+			// Only a sampled send span is worth a link.
+			wantLinks := 0
+			if tc.name == "sampled" {
+				wantLinks = 1
+			}
+			for _, s := range spans {
+				if s.Parent.IsValid() || len(s.Links) != wantLinks {
+					t.Errorf("attempt span has parent %v and %d links; want a root with %d", s.Parent, len(s.Links), wantLinks)
+				}
+			}
+		})
+	}
+}

@@ -13,10 +13,11 @@
 --                         p ∪ l, a job in at most one; claims take both
 --                         in one order (see pick). l's jobs have no member
 --                         in o: their available time is their created time
---   P:{Q}:o        zset   when the ready jobs of p became available (µs since
---                         1970), for QueueStats.OldestDue: a member per ready
---                         job (its ID), except that the jobs one insert made
---                         ready now share one member '#<µs>', counted in n
+--   P:{Q}:o        zset   when the ready jobs of p became available (µs
+--                         since 1970), for QueueStats.OldestDue: a member
+--                         per ready job (its ID), except that the jobs one
+--                         insert made ready now share one member '#<µs>',
+--                         counted in n
 --   P:{Q}:n        hash   '#<µs>' -> how many ready jobs that member of o
 --                         stands for
 --   P:{Q}:d        zset   delayed and backing-off jobs by due time (µs)

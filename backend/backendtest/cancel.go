@@ -33,6 +33,31 @@ func testCancel(t *testing.T, h Harness) {
 		insertOne(t, b, p)
 	})
 
+	// Pending jobs among others, inserted alone and in a batch: each
+	// cancelled one leaves, the others stay and are claimed in order.
+	parallel(t, h, "PendingAmongOthers", func(t *testing.T, b backend.Backend) {
+		c, _ := canceller(t, b)
+		var all []int64
+		for range 4 {
+			all = append(all, insertOne(t, b, job("c", "t")))
+		}
+		all = append(all, insertIDs(t, b, job("c", "t"), job("c", "t"))...)
+		all = append(all, insertOne(t, b, job("c", "t")))
+		cancel := []int64{all[0], all[2], all[3], all[5], all[6]}
+		wantCancel(t, c, cancel, backend.CancelCancelled, backend.CancelCancelled,
+			backend.CancelCancelled, backend.CancelCancelled, backend.CancelCancelled)
+		for _, id := range cancel {
+			gone(t, b, id)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "c", Pending: 2})
+		for _, want := range []int64{all[1], all[4]} {
+			if r := claimOne(t, b, "c"); r.ID != want {
+				t.Fatalf("claimed job %d, want %d", r.ID, want)
+			}
+		}
+		claimNone(t, b, "c")
+	})
+
 	parallel(t, h, "Scheduled", func(t *testing.T, b backend.Backend) {
 		c, r := canceller(t, b)
 		p := job("c", "t")

@@ -142,6 +142,75 @@ func testClaim(t *testing.T, h Harness) {
 		}
 	})
 
+	// Jobs reach the ready set many ways: inserted alone or in a batch, of
+	// priority 0 or not, retried, released, promoted from delayed. A
+	// backend may keep some of them apart (Redis keeps single plain inserts
+	// in a list of their own) but claims take them in one order, and a
+	// claim of Max below what is ready takes the best Max of all of them.
+	parallel(t, h, "OrderAcrossEveryWayIn", func(t *testing.T, b backend.Backend) {
+		single := func(prio int, delay time.Duration) int64 {
+			p := job("q", "t")
+			p.Priority, p.Delay = prio, delay
+			return insertOne(t, b, p)
+		}
+		x, a := single(0, 0), single(0, 0)
+		held := claim(t, b, 2, longLease, "q")
+		if got := sortedIDs(held); !slices.Equal(got, []int64{x, a}) {
+			t.Fatalf("claim got %v, want %v", got, []int64{x, a})
+		}
+		const delay = 150 * time.Millisecond
+		d := single(0, delay)
+		j1, j2 := single(0, 0), single(0, 0)
+		hi, lo := single(1, 0), single(-1, 0)
+		batch := insertIDs(t, b, job("q", "t"), job("q", "t"))
+		j3 := single(0, 0)
+		// x and a come back with IDs older than every other job: x
+		// retried at once, a released.
+		for _, r := range held {
+			if r.ID == x {
+				completeFresh(t, b, retry(r.Ref(), 0, "again"))
+			} else if n := release(t, b, r.Ref()); n != 1 {
+				t.Fatalf("JobRelease = %d, want 1", n)
+			}
+		}
+		eventually(t, delay+waitLimit, "the delayed job to be due", func() bool {
+			return statsOf(t, b, "q").Pending == 10
+		})
+		for i, want := range [][]int64{
+			{x, hi}, {a, d, j1}, {j2}, {batch[0], batch[1]}, {j3, lo},
+		} {
+			rows := claim(t, b, len(want), longLease, "q")
+			slices.Sort(want)
+			if got := sortedIDs(rows); !slices.Equal(got, want) {
+				t.Fatalf("claim %d (Max %d) got %v, want %v", i, len(want), got, want)
+			}
+		}
+		claimNone(t, b, "q")
+	})
+
+	// The same across queues: a claim naming several takes the best of
+	// all of them, however each queue holds its jobs.
+	parallel(t, h, "OrderAcrossQueues", func(t *testing.T, b backend.Backend) {
+		a1 := insertOne(t, b, job("a", "t"))
+		bs := insertIDs(t, b, job("b", "t"), job("b", "t"))
+		a2 := insertOne(t, b, job("a", "t"))
+		b3 := insertOne(t, b, job("b", "t"))
+		hp := job("b", "t")
+		hp.Priority = 1
+		bh := insertOne(t, b, hp)
+		a3 := insertOne(t, b, job("a", "t"))
+		for i, want := range [][]int64{
+			{bh, a1}, {bs[0], bs[1]}, {a2}, {b3, a3},
+		} {
+			rows := claim(t, b, len(want), longLease, "a", "b")
+			slices.Sort(want)
+			if got := sortedIDs(rows); !slices.Equal(got, want) {
+				t.Fatalf("claim %d (Max %d) of [a b] got %v, want %v", i, len(want), got, want)
+			}
+		}
+		claimNone(t, b, "a", "b")
+	})
+
 	parallel(t, h, "DelayedInvisibleUntilDue", func(t *testing.T, b backend.Backend) {
 		const delay = 300 * time.Millisecond
 		p := job("q", "t")

@@ -89,6 +89,56 @@ func testStats(t *testing.T, h Harness) {
 		}
 	})
 
+	// Ready jobs inserted alone and in batches, retried and overdue: the
+	// pending count covers them all and OldestDue is the oldest of them,
+	// wherever a backend keeps each.
+	parallel(t, h, "PendingEveryWayIn", func(t *testing.T, b backend.Backend) {
+		due := func() backend.QueueStats {
+			t.Helper()
+			all, err := b.QueueStats(t.Context())
+			if err != nil {
+				t.Fatalf("QueueStats: %v", err)
+			}
+			for _, s := range all {
+				if s.Queue == "q" {
+					return s
+				}
+			}
+			return backend.QueueStats{Queue: "q"}
+		}
+		check := func(step string, pending int64, oldest int64) {
+			t.Helper()
+			s := due()
+			if s.Pending != pending {
+				t.Fatalf("%s: Pending %d, want %d", step, s.Pending, pending)
+			}
+			if want := get(t, b, oldest).AvailableAt; !s.OldestDue.Equal(want) {
+				t.Fatalf("%s: OldestDue %v, want job %d's AvailableAt %v", step, s.OldestDue, oldest, want)
+			}
+		}
+		first := insertOne(t, b, job("q", "t"))
+		batch := insertIDs(t, b, job("q", "t"), job("q", "t"))
+		check("a single insert, then a batch", 3, first)
+		if r := claimOne(t, b, "q"); r.ID != first {
+			t.Fatalf("claimed job %d, want %d", r.ID, first)
+		}
+		last := insertOne(t, b, job("q", "t"))
+		check("the single insert claimed, another made", 3, batch[0])
+		rows := claim(t, b, 2, longLease, "q")
+		if got := sortedIDs(rows); !slices.Equal(got, batch) {
+			t.Fatalf("claim got %v, want the batch %v", got, batch)
+		}
+		check("the batch claimed", 1, last)
+		// A retried job is due again from its retry, after last was made;
+		// an overdue one from an hour ago.
+		completeFresh(t, b, retry(rows[0].Ref(), 0, "again"))
+		check("a job retried", 2, last)
+		overdue := job("q", "t")
+		overdue.RunAt = time.Now().Add(-time.Hour)
+		old := insertOne(t, b, overdue)
+		check("an overdue job", 3, old)
+	})
+
 	parallel(t, h, "SortedByQueue", func(t *testing.T, b backend.Backend) {
 		insertIDs(t, b, job("zeta", "t"), job("Alpha", "t"), job("mid", "t"), job("alpha", "t"))
 		var names []string

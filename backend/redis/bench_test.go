@@ -48,13 +48,26 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
 }
 
-// BenchmarkClaimComplete claims and completes batches of 100 jobs.
+// BenchmarkClaimComplete claims and completes batches of 100 jobs,
+// inserted in one batch (they wait in the ready zset p).
 func BenchmarkClaimComplete100(b *testing.B) {
+	benchClaimComplete(b, 100)
+}
+
+// BenchmarkClaimComplete100Singles is BenchmarkClaimComplete100 with the
+// jobs inserted one by one (they wait in the ready list l).
+func BenchmarkClaimComplete100Singles(b *testing.B) {
+	benchClaimComplete(b, 1)
+}
+
+func benchClaimComplete(b *testing.B, batch int) {
 	be := openTest(b, Options{})
 	for b.Loop() {
 		b.StopTimer()
-		if _, err := be.JobInsertMany(b.Context(), benchJobs(100, "q")); err != nil {
-			b.Fatal(err)
+		for range 100 / batch {
+			if _, err := be.JobInsertMany(b.Context(), benchJobs(batch, "q")); err != nil {
+				b.Fatal(err)
+			}
 		}
 		b.StartTimer()
 		rows, err := be.JobClaim(b.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 100, Lease: time.Minute})
@@ -74,8 +87,19 @@ func BenchmarkClaimComplete100(b *testing.B) {
 
 // BenchmarkMemoryPerJob reports the Redis memory one pending small job
 // takes (the bench payload, no metadata, no unique key), measured on a
-// private server: used_memory before and after inserting 100,000 jobs.
+// private server: used_memory before and after inserting 100,000 jobs in
+// batches of 1000.
 func BenchmarkMemoryPerJob(b *testing.B) {
+	benchMemoryPerJob(b, 1000)
+}
+
+// BenchmarkMemoryPerJobSingle is BenchmarkMemoryPerJob with the jobs
+// inserted one by one, as single enqueues write them.
+func BenchmarkMemoryPerJobSingle(b *testing.B) {
+	benchMemoryPerJob(b, 1)
+}
+
+func benchMemoryPerJob(b *testing.B, batch int) {
 	srv := redistest.StartServer(b)
 	be := openURL(b, srv.URL, Options{KeyPrefix: DefaultKeyPrefix, Logger: quiet})
 	used := func() int64 {
@@ -107,8 +131,8 @@ func BenchmarkMemoryPerJob(b *testing.B) {
 		}
 		before := used()
 		b.StartTimer()
-		for i := 0; i < n; i += 1000 {
-			if _, err := be.JobInsertMany(b.Context(), benchJobs(1000, "default")); err != nil {
+		for i := 0; i < n; i += batch {
+			if _, err := be.JobInsertMany(b.Context(), benchJobs(batch, "default")); err != nil {
 				b.Fatal(err)
 			}
 		}

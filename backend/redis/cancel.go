@@ -44,7 +44,7 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 		}
 		calls[gi] = &evalCall{s: scriptCancel, args: args, keys: []string{
 			q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
-			q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix,
+			q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList,
 		}}
 	}
 	callErr := b.c.evalAll(ctx, calls, false)

@@ -58,7 +58,7 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved}, args: []any{max, promoteLimit}}
+		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved}, args: []any{max, promoteLimit}}
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 		queues = append(queues, q)
 		calls = append(calls, &evalCall{
 			s:    scriptClaim,
-			keys: []string{k.ready, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings},
+			keys: []string{k.ready, k.readyList, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings},
 			args: []any{n, lease, promoteLimit, k.channel, b.origin},
 		})
 	}

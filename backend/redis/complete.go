@@ -92,9 +92,9 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := make([]string, 0, 13+len(g.items))
+		keys := make([]string, 0, 14+len(g.items))
 		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix,
-			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix)
+			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList)
 		args := make([]any, 0, 4+5*len(g.items))
 		args = append(args, q.channel, b.origin, len(g.items))
 		for _, i := range g.items {
@@ -266,7 +266,7 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, erro
 	for gi, g := range groups {
 		q := g.q
 		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix,
-			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix}
+			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList}
 		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
 		for _, i := range g.items {
 			keys = append(keys, q.job(refs[i].ID))

@@ -355,7 +355,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 	calls := make([]*evalCall, len(order))
 	for i, q := range order {
 		k := b.keys.queue(q)
-		keys := []string{k.ready, k.readyAt, k.failed}
+		keys := []string{k.ready, k.readyAt, k.failed, k.readyList}
 		args := []any{k.channel, b.origin, strictArg}
 		for _, r := range byQueue[q] {
 			keys = append(keys, k.failedJob(r.fid), k.job(r.jobID))

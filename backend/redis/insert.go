@@ -109,22 +109,28 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 // runInsert writes params, all of queue q, minting their IDs, and returns
 // the time part of the first.
 func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.InsertParams) (int64, error) {
+	var call *evalCall
 	if len(params) == 1 && lone(&params[0]) {
-		p := &params[0]
-		record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
-		res, err := b.c.eval(ctx, scriptInsert1, []string{q.meta, q.ready, q.readyAt, q.jobPrefix, q.inserted},
-			[]any{q.channel, b.origin, record, p.Priority})
-		if err != nil {
-			return 0, err
-		}
-		return b.afterInsert(q, res)
+		call = b.insert1Call(q, &params[0])
+	} else {
+		call = b.insertCall(q, params, nil, nil)
 	}
-	call := b.insertCall(q, params, nil, nil)
 	res, err := b.c.eval(ctx, call.s, call.keys, call.args)
 	if err != nil {
 		return 0, err
 	}
 	return b.afterInsert(q, res)
+}
+
+// insert1Call is the call of script insert1 for p, a lone job (see lone)
+// of queue q.
+func (b *Backend) insert1Call(q *queueKeys, p *backend.InsertParams) *evalCall {
+	record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
+	return &evalCall{
+		s:    scriptInsert1,
+		keys: []string{q.meta, q.ready, q.readyList, q.readyAt, q.jobPrefix, q.inserted},
+		args: []any{q.channel, b.origin, record, p.Priority},
+	}
 }
 
 // lone reports whether p is ready now and has no options: a job the
@@ -167,7 +173,7 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 		}
 		return &params[j]
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.inserted}
+	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.inserted, q.readyList}
 	if ids != nil {
 		for _, id := range ids {
 			keys = append(keys, q.job(id))

@@ -113,6 +113,7 @@ type queueKeys struct {
 	name      string
 	meta      string // t: the last ID time part handed out
 	ready     string // p
+	readyList string // l: ready jobs of priority 0 from single inserts
 	readyAt   string // o
 	counts    string // n
 	delayed   string // d
@@ -145,7 +146,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	}
 	base := ks.prefix + ":{" + q + "}:"
 	k = &queueKeys{
-		name: q, meta: base + "t", ready: base + "p", readyAt: base + "o", counts: base + "n",
+		name: q, meta: base + "t", ready: base + "p", readyList: base + "l", readyAt: base + "o", counts: base + "n",
 		delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",

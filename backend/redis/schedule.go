@@ -142,7 +142,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 	if len(j.Metadata) > 0 {
 		md = jsonstr.Object(j.Metadata)
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks, q.inserted}
+	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks, q.inserted, q.readyList}
 	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue}
 	reply, err := b.c.eval(ctx, scriptTick, keys, args)
 	if err != nil {

@@ -7,10 +7,17 @@
 --   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
 --                         part ts as 13 hex digits (so equal scores order by
 --                         ID; within a queue ts alone tells jobs apart)
---   P:{Q}:o        zset   when the ready jobs became available (µs since
---                         1970), for QueueStats.OldestDue: a member per ready
---                         job (its ID), except that the jobs one insert made
---                         ready now share one member '#<µs>', counted in n
+--   P:{Q}:l        list   ready jobs of priority 0 that insert1 wrote, by
+--                         ID (the ts as in p), oldest first: the cheapest
+--                         single enqueue (RPUSH, no zset). The ready set is
+--                         p ∪ l, a job in at most one; claims take both
+--                         in one order (see pick). l's jobs have no member
+--                         in o: their available time is their created time
+--   P:{Q}:o        zset   when the ready jobs of p became available (µs
+--                         since 1970), for QueueStats.OldestDue: a member
+--                         per ready job (its ID), except that the jobs one
+--                         insert made ready now share one member '#<µs>',
+--                         counted in n
 --   P:{Q}:n        hash   '#<µs>' -> how many ready jobs that member of o
 --                         stands for
 --   P:{Q}:d        zset   delayed and backing-off jobs by due time (µs)
@@ -144,10 +151,11 @@ end
 
 --- helper
 -- A moves collects jobs becoming ready (p, o) or delayed (d); flush adds
--- them and publishes the wake-ups: "n" when the ready set goes from empty
--- to non-empty (an idle worker last saw it empty, so no other case needs
--- one), "d" when a delayed job is due before every earlier one. It returns
--- woke (1 or 0) and the new earliest due time as µs from now, or -1.
+-- them and publishes the wake-ups: "n" when the ready set (p and l) goes
+-- from empty to non-empty (an idle worker last saw it empty, so no other
+-- case needs one), "d" when a delayed job is due before every earlier
+-- one. It returns woke (1 or 0) and the new earliest due time as µs from
+-- now, or -1.
 local function moves() return { p = {}, o = {}, d = {} } end
 local function ready(mv, id, pr, av)
   local p, o = mv.p, mv.o
@@ -158,13 +166,13 @@ local function later(mv, id, av)
   local d = mv.d
   d[#d + 1] = av; d[#d + 1] = id
 end
-local function flush(mv, kp, ko, kd, chan, origin, now)
+local function flush(mv, kp, kl, ko, kd, chan, origin, now)
   local woke, due = 0, -1
   if #mv.p > 0 then
-    local was = redis.call('ZCARD', kp)
+    local empty = redis.call('ZCARD', kp) == 0 and redis.call('LLEN', kl) == 0
     zadd(kp, mv.p)
     zadd(ko, mv.o)
-    if was == 0 then
+    if empty then
       redis.call('PUBLISH', chan, 'n ' .. origin)
       woke = 1
     end
@@ -272,6 +280,35 @@ local function promote(kp, ko, kd, jprefix, now, limit)
 end
 
 --- helper
+-- pick merges the best ready jobs of p and l in claim order (priority,
+-- then ID): best is p's first members with their scores (ZRANGE …
+-- WITHSCORES), head l's first entries (all priority 0: score 0). p's
+-- higher priorities (score < 0) come first, then the priority-0 jobs of
+-- both by ID (compared as numbers: Lua's string order follows the
+-- server's locale), then p's lower priorities. It returns up to take picks
+-- {ID, score, ...}, whether each is p's (inp[k] for the k-th pick), and
+-- how many are p's and l's: a prefix of each, so ZPOPMIN and LTRIM take
+-- them.
+local function pick(best, head, take)
+  local out, inp, i, j = {}, {}, 1, 1
+  while #inp < take do
+    local s = best[i + 1] and tonumber(best[i + 1])
+    if s and (not head[j] or s < 0 or (s == 0 and tonumber(best[i], 16) < tonumber(head[j], 16))) then
+      out[#out + 1] = best[i]; out[#out + 1] = best[i + 1]
+      inp[#inp + 1] = true
+      i = i + 2
+    elseif head[j] then
+      out[#out + 1] = head[j]; out[#out + 1] = '0'
+      inp[#inp + 1] = false
+      j = j + 1
+    else
+      break
+    end
+  end
+  return out, inp, (i - 1) / 2, j - 1
+end
+
+--- helper
 -- scan walks the failed set newest first below an exclusive upper bound,
 -- after applying the time cutoff, and calls visit(fid, fkey) for each
 -- failed job of the wanted type until visit returns false or budget
@@ -367,9 +404,12 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 
 --- script: insert
 -- Inserts a batch of jobs of one queue.
+-- Its ready jobs go to p, not l, even of priority 0: given IDs were minted
+-- before the call, maybe before IDs already in l, whose order they would
+-- break.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7] i  KEYS[8..] job keys, one per item, when the IDs are
---   given
+--   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
+--   the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
@@ -384,7 +424,7 @@ local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ob = 5 + n
 local opts = {}
 for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
-local given = #KEYS > 7
+local given = #KEYS > 8
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
@@ -394,7 +434,7 @@ local mp = mv.p
 for i = 1, n do
   local id, k
   if given then
-    id, k = ARGV[ib + i], KEYS[7 + i]
+    id, k = ARGV[ib + i], KEYS[8 + i]
   else
     id = tshex(first + i - 1)
     k = kp .. id
@@ -442,15 +482,20 @@ elseif nf > 1 then
   call('ZADD', KEYS[3], nows, '#' .. nows)
   call('HINCRBY', KEYS[4], '#' .. nows, nf)
 end
-local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
+local woke, due = flush(mv, KEYS[2], KEYS[8], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
 return { first, woke, due }
 
 --- script: insert1
 -- Inserts one job of one queue that is ready now and has no options (no
--- run at, delay, unique key or metadata): the usual single enqueue, which
--- insert would do with the same commands (TIME, SET, HSET, ZCARD, two
--- ZADD, PUBLISH when the ready set was empty) but more Lua around them.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] job key prefix  KEYS[5] i
+-- run at, delay, unique key or metadata): the usual single enqueue. Of
+-- priority 0 (nearly all) it is TIME, SET (the ID), HSET, RPUSH l, INCR,
+-- and only when l was empty ZCARD p (PUBLISH when that is 0 too): no
+-- zset, whose ZADDs cost most of insert's time, and no member of o. l
+-- stays in ID order: the ID is minted from t, strictly increasing, and
+-- appended in the same script, and nothing else appends to l. Another
+-- priority goes to p and o, as insert would write it.
+-- KEYS[1] t  KEYS[2] p  KEYS[3] l  KEYS[4] o  KEYS[5] job key prefix
+--   KEYS[6] i
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] its record (field d)
 --   ARGV[4] priority
 -- Returns {ts of its ID, woke, -1} (the shape of insert's reply).
@@ -459,17 +504,18 @@ local nows = n2s(now)
 local ts = reserve(KEYS[1], now, 1)
 local id = tshex(ts)
 local pr = ARGV[4]
+local empty
 if pr == '0' then
-  redis.call('HSET', KEYS[4] .. id, 'd', ARGV[3], 'c', nows)
+  redis.call('HSET', KEYS[5] .. id, 'd', ARGV[3], 'c', nows)
+  empty = redis.call('RPUSH', KEYS[3], id) == 1 and redis.call('ZCARD', KEYS[2]) == 0
 else
-  redis.call('HSET', KEYS[4] .. id, 'd', ARGV[3], 'pr', pr, 'c', nows)
-  pr = -tonumber(pr)
+  redis.call('HSET', KEYS[5] .. id, 'd', ARGV[3], 'pr', pr, 'c', nows)
+  empty = redis.call('ZCARD', KEYS[2]) == 0 and redis.call('LLEN', KEYS[3]) == 0
+  redis.call('ZADD', KEYS[2], -tonumber(pr), id)
+  redis.call('ZADD', KEYS[4], nows, id)
 end
-local was = redis.call('ZCARD', KEYS[2])
-redis.call('ZADD', KEYS[2], pr, id)
-redis.call('ZADD', KEYS[3], nows, id)
-redis.call('INCR', KEYS[5])
-if was == 0 then
+redis.call('INCR', KEYS[6])
+if empty then
   redis.call('PUBLISH', ARGV[1], 'n ' .. ARGV[2])
   return { ts, 1, -1 }
 end
@@ -478,24 +524,28 @@ return { ts, 0, -1 }
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.
--- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] job key prefix  KEYS[5] s
---   KEYS[6] r
+-- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
+--   KEYS[6] s  KEYS[7] r
 -- ARGV[1] max  ARGV[2] promotion limit
--- Returns {ID, score, ID, score, ...}: up to max ready jobs, best first,
---   no more than the queue's settings let a claim take now.
+-- Returns {ID, score, ID, score, ...}: up to max ready jobs of p and l,
+--   best first (score -priority: '0' for l's), no more than the queue's
+--   settings let a claim take now.
 local now = now_us()
-promote(KEYS[1], KEYS[2], KEYS[3], KEYS[4], now, tonumber(ARGV[2]))
-local take = allowance(KEYS[5], KEYS[6], now, tonumber(ARGV[1]))
+promote(KEYS[1], KEYS[3], KEYS[4], KEYS[5], now, tonumber(ARGV[2]))
+local take = allowance(KEYS[6], KEYS[7], now, tonumber(ARGV[1]))
 if take == 0 then return {} end
-return redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
+local best = redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
+local head = redis.call('LRANGE', KEYS[2], 0, take - 1)
+if #head == 0 then return best end
+return (pick(best, head, take))
 
 --- script: claim
--- Reserves up to max ready jobs of one queue, best first, after promoting
--- due delayed jobs (at most the promotion limit per call).
--- Takes no more than the queue's settings allow (KEYS[7], see allowance)
+-- Reserves up to max ready jobs of one queue (p and l), best first, after
+-- promoting due delayed jobs (at most the promotion limit per call).
+-- Takes no more than the queue's settings allow (KEYS[8], see allowance)
 -- and counts what it took in the rate window.
--- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] r  KEYS[6] job key
---   prefix  KEYS[7] s
+-- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] r
+--   KEYS[7] job key prefix  KEYS[8] s
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
@@ -504,35 +554,57 @@ return redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
 --   av, c, e, u, m} (absent fields as '', av as c when absent).
 local now = now_us()
 local nows = n2s(now)
-local was = redis.call('ZCARD', KEYS[1])
-local promoted = promote(KEYS[1], KEYS[2], KEYS[4], KEYS[6], now, tonumber(ARGV[3]))
-local take, ctl, win, used = allowance(KEYS[7], KEYS[5], now, tonumber(ARGV[1]))
-local popped = {}
-if take > 0 then popped = redis.call('ZPOPMIN', KEYS[1], take) end
+local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
+local was = np + nl
+local promoted = promote(KEYS[1], KEYS[3], KEYS[5], KEYS[7], now, tonumber(ARGV[3]))
+local take, ctl, win, used = allowance(KEYS[8], KEYS[6], now, tonumber(ARGV[1]))
+-- took lists the IDs taken, best first; inp[i] tells whether took[i] came
+-- from p (only those have o bookkeeping, for unready).
+local took, inp, left = {}, {}, nil
+if take > 0 then
+  if nl == 0 then
+    local popped = redis.call('ZPOPMIN', KEYS[1], take)
+    for i = 1, #popped, 2 do
+      took[#took + 1] = popped[i]; inp[#took] = true
+    end
+  elseif np == 0 and promoted == 0 then
+    -- Only l holds ready jobs: the usual case of single enqueues.
+    took = redis.call('LPOP', KEYS[2], take) or {}
+    left = nl - #took
+  else
+    local picks, kp, kl
+    picks, inp, kp, kl = pick(redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES'),
+      redis.call('LRANGE', KEYS[2], 0, take - 1), take)
+    if kp > 0 then redis.call('ZPOPMIN', KEYS[1], kp) end
+    if kl > 0 then redis.call('LTRIM', KEYS[2], kl, -1) end
+    for i = 1, #picks, 2 do took[#took + 1] = picks[i] end
+    nl = nl - kl
+  end
+end
 local lease = n2s(now + tonumber(ARGV[2]))
 local out = { nows, lease, 0, '', '' }
 local ids, avs, rs = {}, {}, {}
-for i = 1, #popped, 2 do
-  local id = popped[i]
-  local k = KEYS[6] .. id
+for i = 1, #took do
+  local id = took[i]
+  local k = KEYS[7] .. id
   local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm')
-  ids[#ids + 1] = id
+  if inp[i] then ids[#ids + 1] = id end
   if v[1] then
     local a = tonumber(v[3] or '0') + 1
     redis.call('HSET', k, 'a', a, 'ra', nows, 'lu', lease)
     v[3] = tostring(a)
     v[5] = v[5] or v[6] -- no av: available since created
-    avs[#ids] = v[5]
+    if inp[i] then avs[#ids] = v[5] end
     out[#out + 1] = id
     for f = 1, 9 do out[#out + 1] = v[f] or '' end
     rs[#rs + 1] = lease; rs[#rs + 1] = id
   end
 end
-unready(KEYS[2], KEYS[3], ids, avs)
-zadd(KEYS[5], rs)
-local left = redis.call('ZCARD', KEYS[1])
+unready(KEYS[3], KEYS[4], ids, avs)
+zadd(KEYS[6], rs)
+left = left or redis.call('ZCARD', KEYS[1]) + nl
 out[3] = left
-local nd = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+local nd = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
 if nd[2] then out[4] = nd[2] end
 if promoted > 0 and was == 0 and left > 0 then
   -- Promotion made jobs ready that this claim did not take: wake others.
@@ -541,8 +613,8 @@ end
 if ctl then
   local nextwin = 0
   if win then
-    local counted = used + #ids
-    redis.call('HSET', KEYS[7], 'rw', n2s(win), 'rc', counted)
+    local counted = used + #took
+    redis.call('HSET', KEYS[8], 'rw', n2s(win), 'rc', counted)
     if counted >= tonumber(ctl[3]) then nextwin = (win + 1) * tonumber(ctl[4]) end
   end
   out[5] = (ctl[2] or '0') .. ' ' .. n2s(nextwin)
@@ -555,8 +627,8 @@ return out
 -- whose cancel was requested (cx) ends cancelled whatever the outcome.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
 --   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
---   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix
---   KEYS[14..] job keys, one per outcome
+--   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix  KEYS[14] l
+--   KEYS[15..] job keys, one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
 --   then per outcome, 5 values: ID, attempt, kind ('d' done, 'k' done and
 --   kept, 'r' retry, 'f' fail), retry delay µs, error text
@@ -571,7 +643,7 @@ local stale, released, gone, failed, cancelled = {}, {}, {}, {}, {}
 for i = 1, n do
   local b = 4 + (i - 1) * 5
   local id, kind = ARGV[b], ARGV[b + 2]
-  local k = KEYS[13 + i]
+  local k = KEYS[14 + i]
   local v = redis.call('HMGET', k, 'a', 'lu', 'pr', 'u', 'cx')
   if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[b + 1]) then
     stale[#stale + 1] = i
@@ -603,7 +675,7 @@ for i = 1, n do
 end
 zrem(KEYS[5], gone)
 zadd(KEYS[6], failed)
-local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
+local woke, due = flush(mv, KEYS[2], KEYS[14], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
 return { stale, released, woke, due, cancelled }
 
 --- script: extend
@@ -634,7 +706,8 @@ return lost
 -- cancel was requested (cx) ends cancelled instead.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] kx  KEYS[8] kxt  KEYS[9] c
---   KEYS[10] finished key prefix  KEYS[11..] job keys, one per ref
+--   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12..] job keys, one
+--   per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, attempt
 -- Returns {refs matched, {ID, unique key, ... of jobs failed holding a
@@ -642,11 +715,11 @@ return lost
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
-local mint = minter(KEYS[1], now, #KEYS - 10)
+local mint = minter(KEYS[1], now, #KEYS - 11)
 local mv = moves()
 local matched, released, gone, failed = 0, {}, {}, {}
-for i = 1, #KEYS - 10 do
-  local k = KEYS[10 + i]
+for i = 1, #KEYS - 11 do
+  local k = KEYS[11 + i]
   local id = ARGV[3 + 2 * i]
   local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx')
   local a = tonumber(v[1] or '0')
@@ -673,7 +746,7 @@ for i = 1, #KEYS - 10 do
 end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
-local woke = flush(mv, KEYS[2], KEYS[3], '', ARGV[1], ARGV[2], now)
+local woke = flush(mv, KEYS[2], KEYS[11], KEYS[3], '', ARGV[1], ARGV[2], now)
 return { matched, released, woke }
 
 --- script: expired
@@ -688,7 +761,7 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 -- cancel was requested (cx) end cancelled instead.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] job key prefix  KEYS[8] kx
---   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix
+--   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix  KEYS[12] l
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
 -- Returns {{ID, attempt, type, failed (1 or 0), ...}, {ID, unique key, ...
@@ -725,29 +798,35 @@ for i = 1, #exp do
 end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
-local woke = flush(mv, KEYS[2], KEYS[3], '', ARGV[1], ARGV[2], now)
+local woke = flush(mv, KEYS[2], KEYS[12], KEYS[3], '', ARGV[1], ARGV[2], now)
 return { out, released, woke, cancelled }
 
 --- script: stats
 -- Counts one queue's jobs by state.
--- KEYS[1] p  KEYS[2] o  KEYS[3] d  KEYS[4] r  KEYS[5] f
+-- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
+--   KEYS[7] job key prefix
 -- Returns {pending (ready, and delayed ones already due), scheduled,
 --   reserved, failed, oldest due µs or ''}.
 local now = now_us()
 local nows = n2s(now)
-local due = redis.call('ZCOUNT', KEYS[3], '-inf', nows)
-local oldest = ''
-local o1 = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if o1[2] then oldest = o1[2] end
-local d1 = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
-if d1[2] and tonumber(d1[2]) <= now and (oldest == '' or tonumber(d1[2]) < tonumber(oldest)) then
-  oldest = d1[2]
+local due = redis.call('ZCOUNT', KEYS[4], '-inf', nows)
+local oldest = nil
+local function older(us)
+  if us and (not oldest or tonumber(us) < oldest) then oldest = tonumber(us) end
 end
+local o1 = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
+older(o1[2])
+-- l's head is its oldest job, available since it was created.
+local head = redis.call('LINDEX', KEYS[2], 0)
+if head then older(redis.call('HGET', KEYS[7] .. head, 'c')) end
+local d1 = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+if d1[2] and tonumber(d1[2]) <= now then older(d1[2]) end
+if oldest then oldest = n2s(oldest) else oldest = '' end
 return {
-  redis.call('ZCARD', KEYS[1]) + due,
-  redis.call('ZCARD', KEYS[3]) - due,
-  redis.call('ZCARD', KEYS[4]),
+  redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[2]) + due,
+  redis.call('ZCARD', KEYS[4]) - due,
   redis.call('ZCARD', KEYS[5]),
+  redis.call('ZCARD', KEYS[6]),
   oldest,
 }
 
@@ -809,18 +888,19 @@ return #del
 -- Moves failed jobs of one queue back to ready, keeping their job IDs,
 -- attempts and releases reset to 0. With ARGV[3] = '1' it is all or
 -- nothing: if any named failed job is missing, nothing moves.
--- KEYS[1] p  KEYS[2] o  KEYS[3] f  then per item: failed key, job key
+-- KEYS[1] p  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
+--   job key
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
 -- Returns {-1, item number} when all or nothing found one missing, else
 --   {number moved, woke, then the item numbers (1-based) moved}.
 local now = now_us()
 local nows = n2s(now)
-local n = (#KEYS - 3) / 2
+local n = (#KEYS - 4) / 2
 local strict = ARGV[3] == '1'
 local prs = {}
 for i = 1, n do
-  local v = redis.call('HMGET', KEYS[2 + 2 * i], 'j', 'pr')
+  local v = redis.call('HMGET', KEYS[3 + 2 * i], 'j', 'pr')
   if v[1] == ARGV[3 + 2 * i] then
     prs[i] = v[2] or '0'
   elseif strict then
@@ -831,8 +911,8 @@ local mv = moves()
 local out, gone = { 0, 0 }, {}
 for i = 1, n do
   if prs[i] then
-    local jk, id = KEYS[3 + 2 * i], ARGV[3 + 2 * i]
-    if redis.call('RENAMENX', KEYS[2 + 2 * i], jk) == 1 then
+    local jk, id = KEYS[4 + 2 * i], ARGV[3 + 2 * i]
+    if redis.call('RENAMENX', KEYS[3 + 2 * i], jk) == 1 then
       redis.call('HDEL', jk, 'j')
       redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
       ready(mv, id, prs[i], nows)
@@ -843,7 +923,7 @@ for i = 1, n do
 end
 zrem(KEYS[3], gone)
 out[1] = #gone
-out[2] = flush(mv, KEYS[1], KEYS[2], '', ARGV[1], ARGV[2], now)
+out[2] = flush(mv, KEYS[1], KEYS[4], KEYS[2], '', ARGV[1], ARGV[2], now)
 return out
 
 --- script: ureserve
@@ -927,9 +1007,13 @@ return 1
 --- script: cancel
 -- Cancels jobs of one queue: a pending one (ready or delayed) ends
 -- cancelled at once; a reserved one gets cx and joins the cancelling set.
+-- A pending job in l leaves it by LREM, which walks the list: O(n) in the
+-- ready jobs, as Asynq and BullMQ pay to cancel a waiting job; cancelling
+-- a pending job is an operator's act, rare next to inserts and claims,
+-- which the list makes cheaper.
 -- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
 --   KEYS[7] kx  KEYS[8] kxt  KEYS[9] job key prefix
---   KEYS[10] finished key prefix  KEYS[11] failed key prefix
+--   KEYS[10] finished key prefix  KEYS[11] failed key prefix  KEYS[12] l
 -- ARGV the IDs
 -- Returns {{outcome, attempts, ... per ID}, {ID, unique key, ... of jobs
 --   cancelled holding a unique key}}; outcome as backend.CancelOutcome (1
@@ -951,8 +1035,8 @@ for i = 1, #ARGV do
     else
       if redis.call('ZREM', KEYS[1], id) == 1 then
         rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
-      else
-        redis.call('ZREM', KEYS[4], id)
+      elseif redis.call('ZREM', KEYS[4], id) == 0 then
+        redis.call('LREM', KEYS[12], 1, id)
       end
       finish(k, id, KEYS[10], KEYS[7], KEYS[8], nil, 'cancelled', now)
       if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
@@ -1027,7 +1111,7 @@ return out
 --- script: joblist
 -- Lists live jobs of one queue in one state, newest (highest ID) first.
 -- It reads the whole state's set: an operator's call, not a hot path.
--- KEYS[1] p  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix
+-- KEYS[1] p  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix  KEYS[5] l
 -- ARGV[1] state ('pending', 'scheduled' or 'reserved')  ARGV[2] exclusive
 --   upper ID ('' none)  ARGV[3] type ('' any)  ARGV[4] since µs ('' none)
 --   ARGV[5] until µs ('' none)  ARGV[6] limit
@@ -1036,8 +1120,10 @@ local nows = n2s(now_us())
 local ids = {}
 if ARGV[1] == 'pending' then
   ids = redis.call('ZRANGE', KEYS[1], 0, -1)
-  local due = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nows)
-  for i = 1, #due do ids[#ids + 1] = due[i] end
+  local more = redis.call('LRANGE', KEYS[5], 0, -1)
+  for i = 1, #more do ids[#ids + 1] = more[i] end
+  more = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nows)
+  for i = 1, #more do ids[#ids + 1] = more[i] end
 elseif ARGV[1] == 'scheduled' then
   ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. nows, '+inf')
 else
@@ -1114,7 +1200,7 @@ return out
 -- Enqueues one tick of a schedule: advances its last tick, only forward,
 -- and inserts the tick's job (ready now, or delayed), atomically.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7] ts  KEYS[8] i
+--   prefix  KEYS[7] ts  KEYS[8] i  KEYS[9] l
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
 --   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs
 --   ('' for none)  ARGV[8] metadata JSON ('' for none)  ARGV[9] queue name
@@ -1143,7 +1229,7 @@ if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
 redis.call('HSET', KEYS[6] .. id, unpack(f))
 local mv = moves()
 if av == now then ready(mv, id, pr, nows) else later(mv, id, avs) end
-local woke, due = flush(mv, KEYS[2], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
+local woke, due = flush(mv, KEYS[2], KEYS[9], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
 redis.call('HSET', KEYS[7], ARGV[3], ARGV[4] .. ' ' .. id .. ' ' .. nows .. ' ' .. ARGV[9])
 redis.call('INCR', KEYS[8])
 return { 1, ts, woke, due }

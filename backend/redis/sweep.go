@@ -62,7 +62,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 		calls = append(calls, &evalCall{
 			s: scriptSweep,
 			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
-				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix},
+				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix, k.readyList},
 			args: []any{k.channel, b.origin, take, leaseExpired},
 		})
 		swept = append(swept, q)
@@ -136,7 +136,7 @@ func (b *Backend) stats(ctx context.Context) ([]backend.QueueStats, error) {
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyAt, k.delayed, k.reserved, k.failed}}
+		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.jobPrefix}}
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err

@@ -1,0 +1,107 @@
+package redis
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// TestSingleInsertList: a lone plain insert of priority 0 lands in the
+// queue's list l, not in the zsets p and o, so the cheap path cannot
+// silently stop being taken; other priorities and batches still go to p.
+// Its wake-up is published only when the ready set (p and l) was empty,
+// and a claim empties the list.
+func TestSingleInsertList(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	q := b.keys.queue("q")
+	if _, err := b.reg.index(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	// insert1 runs the script as a lone insert does and returns the job's
+	// ID (its ts as in the keys) and whether it published a wake-up.
+	insert1 := func(prio int) (string, bool) {
+		t.Helper()
+		p := backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, Priority: prio}
+		if !lone(&p) {
+			t.Fatal("the job is not lone: insert1 would not run")
+		}
+		call := b.insert1Call(q, &p)
+		res, err := b.c.eval(ctx, call.s, call.keys, call.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fields{v: res.([]any)}
+		id, woke := f.int(0), f.int(1)
+		if f.err != nil {
+			t.Fatal(f.err)
+		}
+		return hexN(uint64(id), 13), woke == 1
+	}
+	// want checks the members of l (in order) and the sizes of p and o.
+	want := func(step string, list []string, ready, readyAt int64) {
+		t.Helper()
+		l, err := b.c.rdb.LRange(ctx, q.readyList, 0, -1).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		np, err1 := b.c.rdb.ZCard(ctx, q.ready).Result()
+		no, err2 := b.c.rdb.ZCard(ctx, q.readyAt).Result()
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if !slices.Equal(l, list) || np != ready || no != readyAt {
+			t.Fatalf("%s: l %v, ZCARD p %d, ZCARD o %d; want l %v, p %d, o %d", step, l, np, no, list, ready, readyAt)
+		}
+	}
+
+	a, woke := insert1(0)
+	if !woke {
+		t.Error("the first job into an empty queue published no wake-up")
+	}
+	want("one single insert", []string{a}, 0, 0)
+	c, woke := insert1(0)
+	if woke {
+		t.Error("a job into a queue with a ready job published a wake-up")
+	}
+	want("two single inserts", []string{a, c}, 0, 0)
+	hi, woke := insert1(2)
+	if woke {
+		t.Error("a job of priority 2 into a queue with ready jobs published a wake-up")
+	}
+	want("a single insert of priority 2", []string{a, c}, 1, 1)
+	batch, err := b.JobInsertMany(ctx, benchJobs(2, "q"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want("a batch", []string{a, c}, 3, 2) // the batch shares one member of o
+
+	// Highest priority, then by ID across p and l.
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rows {
+		got = append(got, tsHex(r.ID))
+	}
+	if order := []string{hi, a, c, tsHex(batch[0].ID), tsHex(batch[1].ID)}; !slices.Equal(got, order) {
+		t.Fatalf("claimed %v, want %v", got, order)
+	}
+	want("all claimed", nil, 0, 0)
+	if n, err := b.c.rdb.Exists(ctx, q.readyList, q.ready, q.readyAt, q.counts).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS l p o n = %d, %v; want 0", n, err)
+	}
+
+	// With p holding a ready job and l empty, a single insert wakes no one.
+	if _, err := b.JobInsertMany(ctx, benchJobs(2, "q")); err != nil {
+		t.Fatal(err)
+	}
+	d, woke := insert1(0)
+	if woke {
+		t.Error("a job into l with ready jobs in p published a wake-up")
+	}
+	want("a single insert after a batch", []string{d}, 2, 1)
+}

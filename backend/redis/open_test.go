@@ -93,12 +93,33 @@ func TestOpenExisting(t *testing.T) {
 		t.Fatalf("Migrate = %d, %v; want %d", v, err, LayoutVersion)
 	}
 
-	// A layout from a newer jobq is refused, with and without Existing.
 	c, err := redistest.Client(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+
+	// Layout 2 (before the ready list) is valid data of layout 3, but a
+	// build must be kept from reading a prefix of a layout it does not
+	// know: Existing refuses it, pointing at migrate, which raises the
+	// marker and keeps the jobs.
+	if err := c.Set(t.Context(), prefix+":schema", "2", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(t.Context(), url, Options{KeyPrefix: prefix, Existing: true, Logger: quiet}); !errors.Is(err, backend.ErrNoSchema) || !strings.Contains(err.Error(), "jobq migrate") {
+		t.Fatalf("Existing open of layout 2: %v; want ErrNoSchema naming jobq migrate", err)
+	}
+	if v, err := b.Migrate(t.Context()); err != nil || v != 3 {
+		t.Fatalf("Migrate of layout 2 = %d, %v; want 3", v, err)
+	}
+	if got := c.Get(t.Context(), prefix+":schema").Val(); got != "3" {
+		t.Fatalf("marker after Migrate = %q; want 3", got)
+	}
+	if row, err := ro.JobGet(t.Context(), id); err != nil || row.Queue != "q" {
+		t.Fatalf("JobGet after the upgrade = %+v, %v", row, err)
+	}
+
+	// A layout from a newer jobq is refused, with and without Existing.
 	if err := c.Set(t.Context(), prefix+":schema", fmt.Sprint(LayoutVersion+1), 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -125,8 +125,12 @@ func init() {
 // writes, kept in the key prefix:schema. Layout 1 (job fields one by one,
 // a member of o per ready job) was written only by development builds
 // before the first release; a prefix holding its jobs is refused, not
-// converted (see Migrate).
-const LayoutVersion = 2
+// converted (see Migrate). Layout 3 adds the ready list l of single
+// enqueues: a layout-2 build would neither claim, count nor cancel the
+// jobs in it, so the marker keeps such builds out of a prefix a layout-3
+// build wrote, and Migrate raises 2 to 3 in place (layout-2 data is valid
+// layout-3 data with l empty).
+const LayoutVersion = 3
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -320,7 +324,8 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 
 // Migrate writes the layout marker of the key prefix and returns its
 // version. Redis creates every other key when it is first written, so
-// there is nothing else to set up. It fails with backend.ErrSchemaTooNew,
+// there is nothing else to set up, and a layout-2 prefix is raised to 3 as
+// it stands. It fails with backend.ErrSchemaTooNew,
 // writing nothing, when the prefix was written by a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if b.closed.Load() {
@@ -333,7 +338,7 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if ok && v > LayoutVersion {
 		return 0, fmt.Errorf("migrate: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
 	}
-	if ok && v < LayoutVersion {
+	if ok && v < 2 {
 		// Nothing reads layout 1's jobs: upgrade only a prefix that never
 		// had a queue.
 		used, err := b.c.existAll(ctx, []string{b.keys.queues})

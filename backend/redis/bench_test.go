@@ -48,8 +48,9 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 	b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "jobs/s")
 }
 
-// BenchmarkClaimComplete claims and completes batches of 100 jobs,
-// inserted in one batch (they wait in the ready zset p).
+// BenchmarkClaimComplete100 claims and completes batches of 100 jobs,
+// inserted in one batch (they wait in the ready list l, as merged
+// inserts' jobs do).
 func BenchmarkClaimComplete100(b *testing.B) {
 	benchClaimComplete(b, 100)
 }

@@ -10,9 +10,10 @@ import (
 
 // TestSingleInsertList: a lone plain insert of priority 0 lands in the
 // queue's list l, not in the zsets p and o, so the cheap path cannot
-// silently stop being taken; other priorities and batches still go to p.
-// Its wake-up is published only when the ready set (p and l) was empty,
-// and a claim empties the list.
+// silently stop being taken, and so do the plain jobs of a batch whose IDs
+// the script mints (the inserts the inserter merges); other priorities go
+// to p. Its wake-up is published only when the ready set (p and l) was
+// empty, and a claim empties the list.
 func TestSingleInsertList(t *testing.T) {
 	b := openTest(t, Options{})
 	ctx := t.Context()
@@ -76,7 +77,8 @@ func TestSingleInsertList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want("a batch", []string{a, c}, 3, 2) // the batch shares one member of o
+	b0, b1 := tsHex(batch[0].ID), tsHex(batch[1].ID)
+	want("a batch", []string{a, c, b0, b1}, 1, 1)
 
 	// Highest priority, then by ID across p and l.
 	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
@@ -87,7 +89,7 @@ func TestSingleInsertList(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, tsHex(r.ID))
 	}
-	if order := []string{hi, a, c, tsHex(batch[0].ID), tsHex(batch[1].ID)}; !slices.Equal(got, order) {
+	if order := []string{hi, a, c, b0, b1}; !slices.Equal(got, order) {
 		t.Fatalf("claimed %v, want %v", got, order)
 	}
 	want("all claimed", nil, 0, 0)
@@ -95,13 +97,58 @@ func TestSingleInsertList(t *testing.T) {
 		t.Fatalf("EXISTS l p o n = %d, %v; want 0", n, err)
 	}
 
-	// With p holding a ready job and l empty, a single insert wakes no one.
-	if _, err := b.JobInsertMany(ctx, benchJobs(2, "q")); err != nil {
+	// A batch whose IDs were minted before the call (it spans queues)
+	// goes to p: those IDs may be below IDs already in l.
+	mixed := append(benchJobs(2, "q"), benchJobs(1, "other")...)
+	if _, err := b.JobInsertMany(ctx, mixed); err != nil {
 		t.Fatal(err)
 	}
+	want("a batch spanning queues", nil, 2, 1)
+	// With p holding ready jobs and l empty, a single insert wakes no one.
 	d, woke := insert1(0)
 	if woke {
 		t.Error("a job into l with ready jobs in p published a wake-up")
 	}
-	want("a single insert after a batch", []string{d}, 2, 1)
+	want("a single insert after a batch into p", []string{d}, 2, 1)
+	// So does a job with a unique key, whose ID is minted first too.
+	u := backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1, UniqueKey: "k"}
+	if _, err := b.JobInsertMany(ctx, []backend.InsertParams{u}); err != nil {
+		t.Fatal(err)
+	}
+	want("a unique job", []string{d}, 3, 2)
+}
+
+// TestBatchInsertListWakes: a batch into an empty queue whose jobs all go
+// to l publishes the wake-up an idle worker waits for, and one into a
+// queue with ready jobs does not.
+func TestBatchInsertListWakes(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	q := b.keys.queue("q")
+	if _, err := b.reg.index(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	insert := func() bool {
+		t.Helper()
+		call := b.insertCall(q, benchJobs(3, "q"), nil, nil)
+		res, err := b.c.eval(ctx, call.s, call.keys, call.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fields{v: res.([]any)}
+		woke := f.int(1)
+		if f.err != nil {
+			t.Fatal(f.err)
+		}
+		return woke == 1
+	}
+	if !insert() {
+		t.Error("a batch into an empty queue published no wake-up")
+	}
+	if insert() {
+		t.Error("a batch into a queue with ready jobs published a wake-up")
+	}
+	if n, err := b.c.rdb.LLen(ctx, q.readyList).Result(); err != nil || n != 6 {
+		t.Fatalf("LLEN l = %d, %v; want 6", n, err)
+	}
 }

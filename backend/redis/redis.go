@@ -38,17 +38,18 @@
 //
 // Per queue: ready jobs in a sorted set scored -priority with the 16-hex-digit
 // ID as member, so that equal scores order by ID; the same jobs by due time
-// (for QueueStats.OldestDue); besides, the ready jobs of priority 0 that
-// single plain enqueues wrote, in a list in ID order (an RPUSH costs the
-// enqueue less than two sorted-set inserts; claims merge the list with the
-// sorted set in priority-then-ID order); delayed and backing-off jobs by
-// due time, promoted into the ready set inside the claim script (at most
-// 1000 a call); reserved jobs by lease deadline (the sweeper's index);
-// failed jobs by failed ID; and one hash per job (a small pending job
-// takes about 280 bytes of Redis memory when inserted in a batch, about
-// 190 alone: BenchmarkMemoryPerJob, BenchmarkMemoryPerJobSingle). Times
-// are microseconds of the Redis clock (TIME inside the scripts), never a
-// worker's.
+// (for QueueStats.OldestDue); besides, the ready jobs of priority 0 with
+// no options that plain enqueues wrote (single ones, and the batches of
+// one queue whose IDs the script mints), in a list in ID order (an RPUSH
+// costs the enqueue less than two sorted-set inserts; claims merge the
+// list with the sorted set in priority-then-ID order); delayed and
+// backing-off jobs by due time, promoted into the ready set inside the
+// claim script (at most 1000 a call); reserved jobs by lease deadline
+// (the sweeper's index); failed jobs by failed ID; and one hash per job
+// (a small pending job takes about 190 bytes of Redis memory, in the list,
+// whether inserted in a batch or alone: BenchmarkMemoryPerJob,
+// BenchmarkMemoryPerJobSingle). Times are microseconds of the Redis
+// clock (TIME inside the scripts), never a worker's.
 //
 // IDs are ts<<12 | queue index, ts being microseconds since 2025 and
 // strictly increasing per queue: unique under the prefix, increasing with

@@ -7,9 +7,10 @@
 --   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
 --                         part ts as 13 hex digits (so equal scores order by
 --                         ID; within a queue ts alone tells jobs apart)
---   P:{Q}:l        list   ready jobs of priority 0 that insert1 wrote, by
+--   P:{Q}:l        list   ready jobs of priority 0 without options that
+--                         insert1 or insert wrote, minting their IDs, by
 --                         ID (the ts as in p), oldest first: the cheapest
---                         single enqueue (RPUSH, no zset). The ready set is
+--                         enqueue (RPUSH, no zset). The ready set is
 --                         p ∪ l, a job in at most one; claims take both
 --                         in one order (see pick). l's jobs have no member
 --                         in o: their available time is their created time
@@ -150,13 +151,14 @@ local function zrem(key, members)
 end
 
 --- helper
--- A moves collects jobs becoming ready (p, o) or delayed (d); flush adds
--- them and publishes the wake-ups: "n" when the ready set (p and l) goes
--- from empty to non-empty (an idle worker last saw it empty, so no other
--- case needs one), "d" when a delayed job is due before every earlier
--- one. It returns woke (1 or 0) and the new earliest due time as µs from
--- now, or -1.
-local function moves() return { p = {}, o = {}, d = {} } end
+-- A moves collects jobs becoming ready (p, o; or l: IDs to append, which
+-- only a script minting them above every ID in l may add) or delayed (d);
+-- flush adds them and publishes the wake-ups: "n" when the ready set (p
+-- and l) goes from empty to non-empty (an idle worker last saw it empty,
+-- so no other case needs one), "d" when a delayed job is due before every
+-- earlier one. It returns woke (1 or 0) and the new earliest due time as
+-- µs from now, or -1.
+local function moves() return { p = {}, o = {}, d = {}, l = {} } end
 local function ready(mv, id, pr, av)
   local p, o = mv.p, mv.o
   p[#p + 1] = -tonumber(pr); p[#p + 1] = id
@@ -168,10 +170,14 @@ local function later(mv, id, av)
 end
 local function flush(mv, kp, kl, ko, kd, chan, origin, now)
   local woke, due = 0, -1
-  if #mv.p > 0 then
+  if #mv.p > 0 or #mv.l > 0 then
     local empty = redis.call('ZCARD', kp) == 0 and redis.call('LLEN', kl) == 0
     zadd(kp, mv.p)
     zadd(ko, mv.o)
+    local l = mv.l
+    for i = 1, #l, 4000 do
+      redis.call('RPUSH', kl, unpack(l, i, math.min(i + 3999, #l)))
+    end
     if empty then
       redis.call('PUBLISH', chan, 'n ' .. origin)
       woke = 1
@@ -403,10 +409,14 @@ return last
 return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumber(ARGV[1]))
 
 --- script: insert
--- Inserts a batch of jobs of one queue.
--- Its ready jobs go to p, not l, even of priority 0: given IDs were minted
--- before the call, maybe before IDs already in l, whose order they would
--- break.
+-- Inserts a batch of jobs of one queue. When it mints the IDs, its jobs
+-- that are ready now, of priority 0 and without options go to l, like
+-- insert1's: those IDs are above every ID in l (all minted from t inside
+-- scripts, strictly increasing), so l stays in ID order, and an RPUSH
+-- costs less than the ZADDs to p and o (and claims then take l alone,
+-- LPOP). Given IDs were minted before the call, maybe before IDs already
+-- in l, whose order they would break: those jobs go to p, as do jobs with
+-- options.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
 --   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
 --   the IDs are given
@@ -430,7 +440,7 @@ if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
 local call, kp, ib = redis.call, KEYS[6], ob + 6 * e - 1
 local mv, fresh, nf = moves(), {}, 0
-local mp = mv.p
+local mp, ml = mv.p, mv.l
 for i = 1, n do
   local id, k
   if given then
@@ -444,9 +454,13 @@ for i = 1, n do
     -- The common job: ready now, priority 0, nothing optional; kept lean
     -- (it is most of a batch insert's time).
     call('HSET', k, 'd', d, 'c', nows)
-    mp[#mp + 1] = '0'; mp[#mp + 1] = id
-    nf = nf + 1
-    fresh[nf] = id
+    if given then
+      mp[#mp + 1] = '0'; mp[#mp + 1] = id
+      nf = nf + 1
+      fresh[nf] = id
+    else
+      ml[#ml + 1] = id
+    end
   else
     local pr, runat, delay, u, md = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
     local av, avs = now, nows
@@ -492,7 +506,8 @@ return { first, woke, due }
 -- and only when l was empty ZCARD p (PUBLISH when that is 0 too): no
 -- zset, whose ZADDs cost most of insert's time, and no member of o. l
 -- stays in ID order: the ID is minted from t, strictly increasing, and
--- appended in the same script, and nothing else appends to l. Another
+-- appended in the same script, and only insert appends to l otherwise,
+-- under the same rule. Another
 -- priority goes to p and o, as insert would write it.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] l  KEYS[4] o  KEYS[5] job key prefix
 --   KEYS[6] i

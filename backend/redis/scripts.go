@@ -72,6 +72,9 @@ var parsedScripts, parsedHelpers = parseScripts(scriptsSource)
 var (
 	definedName = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
 	identifier  = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
+	// comment is a Lua line comment: the scripts have no block comments,
+	// and no string of theirs holds "--".
+	comment = regexp.MustCompile(`--[^\n]*`)
 )
 
 func parseScripts(src string) (map[string]string, []helper) {
@@ -110,7 +113,9 @@ func parseScripts(src string) (map[string]string, []helper) {
 // through other helpers, in the order of scriptsSource.
 func withHelpers(body string) string {
 	used := map[string]bool{}
-	for _, id := range identifier.FindAllString(body, -1) {
+	// Words in comments are not uses: a helper a comment names ("ready",
+	// "flush") would otherwise be defined, for nothing, on every call.
+	for _, id := range identifier.FindAllString(comment.ReplaceAllString(body, ""), -1) {
 		used[id] = true
 	}
 	include := make([]bool, len(parsedHelpers))
@@ -123,7 +128,7 @@ func withHelpers(body string) string {
 			for _, n := range h.names {
 				if used[n] {
 					include[i], changed = true, true
-					for _, id := range identifier.FindAllString(h.src, -1) {
+					for _, id := range identifier.FindAllString(comment.ReplaceAllString(h.src, ""), -1) {
 						used[id] = true
 					}
 					break

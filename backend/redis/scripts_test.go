@@ -40,3 +40,28 @@ func TestScriptHeaders(t *testing.T) {
 		t.Error("script extend lacks the helper now_us it calls")
 	}
 }
+
+// TestScriptHelpers: a script gets the helpers its code uses, directly or
+// through another helper, and not those its comments only name: each one
+// defined costs every call its closure.
+func TestScriptHelpers(t *testing.T) {
+	defines := func(src, name string) bool { return strings.Contains(src, "local function "+name+"(") }
+	// insert1's comments name "insert" and "ready"; its code calls reserve,
+	// which calls n2s.
+	for _, name := range []string{"now_us", "reserve", "n2s", "tshex"} {
+		if !defines(scriptInsert1.src, name) {
+			t.Errorf("insert1 lacks helper %s, which its code uses", name)
+		}
+	}
+	for _, name := range []string{"ready", "flush", "moves", "zadd", "pick", "unready"} {
+		if defines(scriptInsert1.src, name) {
+			t.Errorf("insert1 defines helper %s, which only its comments name", name)
+		}
+	}
+	// claim uses pick, unready and zadd (through its own code).
+	for _, name := range []string{"pick", "unready", "zadd", "promote"} {
+		if !defines(scriptClaim.src, name) {
+			t.Errorf("claim lacks helper %s, which its code uses", name)
+		}
+	}
+}

@@ -52,9 +52,12 @@ type Options struct {
 	// listen on loopback or put its own authentication in front (jobq serve
 	// refuses a non-loopback address without tokens).
 	Tokens []Token
-	// MaskKeys are payload and metadata keys (matched case-insensitively,
-	// at any depth) whose values are shown as "***" in the API and the
-	// dashboard. Nil means DefaultMaskKeys.
+	// MaskKeys name the payload and metadata keys whose values are shown
+	// as "***" in the API and the dashboard: every key, at any depth,
+	// whose name contains one of them, with case, '-', '_', '.' and spaces
+	// ignored. Nil means DefaultMaskKeys. URL passwords, and URL query
+	// parameters named like these keys, are masked in payloads, metadata
+	// and error messages whatever the keys.
 	MaskKeys []string
 	// MaxBody bounds a request body in bytes; larger ones get 413.
 	// Zero means 1 MiB.
@@ -74,7 +77,7 @@ type Options struct {
 }
 
 // DefaultMaskKeys are masked when Options.MaskKeys is nil.
-var DefaultMaskKeys = []string{"password", "passwd", "secret", "token", "authorization", "api_key", "apikey", "cookie"}
+var DefaultMaskKeys = []string{"password", "passwd", "secret", "token", "authorization", "api_key", "cookie", "credential", "private_key"}
 
 // server is the handler New returns; api*.go and dashboard*.go register
 // their routes on its mux through handle.

@@ -30,7 +30,7 @@ type failedView struct {
 func (s *server) failedView(f *jobq.FailedJob) failedView {
 	return failedView{
 		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: s.rawJSON(f.Payload),
-		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: f.Error,
+		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: s.maskedText(f.Error),
 		UniqueKey: f.UniqueKey, Metadata: s.maskedMeta(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
 	}
 }

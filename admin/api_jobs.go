@@ -238,7 +238,7 @@ func (s *server) liveView(state string, j *jobq.JobRow) jobView {
 		ID: j.ID, State: state, Queue: j.Queue, Type: j.Type, Payload: s.rawJSON(j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
-		LeaseUntil: timePtr(j.LeaseUntil), LastError: j.LastError, UniqueKey: j.UniqueKey,
+		LeaseUntil: timePtr(j.LeaseUntil), LastError: s.maskedText(j.LastError), UniqueKey: j.UniqueKey,
 		Metadata: s.maskedMeta(j.Metadata),
 	}
 }
@@ -247,7 +247,7 @@ func (s *server) finishedView(j *jobq.FinishedJob) jobView {
 	return jobView{
 		ID: j.ID, State: string(j.State), Queue: j.Queue, Type: j.Type, Payload: s.rawJSON(j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: j.LastError,
+		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: s.maskedText(j.LastError),
 		UniqueKey: j.UniqueKey, Metadata: s.maskedMeta(j.Metadata),
 	}
 }

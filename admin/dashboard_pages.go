@@ -111,15 +111,18 @@ type jobRow struct {
 	Live        bool // cancellable
 }
 
-func liveRow(j *jobq.JobRow, state string) jobRow {
+// liveRow is a live job's row, its error's URL credentials masked.
+func (d *dashboard) liveRow(j *jobq.JobRow, state string) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
-		LeaseUntil: j.LeaseUntil, LastError: j.LastError, UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true}
+		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true}
 }
 
-func finishedRow(j *jobq.FinishedJob, state string) jobRow {
+// finishedRow is a kept finished job's row, its error's URL credentials
+// masked.
+func (d *dashboard) finishedRow(j *jobq.FinishedJob, state string) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
-		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: j.LastError, UniqueKey: j.UniqueKey}
+		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey}
 }
 
 // jobsData is the queue page's data.
@@ -161,13 +164,13 @@ func (d *dashboard) queueJobs(w http.ResponseWriter, r *http.Request) {
 		var rows []*jobq.JobRow
 		rows, err = d.s.opts.Inspector.JobsPage(r.Context(), data.State, f, pageSize, before)
 		for _, j := range rows {
-			data.Jobs = append(data.Jobs, liveRow(j, data.State))
+			data.Jobs = append(data.Jobs, d.liveRow(j, data.State))
 		}
 	case jobq.StateCompleted, jobq.StateCancelled:
 		var rows []*jobq.FinishedJob
 		rows, err = d.s.opts.Inspector.FinishedPage(r.Context(), data.State, f, pageSize, before)
 		for _, j := range rows {
-			data.Jobs = append(data.Jobs, finishedRow(j, data.State))
+			data.Jobs = append(data.Jobs, d.finishedRow(j, data.State))
 		}
 	default:
 		d.fail(w, r, http.StatusBadRequest, "Bad input", "state: one of pending, scheduled, reserved, completed, cancelled.")
@@ -217,12 +220,12 @@ func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
 	var payload []byte
 	var metadata map[string]string
 	if j := info.Live; j != nil {
-		row, payload, metadata = liveRow(j, info.State), j.Payload, j.Metadata
+		row, payload, metadata = d.liveRow(j, info.State), j.Payload, j.Metadata
 		// A job whose cancel was requested is ending: nothing to cancel.
 		row.Live = info.State != jobq.StateCancelling
 	} else {
 		j := info.Finished
-		row, payload, metadata = finishedRow(j, info.State), j.Payload, j.Metadata
+		row, payload, metadata = d.finishedRow(j, info.State), j.Payload, j.Metadata
 	}
 	row.Payload, row.Metadata = d.pretty(payload), d.metadata(metadata)
 	d.render(w, r, http.StatusOK, "job", "Job "+strconv.FormatInt(id, 10), "queues", &row)
@@ -269,6 +272,9 @@ func (d *dashboard) failedList(w http.ResponseWriter, r *http.Request) {
 		d.failErr(w, r, "list failed jobs", err)
 		return
 	}
+	for _, f := range data.Jobs { // the page's own copies
+		f.Error = d.s.maskedText(f.Error)
+	}
 	if len(data.Jobs) == pageSize {
 		n := filterQuery(data.Queue, data.Type)
 		n.Set("before", strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10))
@@ -309,6 +315,7 @@ func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
 		d.failErr(w, r, "read failed job "+strconv.FormatInt(id, 10), err)
 		return
 	}
+	fj.Error = d.s.maskedText(fj.Error) // the page's own copy
 	data := failedJobData{FailedJob: fj, Pretty: d.pretty(fj.Payload), Metadata: d.metadata(fj.Metadata)}
 	d.render(w, r, http.StatusOK, "failed_job", "Failed job "+strconv.FormatInt(id, 10), "failed", data)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"regexp"
 	"strings"
 )
 
@@ -19,9 +20,9 @@ const maxMaskDepth = 200
 var tooDeep = []byte(`"*** (nested too deeply to mask)"`)
 
 // masked returns raw (a JSON payload or metadata object) with the values
-// of Options.MaskKeys replaced by "***", for the API and the dashboard.
-// Keys match case-insensitively ('-' and '_' alike) at any depth, inside
-// arrays too. A document with nothing to mask comes back as it was
+// of masked keys (see maskKey) replaced by "***", at any depth, inside
+// arrays too, and the credentials of URLs in string values masked (see
+// maskedText), for the API and the dashboard. A document with nothing to mask comes back as it was
 // written, byte for byte, so the dashboard shows what the sender sent; one
 // with masked values is re-encoded (key order kept, whitespace not). Text
 // that is not JSON is returned unchanged (stored payloads are always JSON,
@@ -118,6 +119,9 @@ func (s *server) maskValue(dec *json.Decoder, out *bytes.Buffer, depth int, hit 
 			return errors.New("unexpected delimiter")
 		}
 	case string:
+		if m := s.maskedText(t); m != t {
+			t, *hit = m, true
+		}
 		writeString(out, t)
 	case json.Number:
 		out.WriteString(t.String())
@@ -143,21 +147,66 @@ func writeString(out *bytes.Buffer, s string) {
 	out.Truncate(out.Len() - 1) // Encode's newline
 }
 
-// maskKey reports whether key's value is masked.
+// maskKey reports whether key's value is masked: when its name, with case,
+// '-', '_', '.' and spaces ignored, contains one of Options.MaskKeys, so
+// that "access_token", "X-Api-Key", "clientSecret" and "db.password" are
+// masked by the defaults as "token", "api_key", "secret" and "password"
+// are. A harmless key that happens to contain one ("max_tokens") is
+// masked too: hiding a value costs less than showing a secret, and
+// Options.MaskKeys can be narrowed.
 func (s *server) maskKey(key string) bool {
 	key = normKey(key)
 	for _, k := range s.opts.MaskKeys {
-		if normKey(k) == key {
+		if nk := normKey(k); nk != "" && strings.Contains(key, nk) {
 			return true
 		}
 	}
 	return false
 }
 
-// normKey folds case and reads '-' as '_', so "API-Key" matches "api_key".
-func normKey(k string) string { return strings.ReplaceAll(strings.ToLower(k), "-", "_") }
+// normKey folds case and drops the separators names differ by, so "API-Key",
+// "api_key" and "apiKey" are one name.
+func normKey(k string) string {
+	return strings.Map(func(r rune) rune {
+		switch r {
+		case '-', '_', '.', ' ':
+			return -1
+		}
+		return r
+	}, strings.ToLower(k))
+}
 
-// maskedMeta returns metadata with the values of masked keys replaced.
+// urlPassword matches the user info of a URL that carries a password
+// ("scheme://user:password@"), wherever the URL stands in a text: group 1
+// is what stays. A password holding '@', '/' or '?' is percent-encoded in
+// a URL, so the first '@' ends it.
+var urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]+@`)
+
+// urlParam matches a query parameter of a URL in a text: group 1 is what
+// precedes its value, group 2 its name.
+var urlParam = regexp.MustCompile(`([?&]([^=&#\s?]+)=)[^&#\s]*`)
+
+// maskedText returns text (an error message, a string value) with the
+// credentials of the URLs in it replaced by ***: the password of their
+// user info, and the values of query parameters named like masked keys
+// ("?token=", "&api_key="). Errors quote URLs (a failed webhook's, a
+// database's), and payloads carry them.
+func (s *server) maskedText(text string) string {
+	if !strings.Contains(text, "://") {
+		return text
+	}
+	text = urlPassword.ReplaceAllString(text, "${1}***@")
+	return urlParam.ReplaceAllStringFunc(text, func(p string) string {
+		m := urlParam.FindStringSubmatch(p)
+		if !s.maskKey(m[2]) {
+			return p
+		}
+		return m[1] + "***"
+	})
+}
+
+// maskedMeta returns metadata with the values of masked keys replaced, and
+// URL credentials in the others.
 func (s *server) maskedMeta(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
@@ -167,7 +216,7 @@ func (s *server) maskedMeta(m map[string]string) map[string]string {
 		if s.maskKey(k) {
 			v = "***"
 		}
-		out[k] = v
+		out[k] = s.maskedText(v)
 	}
 	return out
 }

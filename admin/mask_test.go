@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/jobq/jobq"
 )
 
 func TestMasked(t *testing.T) {
@@ -22,6 +24,14 @@ func TestMasked(t *testing.T) {
 		{`{"s":"<script>", "t": "\u0060", "token": 1}`, `{"s":"<script>","t":"` + "`" + `","token":"***"}`}, // re-encoded
 		{`"password"`, `"password"`},
 		{`{"headers":{"Authorization":"Bearer abc","Cookie":"c"}}`, `{"headers":{"Authorization":"***","Cookie":"***"}}`},
+		// Names that contain a masked key, however they are spelt.
+		{`{"access_token":"a","X-Api-Key":"b","clientSecret":"c","db.password":"d","refresh-token":"e","name":"n"}`,
+			`{"access_token":"***","X-Api-Key":"***","clientSecret":"***","db.password":"***","refresh-token":"***","name":"n"}`},
+		// URL credentials in any string value: the user info's password and
+		// query parameters named like masked keys.
+		{`{"hook":"https://bot:pw1@hooks.example.com/x?page=2&Api-Key=k1","dsn":["postgres://app:s3cret@db:5432/app"]}`,
+			`{"hook":"https://bot:***@hooks.example.com/x?page=2&Api-Key=***","dsn":["postgres://app:***@db:5432/app"]}`},
+		{`{"u":"https://example.com/a?b=c","v":"mailto:x@y","w":"user@host"}`, `{"u":"https://example.com/a?b=c","v":"mailto:x@y","w":"user@host"}`},
 	} {
 		if got := string(s.masked([]byte(c.in))); got != c.want {
 			t.Errorf("masked(%s) = %s, want %s", c.in, got, c.want)
@@ -43,8 +53,45 @@ func TestMasked(t *testing.T) {
 	if got := string(custom.masked([]byte(`{"SSN":"1","password":"p"}`))); got != `{"SSN":"***","password":"p"}` {
 		t.Errorf("custom keys: %s", got)
 	}
-	if m := s.maskedMeta(map[string]string{"Authorization": "Bearer x", "tenant": "t"}); m["Authorization"] != "***" || m["tenant"] != "t" {
+	if m := s.maskedMeta(map[string]string{"Authorization": "Bearer x", "tenant": "t", "callback": "https://u:p@h/?token=t"}); m["Authorization"] != "***" || m["tenant"] != "t" || m["callback"] != "https://u:***@h/?token=***" {
 		t.Errorf("metadata masked as %v", m)
+	}
+	// Free text: an error message quoting URLs.
+	for in, want := range map[string]string{
+		`dial postgres://app:s3cret@db:5432/app?sslmode=disable: refused`: `dial postgres://app:***@db:5432/app?sslmode=disable: refused`,
+		`POST https://h.example/x?a=1&access_token=abc#f: 500`:            `POST https://h.example/x?a=1&access_token=***#f: 500`,
+		`no URL here: a:b@c, ?token=x`:                                    `no URL here: a:b@c, ?token=x`,
+		`redis://:pw@r:6379/0 and amqp://guest:guest@mq/`:                 `redis://:***@r:6379/0 and amqp://guest:***@mq/`,
+	} {
+		if got := s.maskedText(in); got != want {
+			t.Errorf("maskedText(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestMaskedErrors: a URL's password in a job's error is masked in the
+// API's and the dashboard's answers, and stored as it was.
+func TestMaskedErrors(t *testing.T) {
+	const errText = "POST https://bot:hunter2@hooks.example.com/x?token=tok9: 503"
+	b := openSQLite(t)
+	failJobs(t, b, "q", 1, `{}`, errText)
+	e := newEnvOn(t, b, Options{})
+	srv, insp := dashServer(t, b)
+	fj, err := insp.FailedPage(t.Context(), jobq.FailedFilter{}, 1, 0)
+	if err != nil || len(fj) != 1 || fj[0].Error != errText {
+		t.Fatalf("stored failed job %+v, %v; want its error as written", fj, err)
+	}
+	id := fj[0].ID
+	pages := map[string]string{
+		"API list":           string(e.do(req{path: "/api/v1/failed"}).raw),
+		"API detail":         string(e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", id)}).raw),
+		"dashboard list":     func() string { _, body := get(t, srv, "/failed"); return body }(),
+		"dashboard job page": func() string { _, body := get(t, srv, fmt.Sprintf("/failed/%d", id)); return body }(),
+	}
+	for name, body := range pages {
+		if strings.Contains(body, "hunter2") || strings.Contains(body, "tok9") || !strings.Contains(body, "hooks.example.com") {
+			t.Errorf("%s shows %.300s", name, body)
+		}
 	}
 }
 

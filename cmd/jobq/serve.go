@@ -63,7 +63,7 @@ never logged.`,
 	fl.StringVar(&f.tokenFile, "token-file", "", "accept the tokens in this file, one scope:secret a line")
 	fl.BoolVar(&f.worker, "worker", false, "also run a worker in this process (see 'jobq worker --help' for its flags)")
 	fl.StringVar(&f.prefix, "prefix", "", "serve under this path, e.g. /admin (behind a proxy that forwards it)")
-	fl.StringSliceVar(&f.maskKeys, "mask-keys", admin.DefaultMaskKeys, "payload and metadata keys whose values are shown as ***")
+	fl.StringSliceVar(&f.maskKeys, "mask-keys", admin.DefaultMaskKeys, "payload and metadata keys whose values are shown as *** (a key is masked when its name contains one; these replace the defaults)")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body in bytes; larger ones get 413")
 	f.w.add(cmd)
 	return cmd

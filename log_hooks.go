@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // logHooks logs, through log, the outcome of every attempt and every job
@@ -59,9 +60,9 @@ func logHooks(log *slog.Logger) WorkerHooks {
 			attrs := append(jobAttrs(e.Job), slog.Duration("duration", e.Duration))
 			switch e.Kind {
 			case EventRetry:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", backend.ErrorText(e.Err.Error())))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", logText(e.Err)))
 			case EventFailed:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", backend.ErrorText(e.Err.Error())))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", logText(e.Err)))
 			}
 			log.LogAttrs(ctx, level, msg, attrs...)
 		},
@@ -79,3 +80,8 @@ func logHooks(log *slog.Logger) WorkerHooks {
 		},
 	}
 }
+
+// logText is a handler's error as the log shows it: as stored, with the
+// credentials of URLs in it masked (a failed webhook's error quotes its
+// URL, and logs travel further than the database).
+func logText(err error) string { return redact.Default.Text(backend.ErrorText(err.Error())) }

@@ -18,7 +18,8 @@ import (
 // TestOutcomeLogs: every attempt's outcome, and every job the sweep
 // rescued, is one log line at its level with the job's id, type, queue,
 // attempt (and duration, error, retry delay where they apply), and no
-// payload or metadata ever reaches the log.
+// payload or metadata, nor a URL's password in an error, ever reaches the
+// log.
 func TestOutcomeLogs(t *testing.T) {
 	const secret = "hunter2-secret"
 	b := newMemory(t, nil)
@@ -30,7 +31,11 @@ func TestOutcomeLogs(t *testing.T) {
 		}
 		return nil
 	})
-	reg.HandleFunc("bad", func(context.Context, *jobq.Job) error { return jobq.Permanent(errors.New("card declined")) })
+	// The error quotes a URL with its password, as a client library's
+	// error may: the log masks it.
+	reg.HandleFunc("bad", func(context.Context, *jobq.Job) error {
+		return jobq.Permanent(errors.New("card declined by https://pay:" + secret + "@psp.example/charge"))
+	})
 	c := mustClient(t, b, jobq.ClientConfig{})
 	ctx := t.Context()
 	payload := map[string]string{"password": secret}
@@ -96,7 +101,7 @@ func TestOutcomeLogs(t *testing.T) {
 		{ok, "ok", "default", "DEBUG", 1, "job done", "", true, false},
 		{flaky, "flaky", "default", "WARN", 1, "job failed; will retry", "upstream 503", true, true},
 		{flaky, "flaky", "default", "DEBUG", 2, "job done", "", true, false},
-		{bad, "bad", "billing", "ERROR", 1, "job failed; moved to failed jobs", "card declined", true, false},
+		{bad, "bad", "billing", "ERROR", 1, "job failed; moved to failed jobs", "card declined by https://pay:***@psp.example/charge", true, false},
 		{lost, "ok", "lost", "WARN", 1, "job's lease expired; back to pending", "", false, false},
 		{spent, "ok", "lost", "ERROR", 1, "job's lease expired with its attempts spent; moved to failed jobs", "", false, false},
 	}

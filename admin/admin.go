@@ -21,8 +21,10 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // Scope is what a token may do. Scopes are ordered: admin includes enqueue
@@ -77,7 +79,7 @@ type Options struct {
 }
 
 // DefaultMaskKeys are masked when Options.MaskKeys is nil.
-var DefaultMaskKeys = []string{"password", "passwd", "secret", "token", "authorization", "api_key", "cookie", "credential", "private_key"}
+var DefaultMaskKeys = slices.Clone(redact.DefaultKeys)
 
 // server is the handler New returns; api*.go and dashboard*.go register
 // their routes on its mux through handle.
@@ -92,6 +94,9 @@ type server struct {
 	tokens []tokenDigest
 	// sessions are the browser logins (auth.go).
 	sessions *sessions
+	// mask masks payloads, metadata and errors (mask.go), made once.
+	mask     *redact.Masker
+	maskOnce sync.Once
 	// patterns lists every pattern registered through handle, in order,
 	// so a test can hold them against the OpenAPI document.
 	patterns []string

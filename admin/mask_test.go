@@ -11,64 +11,6 @@ import (
 	"github.com/jobq/jobq"
 )
 
-func TestMasked(t *testing.T) {
-	s := &server{opts: Options{MaskKeys: DefaultMaskKeys}}
-	for _, c := range []struct{ in, want string }{
-		{`{"password":"x","user":"u"}`, `{"password":"***","user":"u"}`},
-		{`{"a":{"b":[{"Token":{"deep":1}},{"PASSWORD":null}]}}`, `{"a":{"b":[{"Token":"***"},{"PASSWORD":"***"}]}}`},
-		{`{"API-Key":"k","api_key":"k","apikey":"k"}`, `{"API-Key":"***","api_key":"***","apikey":"***"}`},
-		{`[{"secret":"s"},1,"password",true,null]`, `[{"secret":"***"},1,"password",true,null]`},
-		{`{"z":1,"a":2}`, `{"z":1,"a":2}`},                                                                  // key order kept
-		{`{"n":12345678901234567890}`, `{"n":12345678901234567890}`},                                        // numbers kept as written
-		{`{"s":"<script>", "t": "\u0060"}`, `{"s":"<script>", "t": "\u0060"}`},                              // nothing masked: as written
-		{`{"s":"<script>", "t": "\u0060", "token": 1}`, `{"s":"<script>","t":"` + "`" + `","token":"***"}`}, // re-encoded
-		{`"password"`, `"password"`},
-		{`{"headers":{"Authorization":"Bearer abc","Cookie":"c"}}`, `{"headers":{"Authorization":"***","Cookie":"***"}}`},
-		// Names that contain a masked key, however they are spelt.
-		{`{"access_token":"a","X-Api-Key":"b","clientSecret":"c","db.password":"d","refresh-token":"e","name":"n"}`,
-			`{"access_token":"***","X-Api-Key":"***","clientSecret":"***","db.password":"***","refresh-token":"***","name":"n"}`},
-		// URL credentials in any string value: the user info's password and
-		// query parameters named like masked keys.
-		{`{"hook":"https://bot:pw1@hooks.example.com/x?page=2&Api-Key=k1","dsn":["postgres://app:s3cret@db:5432/app"]}`,
-			`{"hook":"https://bot:***@hooks.example.com/x?page=2&Api-Key=***","dsn":["postgres://app:***@db:5432/app"]}`},
-		{`{"u":"https://example.com/a?b=c","v":"mailto:x@y","w":"user@host"}`, `{"u":"https://example.com/a?b=c","v":"mailto:x@y","w":"user@host"}`},
-	} {
-		if got := string(s.masked([]byte(c.in))); got != c.want {
-			t.Errorf("masked(%s) = %s, want %s", c.in, got, c.want)
-		}
-	}
-	// Not JSON: returned untouched, no panic.
-	for _, in := range []string{``, `{`, `{"password":`, `{"a":1}}`, `{"a":1} x`, "\xff", `[1,]`} {
-		if got := string(s.masked([]byte(in))); got != in {
-			t.Errorf("masked(%q) = %q, want it untouched", in, got)
-		}
-	}
-	// Nested past the bound: not shown at all rather than unmasked.
-	deep := strings.Repeat(`[`, maxMaskDepth+5) + `{"password":"x"}` + strings.Repeat(`]`, maxMaskDepth+5)
-	if got := s.masked([]byte(deep)); strings.Contains(string(got), `"x"`) {
-		t.Errorf("a deeply nested password was shown: %.80s", got)
-	}
-	// Custom keys replace the defaults.
-	custom := &server{opts: Options{MaskKeys: []string{"ssn"}}}
-	if got := string(custom.masked([]byte(`{"SSN":"1","password":"p"}`))); got != `{"SSN":"***","password":"p"}` {
-		t.Errorf("custom keys: %s", got)
-	}
-	if m := s.maskedMeta(map[string]string{"Authorization": "Bearer x", "tenant": "t", "callback": "https://u:p@h/?token=t"}); m["Authorization"] != "***" || m["tenant"] != "t" || m["callback"] != "https://u:***@h/?token=***" {
-		t.Errorf("metadata masked as %v", m)
-	}
-	// Free text: an error message quoting URLs.
-	for in, want := range map[string]string{
-		`dial postgres://app:s3cret@db:5432/app?sslmode=disable: refused`: `dial postgres://app:***@db:5432/app?sslmode=disable: refused`,
-		`POST https://h.example/x?a=1&access_token=abc#f: 500`:            `POST https://h.example/x?a=1&access_token=***#f: 500`,
-		`no URL here: a:b@c, ?token=x`:                                    `no URL here: a:b@c, ?token=x`,
-		`redis://:pw@r:6379/0 and amqp://guest:guest@mq/`:                 `redis://:***@r:6379/0 and amqp://guest:***@mq/`,
-	} {
-		if got := s.maskedText(in); got != want {
-			t.Errorf("maskedText(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestMaskedErrors: a URL's password in a job's error is masked in the
 // API's and the dashboard's answers, and stored as it was.
 func TestMaskedErrors(t *testing.T) {
@@ -102,7 +44,7 @@ func FuzzMasked(f *testing.F) {
 	s := &server{opts: Options{MaskKeys: DefaultMaskKeys}}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out := s.masked(in)
-		if json.Valid(in) && !json.Valid(out) && string(out) != string(tooDeep) {
+		if json.Valid(in) && !json.Valid(out) { // a document too deep to mask is shown as a JSON string
 			t.Fatalf("valid %q masked to invalid %q", in, out)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 func (a *app) newFailedCmd() *cobra.Command {
@@ -106,7 +107,7 @@ func (a *app) printFailedTable(jobs []*jobq.FailedJob, limit int) {
 	fmt.Fprintln(tw, "ID\tJOB\tQUEUE\tTYPE\tATTEMPTS\tFAILED AT\tERROR")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.JobID, j.Queue, j.Type,
-			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(j.Error, 80))
+			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(redact.Default.Text(j.Error), 80))
 	}
 	tw.Flush()
 	if len(jobs) == limit {
@@ -154,12 +155,14 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	}
 	fmt.Fprintf(tw, "Enqueued at:\t%s\nFailed at:\t%s\n", timeText(j.CreatedAt), timeText(j.FailedAt))
 	tw.Flush()
+	// Shown as the admin surface shows it: secrets masked (internal/redact).
+	payload := redact.Default.JSON(j.Payload)
 	var pretty bytes.Buffer
-	if json.Indent(&pretty, j.Payload, "", "  ") != nil {
+	if json.Indent(&pretty, payload, "", "  ") != nil {
 		pretty.Reset()
-		pretty.Write(j.Payload)
+		pretty.Write(payload)
 	}
-	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), j.Error)
+	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), redact.Default.Text(j.Error))
 }
 
 // selection is what retry and purge act on: IDs, or everything matching
@@ -301,14 +304,14 @@ type failedJSON struct {
 }
 
 func toFailedJSON(j *jobq.FailedJob) failedJSON {
-	payload := json.RawMessage(j.Payload)
+	payload := json.RawMessage(redact.Default.JSON(j.Payload))
 	if !json.Valid(payload) {
-		payload, _ = json.Marshal(string(j.Payload))
+		payload, _ = json.Marshal(string(payload))
 	}
 	return failedJSON{
 		ID: j.ID, JobID: j.JobID, Queue: j.Queue, Type: j.Type, Payload: payload,
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		Error: j.Error, UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
+		Error: redact.Default.Text(j.Error), UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
 	}
 }
 

@@ -89,6 +89,46 @@ func TestFailedListAndShow(t *testing.T) {
 	}
 }
 
+// TestFailedShowMasks: the failed commands show a payload's secret keys and
+// an error's URL password as ***, as the admin surface does; the stored job
+// keeps them, so a retry runs with them.
+func TestFailedShowMasks(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	ctx := t.Context()
+	payload := `{"to":"ada@example.com","smtp":{"Password":"pw-9731"},"hook":"https://bot:pw-4402@h.example/x?token=tk-5120"}`
+	if _, err := b.JobInsertMany(ctx, []backend.InsertParams{{Queue: "q", Type: "mail", Payload: []byte(payload), MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	out := backend.Outcome{Ref: rows[0].Ref(), Kind: backend.OutcomeFail, Error: "dial smtp://ada:pw-6628@mail.example:587: refused"}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{out}}); err != nil {
+		t.Fatal(err)
+	}
+	page, err := b.FailedList(ctx, backend.FailedListParams{Limit: 1})
+	if err != nil || len(page) != 1 || string(page[0].Payload) != payload {
+		t.Fatalf("stored failed job %v, %v; want the payload as written", page, err)
+	}
+	for _, args := range [][]string{{"failed", "show", fmt.Sprint(page[0].ID)}, {"failed", "list"}, {"failed", "list", "--json"}} {
+		r := run(t, append([]string{"--db", db}, args...)...)
+		if r.err != nil {
+			t.Fatalf("%v: %v", args, r.err)
+		}
+		for _, secret := range []string{"pw-9731", "pw-4402", "tk-5120", "pw-6628"} {
+			if strings.Contains(r.out, secret) {
+				t.Errorf("%v shows %s:\n%s", args, secret, r.out)
+			}
+		}
+		if !strings.Contains(r.out, "mail.example") || !strings.Contains(r.out, "***") {
+			t.Errorf("%v lacks the masked error:\n%s", args, r.out)
+		}
+	}
+}
+
 func TestFailedRetry(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 func (a *app) newJobsCmd() *cobra.Command {
@@ -145,7 +146,7 @@ func (a *app) printLiveTable(rows []*jobq.JobRow, state string, limit int) {
 			at = j.ReservedAt
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type, j.Status,
-			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(j.LastError, 60))
+			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(redact.Default.Text(j.LastError), 60))
 	}
 	tw.Flush()
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
@@ -160,7 +161,7 @@ func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state string, limit i
 	fmt.Fprintln(tw, "ID\tQUEUE\tTYPE\tATTEMPTS\tFINISHED AT\tCREATED AT\tLAST ERROR")
 	for _, j := range rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type,
-			j.Attempts, j.MaxAttempts, timeText(j.FinishedAt), timeText(j.CreatedAt), firstLine(j.LastError, 60))
+			j.Attempts, j.MaxAttempts, timeText(j.FinishedAt), timeText(j.CreatedAt), firstLine(redact.Default.Text(j.LastError), 60))
 	}
 	tw.Flush()
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)

@@ -82,9 +82,8 @@ func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 
 // replayOne replays one failed job and shows it live again.
 func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
+	id, ok := d.pathID(w, r, "failed job")
+	if !ok {
 		return
 	}
 	fj, err := d.s.opts.Inspector.Failed(r.Context(), id)
@@ -107,9 +106,8 @@ func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 
 // purgeOne deletes one failed job.
 func (d *dashboard) purgeOne(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
+	id, ok := d.pathID(w, r, "failed job")
+	if !ok {
 		return
 	}
 	n, err := d.s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, id)
@@ -145,9 +143,8 @@ func (d *dashboard) setPaused(w http.ResponseWriter, r *http.Request, paused boo
 
 // cancel cancels one live job.
 func (d *dashboard) cancel(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
+	id, ok := d.pathID(w, r, "job")
+	if !ok {
 		return
 	}
 	res, err := d.s.opts.Inspector.Cancel(r.Context(), id)

@@ -199,11 +199,21 @@ func cursor(s string) (int64, bool) {
 	return n, err == nil && n > 0
 }
 
-// job shows one live or kept job (Inspector.Job).
-func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
+// pathID reads the {id} of the request's path, a job's ("job") or a failed
+// job's ("failed job"); a bad one gets the 400 page and ok false.
+func (d *dashboard) pathID(w http.ResponseWriter, r *http.Request, what string) (id int64, ok bool) {
 	id, err := pathID(r)
 	if err != nil {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "A job ID is a positive number.")
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "A "+what+" ID is a positive number.")
+		return 0, false
+	}
+	return id, true
+}
+
+// job shows one live or kept job (Inspector.Job).
+func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
+	id, ok := d.pathID(w, r, "job")
+	if !ok {
 		return
 	}
 	info, err := d.s.opts.Inspector.Job(r.Context(), id)
@@ -305,9 +315,8 @@ type failedJobData struct {
 
 // failedJob shows one failed job with its payload, error and metadata.
 func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
-	id, err := pathID(r)
-	if err != nil {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "A failed job ID is a positive number.")
+	id, ok := d.pathID(w, r, "failed job")
+	if !ok {
 		return
 	}
 	fj, err := d.s.opts.Inspector.Failed(r.Context(), id)

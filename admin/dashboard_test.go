@@ -362,3 +362,20 @@ func TestDashboardJobCancelling(t *testing.T) {
 		t.Errorf("pending job's page: %d, want a Cancel button", code)
 	}
 }
+
+// TestDashboardJobMetadata: a job's page shows its metadata, a secret
+// key's value masked.
+func TestDashboardJobMetadata(t *testing.T) {
+	b := openSQLite(t)
+	srv, _ := dashServer(t, b)
+	res, err := b.JobInsertMany(t.Context(), []backend.InsertParams{{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1,
+		Metadata: map[string]string{"tenant": "acme-7", "api-token": "tk-3310"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, srv, fmt.Sprintf("/jobs/%d", res[0].ID))
+	if code != http.StatusOK || !strings.Contains(body, "<h2>Metadata</h2>") || !strings.Contains(body, "acme-7") ||
+		!strings.Contains(body, "api-token") || strings.Contains(body, "tk-3310") {
+		t.Errorf("job page (%d) shows its metadata wrongly:\n%s", code, body)
+	}
+}

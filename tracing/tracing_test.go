@@ -420,11 +420,9 @@ func TestSyncBackend(t *testing.T) {
 	}
 }
 
-// TestBaggage: the default propagator stores no baggage in the job; one
-// that carries baggage hands the enqueuer's to the handler, which runs in
-// a context of its own.
-func TestBaggage(t *testing.T) {
-	t.Parallel()
+// tenantBag is baggage with one member, tenant=acme.
+func tenantBag(t *testing.T) baggage.Baggage {
+	t.Helper()
 	tenant, err := baggage.NewMember("tenant", "acme")
 	if err != nil {
 		t.Fatal(err)
@@ -433,6 +431,15 @@ func TestBaggage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return bag
+}
+
+// TestBaggage: the default propagator stores no baggage in the job; one
+// that carries baggage hands the enqueuer's to the handler, which runs in
+// a context of its own.
+func TestBaggage(t *testing.T) {
+	t.Parallel()
+	bag := tenantBag(t)
 	withBaggage := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	for _, prop := range []propagation.TextMapPropagator{nil, withBaggage} {
 		tp, _ := newRecorder(t)
@@ -496,14 +503,7 @@ func TestStaleContextReplaced(t *testing.T) {
 // is stored whether or not the span is sampled.
 func TestUnsampledContext(t *testing.T) {
 	t.Parallel()
-	tenant, err := baggage.NewMember("tenant", "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bag, err := baggage.New(tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bag := tenantBag(t)
 	withBaggage := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	const stale = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 	for _, tc := range []struct {

@@ -24,11 +24,11 @@ import (
 func Middleware(opts ...Option) jobq.Middleware {
 	c := newConfig(opts)
 	tracer := c.tracer()
-	ds := newDests("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer)
+	ds := newDests("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer, c.early)
 	return func(next jobq.HandlerFunc) jobq.HandlerFunc {
 		return func(ctx context.Context, job *jobq.Job) error {
-			// What a sampler may decide by is given at the start; the
-			// rest only to a span that records.
+			// Attributes go only to a span that records, unless the
+			// sampler is to see them (WithSamplingAttributes).
 			d := ds.get(job.Queue, job.Type)
 			start := d.start
 			if len(job.Metadata) > 0 {
@@ -48,11 +48,11 @@ func Middleware(opts ...Option) jobq.Middleware {
 			}
 			ctx, span := tracer.Start(ctx, d.name, start...)
 			if span.IsRecording() {
-				span.SetAttributes(
+				span.SetAttributes(append(d.late[:len(d.late):len(d.late)],
 					semconv.MessagingMessageID(strconv.FormatInt(job.ID, 10)),
 					AttrJobAttempt.Int(job.Attempt),
 					AttrJobMaxAttempts.Int(job.MaxAttempts),
-				)
+				)...)
 			}
 			return runInSpan(ctx, span, next, job)
 		}

@@ -16,14 +16,17 @@ import (
 const maxDests = 1024
 
 // dest is what every span of one operation on one queue and type starts
-// with: its name and its start options (kind and the attributes a sampler
-// may decide by). Built once, shared read-only by every span: a no-op job
-// spends a few microseconds in all, and building these per span (the name
+// with: its name, its start options (its kind, and with
+// WithSamplingAttributes its attributes) and the attributes a span that
+// records is given after its start (all of them without that option).
+// Built once, shared read-only by every span: a no-op job spends a few
+// microseconds in all, and building these per span (the name
 // concatenated, the attributes' slice and its boxing into an option) was
 // a tenth of tracing's share of it.
 type dest struct {
 	name  string
 	start []trace.SpanStartOption
+	late  []attribute.KeyValue
 }
 
 // dests caches the dest of one operation ("send" or "process") by queue
@@ -32,6 +35,7 @@ type dest struct {
 // and hashing of a sync.Map.
 type dests struct {
 	op    string
+	early bool                 // the attributes go in the start options (WithSamplingAttributes)
 	attrs []attribute.KeyValue // the operation's own: system, operation type and name
 	kind  trace.SpanStartOption
 	m     atomic.Pointer[map[destKey]*dest]
@@ -40,9 +44,10 @@ type dests struct {
 
 type destKey struct{ queue, typ string }
 
-func newDests(op string, opType attribute.KeyValue, kind trace.SpanKind) *dests {
+func newDests(op string, opType attribute.KeyValue, kind trace.SpanKind, early bool) *dests {
 	d := &dests{
 		op:    op,
+		early: early,
 		attrs: []attribute.KeyValue{systemAttr, opType, semconv.MessagingOperationName(op)},
 		kind:  trace.WithSpanKind(kind),
 	}
@@ -78,7 +83,11 @@ func (d *dests) build(queue, typ string) *dest {
 	attrs := make([]attribute.KeyValue, 0, len(d.attrs)+2)
 	attrs = append(attrs, d.attrs...)
 	attrs = append(attrs, semconv.MessagingDestinationName(queue), AttrJobType.String(typ))
-	// The slice is never appended to: a span that needs more options (a
-	// link) copies it.
-	return &dest{name: d.op + " " + queue, start: []trace.SpanStartOption{d.kind, trace.WithAttributes(attrs...)}}
+	// The start slice is never appended to: a span that needs more options
+	// (a link) copies it.
+	ds := &dest{name: d.op + " " + queue, start: []trace.SpanStartOption{d.kind}, late: attrs}
+	if d.early {
+		ds.start, ds.late = append(ds.start, trace.WithAttributes(attrs...)), nil
+	}
+	return ds
 }

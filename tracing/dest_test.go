@@ -14,7 +14,7 @@ import (
 // further queues and types still get theirs.
 func TestDests(t *testing.T) {
 	t.Parallel()
-	d := newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer)
+	d := newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer, true)
 	check := func(ds *dest, queue, typ string) {
 		t.Helper()
 		if ds.name != "send "+queue {

@@ -41,7 +41,7 @@ func newProducer(c config) *producer {
 	return &producer{
 		tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields(), parent: c.parent,
 		baggage: slices.Contains(c.prop.Fields(), "baggage"),
-		dests:   newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer),
+		dests:   newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer, c.early),
 	}
 }
 
@@ -81,6 +81,7 @@ func (p *producer) before(ctx context.Context, info *jobq.EnqueueInfo) error {
 		p.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
 	}
 	if span.IsRecording() {
+		span.SetAttributes(d.late...)
 		// A span that records nothing needs no End.
 		info.Context = context.WithValue(ctx, sendSpanKey{p}, span)
 	}

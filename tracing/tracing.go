@@ -75,6 +75,7 @@ type config struct {
 	tp     trace.TracerProvider
 	prop   propagation.TextMapPropagator
 	parent bool
+	early  bool // attributes at the start, for the sampler (WithSamplingAttributes)
 	w3c    bool // prop is TraceContext alone: extract reads the metadata directly
 }
 
@@ -108,6 +109,19 @@ func WithPropagator(p propagation.TextMapPropagator) Option {
 // its own, which the sampler decides afresh.
 func WithParent() Option {
 	return func(c *config) { c.parent = true }
+}
+
+// WithSamplingAttributes gives a span's attributes (messaging.system,
+// messaging.operation.type and .name, messaging.destination.name and
+// jobq.job.type) to the sampler, at the span's start, as the messaging
+// conventions advise for samplers that decide by attributes. Without it a
+// span gets them after its start, and only when it records: the SDK's own
+// samplers (always, never, ratio, parent-based) read no attribute, and
+// the start's copy of them was two thirds of what an unsampled span
+// allocates (320 of 484 bytes per attempt), which the garbage collector
+// pays for on every job. Use it when your sampler reads attributes.
+func WithSamplingAttributes() Option {
+	return func(c *config) { c.early = true }
 }
 
 func newConfig(opts []Option) config {

@@ -3,6 +3,7 @@ package tracing_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -417,6 +418,62 @@ func TestSyncBackend(t *testing.T) {
 		process.Parent.SpanID() != r.SpanContext.SpanID() || send.Parent.SpanID() != r.SpanContext.SpanID() {
 		t.Errorf("send %v (parent %v), process links %v parent %v; want both under the request %v, process linked to send",
 			send.SpanContext.SpanID(), send.Parent.SpanID(), process.Links, process.Parent.SpanID(), r.SpanContext.SpanID())
+	}
+}
+
+// seeing is a sampler that samples everything and keeps the attribute
+// keys each span's start gave it, by span name.
+type seeing struct {
+	mu   sync.Mutex
+	seen map[string][]string
+}
+
+func (s *seeing) ShouldSample(p sdktrace.SamplingParameters) sdktrace.SamplingResult {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, kv := range p.Attributes {
+		s.seen[p.Name] = append(s.seen[p.Name], string(kv.Key))
+	}
+	return sdktrace.SamplingResult{Decision: sdktrace.RecordAndSample}
+}
+
+func (s *seeing) Description() string { return "seeing" }
+
+// TestSamplingAttributes: a sampler sees a span's attributes at its start
+// only with WithSamplingAttributes; a sampled span carries them either way.
+func TestSamplingAttributes(t *testing.T) {
+	t.Parallel()
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprintf("early=%v", early), func(t *testing.T) {
+			t.Parallel()
+			sampler := &seeing{seen: map[string][]string{}}
+			exp := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSyncer(exp))
+			t.Cleanup(func() { tp.Shutdown(context.Background()) })
+			opts := []tracing.Option{tracing.WithTracerProvider(tp)}
+			if early {
+				opts = append(opts, tracing.WithSamplingAttributes())
+			}
+			reg := jobq.NewRegistry()
+			reg.Use(tracing.Middleware(opts...))
+			reg.HandleFunc("mail", func(context.Context, *jobq.Job) error { return nil })
+			c := newClient(t, jobqsync.New(), jobq.ClientConfig{Registry: reg, Hooks: []jobq.ClientHooks{tracing.ClientHooks(opts...)}})
+			if _, err := c.Enqueue(context.Background(), "mail", nil); err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			want := []string{"messaging.system", "messaging.operation.type", "messaging.operation.name", "messaging.destination.name", "jobq.job.type"}
+			spans := exp.GetSpans()
+			for _, op := range []string{"send", "process"} {
+				s := spanNamed(t, spans, op+" default")
+				checkAttrs(t, s, attribute.String("messaging.system", "jobq"), attribute.String("messaging.operation.type", op),
+					attribute.String("messaging.operation.name", op), attribute.String("messaging.destination.name", "default"),
+					attribute.String("jobq.job.type", "mail"))
+				got := sampler.seen[s.Name]
+				if early && !slices.Equal(got, want) || !early && len(got) > 0 {
+					t.Errorf("the sampler saw %v at the start of %q; want %v", got, s.Name, map[bool][]string{true: want}[early])
+				}
+			}
+		})
 	}
 }
 

@@ -55,7 +55,8 @@ type Backend interface {
 	// round trips as the backend can. Each outcome is fenced: it applies only
 	// if the job is still reserved with the same Attempt. Outcomes that no
 	// longer match are skipped and their IDs returned in Stale; that is not
-	// an error.
+	// an error. It must not keep params.Outcomes after it returns: the
+	// worker reuses the slice for its next batch.
 	JobComplete(ctx context.Context, params CompleteParams) (CompleteResult, error)
 
 	// JobExtendLease sets lease_until = now + params.Lease for each held job

@@ -35,9 +35,17 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		res.Stale = res.Stale[:0]
 		clear(woken)
 		res.Cancelled = res.Cancelled[:0]
+		// The driver watches a cancellable context with a goroutine of
+		// its own for every statement: one per job here, the most CPU a
+		// no-op job cost the writer besides SQLite itself. Each statement
+		// touches one row by its key, so the rows run under a context
+		// that is never cancelled. A cancel still ends the write: the
+		// transaction is ctx's (database/sql rolls it back), and ctx is
+		// checked between rows, so the loop stops one row later at most.
+		rowCtx := context.WithoutCancel(ctx)
 		var done, retry *sql.Stmt
-		fails := failMover{ctx: ctx, tx: tx, st: st}
-		fin := finisher{ctx: ctx, tx: tx, st: st}
+		fails := failMover{ctx: rowCtx, tx: tx, st: st}
+		fin := finisher{ctx: rowCtx, tx: tx, st: st}
 		// refused sorts an outcome the fence refused: a cancelling
 		// attempt ends cancelled, anything else is stale.
 		refused := func(o backend.Outcome) error {
@@ -53,6 +61,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			return nil
 		}
 		for _, o := range outcomes {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			id, att := o.Ref.ID, int64(o.Ref.Attempt)
 			applied := true
 			switch o.Kind {
@@ -66,9 +77,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					break
 				}
 				if done == nil {
-					done = tx.StmtContext(ctx, st.done)
+					done = tx.StmtContext(rowCtx, st.done)
 				}
-				r, err := done.ExecContext(ctx, id, att)
+				r, err := done.ExecContext(rowCtx, id, att)
 				if err != nil {
 					return err
 				}
@@ -77,10 +88,10 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 				}
 			case backend.OutcomeRetry:
 				if retry == nil {
-					retry = tx.StmtContext(ctx, st.retry)
+					retry = tx.StmtContext(rowCtx, st.retry)
 				}
 				var queue string
-				err := retry.QueryRowContext(ctx, id, att, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
+				err := retry.QueryRowContext(rowCtx, id, att, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 					applied = false

@@ -14,7 +14,7 @@ import (
 // taken from the backend's clock. Statements that filter on status use the
 // literal 'pending' or 'reserved' so SQLite can match the partial indexes.
 
-// claimColumns is the column list a claim returns and scanRow reads, in
+// claimColumns is the column list a claim returns and rowScan reads, in
 // order: every column but the three the claim sets itself (status,
 // reserved_at, lease_until), which cost a claim as much to read back as
 // releases and metadata cost to add.

@@ -52,8 +52,9 @@ is removed afterwards. A progress bar is drawn on stderr when it is a terminal.
 Prometheus metrics (every hook, the queue depths, a scrape every second)
 and OpenTelemetry tracing (a span per enqueue and per attempt, sampled at
 --observe-sample, 1 = all, batched to an exporter that drops them) turned
-on. Compare runs with and without it, interleaved; each result names what
-was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
+on. Drain flushes the spans of its untimed enqueues before it starts the
+clock: a worker process would not hold them. Compare runs with and without
+it, interleaved; each result names what was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
 		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -53,6 +53,7 @@ func observe(ctx context.Context, cfg *bench.Config, what string, sample float64
 			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
 		cfg.ClientHooks = append(cfg.ClientHooks, tracing.ClientHooks(tracing.WithTracerProvider(tp)))
 		cfg.Middleware = append(cfg.Middleware, tracing.Middleware(tracing.WithTracerProvider(tp)))
+		cfg.Settle = tp.ForceFlush
 	}
 
 	sctx, cancel := context.WithCancel(ctx)

@@ -71,6 +71,14 @@ type Config struct {
 	WorkerHooks []jobq.WorkerHooks
 	ClientHooks []jobq.ClientHooks
 	Middleware  []jobq.Middleware
+	// Settle, when set, runs after drain's untimed set-up (queuing its
+	// jobs) and before its timing starts. `jobq bench --observe` flushes
+	// there the spans the set-up's enqueues left in the tracer's batcher.
+	// In a deployment the producer's process holds them, not the
+	// worker's; left in, they sat in the worker's heap through the timed
+	// drain (at 1 % of 100,000 jobs, 1.4 MB live at its start instead of
+	// 0.8 MB).
+	Settle func(context.Context) error
 	// Observed labels the results with the observability that was on
 	// (e.g. "metrics,tracing"); empty for none.
 	Observed string

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -16,6 +17,11 @@ func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
 	}
 	if err := insertN(ctx, c, queue, cfg.N, cfg.Batch, nil); err != nil {
 		return Result{}, err
+	}
+	if cfg.Settle != nil {
+		if err := cfg.Settle(ctx); err != nil {
+			return Result{}, fmt.Errorf("settle after queuing: %w", err)
+		}
 	}
 	n := int64(cfg.N)
 	start := time.Now()

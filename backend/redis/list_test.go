@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -11,8 +12,8 @@ import (
 // TestSingleInsertList: a lone plain insert of priority 0 lands in the
 // queue's list l, not in the zsets p and o, so the cheap path cannot
 // silently stop being taken, and so do the plain jobs of a batch whose IDs
-// the script mints (the inserts the inserter merges); other priorities go
-// to p. Its wake-up is published only when the ready set (p and l) was
+// the script mints (the inserts the inserter merges), with or without
+// metadata; other priorities go to p. Its wake-up is published only when the ready set (p and l) was
 // empty, and a claim empties the list.
 func TestSingleInsertList(t *testing.T) {
 	b := openTest(t, Options{})
@@ -73,12 +74,15 @@ func TestSingleInsertList(t *testing.T) {
 		t.Error("a job of priority 2 into a queue with ready jobs published a wake-up")
 	}
 	want("a single insert of priority 2", []string{a, c}, 1, 1)
-	batch, err := b.JobInsertMany(ctx, benchJobs(2, "q"))
+	// Metadata (a trace context) does not keep a job out of l.
+	jobs := benchJobs(2, "q")
+	jobs[1].Metadata = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	batch, err := b.JobInsertMany(ctx, jobs)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b0, b1 := tsHex(batch[0].ID), tsHex(batch[1].ID)
-	want("a batch", []string{a, c, b0, b1}, 1, 1)
+	want("a batch, one job with metadata", []string{a, c, b0, b1}, 1, 1)
 
 	// Highest priority, then by ID across p and l.
 	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
@@ -91,6 +95,9 @@ func TestSingleInsertList(t *testing.T) {
 	}
 	if order := []string{hi, a, c, b0, b1}; !slices.Equal(got, order) {
 		t.Fatalf("claimed %v, want %v", got, order)
+	}
+	if md := rows[4].Metadata; !maps.Equal(md, jobs[1].Metadata) {
+		t.Fatalf("the job with metadata was claimed with %v, want %v", md, jobs[1].Metadata)
 	}
 	want("all claimed", nil, 0, 0)
 	if n, err := b.c.rdb.Exists(ctx, q.readyList, q.ready, q.readyAt, q.counts).Result(); err != nil || n != 0 {

@@ -410,13 +410,13 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 
 --- script: insert
 -- Inserts a batch of jobs of one queue. When it mints the IDs, its jobs
--- that are ready now, of priority 0 and without options go to l, like
--- insert1's: those IDs are above every ID in l (all minted from t inside
--- scripts, strictly increasing), so l stays in ID order, and an RPUSH
--- costs less than the ZADDs to p and o (and claims then take l alone,
--- LPOP). Given IDs were minted before the call, maybe before IDs already
+-- that are ready now, of priority 0 and without options but metadata go
+-- to l, like insert1's: those IDs are above every ID in l (all minted
+-- from t inside scripts, strictly increasing), so l stays in ID order,
+-- and an RPUSH costs less than the ZADDs to p and o (and claims then
+-- take l alone, LPOP). Given IDs were minted before the call, maybe before IDs already
 -- in l, whose order they would break: those jobs go to p, as do jobs with
--- options.
+-- other options.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
 --   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
 --   the IDs are given
@@ -476,7 +476,12 @@ for i = 1, n do
     if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
     if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
     call('HSET', k, unpack(f))
-    if av == now then
+    if av == now and pr == '0' and u == '' and not given then
+      -- Metadata alone (a trace context, say) changes nothing of the
+      -- job's place: it goes to l with the plain jobs. In p, a traced 1 %
+      -- of a batch kept every claim off l's fast path.
+      ml[#ml + 1] = id
+    elseif av == now then
       mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
       nf = nf + 1
       fresh[nf] = id

@@ -3,6 +3,8 @@ package redis
 import (
 	"context"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -42,10 +44,7 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 		for _, i := range g.items {
 			args = append(args, tsHex(ids[i]))
 		}
-		calls[gi] = &evalCall{s: scriptCancel, args: args, keys: []string{
-			q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
-			q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList,
-		}}
+		calls[gi] = &evalCall{s: scriptCancel, args: args, keys: cancelKeys(q)}
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
 	var held []uniqueHeld
@@ -82,11 +81,49 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 	if first != nil {
 		return nil, first
 	}
+	for _, r := range out {
+		// Already: a request before this one may have died before its
+		// INCR; raising the counter again costs nothing.
+		if r.Outcome == backend.CancelRequested || r.Outcome == backend.CancelAlready {
+			if err := b.c.incr(ctx, b.keys.cancels); err != nil {
+				return nil, fmt.Errorf("tell workers of the cancel requests (asking again does): %w", err)
+			}
+			break
+		}
+	}
 	return out, nil
 }
 
+// cancelKeys are the KEYS of the script "cancel" for queue q.
+func cancelKeys(q *queueKeys) []string {
+	return []string{
+		q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
+		q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList,
+	}
+}
+
+// cancelScanEvery bounds how long JobCancelling trusts the counter
+// P:cancels: a request whose INCR never came (its caller died between the
+// script and the INCR, or runs a build without the counter) is seen at
+// the next scan at the latest.
+const cancelScanEvery = 10 * time.Second
+
+// cancelPoll is what the last scan of the cancelling sets saw.
+type cancelPoll struct {
+	mu    sync.Mutex
+	valid bool
+	gen   string        // P:cancels when it started
+	empty bool          // it found no cancelling job
+	at    time.Time     // when it started
+	every time.Duration // cancelScanEvery when 0; tests shorten it
+}
+
 // JobCancelling implements backend.Canceller: one script call per queue,
-// pipelined, each reading that queue's (small) cancelling set.
+// pipelined, each reading that queue's (small) cancelling set. Only a
+// cancel request adds to those sets, and every one raises P:cancels after
+// it, so when the last scan found them all empty and the counter has not
+// moved since, they still are: the answer is then one GET, not a script
+// per queue (every worker holding jobs asks four times a second).
 func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 	if err := b.begin("list cancelling"); err != nil {
 		return nil, err
@@ -96,6 +133,34 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 }
 
 func (b *Backend) cancelling(ctx context.Context) ([]backend.JobRef, error) {
+	gen, _, err := b.c.get(ctx, b.keys.cancels)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	p := &b.cancelPoll
+	p.mu.Lock()
+	every := p.every
+	if every == 0 {
+		every = cancelScanEvery
+	}
+	unchanged := p.valid && p.empty && p.gen == gen && start.Sub(p.at) < every
+	p.mu.Unlock()
+	if unchanged {
+		return nil, nil
+	}
+	refs, err := b.scanCancelling(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	p.valid, p.gen, p.empty, p.at = true, gen, len(refs) == 0, start
+	p.mu.Unlock()
+	return refs, nil
+}
+
+// scanCancelling reads every queue's cancelling set.
+func (b *Backend) scanCancelling(ctx context.Context) ([]backend.JobRef, error) {
 	queues, err := b.reg.all(ctx)
 	if err != nil || len(queues) == 0 {
 		return nil, err

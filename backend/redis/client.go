@@ -210,6 +210,13 @@ func (c *client) set(ctx context.Context, key, value string) error {
 	return c.classify(cctx, c.rdb.Set(cctx, key, value, 0).Err())
 }
 
+// incr raises a counter by one.
+func (c *client) incr(ctx context.Context, key string) error {
+	cctx, cancel := c.bound(ctx)
+	defer cancel()
+	return c.classify(cctx, c.rdb.Incr(cctx, key).Err())
+}
+
 // hgetAll returns every field of a hash (none when it does not exist).
 func (c *client) hgetAll(ctx context.Context, key string) (map[string]string, error) {
 	cctx, cancel := c.bound(ctx)

@@ -91,6 +91,9 @@ type keyspace struct {
 	unique string // P:unique: unique key -> holder
 	// schedules is P:schedules: schedule name -> definition (schedule.go)
 	schedules string
+	// cancels is P:cancels: raised after every cancel request that marked
+	// a running job (cancel.go)
+	cancels string
 
 	mu     sync.RWMutex
 	byName map[string]*queueKeys
@@ -103,6 +106,7 @@ func newKeyspace(prefix string) *keyspace {
 		queues:    prefix + ":queues",
 		unique:    prefix + ":unique",
 		schedules: prefix + ":schedules",
+		cancels:   prefix + ":cancels",
 		byName:    map[string]*queueKeys{},
 	}
 }

@@ -213,6 +213,8 @@ type Backend struct {
 	url      string // as given to Open when it has secrets, to scrub them from errors
 	grace    time.Duration
 
+	cancelPoll cancelPoll // what JobCancelling last saw (cancel.go)
+
 	closed     atomic.Bool
 	closeMu    sync.Mutex
 	background lifecycle.Group // the notifier's loop

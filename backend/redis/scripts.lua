@@ -45,6 +45,10 @@
 --   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
 --   P:schedules    hash   schedule name -> "<created µs> <registered µs>
 --                         <queue>\n<type>\n<spec>" (script "schedule")
+--   P:cancels      string raised (INCR, after the script "cancel") by every
+--                         cancel request that marked a running job, so
+--                         that polls see when no queue's c can have grown
+--                         (cancel.go)
 --   P:{Q}:i        string how many jobs were ever inserted into Q (INCRBY
 --                         once per insert, insert1 and tick call; a replay
 --                         re-creates jobs and does not count), for

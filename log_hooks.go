@@ -60,9 +60,9 @@ func logHooks(log *slog.Logger) WorkerHooks {
 			attrs := append(jobAttrs(e.Job), slog.Duration("duration", e.Duration))
 			switch e.Kind {
 			case EventRetry:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", logText(e.Err)))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", errorText(e.Err)))
 			case EventFailed:
-				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", logText(e.Err)))
+				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", errorText(e.Err)))
 			}
 			log.LogAttrs(ctx, level, msg, attrs...)
 		},
@@ -81,7 +81,8 @@ func logHooks(log *slog.Logger) WorkerHooks {
 	}
 }
 
-// logText is a handler's error as the log shows it: as stored, with the
+// errorText is a handler's error as it is stored and logged: with the
 // credentials of URLs in it masked (a failed webhook's error quotes its
-// URL, and logs travel further than the database).
-func logText(err error) string { return redact.Default.Text(backend.ErrorText(err.Error())) }
+// URL), then cut to backend.ErrorText's limit. Masked after the cut, a
+// password the cut parted from the '@' that marks it stayed in view.
+func errorText(err error) string { return backend.ErrorText(redact.Default.Text(err.Error())) }

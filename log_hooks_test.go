@@ -128,3 +128,77 @@ func TestOutcomeLogs(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorTextCutMasked: an error longer than the stored limit, quoting a
+// URL with a password where the cut falls (in the kept head, or where the
+// kept tail starts), is stored and logged with no part of the password:
+// it is masked before the cut, which would part it from its '@'.
+func TestErrorTextCutMasked(t *testing.T) {
+	const secret = "hunter2secretpass"
+	url := "https://pay:" + secret + "@psp.example/charge"
+	at := strings.Index(url, secret) + len(secret)/2 // the cut falls here
+	cases := map[string]string{
+		"head": strings.Repeat("h", backend.ErrorHeadBytes-at) + url + strings.Repeat("t", backend.MaxErrorBytes),
+	}
+	// The kept tail starts inside the password for one length of what
+	// follows the URL: find it.
+	for n := range backend.MaxErrorBytes {
+		raw := strings.Repeat("h", backend.MaxErrorBytes) + url + strings.Repeat("t", n)
+		if cut := backend.ErrorText(raw); strings.Contains(cut, secret[len(secret)-3:]) && !strings.Contains(cut, "pay:") {
+			cases["tail"] = raw
+			break
+		}
+	}
+	for which, raw := range cases {
+		// Cut unmasked, part of the password shows: the case is real.
+		if cut := backend.ErrorText(raw); !strings.Contains(cut, secret[:3]) && !strings.Contains(cut, secret[len(secret)-3:]) {
+			t.Fatalf("%s: the cut keeps no part of the password; the test misses its case", which)
+		}
+	}
+	if len(cases) != 2 {
+		t.Fatal("no length puts the tail's start inside the password")
+	}
+	b := newMemory(t, nil)
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("bad", func(_ context.Context, j *jobq.Job) error {
+		var which string
+		if err := json.Unmarshal(j.Payload, &which); err != nil {
+			return err
+		}
+		return errors.New(cases[which])
+	})
+	c := mustClient(t, b, jobq.ClientConfig{})
+	for which := range cases {
+		if _, err := c.Enqueue(t.Context(), "bad", which, jobq.MaxAttempts(1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var buf logBuffer
+	var finished atomic.Int64
+	cfg := fastConfig()
+	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(jobq.Event) { finished.Add(1) }}}
+	stop := startWorker(t, b, reg, cfg)
+	eventually(t, 5*time.Second, "both attempts", func() bool { return finished.Load() == 2 })
+	stop()
+
+	failed, err := jobq.NewInspector(b).FailedPage(t.Context(), jobq.FailedFilter{}, 10, 0)
+	if err != nil || len(failed) != 2 {
+		t.Fatalf("failed jobs: %d, %v; want 2", len(failed), err)
+	}
+	for _, f := range failed {
+		if !strings.Contains(f.Error, "bytes cut") {
+			t.Errorf("stored error of %d bytes was not cut", len(f.Error))
+		}
+		for _, part := range []string{secret[:len(secret)/2], secret[len(secret)/2:]} {
+			if strings.Contains(f.Error, part) {
+				t.Errorf("stored error holds %q of the password", part)
+			}
+		}
+	}
+	for _, part := range []string{secret[:len(secret)/2], secret[len(secret)/2:]} {
+		if strings.Contains(buf.String(), part) {
+			t.Errorf("the log holds %q of the password", part)
+		}
+	}
+}

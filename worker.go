@@ -526,7 +526,7 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 		return item, ev
 	case IsPermanent(err) || row.Attempts >= row.MaxAttempts:
 		ev.Kind = EventFailed
-		item.Outcome.Kind, item.Outcome.Error = backend.OutcomeFail, backend.ErrorText(err.Error())
+		item.Outcome.Kind, item.Outcome.Error = backend.OutcomeFail, errorText(err)
 		return item, ev
 	}
 	delay, asked := retryAfter(err)
@@ -538,7 +538,7 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 		delay = policy.Delay(row.Attempts)
 	}
 	ev.Kind, ev.RetryDelay = EventRetry, delay
-	item.Outcome.Kind, item.Outcome.RetryDelay, item.Outcome.Error = backend.OutcomeRetry, delay, backend.ErrorText(err.Error())
+	item.Outcome.Kind, item.Outcome.RetryDelay, item.Outcome.Error = backend.OutcomeRetry, delay, errorText(err)
 	return item, ev
 }
 

@@ -80,7 +80,7 @@ func checkBenchLine(t *testing.T, line, workload, backendName string) {
 			t.Errorf("%s: %s", workload, line)
 		}
 	case "drain":
-		if jobs != 200 || num("workers") != 20 {
+		if jobs != 200 || num("workers") != 20 || num("alloc_bytes_per_job") <= 0 || num("cpu_us_per_job") <= 0 {
 			t.Errorf("%s: %s", workload, line)
 		}
 	case "latency":
@@ -93,7 +93,8 @@ func checkBenchLine(t *testing.T, line, workload, backendName string) {
 			t.Errorf("latency percentiles out of order: %s", line)
 		}
 	case "steady":
-		if jobs <= 0 || num("producers") != 8 || num("enqueued") < jobs || num("max_backlog") != 1000 {
+		if jobs <= 0 || num("producers") != 8 || num("enqueued") < jobs || num("max_backlog") != 1000 ||
+			num("alloc_bytes_per_job") <= 0 || num("cpu_us_per_job") <= 0 {
 			t.Errorf("%s: %s", workload, line)
 		}
 	}

@@ -155,6 +155,13 @@ type Result struct {
 	// MaxBacklog: steady's producers wait while this many of their jobs
 	// are not done yet, so the run stays a steady state.
 	MaxBacklog int `json:"max_backlog,omitempty"`
+	// What the process spent over the timed part of drain and steady
+	// (see cost), per job it completed: CPU time (steady's counts its
+	// producers' too; a server's own is never in it) and bytes allocated;
+	// and the garbage collections.
+	CPUMicrosPerJob  float64 `json:"cpu_us_per_job,omitempty"`
+	AllocBytesPerJob int64   `json:"alloc_bytes_per_job,omitempty"`
+	GCs              uint32  `json:"gcs,omitempty"`
 	// Enqueue-to-handler-start latency percentiles (latency only).
 	P50Ms *float64 `json:"p50_ms,omitempty"`
 	P90Ms *float64 `json:"p90_ms,omitempty"`

@@ -24,6 +24,7 @@ func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
 		}
 	}
 	n := int64(cfg.N)
+	c0 := costNow()
 	start := time.Now()
 	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop, nil)
 	if err != nil {
@@ -33,6 +34,7 @@ func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
 	werr := p.waitDone(ctx, n, cfg.Stall)
 	serr := p.stop() // returns once every outcome is written
 	took := time.Since(start)
+	c1 := costNow()
 	bar.finish()
 	if werr != nil {
 		return Result{}, werr
@@ -43,5 +45,7 @@ func runDrain(ctx context.Context, cfg Config, queue string) (Result, error) {
 	if err := checkEmpty(ctx, cfg, queue); err != nil {
 		return Result{}, err
 	}
-	return Result{Jobs: n, Workers: cfg.Workers, Seconds: round(took.Seconds()), JobsPerSec: rate(n, took)}, nil
+	r := Result{Jobs: n, Workers: cfg.Workers, Seconds: round(took.Seconds()), JobsPerSec: rate(n, took)}
+	r.addCost(c0, c1)
+	return r, nil
 }

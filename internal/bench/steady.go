@@ -59,6 +59,7 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 		errMu    sync.Mutex
 		errs     []error
 	)
+	c0 := costNow()
 	start := time.Now()
 	bar := startProgress(cfg.Progress, Steady, fracOfTime(start, cfg.Duration), func() int64 { return p.done.Load() - 1 })
 	for range cfg.Producers {
@@ -89,6 +90,7 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 	timer.Stop()
 	done, enq := p.done.Load()-1, enqueued.Load()
 	took := time.Since(start)
+	c1 := costNow()
 	close(stop)
 	wg.Wait()
 	bar.finish()
@@ -101,8 +103,10 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 	if err := p.waitDone(ctx, enqueued.Load()+1, cfg.Stall); err != nil {
 		return Result{}, err
 	}
-	return Result{
+	r := Result{
 		Jobs: done, Producers: cfg.Producers, Workers: cfg.Workers, MaxBacklog: steadyBacklog(cfg),
 		Seconds: round(took.Seconds()), JobsPerSec: rate(done, took), Enqueued: enq, EnqueuedPerSec: rate(enq, took),
-	}, nil
+	}
+	r.addCost(c0, c1)
+	return r, nil
 }

@@ -24,6 +24,7 @@ These commands never create a store: a --db without a jobq schema is an
 error (exit 1) that names the 'jobq migrate' command creating it.`,
 	}
 	requireSubcommand(cmd)
+	a.addMaskKeys(cmd)
 	cmd.AddCommand(a.newFailedListCmd(), a.newFailedShowCmd(), a.newFailedRetryCmd(), a.newFailedPurgeCmd())
 	for _, sub := range cmd.Commands() {
 		sub.PreRunE = a.requireDurable
@@ -84,7 +85,7 @@ func (a *app) newFailedListCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, failedJSONList(jobs))
+					return writeJSON(a.out, failedJSONList(a.masker(), jobs))
 				}
 				a.printFailedTable(jobs, limit)
 				return nil
@@ -107,7 +108,7 @@ func (a *app) printFailedTable(jobs []*jobq.FailedJob, limit int) {
 	fmt.Fprintln(tw, "ID\tJOB\tQUEUE\tTYPE\tATTEMPTS\tFAILED AT\tERROR")
 	for _, j := range jobs {
 		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.JobID, j.Queue, j.Type,
-			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(redact.Default.Text(j.Error), 80))
+			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(a.masker().Text(j.Error), 80))
 	}
 	tw.Flush()
 	if len(jobs) == limit {
@@ -135,7 +136,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, toFailedJSON(j))
+					return writeJSON(a.out, toFailedJSON(a.masker(), j))
 				}
 				a.printFailedJob(j)
 				return nil
@@ -156,13 +157,13 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	fmt.Fprintf(tw, "Enqueued at:\t%s\nFailed at:\t%s\n", timeText(j.CreatedAt), timeText(j.FailedAt))
 	tw.Flush()
 	// Shown as the admin surface shows it: secrets masked (internal/redact).
-	payload := redact.Default.JSON(j.Payload)
+	payload := a.masker().JSON(j.Payload)
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, payload, "", "  ") != nil {
 		pretty.Reset()
 		pretty.Write(payload)
 	}
-	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), redact.Default.Text(j.Error))
+	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), a.masker().Text(j.Error))
 }
 
 // selection is what retry and purge act on: IDs, or everything matching
@@ -303,22 +304,29 @@ type failedJSON struct {
 	FailedAt    time.Time       `json:"failed_at"`
 }
 
-func toFailedJSON(j *jobq.FailedJob) failedJSON {
-	payload := json.RawMessage(redact.Default.JSON(j.Payload))
+// maskedPayload is a payload as the commands print it in JSON: secrets
+// masked, and a payload that is not JSON (a store written by hand) as a
+// string.
+func maskedPayload(m *redact.Masker, p []byte) json.RawMessage {
+	payload := json.RawMessage(m.JSON(p))
 	if !json.Valid(payload) {
 		payload, _ = json.Marshal(string(payload))
 	}
+	return payload
+}
+
+func toFailedJSON(m *redact.Masker, j *jobq.FailedJob) failedJSON {
 	return failedJSON{
-		ID: j.ID, JobID: j.JobID, Queue: j.Queue, Type: j.Type, Payload: payload,
+		ID: j.ID, JobID: j.JobID, Queue: j.Queue, Type: j.Type, Payload: maskedPayload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		Error: redact.Default.Text(j.Error), UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
+		Error: m.Text(j.Error), UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
 	}
 }
 
-func failedJSONList(jobs []*jobq.FailedJob) []failedJSON {
+func failedJSONList(m *redact.Masker, jobs []*jobq.FailedJob) []failedJSON {
 	out := make([]failedJSON, len(jobs))
 	for i, j := range jobs {
-		out[i] = toFailedJSON(j)
+		out[i] = toFailedJSON(m, j)
 	}
 	return out
 }

@@ -235,3 +235,49 @@ func TestFailedPurgeKeep(t *testing.T) {
 		}
 	}
 }
+
+// TestJobsListMasks: 'jobq jobs list --json' prints a job's payload,
+// metadata and last error masked as 'jobq failed' does, and --mask-keys
+// on either command replaces the masked keys.
+func TestJobsListMasks(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	ctx := t.Context()
+	payload := `{"to":"ada@example.com","smtp":{"Password":"pw-1187"},"ssn":"ssn-5521"}`
+	md := map[string]string{"access_token": "tk-3304", "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+	if _, err := b.JobInsertMany(ctx, []backend.InsertParams{{Queue: "q", Type: "mail", Payload: []byte(payload), MaxAttempts: 3, Metadata: md}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	retry := backend.Outcome{Ref: rows[0].Ref(), Kind: backend.OutcomeRetry, Error: "dial smtp://ada:pw-7719@mail.example:587: refused"}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{retry}}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(args ...string) string {
+		t.Helper()
+		r := run(t, append([]string{"--db", db, "jobs", "list", "--state", "pending", "--json"}, args...)...)
+		if r.err != nil {
+			t.Fatalf("jobs list %v: %v", args, r.err)
+		}
+		if !strings.Contains(r.out, "mail.example") || !strings.Contains(r.out, "traceparent") {
+			t.Fatalf("jobs list %v lacks the job:\n%s", args, r.out)
+		}
+		return r.out
+	}
+	out := list()
+	for _, secret := range []string{"pw-1187", "tk-3304", "pw-7719"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("jobs list --json shows %s:\n%s", secret, out)
+		}
+	}
+	if !strings.Contains(out, "ssn-5521") {
+		t.Errorf("ssn is not a default masked key, yet it is hidden:\n%s", out)
+	}
+	if out := list("--mask-keys", "ssn"); strings.Contains(out, "ssn-5521") || !strings.Contains(out, "pw-1187") {
+		t.Errorf("--mask-keys ssn: want ssn masked and the defaults replaced:\n%s", out)
+	}
+}

@@ -22,6 +22,7 @@ cancelled ones for --keep-cancelled (a day by default); failed jobs have
 their own command, 'jobq failed list'. Never creates a store.`,
 	}
 	requireSubcommand(cmd)
+	a.addMaskKeys(cmd)
 	list := a.newJobsListCmd()
 	list.PreRunE = a.requireDurable
 	cmd.AddCommand(list)
@@ -83,7 +84,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 						return err
 					}
 					if asJSON {
-						return writeJSON(a.out, liveJSONList(rows))
+						return writeJSON(a.out, liveJSONList(a.masker(), rows))
 					}
 					a.printLiveTable(rows, state, limit)
 					return nil
@@ -93,7 +94,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, finishedJSONList(rows))
+					return writeJSON(a.out, finishedJSONList(a.masker(), rows))
 				}
 				a.printFinishedTable(rows, state, limit)
 				return nil
@@ -146,7 +147,7 @@ func (a *app) printLiveTable(rows []*jobq.JobRow, state string, limit int) {
 			at = j.ReservedAt
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type, j.Status,
-			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(redact.Default.Text(j.LastError), 60))
+			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(a.masker().Text(j.LastError), 60))
 	}
 	tw.Flush()
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
@@ -161,7 +162,7 @@ func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state string, limit i
 	fmt.Fprintln(tw, "ID\tQUEUE\tTYPE\tATTEMPTS\tFINISHED AT\tCREATED AT\tLAST ERROR")
 	for _, j := range rows {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type,
-			j.Attempts, j.MaxAttempts, timeText(j.FinishedAt), timeText(j.CreatedAt), firstLine(redact.Default.Text(j.LastError), 60))
+			j.Attempts, j.MaxAttempts, timeText(j.FinishedAt), timeText(j.CreatedAt), firstLine(a.masker().Text(j.LastError), 60))
 	}
 	tw.Flush()
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
@@ -199,23 +200,25 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
-func liveJSONList(rows []*jobq.JobRow) []jobJSON {
+// liveJSONList and finishedJSONList print jobs with their payload,
+// metadata and last error masked by m, as the tables and 'jobq failed' do.
+func liveJSONList(m *redact.Masker, rows []*jobq.JobRow) []jobJSON {
 	out := make([]jobJSON, len(rows))
 	for i, j := range rows {
 		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.Status), Attempts: j.Attempts,
-			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: j.Payload, LastError: j.LastError,
-			UniqueKey: j.UniqueKey, Metadata: j.Metadata, CreatedAt: j.CreatedAt,
+			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: maskedPayload(m, j.Payload), LastError: m.Text(j.LastError),
+			UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), CreatedAt: j.CreatedAt,
 			AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt)}
 	}
 	return out
 }
 
-func finishedJSONList(rows []*jobq.FinishedJob) []jobJSON {
+func finishedJSONList(m *redact.Masker, rows []*jobq.FinishedJob) []jobJSON {
 	out := make([]jobJSON, len(rows))
 	for i, j := range rows {
 		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.State), Attempts: j.Attempts,
-			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: j.Payload, LastError: j.LastError,
-			UniqueKey: j.UniqueKey, Metadata: j.Metadata, CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt)}
+			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: maskedPayload(m, j.Payload), LastError: m.Text(j.LastError),
+			UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt)}
 	}
 	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/all"
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // defaultDB is the embedded default: a SQLite file in the working directory.
@@ -21,6 +22,26 @@ const defaultDB = "sqlite:jobq.db"
 type app struct {
 	out, errOut io.Writer // both scrub the --db URL's secrets (see redactWriter)
 	db          string
+	// maskKeys is --mask-keys of the commands that show jobs (failed,
+	// jobs); mask is their Masker, made on first use.
+	maskKeys []string
+	mask     *redact.Masker
+}
+
+// masker masks what the commands show of jobs: payloads, metadata and
+// error texts, as the admin surface does (redact.DefaultKeys unless
+// --mask-keys names others).
+func (a *app) masker() *redact.Masker {
+	if a.mask == nil {
+		a.mask = redact.New(a.maskKeys)
+	}
+	return a.mask
+}
+
+// addMaskKeys adds --mask-keys to cmd and its subcommands.
+func (a *app) addMaskKeys(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringSliceVar(&a.maskKeys, "mask-keys", redact.DefaultKeys,
+		"payload and metadata keys whose values are shown as *** (a key is masked when its name contains one; these replace the defaults)")
 }
 
 // usageError is a command-line mistake: exit code 2 and a one-line hint.

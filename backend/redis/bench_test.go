@@ -61,12 +61,25 @@ func BenchmarkClaimComplete100Singles(b *testing.B) {
 	benchClaimComplete(b, 1)
 }
 
-func benchClaimComplete(b *testing.B, batch int) {
+// BenchmarkClaimComplete100Priority is BenchmarkClaimComplete100 with jobs
+// of priority 1: they wait in the zset p (as jobs with options, given
+// IDs, retries and delayed jobs do), so claims take p's path, not l's.
+func BenchmarkClaimComplete100Priority(b *testing.B) {
+	benchClaimCompleteJobs(b, 100, 1)
+}
+
+func benchClaimComplete(b *testing.B, batch int) { benchClaimCompleteJobs(b, batch, 0) }
+
+func benchClaimCompleteJobs(b *testing.B, batch, priority int) {
 	be := openTest(b, Options{})
 	for b.Loop() {
 		b.StopTimer()
 		for range 100 / batch {
-			if _, err := be.JobInsertMany(b.Context(), benchJobs(batch, "q")); err != nil {
+			jobs := benchJobs(batch, "q")
+			for i := range jobs {
+				jobs[i].Priority = priority
+			}
+			if _, err := be.JobInsertMany(b.Context(), jobs); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -168,17 +168,3 @@ func jsonKind(k string) string {
 	}
 	return k
 }
-
-// rawJSON returns raw masked, as JSON the encoder accepts: text that is
-// not JSON is sent as a string.
-func (s *server) rawJSON(raw []byte) json.RawMessage {
-	m := s.masked(raw)
-	if len(m) == 0 {
-		return json.RawMessage("null")
-	}
-	if !json.Valid(m) {
-		b, _ := json.Marshal(string(m))
-		return b
-	}
-	return m
-}

@@ -1,39 +1,14 @@
 package admin
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/jobview"
 )
-
-// failedView is a failed job as the API shows it.
-type failedView struct {
-	ID          int64             `json:"id"`
-	JobID       int64             `json:"job_id"`
-	Queue       string            `json:"queue"`
-	Type        string            `json:"type"`
-	Payload     json.RawMessage   `json:"payload"`
-	Attempts    int               `json:"attempts"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	Error       string            `json:"error"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	CreatedAt   time.Time         `json:"created_at"`
-	FailedAt    time.Time         `json:"failed_at"`
-}
-
-func (s *server) failedView(f *jobq.FailedJob) failedView {
-	return failedView{
-		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: s.rawJSON(f.Payload),
-		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: s.maskedText(f.Error),
-		UniqueKey: f.UniqueKey, Metadata: s.maskedMeta(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
-	}
-}
 
 // failedFilter is the filter of failed jobs, in a query or a bulk body.
 type failedFilter struct {
@@ -101,11 +76,11 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Failed     []failedView `json:"failed"`
-		NextCursor int64        `json:"next_cursor,omitempty"`
-	}{Failed: make([]failedView, len(rows))}
+		Failed     []jobview.Failed `json:"failed"`
+		NextCursor int64            `json:"next_cursor,omitempty"`
+	}{Failed: make([]jobview.Failed, len(rows))}
 	for i, row := range rows {
-		out.Failed[i] = s.failedView(row)
+		out.Failed[i] = jobview.FailedJob(s.masker(), row)
 	}
 	if n := len(rows); n > 0 {
 		out.NextCursor = nextCursor(n, limit, rows[n-1].ID)
@@ -125,7 +100,7 @@ func (s *server) getFailed(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.failedView(f))
+	writeJSON(w, http.StatusOK, jobview.FailedJob(s.masker(), f))
 }
 
 // replayResult is the answer of a replay.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 )
 
 // enqueueRequest is one job to enqueue, as the API takes it.
@@ -205,51 +206,12 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, out)
 }
 
-// jobView is a job as the API shows it, in any state.
-type jobView struct {
-	ID          int64             `json:"id"`
-	State       string            `json:"state"`
-	Queue       string            `json:"queue"`
-	Type        string            `json:"type"`
-	Payload     json.RawMessage   `json:"payload"`
-	Attempts    int               `json:"attempts"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	CreatedAt   time.Time         `json:"created_at"`
-	AvailableAt *time.Time        `json:"available_at,omitempty"`
-	ReservedAt  *time.Time        `json:"reserved_at,omitempty"`
-	LeaseUntil  *time.Time        `json:"lease_until,omitempty"`
-	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
-	LastError   string            `json:"last_error,omitempty"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-}
-
 // timePtr is nil for the zero time, so it is left out of the answer.
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
 	}
 	return &t
-}
-
-func (s *server) liveView(state string, j *jobq.JobRow) jobView {
-	return jobView{
-		ID: j.ID, State: state, Queue: j.Queue, Type: j.Type, Payload: s.rawJSON(j.Payload),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
-		LeaseUntil: timePtr(j.LeaseUntil), LastError: s.maskedText(j.LastError), UniqueKey: j.UniqueKey,
-		Metadata: s.maskedMeta(j.Metadata),
-	}
-}
-
-func (s *server) finishedView(j *jobq.FinishedJob) jobView {
-	return jobView{
-		ID: j.ID, State: string(j.State), Queue: j.Queue, Type: j.Type, Payload: s.rawJSON(j.Payload),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: s.maskedText(j.LastError),
-		UniqueKey: j.UniqueKey, Metadata: s.maskedMeta(j.Metadata),
-	}
 }
 
 // listQuery is a parsed job list request.
@@ -375,9 +337,9 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Jobs       []jobView `json:"jobs"`
-		NextCursor int64     `json:"next_cursor,omitempty"`
-	}{Jobs: []jobView{}}
+		Jobs       []jobview.Job `json:"jobs"`
+		NextCursor int64         `json:"next_cursor,omitempty"`
+	}{Jobs: []jobview.Job{}}
 	switch lq.state {
 	case jobq.StateCompleted, jobq.StateCancelled:
 		rows, err := s.opts.Inspector.FinishedPage(r.Context(), lq.state, lq.filter, lq.limit, lq.cursor)
@@ -386,7 +348,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, j := range rows {
-			out.Jobs = append(out.Jobs, s.finishedView(j))
+			out.Jobs = append(out.Jobs, jobview.Finished(s.masker(), j))
 		}
 	default:
 		rows, err := s.opts.Inspector.JobsPage(r.Context(), lq.state, lq.filter, lq.limit, lq.cursor)
@@ -399,7 +361,7 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 			if j.Status == backend.StatusCancelling {
 				state = string(backend.StatusCancelling)
 			}
-			out.Jobs = append(out.Jobs, s.liveView(state, j))
+			out.Jobs = append(out.Jobs, jobview.Live(s.masker(), state, j))
 		}
 	}
 	if n := len(out.Jobs); n > 0 {
@@ -431,10 +393,10 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info.Live != nil {
-		writeJSON(w, http.StatusOK, s.liveView(info.State, info.Live))
+		writeJSON(w, http.StatusOK, jobview.Live(s.masker(), info.State, info.Live))
 		return
 	}
-	writeJSON(w, http.StatusOK, s.finishedView(info.Finished))
+	writeJSON(w, http.StatusOK, jobview.Finished(s.masker(), info.Finished))
 }
 
 // cancelJob cancels one job; the outcome says what happened. An unknown

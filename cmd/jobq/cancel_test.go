@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 )
 
 func TestCancelCommand(t *testing.T) {
@@ -76,7 +77,7 @@ func TestCancelCommand(t *testing.T) {
 
 	// The cancelled jobs are listed; the running one is reserved, cancelling.
 	r = run(t, "--db", db, "jobs", "list", "--state", "cancelled", "--json")
-	var listed []jobJSON
+	var listed []jobview.Job
 	if err := json.Unmarshal([]byte(r.out), &listed); err != nil {
 		t.Fatalf("jobs list printed %q: %v", r.out, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 	"github.com/jobq/jobq/internal/redact"
 )
 
@@ -136,7 +137,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, toFailedJSON(a.masker(), j))
+					return writeJSON(a.out, jobview.FailedJob(a.masker(), j))
 				}
 				a.printFailedJob(j)
 				return nil
@@ -288,45 +289,12 @@ deletes the rest, so the table can be bounded by count; with --queue or
 	return cmd
 }
 
-// failedJSON is a failed job for --json: the payload as JSON, not base64.
-type failedJSON struct {
-	ID          int64           `json:"id"`
-	JobID       int64           `json:"job_id"`
-	Queue       string          `json:"queue"`
-	Type        string          `json:"type"`
-	Payload     json.RawMessage `json:"payload"`
-	Attempts    int             `json:"attempts"`
-	MaxAttempts int             `json:"max_attempts"`
-	Priority    int             `json:"priority"`
-	Error       string          `json:"error"`
-	UniqueKey   string          `json:"unique_key,omitempty"`
-	CreatedAt   time.Time       `json:"created_at"`
-	FailedAt    time.Time       `json:"failed_at"`
-}
-
-// maskedPayload is a payload as the commands print it in JSON: secrets
-// masked, and a payload that is not JSON (a store written by hand) as a
-// string.
-func maskedPayload(m *redact.Masker, p []byte) json.RawMessage {
-	payload := json.RawMessage(m.JSON(p))
-	if !json.Valid(payload) {
-		payload, _ = json.Marshal(string(payload))
-	}
-	return payload
-}
-
-func toFailedJSON(m *redact.Masker, j *jobq.FailedJob) failedJSON {
-	return failedJSON{
-		ID: j.ID, JobID: j.JobID, Queue: j.Queue, Type: j.Type, Payload: maskedPayload(m, j.Payload),
-		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
-		Error: m.Text(j.Error), UniqueKey: j.UniqueKey, CreatedAt: j.CreatedAt, FailedAt: j.FailedAt,
-	}
-}
-
-func failedJSONList(m *redact.Masker, jobs []*jobq.FailedJob) []failedJSON {
-	out := make([]failedJSON, len(jobs))
+// failedJSONList is jobs as --json prints them: as the admin API shows
+// them (internal/jobview).
+func failedJSONList(m *redact.Masker, jobs []*jobq.FailedJob) []jobview.Failed {
+	out := make([]jobview.Failed, len(jobs))
 	for i, j := range jobs {
-		out[i] = toFailedJSON(m, j)
+		out[i] = jobview.FailedJob(m, j)
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 )
 
 // seedFailed puts one job per queue/type pair into failed_jobs through the
@@ -46,7 +47,7 @@ func failedIDs(t *testing.T, db string, args ...string) []int64 {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	var jobs []failedJSON
+	var jobs []jobview.Failed
 	if err := json.Unmarshal([]byte(r.out), &jobs); err != nil {
 		t.Fatalf("failed list --json printed %q: %v", r.out, err)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 	"github.com/jobq/jobq/internal/redact"
 )
 
@@ -84,7 +84,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 						return err
 					}
 					if asJSON {
-						return writeJSON(a.out, liveJSONList(a.masker(), rows))
+						return writeJSON(a.out, liveJSONList(a.masker(), state, rows))
 					}
 					a.printLiveTable(rows, state, limit)
 					return nil
@@ -174,51 +174,20 @@ func (a *app) morePages(last int64, n, limit int, state string) {
 	}
 }
 
-// jobJSON is one listed job in --json output.
-type jobJSON struct {
-	ID          int64             `json:"id"`
-	Queue       string            `json:"queue"`
-	Type        string            `json:"type"`
-	State       string            `json:"state"`
-	Attempts    int               `json:"attempts"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	Payload     json.RawMessage   `json:"payload"`
-	LastError   string            `json:"last_error,omitempty"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	CreatedAt   time.Time         `json:"created_at"`
-	AvailableAt *time.Time        `json:"available_at,omitempty"`
-	ReservedAt  *time.Time        `json:"reserved_at,omitempty"`
-	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
-}
-
-func timePtr(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-// liveJSONList and finishedJSONList print jobs with their payload,
-// metadata and last error masked by m, as the tables and 'jobq failed' do.
-func liveJSONList(m *redact.Masker, rows []*jobq.JobRow) []jobJSON {
-	out := make([]jobJSON, len(rows))
+// liveJSONList and finishedJSONList are jobs as --json prints them: as
+// the admin API shows them (internal/jobview), masked by m.
+func liveJSONList(m *redact.Masker, state string, rows []*jobq.JobRow) []jobview.Job {
+	out := make([]jobview.Job, len(rows))
 	for i, j := range rows {
-		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.Status), Attempts: j.Attempts,
-			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: maskedPayload(m, j.Payload), LastError: m.Text(j.LastError),
-			UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), CreatedAt: j.CreatedAt,
-			AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt)}
+		out[i] = jobview.Live(m, state, j)
 	}
 	return out
 }
 
-func finishedJSONList(m *redact.Masker, rows []*jobq.FinishedJob) []jobJSON {
-	out := make([]jobJSON, len(rows))
+func finishedJSONList(m *redact.Masker, rows []*jobq.FinishedJob) []jobview.Job {
+	out := make([]jobview.Job, len(rows))
 	for i, j := range rows {
-		out[i] = jobJSON{ID: j.ID, Queue: j.Queue, Type: j.Type, State: string(j.State), Attempts: j.Attempts,
-			MaxAttempts: j.MaxAttempts, Priority: j.Priority, Payload: maskedPayload(m, j.Payload), LastError: m.Text(j.LastError),
-			UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt)}
+		out[i] = jobview.Finished(m, j)
 	}
 	return out
 }

@@ -1,0 +1,107 @@
+// Package jobview is how jobq shows a job as JSON: the admin API and the
+// command line's --json print the same objects, with secrets masked (see
+// internal/redact), so a script reads one shape whichever it asks.
+package jobview
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/redact"
+)
+
+// Job is a job in any state but failed.
+type Job struct {
+	ID          int64             `json:"id"`
+	State       string            `json:"state"`
+	Queue       string            `json:"queue"`
+	Type        string            `json:"type"`
+	Payload     json.RawMessage   `json:"payload"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	CreatedAt   time.Time         `json:"created_at"`
+	AvailableAt *time.Time        `json:"available_at,omitempty"`
+	ReservedAt  *time.Time        `json:"reserved_at,omitempty"`
+	LeaseUntil  *time.Time        `json:"lease_until,omitempty"`
+	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
+	LastError   string            `json:"last_error,omitempty"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+// Failed is a job in the failed jobs, by its failed-jobs ID.
+type Failed struct {
+	ID          int64             `json:"id"`
+	JobID       int64             `json:"job_id"`
+	Queue       string            `json:"queue"`
+	Type        string            `json:"type"`
+	Payload     json.RawMessage   `json:"payload"`
+	Attempts    int               `json:"attempts"`
+	MaxAttempts int               `json:"max_attempts"`
+	Priority    int               `json:"priority"`
+	Error       string            `json:"error"`
+	UniqueKey   string            `json:"unique_key,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
+	FailedAt    time.Time         `json:"failed_at"`
+}
+
+// Live is a pending, scheduled or reserved job in state (the caller's
+// reading of it: pending and scheduled differ only by the clock), or
+// cancelling, whatever state says, when its cancel was requested.
+func Live(m *redact.Masker, state string, j *jobq.JobRow) Job {
+	if j.Status == backend.StatusCancelling {
+		state = jobq.StateCancelling
+	}
+	return Job{
+		ID: j.ID, State: state, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
+		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
+		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), UniqueKey: j.UniqueKey,
+		Metadata: m.Map(j.Metadata),
+	}
+}
+
+// Finished is a kept completed or cancelled job.
+func Finished(m *redact.Masker, j *jobq.FinishedJob) Job {
+	return Job{
+		ID: j.ID, State: string(j.State), Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
+		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
+		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: m.Text(j.LastError),
+		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
+	}
+}
+
+// FailedJob is f as Failed.
+func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
+	return Failed{
+		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
+		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: m.Text(f.Error),
+		UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
+	}
+}
+
+// Payload is a payload masked, as JSON an encoder accepts: null when
+// empty, and a string when it is not JSON (a store written by hand).
+func Payload(m *redact.Masker, raw []byte) json.RawMessage {
+	masked := m.JSON(raw)
+	if len(masked) == 0 {
+		return json.RawMessage("null")
+	}
+	if !json.Valid(masked) {
+		b, _ := json.Marshal(string(masked))
+		return b
+	}
+	return masked
+}
+
+// timePtr is nil for the zero time, so it is left out.
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

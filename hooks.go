@@ -20,8 +20,18 @@ type WorkerHooks struct {
 	Started func(ctx context.Context, job *Job)
 	// Finished: an attempt ended and the worker decided what becomes of
 	// the job (Event.Kind); the write to the backend is queued, not yet
-	// done.
+	// done. It reports what the attempt did: its run time, its slot
+	// freed.
 	Finished func(Event)
+	// Written: the backend applied an attempt's outcome (after Finished,
+	// once the write returned): Event.Kind is what became of the job, and
+	// is EventCancelled when the backend ended the job cancelled instead
+	// of applying the outcome (its cancel was requested as the handler
+	// returned). Not called for an outcome the fence refused (Stale is),
+	// nor for one never written (EventAbandoned, or writes given up at
+	// shutdown). Counts of what became of jobs belong here: an outcome
+	// counted at Finished may never take effect.
+	Written func(Event)
 	// Rescued: this worker's lease sweep moved a job whose holder stopped
 	// heartbeating, back to pending or (attempts spent) to failed jobs.
 	Rescued func(RescuedEvent)

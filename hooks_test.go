@@ -21,6 +21,7 @@ type hookLog struct {
 	claimed  []jobq.ClaimedEvent
 	started  []int64
 	finished []jobq.Event
+	written  []jobq.Event
 	rescued  []jobq.RescuedEvent
 	stale    []jobq.StaleEvent
 }
@@ -30,6 +31,7 @@ func (h *hookLog) hooks() jobq.WorkerHooks {
 		Claimed:  func(e jobq.ClaimedEvent) { h.mu.Lock(); h.claimed = append(h.claimed, e); h.mu.Unlock() },
 		Started:  func(_ context.Context, j *jobq.Job) { h.mu.Lock(); h.started = append(h.started, j.ID); h.mu.Unlock() },
 		Finished: func(e jobq.Event) { h.mu.Lock(); h.finished = append(h.finished, e); h.mu.Unlock() },
+		Written:  func(e jobq.Event) { h.mu.Lock(); h.written = append(h.written, e); h.mu.Unlock() },
 		Rescued:  func(e jobq.RescuedEvent) { h.mu.Lock(); h.rescued = append(h.rescued, e); h.mu.Unlock() },
 		Stale:    func(e jobq.StaleEvent) { h.mu.Lock(); h.stale = append(h.stale, e); h.mu.Unlock() },
 	}
@@ -127,7 +129,59 @@ func TestWorkerHooks(t *testing.T) {
 		if len(log.started) != len(log.claimed) {
 			t.Errorf("%d started, %d claimed; want one start per claim", len(log.started), len(log.claimed))
 		}
+		// Every attempt is written but the stale one, which is not what
+		// became of its job.
+		var heldWritten []int
+		for _, e := range log.written {
+			if e.Job.ID == held {
+				heldWritten = append(heldWritten, e.Job.Attempt)
+			}
+		}
+		if len(log.written) != len(log.finished)-1 || !slices.Equal(heldWritten, []int{2}) {
+			t.Errorf("%d written of %d finished, the held job's attempts written %v; want all but the stale one (held attempt 1)",
+				len(log.written), len(log.finished), heldWritten)
+		}
 	})
+}
+
+// TestWrittenLateCancel: a handler that returns nil just as its job's
+// cancel is requested, before the worker hears of it, finishes done, but
+// the backend ends the job cancelled: Written says cancelled.
+func TestWrittenLateCancel(t *testing.T) {
+	b := newMemory(t, nil)
+	reg := jobq.NewRegistry()
+	running, release := make(chan int64, 1), make(chan struct{})
+	reg.HandleFunc("slow", func(_ context.Context, j *jobq.Job) error {
+		running <- j.ID
+		<-release
+		return nil
+	})
+	c := mustClient(t, b, jobq.ClientConfig{})
+	if _, err := c.Enqueue(context.Background(), "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	var log hookLog
+	cfg := fastConfig()
+	cfg.Lease, cfg.HeartbeatInterval, cfg.CancelPollInterval = time.Hour, 10*time.Minute, -1
+	cfg.Hooks = []jobq.WorkerHooks{log.hooks()}
+	stop := startWorker(t, b, reg, cfg)
+	id := <-running
+	res, err := jobq.NewInspector(b).Cancel(context.Background(), id)
+	if err != nil || len(res) != 1 || res[0].Outcome != backend.CancelRequested {
+		t.Fatalf("cancel: %+v, %v; want requested", res, err)
+	}
+	close(release)
+	eventually(t, 5*time.Second, "the outcome written", func() bool {
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		return len(log.written) == 1
+	})
+	stop()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if len(log.finished) != 1 || log.finished[0].Kind != jobq.EventDone || log.written[0].Kind != jobq.EventCancelled {
+		t.Fatalf("finished %v, written %v; want done, then cancelled", log.finished, log.written)
+	}
 }
 
 // TestMiddleware: middleware wraps every attempt, the first added

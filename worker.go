@@ -346,6 +346,7 @@ func (w *Worker) newRun(ctx context.Context) *run {
 	r.completer = runner.NewCompleter(w.b, 2*cfg.Concurrency, max(100, cfg.ClaimBatch), completeLinger, w.log, w.onStale)
 	r.extender = runner.NewLeaseExtender(w.b, cfg.Lease, cfg.HeartbeatInterval, w.log)
 	r.completer.OnCancelled(w.onCancelled)
+	r.completer.OnWritten(w.onWritten)
 	r.sweeper = runner.NewLeaseSweeper(w.b, cfg.SweepInterval, w.log, w.onSweep)
 	if c, ok := backend.As[backend.Canceller](w.b); ok && cfg.CancelPollInterval > 0 {
 		r.watcher = runner.NewCancelWatcher(c, r.extender, cfg.CancelPollInterval, w.log)
@@ -488,14 +489,19 @@ func (r *run) execute(c runner.Claimed) {
 		item.Outcome = backend.Outcome{Ref: ref, Kind: backend.OutcomeFail, Error: backend.CancelledError}
 	}
 	ev.Duration = took
+	item.Job, item.Err, item.Took = job, err, took
 	// A job the handler completed in its own transaction is gone: writing
 	// "done" again would only be refused by the fence.
-	if !(err == nil && jc.completedInTx.Load()) && !r.completer.Submit(item) {
+	inTx := err == nil && jc.completedInTx.Load()
+	if !inTx && !r.completer.Submit(item) {
 		w.log.Warn("job finished after the worker stopped; its result is dropped (the job returns when its lease expires)",
 			"job_id", ref.ID, "attempt", ref.Attempt, "outcome", ev.Kind)
 		ev.Kind = EventAbandoned
 	}
 	w.hooks.finished(ev)
+	if inTx {
+		w.hooks.written(ev) // written by the handler's transaction
+	}
 }
 
 // waitTime is how long a claimed job was due before its claim, by the
@@ -558,6 +564,7 @@ func (w *Worker) onCancelled(items []runner.Item) {
 	for _, it := range items {
 		w.log.Debug("job ended cancelled",
 			"job_id", it.Outcome.Ref.ID, "attempt", it.Outcome.Ref.Attempt, "queue", it.Queue, "type", it.Type)
+		w.hooks.written(writtenEvent(it, EventCancelled))
 	}
 }
 
@@ -601,6 +608,45 @@ func (l hookList) rescued(e RescuedEvent) {
 			h.Rescued(e)
 		}
 	}
+}
+
+func (l hookList) written(e Event) {
+	for _, h := range l {
+		if h.Written != nil {
+			h.Written(e)
+		}
+	}
+}
+
+// onWritten reports the outcomes and releases the backend applied.
+func (w *Worker) onWritten(items []runner.Item) {
+	for _, it := range items {
+		w.hooks.written(writtenEvent(it, writtenKind(it)))
+	}
+}
+
+// writtenKind is what became of the job of an applied item.
+func writtenKind(it runner.Item) EventKind {
+	if it.Release {
+		return EventReleased
+	}
+	switch it.Outcome.Kind {
+	case backend.OutcomeDone:
+		return EventDone
+	case backend.OutcomeRetry:
+		return EventRetry
+	}
+	return EventFailed
+}
+
+// writtenEvent is the Written event of an item the worker queued.
+func writtenEvent(it runner.Item, kind EventKind) Event {
+	job, _ := it.Job.(*Job)
+	ev := Event{Kind: kind, Job: job, Err: it.Err, Duration: it.Took}
+	if kind == EventRetry {
+		ev.RetryDelay = it.Outcome.RetryDelay
+	}
+	return ev
 }
 
 func (l hookList) stale(e StaleEvent) {

@@ -14,14 +14,19 @@
 //
 // # Metrics
 //
-// Counters, labelled queue and type, count what this process did:
+// Counters, labelled queue and type, count what this process did. What
+// became of a job (completed, retried, failed, released, cancelled) is
+// counted once the backend applied it (WorkerHooks.Written): an outcome
+// the lease fence refused counts only as stale, and one a cancel
+// overrode as cancelled.
 //
 //	jobq_jobs_enqueued_total        jobs enqueued (unique-key duplicates not counted)
 //	jobq_jobs_started_total         attempts started
 //	jobq_jobs_completed_total       attempts that succeeded
 //	jobq_jobs_retried_total         attempts that failed and will run again
 //	jobq_jobs_failed_total          jobs moved to the failed jobs table (also by the lease sweep)
-//	jobq_jobs_released_total        attempts interrupted by shutdown
+//	jobq_jobs_released_total        attempts interrupted by shutdown (or whose result the stopped worker dropped)
+//	jobq_jobs_cancelled_total       attempts whose job ended cancelled
 //	jobq_jobs_rescued_total         jobs whose lease expired, moved by this process's sweep
 //	jobq_jobs_stale_outcomes_total  outcomes refused because the attempt had lost its lease
 //	jobq_jobs_replayed_total        failed jobs replayed through an instrumented Inspector

@@ -122,12 +122,12 @@ func testEndpoint(t *testing.T, b backend.Backend) {
 		t.Fatalf("second enqueue with the same key: %v, want ErrDuplicate", err)
 	}
 
-	var finished atomic.Int64
+	var written atomic.Int64
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
 		Queues: []string{"work"}, Concurrency: 4, PollInterval: 10 * time.Millisecond,
 		Retry:  jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
 		Logger: slog.New(slog.DiscardHandler),
-		Hooks:  []jobq.WorkerHooks{met.WorkerHooks(), {Finished: func(jobq.Event) { finished.Add(1) }}},
+		Hooks:  []jobq.WorkerHooks{met.WorkerHooks(), {Written: func(jobq.Event) { written.Add(1) }}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func testEndpoint(t *testing.T, b backend.Backend) {
 		t.Helper()
 		var s scrape
 		eventually(t, 30*time.Second, "the work to be done and written", func() bool {
-			if finished.Load() < attempts {
+			if written.Load() < attempts {
 				return false
 			}
 			s = scrapeURL(t, base+"/metrics")
@@ -172,8 +172,8 @@ func testEndpoint(t *testing.T, b backend.Backend) {
 		return s
 	}
 	s := settled(n + 2*m + k)
-	if finished.Load() != n+2*m+k {
-		t.Fatalf("%d attempts finished, want %d", finished.Load(), n+2*m+k)
+	if written.Load() != n+2*m+k {
+		t.Fatalf("%d attempts written, want %d", written.Load(), n+2*m+k)
 	}
 	expect := want{
 		"jobq_jobs_enqueued_total{queue=work,type=ok}":       n + 1,

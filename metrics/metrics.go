@@ -244,6 +244,17 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 			s := m.of(e.Job.Queue, e.Job.Type)
 			s.busy.Dec()
 			s.duration.Observe(e.Duration.Seconds())
+			if e.Kind == jobq.EventAbandoned {
+				// Never written: the job was given back, or its lease
+				// expires and the sweep returns it.
+				s.released.Inc()
+			}
+		},
+		// What became of the job is counted once the backend applied it:
+		// an outcome the fence refused, or one a cancel overrode, is not
+		// what happened to the job.
+		Written: func(e jobq.Event) {
+			s := m.of(e.Job.Queue, e.Job.Type)
 			switch e.Kind {
 			case jobq.EventDone:
 				s.completed.Inc()
@@ -251,7 +262,7 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 				s.retried.Inc()
 			case jobq.EventFailed:
 				s.failed.Inc()
-			case jobq.EventReleased, jobq.EventAbandoned:
+			case jobq.EventReleased:
 				s.released.Inc()
 			case jobq.EventCancelled:
 				s.cancelled.Inc()

@@ -69,28 +69,36 @@ func TestTypeLabelBounded(t *testing.T) {
 	}
 }
 
-// TestOutcomeCounters: each kind of event lands in its counter; a swept
-// job with no attempt left counts as rescued and failed; an interrupted
-// or abandoned attempt as released; a duplicate or failed enqueue as
-// nothing.
+// TestOutcomeCounters: each kind of written outcome lands in its counter;
+// a swept job with no attempt left counts as rescued and failed; an
+// interrupted attempt (released) or an abandoned one (never written) as
+// released; an outcome the fence refused as stale only, not as what it
+// said; a duplicate or failed enqueue as nothing.
 func TestOutcomeCounters(t *testing.T) {
 	m := newMetrics(t, metrics.Options{})
 	h := m.WorkerHooks()
 	job := &jobq.Job{Queue: "q", Type: "t"}
 	for _, k := range []jobq.EventKind{jobq.EventDone, jobq.EventRetry, jobq.EventFailed, jobq.EventReleased, jobq.EventAbandoned} {
 		h.Started(t.Context(), job)
-		h.Finished(jobq.Event{Kind: k, Job: job, Duration: 2 * time.Second})
+		ev := jobq.Event{Kind: k, Job: job, Duration: 2 * time.Second}
+		h.Finished(ev)
+		if k != jobq.EventAbandoned {
+			h.Written(ev)
+		}
 	}
 	h.Claimed(jobq.ClaimedEvent{Job: job, Wait: 90 * time.Second})
 	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t"})
 	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t", Failed: true})
+	// A done attempt whose lease was lost: finished, refused, not written.
+	h.Started(t.Context(), job)
+	h.Finished(jobq.Event{Kind: jobq.EventDone, Job: job, Duration: 2 * time.Second})
 	h.Stale(jobq.StaleEvent{Queue: "q", Type: "t"})
 	c := m.ClientHooks()
 	c.AfterEnqueue(t.Context(), jobq.EnqueueInfo{Queue: "q", Type: "t"}, jobq.EnqueueResult{ID: 1, Duplicate: true}, nil)
 	c.AfterEnqueue(t.Context(), jobq.EnqueueInfo{Queue: "q", Type: "t"}, jobq.EnqueueResult{}, errors.New("down"))
 	s := scrapeOf(t, m)
 	s.check(t, want{
-		"jobq_jobs_started_total{queue=q,type=t}":        5,
+		"jobq_jobs_started_total{queue=q,type=t}":        6,
 		"jobq_jobs_completed_total{queue=q,type=t}":      1,
 		"jobq_jobs_retried_total{queue=q,type=t}":        1,
 		"jobq_jobs_failed_total{queue=q,type=t}":         2,
@@ -98,14 +106,14 @@ func TestOutcomeCounters(t *testing.T) {
 		"jobq_jobs_rescued_total{queue=q,type=t}":        2,
 		"jobq_jobs_stale_outcomes_total{queue=q,type=t}": 1,
 		"jobq_jobs_enqueued_total{queue=q,type=t}":       0,
-		"jobq_job_duration_seconds{queue=q,type=t}":      5,
+		"jobq_job_duration_seconds{queue=q,type=t}":      6,
 		"jobq_job_wait_seconds{queue=q,type=t}":          1,
 		"jobq_workers_busy{queue=q}":                     0,
 	})
 	d, _ := s.find("jobq_job_duration_seconds", map[string]string{"queue": "q", "type": "t"})
 	w, _ := s.find("jobq_job_wait_seconds", map[string]string{"queue": "q", "type": "t"})
-	if d.Histogram.GetSampleSum() != 10 || w.Histogram.GetSampleSum() != 90 {
-		t.Fatalf("duration sum %g, wait sum %g; want 10 and 90 seconds", d.Histogram.GetSampleSum(), w.Histogram.GetSampleSum())
+	if d.Histogram.GetSampleSum() != 12 || w.Histogram.GetSampleSum() != 90 {
+		t.Fatalf("duration sum %g, wait sum %g; want 12 and 90 seconds", d.Histogram.GetSampleSum(), w.Histogram.GetSampleSum())
 	}
 }
 
@@ -131,17 +139,24 @@ func (b *countingBackend) QueueStats(ctx context.Context) ([]backend.QueueStats,
 // depths, concurrent ones included; past it the next scrape reads again;
 // a failed read shows as jobq_queue_stats_up 0, is logged once, and is
 // cached like a successful one.
-// An attempt stopped by a cancel counts as cancelled, so every started
-// attempt lands in one outcome counter.
+// An attempt stopped by a cancel counts as cancelled, and so does one
+// whose handler returned nil as its cancel was requested (the backend
+// ended the job cancelled instead), so every started attempt lands in one
+// outcome counter.
 func TestCancelledCounted(t *testing.T) {
 	m := newMetrics(t, metrics.Options{})
 	h := m.WorkerHooks()
 	job := &jobq.Job{Queue: "q", Type: "t"}
 	h.Started(t.Context(), job)
-	h.Finished(jobq.Event{Kind: jobq.EventCancelled, Job: job, Duration: time.Second})
+	stopped := jobq.Event{Kind: jobq.EventCancelled, Job: job, Duration: time.Second}
+	h.Finished(stopped)
+	h.Written(stopped)
+	h.Started(t.Context(), job)
+	h.Finished(jobq.Event{Kind: jobq.EventDone, Job: job, Duration: time.Second})
+	h.Written(jobq.Event{Kind: jobq.EventCancelled, Job: job, Duration: time.Second})
 	scrapeOf(t, m).check(t, want{
-		"jobq_jobs_started_total{queue=q,type=t}":   1,
-		"jobq_jobs_cancelled_total{queue=q,type=t}": 1,
+		"jobq_jobs_started_total{queue=q,type=t}":   2,
+		"jobq_jobs_cancelled_total{queue=q,type=t}": 2,
 		"jobq_jobs_completed_total{queue=q,type=t}": 0,
 		"jobq_jobs_released_total{queue=q,type=t}":  0,
 		"jobq_workers_busy{queue=q}":                0,

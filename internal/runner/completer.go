@@ -18,6 +18,12 @@ type Item struct {
 	Release bool
 	Queue   string
 	Type    string
+	// The attempt as its worker reports it once written (see
+	// Completer.OnWritten): the worker's job (a *jobq.Job, which this
+	// package cannot name), the handler's error and how long it ran.
+	Job  any
+	Err  error
+	Took time.Duration
 }
 
 // Completer writes outcomes back in batches: under load each write carries
@@ -48,6 +54,7 @@ type Completer struct {
 	log      *slog.Logger
 	onStale  func([]Item)
 	onCancel func([]Item)
+	onWrite  func([]Item)
 	in       chan Item
 
 	// Submit holds mu shared while it sends; Close takes it exclusively to
@@ -79,6 +86,12 @@ func NewCompleter(b backend.Backend, buffer, maxBatch int, linger time.Duration,
 		in: make(chan Item, buffer), quit: make(chan struct{}),
 	}
 }
+
+// OnWritten sets the callback (before Run) that hears of the outcomes
+// and releases the backend applied: not those the fence refused (the
+// stale callback hears of them), nor those that ended their job cancelled
+// instead (the cancelled callback), nor any never written.
+func (c *Completer) OnWritten(fn func([]Item)) { c.onWrite = fn }
 
 // OnCancelled sets the callback (before Run) that hears of outcomes that
 // ended their jobs cancelled (backend.CompleteResult.Cancelled).
@@ -269,7 +282,33 @@ func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
 	if len(res.Cancelled) > 0 && c.onCancel != nil {
 		c.onCancel(staleItems(items, res.Cancelled))
 	}
+	if c.onWrite != nil {
+		c.onWrite(appliedItems(items, res))
+	}
 	return nil
+}
+
+// appliedItems is items but those res says the backend refused (stale) or
+// ended cancelled instead; items itself when there are none (the usual
+// case, without a copy).
+func appliedItems(items []Item, res backend.CompleteResult) []Item {
+	if len(res.Stale) == 0 && len(res.Cancelled) == 0 {
+		return items
+	}
+	refused := make(map[backend.JobRef]bool, len(res.Stale)+len(res.Cancelled))
+	for _, r := range res.Stale {
+		refused[r] = true
+	}
+	for _, r := range res.Cancelled {
+		refused[r] = true
+	}
+	out := make([]Item, 0, len(items))
+	for _, it := range items {
+		if !refused[it.Outcome.Ref] {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
@@ -283,6 +322,10 @@ func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
 	}
 	if n < len(refs) {
 		c.log.Warn("released fewer jobs than asked: the others were taken over", "asked", len(refs), "released", n)
+	}
+	if c.onWrite != nil {
+		// Which were taken over the backend does not say: all count.
+		c.onWrite(items)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -263,6 +264,48 @@ func TestCompleterReportsStale(t *testing.T) {
 		c.Run(context.Background())
 		if len(stale) != 1 || stale[0].Outcome.Ref != old.Outcome.Ref || stale[0].Queue != "q" || stale[0].Type != "t" {
 			t.Fatalf("stale = %+v; want the outcome of attempt 7 with queue q and type t", stale)
+		}
+	})
+}
+
+// TestCompleterReportsWritten: OnWritten hears of the outcomes and
+// releases the backend applied, once each, and not of one the fence
+// refused; an outcome written again with a plain error text is heard of
+// once it is written.
+func TestCompleterReportsWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 4, time.Minute)
+		old := done(rows[1])
+		old.Outcome.Ref.Attempt = 7 // an attempt that does not hold the job
+		poisoned := rows[3].Ref()
+		f := &recorder{Backend: mem, completeErr: func(_ int, p backend.CompleteParams) error {
+			for _, o := range p.Outcomes {
+				if o.Ref == poisoned && strings.Contains(o.Error, "poison") {
+					return fmt.Errorf("complete jobs: %w: bad text", backend.ErrInvalidInput)
+				}
+			}
+			return nil
+		}}
+		c := NewCompleter(f, 10, 10, 0, quiet, nil)
+		var written []backend.JobRef
+		c.OnWritten(func(items []Item) {
+			for _, it := range items {
+				written = append(written, it.Outcome.Ref)
+			}
+		})
+		release := done(rows[2])
+		release.Release = true
+		c.Submit(done(rows[0]))
+		c.Submit(old)
+		c.Submit(release)
+		c.Submit(retryItem(rows[3], "poison"))
+		c.Close()
+		c.Run(context.Background())
+		want := []backend.JobRef{rows[0].Ref(), poisoned, rows[2].Ref()}
+		slices.SortFunc(written, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
+		slices.SortFunc(want, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
+		if !slices.Equal(written, want) {
+			t.Fatalf("written %v; want %v (not the stale attempt 7)", written, want)
 		}
 	})
 }

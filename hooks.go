@@ -23,8 +23,10 @@ type WorkerHooks struct {
 	// done. It reports what the attempt did: its run time, its slot
 	// freed.
 	Finished func(Event)
-	// Written: the backend applied an attempt's outcome (after Finished,
-	// once the write returned): Event.Kind is what became of the job, and
+	// Written: the backend applied an attempt's outcome, once the write
+	// returned (on the worker's writer, which waits for it: keep it
+	// quick; it may come before the same attempt's Finished, which runs
+	// on the handler's goroutine): Event.Kind is what became of the job, and
 	// is EventCancelled when the backend ended the job cancelled instead
 	// of applying the outcome (its cancel was requested as the handler
 	// returned). Not called for an outcome the fence refused (Stale is),

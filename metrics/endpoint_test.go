@@ -122,12 +122,14 @@ func testEndpoint(t *testing.T, b backend.Backend) {
 		t.Fatalf("second enqueue with the same key: %v, want ErrDuplicate", err)
 	}
 
-	var written atomic.Int64
+	// Written may come before Finished of the same attempt: the test
+	// waits for both.
+	var finished, written atomic.Int64
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
 		Queues: []string{"work"}, Concurrency: 4, PollInterval: 10 * time.Millisecond,
 		Retry:  jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
 		Logger: slog.New(slog.DiscardHandler),
-		Hooks:  []jobq.WorkerHooks{met.WorkerHooks(), {Written: func(jobq.Event) { written.Add(1) }}},
+		Hooks:  []jobq.WorkerHooks{met.WorkerHooks(), {Finished: func(jobq.Event) { finished.Add(1) }, Written: func(jobq.Event) { written.Add(1) }}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +162,7 @@ func testEndpoint(t *testing.T, b backend.Backend) {
 		t.Helper()
 		var s scrape
 		eventually(t, 30*time.Second, "the work to be done and written", func() bool {
-			if written.Load() < attempts {
+			if finished.Load() < attempts || written.Load() < attempts {
 				return false
 			}
 			s = scrapeURL(t, base+"/metrics")

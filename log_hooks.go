@@ -8,21 +8,24 @@ import (
 	"github.com/jobq/jobq/internal/redact"
 )
 
-// logHooks logs, through log, the outcome of every attempt and every job
-// a lease sweep or the lease fence took from this worker, one line each
-// with the job's id, type, queue and attempt, so any one job's history can
-// be followed in the logs. Payloads and metadata are never logged: they
-// may hold secrets. Error texts are logged as they are stored
-// (backend.ErrorText: valid UTF-8, at most 16 KiB). Levels follow how much an operator should care:
+// logHooks logs, through log, the outcome of every attempt once the
+// backend applied it (WorkerHooks.Written), and every job a lease sweep or
+// the lease fence took from this worker, one line each with the job's id,
+// type, queue and attempt, so any one job's history can be followed in the
+// logs. Payloads and metadata are never logged: they may hold secrets.
+// Error texts are logged as they are stored (errorText: URL credentials
+// masked, valid UTF-8, at most 16 KiB). Levels follow how much an operator
+// should care:
 //
 //   - done: debug (the normal case, too many lines for info);
 //   - retry: warn, with the error and the delay before the next attempt;
 //   - moved to failed jobs: error, with the error;
-//   - released on shutdown: info; abandoned after the worker stopped:
-//     debug, since the worker already warned about it with its job id;
+//   - released on shutdown, or cancelled: info;
 //   - rescued by the sweep: warn, or error when its attempts were spent
 //     and it moved to failed jobs;
-//   - outcome refused by the lease fence: warn.
+//   - outcome refused by the lease fence: warn (it is not written, so it
+//     has no outcome line); abandoned after the worker stopped: the
+//     worker's own warning.
 //
 // NewWorker installs it ahead of the configured hooks. Lines below the
 // logger's level cost one Enabled check.
@@ -35,7 +38,7 @@ func logHooks(log *slog.Logger) WorkerHooks {
 		}
 	}
 	return WorkerHooks{
-		Finished: func(e Event) {
+		Written: func(e Event) {
 			var (
 				level slog.Level
 				msg   string
@@ -50,7 +53,7 @@ func logHooks(log *slog.Logger) WorkerHooks {
 			case EventReleased:
 				level, msg = slog.LevelInfo, "job interrupted by shutdown; given back"
 			case EventCancelled:
-				level, msg = slog.LevelInfo, "job cancelled; its handler was stopped"
+				level, msg = slog.LevelInfo, "job cancelled"
 			default:
 				level, msg = slog.LevelDebug, "job "+e.Kind.String()
 			}

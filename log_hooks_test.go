@@ -58,14 +58,14 @@ func TestOutcomeLogs(t *testing.T) {
 	}
 
 	var buf logBuffer
-	var finished atomic.Int64
+	var written atomic.Int64
 	cfg := fastConfig()
 	cfg.Queues = []string{"default", "billing"}
 	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(jobq.Event) { finished.Add(1) }}}
+	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
 	stop := startWorker(t, b, reg, cfg)
 	eventually(t, 5*time.Second, "4 attempts and 2 rescues", func() bool {
-		return finished.Load() == 4 && strings.Count(buf.String(), "lease expired") == 2
+		return written.Load() == 4 && strings.Count(buf.String(), "lease expired") == 2
 	})
 	stop()
 
@@ -174,12 +174,12 @@ func TestErrorTextCutMasked(t *testing.T) {
 		}
 	}
 	var buf logBuffer
-	var finished atomic.Int64
+	var written atomic.Int64
 	cfg := fastConfig()
 	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(jobq.Event) { finished.Add(1) }}}
+	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
 	stop := startWorker(t, b, reg, cfg)
-	eventually(t, 5*time.Second, "both attempts", func() bool { return finished.Load() == 2 })
+	eventually(t, 5*time.Second, "both attempts", func() bool { return written.Load() == 2 })
 	stop()
 
 	failed, err := jobq.NewInspector(b).FailedPage(t.Context(), jobq.FailedFilter{}, 10, 0)

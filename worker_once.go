@@ -50,9 +50,10 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 
 	item, ev := w.decide(ctx, row, job, herr)
 	ev.Duration = took
-	applied := true
-	if !(herr == nil && jc.completedInTx.Load()) {
-		cancelled, stale, err := w.writeOne(ctx, item)
+	item.Job, item.Err, item.Took = job, herr, took
+	inTx := herr == nil && jc.completedInTx.Load()
+	if !inTx {
+		cancelled, err := w.writeOne(ctx, item)
 		if err != nil {
 			return ev, true, fmt.Errorf("run one job: job %d attempt %d: %w", row.ID, row.Attempts, err)
 		}
@@ -61,42 +62,43 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 			// ended the job cancelled, whatever the handler returned.
 			ev.Kind = EventCancelled
 		}
-		applied = !stale
 	}
 	w.hooks.finished(ev)
-	if applied {
-		w.hooks.written(ev)
+	if inTx {
+		w.hooks.written(ev) // written by the handler's transaction
 	}
 	return ev, true, nil
 }
 
-// writeOne writes one attempt's outcome (or release) at once, reporting a
-// fence refusal to the Stale hooks as the completer does. It says whether
-// the outcome ended the job cancelled instead (its cancel came while the
-// handler ran), or was refused (stale).
-func (w *Worker) writeOne(ctx context.Context, item runner.Item) (cancelled, stale bool, err error) {
+// writeOne writes one attempt's outcome (or release) at once and reports
+// it as the completer does (onStale, onCancelled, onWritten). It says
+// whether the outcome ended the job cancelled instead (its cancel came
+// while the handler ran).
+func (w *Worker) writeOne(ctx context.Context, item runner.Item) (cancelled bool, err error) {
+	items := []runner.Item{item}
 	if item.Release {
 		n, err := w.b.JobRelease(ctx, []backend.JobRef{item.Outcome.Ref})
 		if err != nil {
-			return false, false, err
+			return false, err
 		}
 		if n == 0 {
-			w.onStale([]runner.Item{item})
+			w.onStale(items)
+		} else {
+			w.onWritten(items)
 		}
-		return false, n == 0, nil
+		return false, nil
 	}
 	res, err := w.b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{item.Outcome}})
-	if err != nil {
-		return false, false, err
+	switch {
+	case err != nil:
+		return false, err
+	case len(res.Stale) > 0:
+		w.onStale(items)
+	case len(res.Cancelled) > 0:
+		w.onCancelled(items)
+		return true, nil
+	default:
+		w.onWritten(items)
 	}
-	if len(res.Stale) > 0 {
-		w.onStale([]runner.Item{item})
-		return false, true, nil
-	}
-	if len(res.Cancelled) > 0 {
-		w.log.Debug("job ended cancelled", "job_id", item.Outcome.Ref.ID, "attempt", item.Outcome.Ref.Attempt,
-			"queue", item.Queue, "type", item.Type)
-		return true, false, nil
-	}
-	return false, false, nil
+	return false, nil
 }

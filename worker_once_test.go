@@ -30,6 +30,7 @@ func TestRunOne(t *testing.T) {
 		Claimed:  func(e jobq.ClaimedEvent) { seen = append(seen, "claimed") },
 		Started:  func(ctx context.Context, j *jobq.Job) { seen = append(seen, "started") },
 		Finished: func(e jobq.Event) { seen = append(seen, "finished "+e.Kind.String()) },
+		Written:  func(e jobq.Event) { seen = append(seen, "written "+e.Kind.String()) },
 	}}
 	w, err := jobq.NewWorker(b, reg, cfg)
 	if err != nil {
@@ -61,7 +62,8 @@ func TestRunOne(t *testing.T) {
 	if !jobGone(b, id) {
 		t.Fatal("done job still live")
 	}
-	want := []string{"claimed", "started", "finished retry", "claimed", "started", "finished done"}
+	// RunOne writes the outcome before it returns, so Written comes first.
+	want := []string{"claimed", "started", "written retry", "finished retry", "claimed", "started", "written done", "finished done"}
 	if len(seen) != len(want) {
 		t.Fatalf("hooks %v, want %v", seen, want)
 	}
@@ -87,9 +89,12 @@ func TestRunOneCancelledWhileRunning(t *testing.T) {
 		}
 		return nil // returns before any watcher could tell it
 	})
-	var finished []jobq.EventKind
+	var finished, written []jobq.EventKind
 	cfg := fastConfig()
-	cfg.Hooks = []jobq.WorkerHooks{{Finished: func(e jobq.Event) { finished = append(finished, e.Kind) }}}
+	cfg.Hooks = []jobq.WorkerHooks{{
+		Finished: func(e jobq.Event) { finished = append(finished, e.Kind) },
+		Written:  func(e jobq.Event) { written = append(written, e.Kind) },
+	}}
 	w, err := jobq.NewWorker(b, reg, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -103,6 +108,9 @@ func TestRunOneCancelledWhileRunning(t *testing.T) {
 	}
 	if len(finished) != 1 || finished[0] != jobq.EventCancelled {
 		t.Errorf("Finished hooks heard %v, want [cancelled]", finished)
+	}
+	if len(written) != 1 || written[0] != jobq.EventCancelled {
+		t.Errorf("Written hooks heard %v, want [cancelled]", written)
 	}
 	if !jobGone(b, id) {
 		t.Error("the cancelled job is still live")

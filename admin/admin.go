@@ -21,7 +21,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/redact"
@@ -94,9 +93,8 @@ type server struct {
 	tokens []tokenDigest
 	// sessions are the browser logins (auth.go).
 	sessions *sessions
-	// mask masks payloads, metadata and errors (mask.go), made once.
-	mask     *redact.Masker
-	maskOnce sync.Once
+	// mask masks payloads, metadata and errors (mask.go): Options.MaskKeys.
+	mask *redact.Masker
 	// patterns lists every pattern registered through handle, in order,
 	// so a test can hold them against the OpenAPI document.
 	patterns []string
@@ -135,7 +133,7 @@ func New(opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, tokens: tokens, sessions: newSessions()}
+	s := &server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, tokens: tokens, sessions: newSessions(), mask: redact.New(opts.MaskKeys)}
 	s.registerAuth()
 	s.registerAPI()
 	s.registerDashboard()

@@ -78,10 +78,7 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	out := struct {
 		Failed     []jobview.Failed `json:"failed"`
 		NextCursor int64            `json:"next_cursor,omitempty"`
-	}{Failed: make([]jobview.Failed, len(rows))}
-	for i, row := range rows {
-		out.Failed[i] = jobview.FailedJob(s.masker(), row)
-	}
+	}{Failed: jobview.FailedList(s.mask, rows)}
 	if n := len(rows); n > 0 {
 		out.NextCursor = nextCursor(n, limit, rows[n-1].ID)
 	}
@@ -100,7 +97,7 @@ func (s *server) getFailed(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, jobview.FailedJob(s.masker(), f))
+	writeJSON(w, http.StatusOK, jobview.FailedJob(s.mask, f))
 }
 
 // replayResult is the answer of a replay.

@@ -347,22 +347,14 @@ func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, err)
 			return
 		}
-		for _, j := range rows {
-			out.Jobs = append(out.Jobs, jobview.Finished(s.masker(), j))
-		}
+		out.Jobs = jobview.FinishedList(s.mask, rows)
 	default:
 		rows, err := s.opts.Inspector.JobsPage(r.Context(), lq.state, lq.filter, lq.limit, lq.cursor)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		for _, j := range rows {
-			state := lq.state
-			if j.Status == backend.StatusCancelling {
-				state = string(backend.StatusCancelling)
-			}
-			out.Jobs = append(out.Jobs, jobview.Live(s.masker(), state, j))
-		}
+		out.Jobs = jobview.LiveList(s.mask, lq.state, rows) // a cancelling job shows as such
 	}
 	if n := len(out.Jobs); n > 0 {
 		out.NextCursor = nextCursor(n, lq.limit, out.Jobs[n-1].ID)
@@ -393,10 +385,10 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if info.Live != nil {
-		writeJSON(w, http.StatusOK, jobview.Live(s.masker(), info.State, info.Live))
+		writeJSON(w, http.StatusOK, jobview.Live(s.mask, info.State, info.Live))
 		return
 	}
-	writeJSON(w, http.StatusOK, jobview.Finished(s.masker(), info.Finished))
+	writeJSON(w, http.StatusOK, jobview.Finished(s.mask, info.Finished))
 }
 
 // cancelJob cancels one job; the outcome says what happened. An unknown

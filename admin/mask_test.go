@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+
+	"github.com/jobq/jobq/internal/redact"
 )
 
 // TestMaskedErrors: a URL's password in a job's error is masked in the
@@ -41,7 +43,7 @@ func FuzzMasked(f *testing.F) {
 	for _, s := range []string{`{"password":"x"}`, `[{"a":{"token":[1,2]}}]`, `{`, `"x"`, `1e400`, "{\"\\ud800\":1}"} {
 		f.Add([]byte(s))
 	}
-	s := &server{opts: Options{MaskKeys: DefaultMaskKeys}}
+	s := &server{mask: redact.New(DefaultMaskKeys)}
 	f.Fuzz(func(t *testing.T, in []byte) {
 		out := s.masked(in)
 		if json.Valid(in) && !json.Valid(out) { // a document too deep to mask is shown as a JSON string

@@ -108,10 +108,10 @@ func cancelKeys(q *queueKeys) []string {
 // the next scan at the latest.
 const cancelScanEvery = 10 * time.Second
 
-// cancelPoll is what the last scan of the cancelling sets saw.
+// cancelPoll is what the last scan of the cancelling sets saw (none yet
+// while at is zero).
 type cancelPoll struct {
 	mu    sync.Mutex
-	valid bool
 	gen   string        // P:cancels when it started
 	empty bool          // it found no cancelling job
 	at    time.Time     // when it started
@@ -144,7 +144,7 @@ func (b *Backend) cancelling(ctx context.Context) ([]backend.JobRef, error) {
 	if every == 0 {
 		every = cancelScanEvery
 	}
-	unchanged := p.valid && p.empty && p.gen == gen && start.Sub(p.at) < every
+	unchanged := !p.at.IsZero() && p.empty && p.gen == gen && start.Sub(p.at) < every
 	p.mu.Unlock()
 	if unchanged {
 		return nil, nil
@@ -154,7 +154,7 @@ func (b *Backend) cancelling(ctx context.Context) ([]backend.JobRef, error) {
 		return nil, err
 	}
 	p.mu.Lock()
-	p.valid, p.gen, p.empty, p.at = true, gen, len(refs) == 0, start
+	p.gen, p.empty, p.at = gen, len(refs) == 0, start
 	p.mu.Unlock()
 	return refs, nil
 }

@@ -117,7 +117,7 @@ type queueKeys struct {
 	name      string
 	meta      string // t: the last ID time part handed out
 	ready     string // p
-	readyList string // l: ready jobs of priority 0 without options, IDs minted in the script
+	readyList string // l: ready jobs of priority 0 without options but metadata, IDs minted in the script
 	readyAt   string // o
 	counts    string // n
 	delayed   string // d

@@ -7,9 +7,10 @@
 --   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
 --                         part ts as 13 hex digits (so equal scores order by
 --                         ID; within a queue ts alone tells jobs apart)
---   P:{Q}:l        list   ready jobs of priority 0 without options that
---                         insert1 or insert wrote, minting their IDs, by
---                         ID (the ts as in p), oldest first: the cheapest
+--   P:{Q}:l        list   ready jobs of priority 0 without options but
+--                         metadata that insert1 or insert wrote, minting
+--                         their IDs, by ID (the ts as in p), oldest
+--                         first: the cheapest
 --                         enqueue (RPUSH, no zset). The ready set is
 --                         p ∪ l, a job in at most one; claims take both
 --                         in one order (see pick). l's jobs have no member
@@ -418,9 +419,9 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 -- to l, like insert1's: those IDs are above every ID in l (all minted
 -- from t inside scripts, strictly increasing), so l stays in ID order,
 -- and an RPUSH costs less than the ZADDs to p and o (and claims then
--- take l alone, LPOP). Given IDs were minted before the call, maybe before IDs already
--- in l, whose order they would break: those jobs go to p, as do jobs with
--- other options.
+-- take l alone, LPOP). Given IDs were minted before the call, maybe
+-- before IDs already in l, whose order they would break: those jobs go to
+-- p, as do jobs with other options.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
 --   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
 --   the IDs are given

@@ -12,7 +12,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/jobview"
-	"github.com/jobq/jobq/internal/redact"
 )
 
 func (a *app) newFailedCmd() *cobra.Command {
@@ -86,7 +85,7 @@ func (a *app) newFailedListCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, failedJSONList(a.masker(), jobs))
+					return writeJSON(a.out, jobview.FailedList(a.masker(), jobs))
 				}
 				a.printFailedTable(jobs, limit)
 				return nil
@@ -287,14 +286,4 @@ deletes the rest, so the table can be bounded by count; with --queue or
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only jobs that failed longer ago than this, e.g. 720h")
 	cmd.Flags().IntVar(&keep, "keep", 0, "keep the `N` newest matching failed jobs and delete the rest")
 	return cmd
-}
-
-// failedJSONList is jobs as --json prints them: as the admin API shows
-// them (internal/jobview).
-func failedJSONList(m *redact.Masker, jobs []*jobq.FailedJob) []jobview.Failed {
-	out := make([]jobview.Failed, len(jobs))
-	for i, j := range jobs {
-		out[i] = jobview.FailedJob(m, j)
-	}
-	return out
 }

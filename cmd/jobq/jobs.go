@@ -9,7 +9,6 @@ import (
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/jobview"
-	"github.com/jobq/jobq/internal/redact"
 )
 
 func (a *app) newJobsCmd() *cobra.Command {
@@ -84,7 +83,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 						return err
 					}
 					if asJSON {
-						return writeJSON(a.out, liveJSONList(a.masker(), state, rows))
+						return writeJSON(a.out, jobview.LiveList(a.masker(), state, rows))
 					}
 					a.printLiveTable(rows, state, limit)
 					return nil
@@ -94,7 +93,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, finishedJSONList(a.masker(), rows))
+					return writeJSON(a.out, jobview.FinishedList(a.masker(), rows))
 				}
 				a.printFinishedTable(rows, state, limit)
 				return nil
@@ -172,24 +171,6 @@ func (a *app) morePages(last int64, n, limit int, state string) {
 	if n == limit {
 		fmt.Fprintf(a.errOut, "more may follow: jobq jobs list --state %s --before %d\n", state, last)
 	}
-}
-
-// liveJSONList and finishedJSONList are jobs as --json prints them: as
-// the admin API shows them (internal/jobview), masked by m.
-func liveJSONList(m *redact.Masker, state string, rows []*jobq.JobRow) []jobview.Job {
-	out := make([]jobview.Job, len(rows))
-	for i, j := range rows {
-		out[i] = jobview.Live(m, state, j)
-	}
-	return out
-}
-
-func finishedJSONList(m *redact.Masker, rows []*jobq.FinishedJob) []jobview.Job {
-	out := make([]jobview.Job, len(rows))
-	for i, j := range rows {
-		out[i] = jobview.Finished(m, j)
-	}
-	return out
 }
 
 // retentionFlags are the worker's --keep-* and --failed-max-* flags.

@@ -84,6 +84,33 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 	}
 }
 
+// LiveList is rows, all listed as state, as Live shows them.
+func LiveList(m *redact.Masker, state string, rows []*jobq.JobRow) []Job {
+	out := make([]Job, len(rows))
+	for i, j := range rows {
+		out[i] = Live(m, state, j)
+	}
+	return out
+}
+
+// FinishedList is rows as Finished shows them.
+func FinishedList(m *redact.Masker, rows []*jobq.FinishedJob) []Job {
+	out := make([]Job, len(rows))
+	for i, j := range rows {
+		out[i] = Finished(m, j)
+	}
+	return out
+}
+
+// FailedList is rows as FailedJob shows them.
+func FailedList(m *redact.Masker, rows []*jobq.FailedJob) []Failed {
+	out := make([]Failed, len(rows))
+	for i, f := range rows {
+		out[i] = FailedJob(m, f)
+	}
+	return out
+}
+
 // Payload is a payload masked, as JSON an encoder accepts: null when
 // empty, and a string when it is not JSON (a store written by hand).
 func Payload(m *redact.Masker, raw []byte) json.RawMessage {

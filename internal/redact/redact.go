@@ -227,13 +227,22 @@ func (m *Masker) Text(text string) string {
 		return text
 	}
 	text = urlPassword.ReplaceAllString(text, "${1}***@")
-	return urlParam.ReplaceAllStringFunc(text, func(p string) string {
-		g := urlParam.FindStringSubmatch(p)
-		if !m.Key(g[2]) {
-			return p
+	// One match pass: the indexes give each parameter's name and value.
+	var b strings.Builder
+	last := 0
+	for _, g := range urlParam.FindAllStringSubmatchIndex(text, -1) {
+		if !m.Key(text[g[4]:g[5]]) {
+			continue
 		}
-		return g[1] + "***"
-	})
+		b.WriteString(text[last:g[3]]) // up to the value
+		b.WriteString("***")
+		last = g[1]
+	}
+	if last == 0 {
+		return text
+	}
+	b.WriteString(text[last:])
+	return b.String()
 }
 
 // Map returns md (a job's metadata) with the values of masked keys

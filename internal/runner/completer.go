@@ -295,20 +295,7 @@ func appliedItems(items []Item, res backend.CompleteResult) []Item {
 	if len(res.Stale) == 0 && len(res.Cancelled) == 0 {
 		return items
 	}
-	refused := make(map[backend.JobRef]bool, len(res.Stale)+len(res.Cancelled))
-	for _, r := range res.Stale {
-		refused[r] = true
-	}
-	for _, r := range res.Cancelled {
-		refused[r] = true
-	}
-	out := make([]Item, 0, len(items))
-	for _, it := range items {
-		if !refused[it.Outcome.Ref] {
-			out = append(out, it)
-		}
-	}
-	return out
+	return pickItems(items, false, res.Stale, res.Cancelled)
 }
 
 func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
@@ -331,14 +318,19 @@ func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
 }
 
 // staleItems picks the items whose refs the fence refused.
-func staleItems(items []Item, stale []backend.JobRef) []Item {
-	refused := make(map[backend.JobRef]bool, len(stale))
-	for _, r := range stale {
-		refused[r] = true
+func staleItems(items []Item, stale []backend.JobRef) []Item { return pickItems(items, true, stale) }
+
+// pickItems picks the items whose refs are among refs (in) or not (!in).
+func pickItems(items []Item, in bool, refs ...[]backend.JobRef) []Item {
+	named := map[backend.JobRef]bool{}
+	for _, rs := range refs {
+		for _, r := range rs {
+			named[r] = true
+		}
 	}
-	out := make([]Item, 0, len(stale))
+	var out []Item
 	for _, it := range items {
-		if refused[it.Outcome.Ref] {
+		if named[it.Outcome.Ref] == in {
 			out = append(out, it)
 		}
 	}

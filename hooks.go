@@ -107,5 +107,8 @@ type EnqueueInfo struct {
 
 // Middleware wraps a handler: it may act before and after next, change
 // the context, or return without calling it. Registry.Use installs it
-// around every handler of the registry.
+// around every handler of the registry. It wraps each type's handler once,
+// before the type's first attempt, and the handler it returns runs every
+// attempt after: work per attempt belongs in that handler, not in the
+// wrapping.
 type Middleware func(next HandlerFunc) HandlerFunc

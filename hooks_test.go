@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -227,6 +228,68 @@ func TestMiddleware(t *testing.T) {
 		f := failedJobs(t, b)
 		if len(f) != 2 || !strings.Contains(f[1].Error, "panic: middleware bug") || !strings.Contains(f[0].Error, "no handler registered for type unknown") {
 			t.Fatalf("failed jobs %+v; want the middleware's panic and the unknown type", f)
+		}
+	})
+}
+
+// TestMiddlewareWrapsOnce: a type's handler is wrapped once and the
+// wrapping serves its later attempts; middleware added later wraps the
+// attempts after it; a middleware that panics while wrapping fails the
+// attempt, not the worker.
+func TestMiddlewareWrapsOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newMemory(t, nil)
+		reg := jobq.NewRegistry()
+		var wraps, late, runs atomic.Int32
+		var bomb atomic.Bool
+		reg.Use(func(next jobq.HandlerFunc) jobq.HandlerFunc {
+			wraps.Add(1)
+			return next
+		})
+		reg.HandleFunc("ok", func(ctx context.Context, j *jobq.Job) error { runs.Add(1); return nil })
+		reg.HandleFunc("wrapbomb", func(ctx context.Context, j *jobq.Job) error { runs.Add(1); return nil })
+		c := mustClient(t, b, jobq.ClientConfig{})
+		enqueue := func(typ string, n int) {
+			for range n {
+				if _, err := c.Enqueue(context.Background(), typ, nil, jobq.MaxAttempts(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		enqueue("ok", 3)
+		cfg := fastConfig()
+		cfg.Concurrency = 1
+		stop := startWorker(t, b, reg, cfg)
+		time.Sleep(time.Second)
+		if runs.Load() != 3 || wraps.Load() != 1 {
+			t.Fatalf("%d runs, %d wraps; want 3 runs of one wrapping", runs.Load(), wraps.Load())
+		}
+		reg.Use(func(next jobq.HandlerFunc) jobq.HandlerFunc {
+			return func(ctx context.Context, j *jobq.Job) error {
+				if j.Type == "wrapbomb" {
+					panic("unreachable: wrapping panics first")
+				}
+				late.Add(1)
+				return next(ctx, j)
+			}
+		}, func(next jobq.HandlerFunc) jobq.HandlerFunc {
+			if bomb.Load() {
+				panic("wrap bug")
+			}
+			return next
+		})
+		enqueue("ok", 2)
+		time.Sleep(time.Second)
+		bomb.Store(true)
+		enqueue("wrapbomb", 1)
+		time.Sleep(time.Second)
+		stop()
+		if runs.Load() != 5 || late.Load() != 2 || wraps.Load() != 2 {
+			t.Fatalf("%d runs, %d inside the later middleware, %d wraps; want 5, 2 and 2", runs.Load(), late.Load(), wraps.Load())
+		}
+		f := failedJobs(t, b)
+		if len(f) != 1 || f[0].Type != "wrapbomb" || !strings.Contains(f[0].Error, "panic: wrap bug") {
+			t.Fatalf("failed jobs %+v; want wrapbomb failed by the wrapping's panic", f)
 		}
 	})
 }

@@ -65,10 +65,19 @@ type Registry struct {
 	mu         sync.RWMutex
 	handlers   map[string]handlerEntry
 	middleware []Middleware
+	// wrapped holds each registered type's handler inside the middleware,
+	// made on the type's first attempt: wrapping on every attempt cost an
+	// allocation per middleware per job. HandleFunc and Use start it
+	// afresh and raise gen, so a wrapping made from what they replaced is
+	// not stored.
+	wrapped map[string]HandlerFunc
+	gen     uint64
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{handlers: map[string]handlerEntry{}} }
+func NewRegistry() *Registry {
+	return &Registry{handlers: map[string]handlerEntry{}, wrapped: map[string]HandlerFunc{}}
+}
 
 // HandleFunc registers fn for jobs of type typ, receiving the raw payload.
 // Registering a type twice, an empty type or a nil fn panics: these are
@@ -87,6 +96,14 @@ func (r *Registry) HandleFunc(typ string, fn HandlerFunc, opts ...HandlerOptions
 		panic("jobq: handler for type " + typ + " registered twice")
 	}
 	r.handlers[typ] = handlerEntry{fn: fn, opts: o}
+	r.changed()
+}
+
+// changed drops the wrapped handlers after a registration or a
+// middleware was added; r.mu is held.
+func (r *Registry) changed() {
+	r.gen++
+	clear(r.wrapped)
 }
 
 // Handle registers a typed handler: the job's JSON payload is decoded into a
@@ -116,6 +133,7 @@ func (r *Registry) Use(mw ...Middleware) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.middleware = append(r.middleware, mw...)
+	r.changed()
 }
 
 // check validates every registered type's options against the worker's
@@ -149,15 +167,34 @@ func (r *Registry) lookup(typ string) (handlerEntry, bool) {
 	return h, ok
 }
 
-// chain returns fn wrapped in the registry's middleware.
-func (r *Registry) chain(fn HandlerFunc) HandlerFunc {
+// handler returns typ's entry and its handler inside the middleware; an
+// unknown type gets a handler that fails the attempt, wrapped too (and not
+// kept: unknown types are unbounded). The middleware runs outside r.mu, so
+// a middleware that reads the registry cannot deadlock.
+func (r *Registry) handler(typ string) (h handlerEntry, fn HandlerFunc) {
 	r.mu.RLock()
-	mw := r.middleware
+	h, ok := r.handlers[typ]
+	fn, wrapped := r.wrapped[typ]
+	mw, gen := r.middleware, r.gen
 	r.mu.RUnlock()
+	if wrapped {
+		return h, fn
+	}
+	fn = h.fn
+	if !ok {
+		fn = func(context.Context, *Job) error { return errNoHandler{typ: typ} }
+	}
 	for i := len(mw) - 1; i >= 0; i-- {
 		fn = mw[i](fn)
 	}
-	return fn
+	if ok {
+		r.mu.Lock()
+		if r.gen == gen {
+			r.wrapped[typ] = fn
+		}
+		r.mu.Unlock()
+	}
+	return h, fn
 }
 
 // errNoHandler is an ordinary (retryable) failure: another deployment of the
@@ -172,11 +209,13 @@ func (e errNoHandler) Error() string { return "no handler registered for type " 
 // handler costs one attempt and never the worker. jc travels in the
 // handler's context (see JobFromContext and CompleteTx).
 func (r *Registry) run(ctx context.Context, jc *jobCtx, timeout time.Duration) (err error) {
-	h, ok := r.lookup(jc.job.Type)
-	fn := h.fn
-	if !ok {
-		fn = func(context.Context, *Job) error { return errNoHandler{typ: jc.job.Type} }
-	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
+		}
+	}()
+	// A middleware that panics while it wraps costs the attempt too.
+	h, fn := r.handler(jc.job.Type)
 	if h.opts.Timeout > 0 {
 		timeout = h.opts.Timeout
 	}
@@ -195,12 +234,7 @@ func (r *Registry) run(ctx context.Context, jc *jobCtx, timeout time.Duration) (
 		}()
 	}
 	ctx = context.WithValue(ctx, jobCtxKey{}, jc)
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panic: %v\n%s", p, debug.Stack())
-		}
-	}()
-	return r.chain(fn)(ctx, jc.job)
+	return fn(ctx, jc.job)
 }
 
 // timeoutError is the cause of a handler context whose attempt ran out of

@@ -109,12 +109,15 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 // runInsert writes params, all of queue q, minting their IDs, and returns
 // the time part of the first.
 func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.InsertParams) (int64, error) {
-	var call *evalCall
 	if len(params) == 1 && lone(&params[0]) {
-		call = b.insert1Call(q, &params[0])
-	} else {
-		call = b.insertCall(q, params, nil, nil)
+		call := b.insert1Call(q, &params[0])
+		res, err := b.c.eval(ctx, call.s, call.keys, call.args)
+		if err != nil {
+			return 0, err
+		}
+		return b.afterInsert1(q, res)
 	}
+	call := b.insertCall(q, params, nil, nil)
 	res, err := b.c.eval(ctx, call.s, call.keys, call.args)
 	if err != nil {
 		return 0, err
@@ -128,15 +131,26 @@ func (b *Backend) insert1Call(q *queueKeys, p *backend.InsertParams) *evalCall {
 	record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
 	return &evalCall{
 		s:    scriptInsert1,
-		keys: []string{q.meta, q.ready, q.readyList, q.readyAt, q.jobPrefix, q.inserted},
-		args: []any{q.channel, b.origin, record, p.Priority},
+		keys: []string{q.meta, q.ready, q.readyList, q.jobPrefix, q.inserted},
+		args: []any{q.channel, b.origin, record},
 	}
 }
 
-// lone reports whether p is ready now and has no options: a job the
-// script insert1 writes when it is alone.
+// afterInsert1 reads the reply of script insert1 (ts * 2 + woke), passes
+// its wake-up on to this process's workers and returns the ts.
+func (b *Backend) afterInsert1(q *queueKeys, res any) (int64, error) {
+	v, ok := res.(int64)
+	if !ok || v < 0 {
+		return 0, fmt.Errorf("insert %s: unexpected reply %v", q.name, res)
+	}
+	b.notifier.local(q.name, v&1 == 1, -1)
+	return v >> 1, nil
+}
+
+// lone reports whether p is ready now, of priority 0 and without options:
+// a job the script insert1 writes when it is alone.
 func lone(p *backend.InsertParams) bool {
-	return p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0
+	return p.Priority == 0 && p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0
 }
 
 // groupInserts splits params by queue, registering new queues.

@@ -164,3 +164,32 @@ func TestBatchInsertListWakes(t *testing.T) {
 		t.Fatalf("LLEN l = %d, %v; want 6", n, err)
 	}
 }
+
+// TestInsert1ClockBehind: when the queue's last ID is ahead of the Redis
+// clock (a clock stepped back, or IDs reserved ahead by a batch), insert1
+// hands out last + 1, as reserve does, and records it.
+func TestInsert1ClockBehind(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	q := b.keys.queue("q")
+	if _, err := b.reg.index(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	const ahead = int64(100_000_000_000_000) // about three years past the clock
+	if err := b.c.rdb.Set(ctx, q.meta, ahead, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	p := backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
+	for i := int64(1); i <= 2; i++ {
+		res, err := b.JobInsertMany(ctx, []backend.InsertParams{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := tsHex(res[0].ID), hexN(uint64(ahead+i), 13); got != want {
+			t.Fatalf("insert %d got ts %s; want %s (the last one + 1)", i, got, want)
+		}
+	}
+	if last, err := b.c.rdb.Get(ctx, q.meta).Int64(); err != nil || last != ahead+2 {
+		t.Fatalf("t = %d, %v; want %d", last, err, ahead+2)
+	}
+}

@@ -144,9 +144,11 @@ type Options struct {
 	// two different prefixes is an error. Defaults to "jobq".
 	KeyPrefix string
 
-	// Timeout bounds every call to Redis, on top of the caller's context;
-	// a call that runs out fails with backend.ErrUnavailable. The URL
-	// parameter timeout sets it too, and wins. Defaults to 10 seconds.
+	// Timeout bounds every step of a call to Redis, on top of the
+	// caller's context: the wait for a connection, sending the command
+	// and reading its reply each take at most this long; a call that runs
+	// out fails with backend.ErrUnavailable. The URL parameter timeout
+	// sets it too, and wins. Defaults to 10 seconds.
 	Timeout time.Duration
 
 	// PoolSize caps the connections. The URL parameter pool_size sets it

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -96,24 +95,6 @@ func (s *Server) Restart() {
 	s.tb.Helper()
 	s.kill()
 	s.Start()
-}
-
-// Pause freezes the server (SIGSTOP): it keeps its connections but
-// answers nothing, as a server stuck in a long command or a network that
-// drops packets does, until Resume.
-func (s *Server) Pause() {
-	s.tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-		s.tb.Fatalf("redistest: pause redis-server: %v", err)
-	}
-}
-
-// Resume lets a paused server go on (SIGCONT).
-func (s *Server) Resume() {
-	s.tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		s.tb.Fatalf("redistest: resume redis-server: %v", err)
-	}
 }
 
 func (s *Server) kill() {

@@ -77,8 +77,13 @@ func newClient(cfg clientConfig) *client {
 		// failures surface as ErrUnavailable; callers back off and retry.
 		MaxRetries:    -1,
 		DialerRetries: 1,
-		// The call timeout: every step of a command waits at most this
-		// long (see bound). A caller's earlier deadline still applies.
+		// The call timeout: go-redis waits at most this long for a
+		// connection, to write a command and to read its reply (socket
+		// deadlines set on every command), so a call to a server that
+		// stopped answering fails within about that, with ErrUnavailable
+		// (classify). A caller's earlier deadline still applies. A timer
+		// context per call on top of these cost about 5 µs of CPU a
+		// call, a twentieth of a single enqueue's round trip.
 		DialTimeout:           cfg.timeout,
 		PoolTimeout:           cfg.timeout,
 		ReadTimeout:           cfg.timeout,
@@ -95,19 +100,6 @@ func newClient(cfg clientConfig) *client {
 }
 
 func (c *client) close() error { return c.rdb.Close() }
-
-// bound returns the context of one call, and its cancel. The call
-// timeout itself is the client's: go-redis waits at most c.timeout for a
-// connection, to write the command and to read its reply (the socket
-// deadlines it sets on every command), so a call to a server that stopped
-// answering fails within about that, with ErrUnavailable (classify). A
-// timer context per call on top of those cost about 5 µs of CPU a call,
-// a twentieth of a single enqueue's round trip.
-func (c *client) bound(ctx context.Context) (context.Context, context.CancelFunc) {
-	return ctx, noCancel
-}
-
-func noCancel() {}
 
 // script is one script of scripts.lua, run by EVALSHA and loaded by EVAL
 // when the server does not know it (a restart flushes the cache).
@@ -126,10 +118,8 @@ func (c *client) eval(ctx context.Context, s *script, keys []string, args []any)
 	if err := c.slots.check(s, keys); err != nil {
 		return nil, err
 	}
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	res, err := s.s.Run(cctx, c.rdb, keys, args...).Result()
-	return res, c.classify(cctx, err)
+	res, err := s.s.Run(ctx, c.rdb, keys, args...).Result()
+	return res, c.classify(ctx, err)
 }
 
 // evalCall is one script run of evalAll, with its outcome.
@@ -152,8 +142,6 @@ func (c *client) evalAll(ctx context.Context, calls []*evalCall, atomic bool) er
 		calls[0].res, calls[0].err = c.eval(ctx, calls[0].s, calls[0].keys, calls[0].args)
 		return calls[0].err
 	}
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
 	var pipe goredis.Pipeliner
 	if atomic && !c.cluster {
 		pipe = c.rdb.TxPipeline()
@@ -165,16 +153,16 @@ func (c *client) evalAll(ctx context.Context, calls []*evalCall, atomic bool) er
 		if err := c.slots.check(call.s, call.keys); err != nil {
 			return err
 		}
-		cmds[i] = pipe.EvalSha(cctx, call.s.s.Hash(), call.keys, call.args...)
+		cmds[i] = pipe.EvalSha(ctx, call.s.s.Hash(), call.keys, call.args...)
 	}
-	_, _ = pipe.Exec(cctx)
+	_, _ = pipe.Exec(ctx)
 	var first error
 	for i, call := range calls {
 		res, err := cmds[i].Result()
 		if isNoScript(err) {
-			res, err = call.s.s.Eval(cctx, c.rdb, call.keys, call.args...).Result()
+			res, err = call.s.s.Eval(ctx, c.rdb, call.keys, call.args...).Result()
 		}
-		call.res, call.err = res, c.classify(cctx, err)
+		call.res, call.err = res, c.classify(ctx, err)
 		if first == nil {
 			first = call.err
 		}
@@ -189,11 +177,9 @@ func isNoScript(err error) bool {
 // loadScripts loads every script into the server's script cache (every
 // master of a cluster), so that pipelines rarely meet NOSCRIPT.
 func (c *client) loadScripts(ctx context.Context, scripts []*script) error {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
 	for _, s := range scripts {
-		if err := s.s.Load(cctx, c.rdb).Err(); err != nil {
-			return c.classify(cctx, err)
+		if err := s.s.Load(ctx, c.rdb).Err(); err != nil {
+			return c.classify(ctx, err)
 		}
 	}
 	return nil
@@ -201,56 +187,46 @@ func (c *client) loadScripts(ctx context.Context, scripts []*script) error {
 
 // get returns a string key's value and whether it exists.
 func (c *client) get(ctx context.Context, key string) (string, bool, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	v, err := c.rdb.Get(cctx, key).Result()
+	v, err := c.rdb.Get(ctx, key).Result()
 	if errors.Is(err, goredis.Nil) {
 		return "", false, nil
 	}
-	return v, err == nil, c.classify(cctx, err)
+	return v, err == nil, c.classify(ctx, err)
 }
 
 // set sets a string key.
 func (c *client) set(ctx context.Context, key, value string) error {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	return c.classify(cctx, c.rdb.Set(cctx, key, value, 0).Err())
+	return c.classify(ctx, c.rdb.Set(ctx, key, value, 0).Err())
 }
 
 // incr raises a counter by one.
 func (c *client) incr(ctx context.Context, key string) error {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	return c.classify(cctx, c.rdb.Incr(cctx, key).Err())
+	return c.classify(ctx, c.rdb.Incr(ctx, key).Err())
 }
 
 // hgetAll returns every field of a hash (none when it does not exist).
 func (c *client) hgetAll(ctx context.Context, key string) (map[string]string, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	m, err := c.rdb.HGetAll(cctx, key).Result()
-	return m, c.classify(cctx, err)
+	m, err := c.rdb.HGetAll(ctx, key).Result()
+	return m, c.classify(ctx, err)
 }
 
 // hmgetAll reads fields of several hashes in one pipeline. A missing
 // hash or field reads as nil.
 func (c *client) hmgetAll(ctx context.Context, keys []string, fields ...string) ([][]any, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
 	if len(keys) == 1 {
-		v, err := c.rdb.HMGet(cctx, keys[0], fields...).Result()
+		v, err := c.rdb.HMGet(ctx, keys[0], fields...).Result()
 		if err != nil {
-			return nil, c.classify(cctx, err)
+			return nil, c.classify(ctx, err)
 		}
 		return [][]any{v}, nil
 	}
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*goredis.SliceCmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.HMGet(cctx, k, fields...)
+		cmds[i] = pipe.HMGet(ctx, k, fields...)
 	}
-	if _, err := pipe.Exec(cctx); err != nil {
-		return nil, c.classify(cctx, err)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, c.classify(ctx, err)
 	}
 	out := make([][]any, len(keys))
 	for i, cmd := range cmds {
@@ -261,15 +237,13 @@ func (c *client) hmgetAll(ctx context.Context, keys []string, fields ...string) 
 
 // existAll reports which of keys exist, in one pipeline.
 func (c *client) existAll(ctx context.Context, keys []string) ([]bool, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*goredis.IntCmd, len(keys))
 	for i, k := range keys {
-		cmds[i] = pipe.Exists(cctx, k)
+		cmds[i] = pipe.Exists(ctx, k)
 	}
-	if _, err := pipe.Exec(cctx); err != nil {
-		return nil, c.classify(cctx, err)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, c.classify(ctx, err)
 	}
 	out := make([]bool, len(keys))
 	for i, cmd := range cmds {
@@ -281,11 +255,9 @@ func (c *client) existAll(ctx context.Context, keys []string) ([]bool, error) {
 // configGet returns the value of one server setting. A server that
 // refuses CONFIG (managed services often do) is an error.
 func (c *client) configGet(ctx context.Context, name string) (string, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	m, err := c.rdb.ConfigGet(cctx, name).Result()
+	m, err := c.rdb.ConfigGet(ctx, name).Result()
 	if err != nil {
-		return "", c.classify(cctx, err)
+		return "", c.classify(ctx, err)
 	}
 	v, ok := m[name]
 	if !ok {
@@ -296,9 +268,7 @@ func (c *client) configGet(ctx context.Context, name string) (string, error) {
 
 // ping checks that the server answers.
 func (c *client) ping(ctx context.Context) error {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	return c.classify(cctx, c.rdb.Ping(cctx).Err())
+	return c.classify(ctx, c.rdb.Ping(ctx).Err())
 }
 
 // pubsub is one subscriber connection. go-redis re-establishes it and its
@@ -326,16 +296,12 @@ func (c *client) newPubSub() *pubsub {
 // subscribe adds channels; after a failure they are still resubscribed
 // when the connection comes back.
 func (p *pubsub) subscribe(ctx context.Context, channels ...string) error {
-	cctx, cancel := p.c.bound(ctx)
-	defer cancel()
-	return p.c.classify(cctx, p.ps.Subscribe(cctx, channels...))
+	return p.c.classify(ctx, p.ps.Subscribe(ctx, channels...))
 }
 
 // unsubscribe drops channels.
 func (p *pubsub) unsubscribe(ctx context.Context, channels ...string) error {
-	cctx, cancel := p.c.bound(ctx)
-	defer cancel()
-	return p.c.classify(cctx, p.ps.Unsubscribe(cctx, channels...))
+	return p.c.classify(ctx, p.ps.Unsubscribe(ctx, channels...))
 }
 
 // events delivers what the subscriber receives as raw values for event;
@@ -419,10 +385,8 @@ func serverUnavailable(msg string) bool {
 
 // existsField reports whether a hash has a field.
 func (c *client) existsField(ctx context.Context, key, field string) (bool, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	ok, err := c.rdb.HExists(cctx, key, field).Result()
-	return ok, c.classify(cctx, err)
+	ok, err := c.rdb.HExists(ctx, key, field).Result()
+	return ok, c.classify(ctx, err)
 }
 
 // hgetEach reads field fields[i] of hash keys[i], in one pipeline; a
@@ -444,21 +408,19 @@ func (c *client) getEach(ctx context.Context, keys []string) ([]string, error) {
 // stringEach sends the n reads cmd queues, in one pipeline, and returns
 // their values; a missing one reads as "".
 func (c *client) stringEach(ctx context.Context, n int, cmd func(ctx context.Context, pipe goredis.Pipeliner, i int) *goredis.StringCmd) ([]string, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
 	pipe := c.rdb.Pipeline()
 	cmds := make([]*goredis.StringCmd, n)
 	for i := range n {
-		cmds[i] = cmd(cctx, pipe, i)
+		cmds[i] = cmd(ctx, pipe, i)
 	}
-	if _, err := pipe.Exec(cctx); err != nil && !errors.Is(err, goredis.Nil) {
-		return nil, c.classify(cctx, err)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, goredis.Nil) {
+		return nil, c.classify(ctx, err)
 	}
 	out := make([]string, n)
 	for i, cmd := range cmds {
 		v, err := cmd.Result()
 		if err != nil && !errors.Is(err, goredis.Nil) {
-			return nil, c.classify(cctx, err)
+			return nil, c.classify(ctx, err)
 		}
 		out[i] = v
 	}
@@ -467,11 +429,9 @@ func (c *client) stringEach(ctx context.Context, n int, cmd func(ctx context.Con
 
 // hmget reads fields of one hash; a missing one reads as "".
 func (c *client) hmget(ctx context.Context, key string, fields []string) ([]string, error) {
-	cctx, cancel := c.bound(ctx)
-	defer cancel()
-	v, err := c.rdb.HMGet(cctx, key, fields...).Result()
+	v, err := c.rdb.HMGet(ctx, key, fields...).Result()
 	if err != nil {
-		return nil, c.classify(cctx, err)
+		return nil, c.classify(ctx, err)
 	}
 	out := make([]string, len(v))
 	for i, x := range v {

@@ -86,27 +86,24 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 
 // LiveList is rows, all listed as state, as Live shows them.
 func LiveList(m *redact.Masker, state string, rows []*jobq.JobRow) []Job {
-	out := make([]Job, len(rows))
-	for i, j := range rows {
-		out[i] = Live(m, state, j)
-	}
-	return out
+	return each(rows, func(j *jobq.JobRow) Job { return Live(m, state, j) })
 }
 
 // FinishedList is rows as Finished shows them.
 func FinishedList(m *redact.Masker, rows []*jobq.FinishedJob) []Job {
-	out := make([]Job, len(rows))
-	for i, j := range rows {
-		out[i] = Finished(m, j)
-	}
-	return out
+	return each(rows, func(j *jobq.FinishedJob) Job { return Finished(m, j) })
 }
 
 // FailedList is rows as FailedJob shows them.
 func FailedList(m *redact.Masker, rows []*jobq.FailedJob) []Failed {
-	out := make([]Failed, len(rows))
-	for i, f := range rows {
-		out[i] = FailedJob(m, f)
+	return each(rows, func(f *jobq.FailedJob) Failed { return FailedJob(m, f) })
+}
+
+// each is view applied to every row, in order.
+func each[R, V any](rows []R, view func(R) V) []V {
+	out := make([]V, len(rows))
+	for i, r := range rows {
+		out[i] = view(r)
 	}
 	return out
 }

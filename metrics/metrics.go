@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,7 +26,8 @@ const OverflowType = "_other"
 
 // Buckets are the histograms' upper bounds in seconds: from a millisecond
 // (a no-op job, a claim from a busy queue) to an hour (a long report, a
-// queue far behind).
+// queue far behind). New reads them: a program may replace them before,
+// with at most 32 positive bounds in increasing order.
 var Buckets = []float64{
 	0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 	1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600,
@@ -85,16 +88,15 @@ func (o Options) withDefaults() (Options, error) {
 type Metrics struct {
 	opts Options
 
-	enqueued, started, completed, retried, failed *prometheus.CounterVec
-	released, rescued, stale, replayed, cancelled *prometheus.CounterVec
-	duration, wait                                *prometheus.HistogramVec
-	busy, capacity                                *prometheus.GaugeVec
+	upper    []float64 // the histograms' bounds in seconds (Buckets at New)
+	bounds   bounds    // the same as durations
+	capacity *prometheus.GaugeVec
 
-	// series holds the children of each queue and type, made on first
-	// use. The hooks read it without locking, four times per job: the map
-	// is replaced, never changed, when a queue and type is added, so a
-	// read is a plain map lookup, without a sync.Map's interface keys and
-	// hashing.
+	// series holds the values of each queue and type (see series.go),
+	// made on first use. The hooks read it without locking, four times
+	// per job: the map is replaced, never changed, when a queue and type
+	// is added, so a read is a plain map lookup, without a sync.Map's
+	// interface keys and hashing.
 	series atomic.Pointer[map[key]*series]
 	mu     sync.Mutex      // serialises additions to series, and guards types and queues
 	types  map[string]bool // the labelled types, at most MaxTypes
@@ -103,16 +105,6 @@ type Metrics struct {
 }
 
 type key struct{ queue, typ string }
-
-// series is every per-queue-and-type child, made together so that all of
-// a queue and type's counters exist (at zero) once any does: rules that
-// divide one counter by another then never miss a side.
-type series struct {
-	enqueued, started, completed, retried, failed prometheus.Counter
-	released, rescued, stale, replayed, cancelled prometheus.Counter
-	duration, wait                                prometheus.Observer
-	busy                                          prometheus.Gauge
-}
 
 // New registers jobq's collectors in opts.Registry (see Options) and
 // returns the Metrics that feed them. Plug them in with WorkerHooks,
@@ -123,47 +115,47 @@ func New(opts Options) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	qt := []string{"queue", "type"}
-	counter := func(name, help string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "jobq", Name: name, Help: help}, qt)
-	}
-	histogram := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "jobq", Name: name, Help: help, Buckets: Buckets}, qt)
+	upper, bs, err := histogramBounds(Buckets)
+	if err != nil {
+		return nil, err
 	}
 	gauge := func(name, help string, labels ...string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "jobq", Name: name, Help: help}, labels)
 	}
 	m := &Metrics{
-		opts:      opts,
-		enqueued:  counter("jobs_enqueued_total", "Jobs this process enqueued, unique-key duplicates not counted."),
-		started:   counter("jobs_started_total", "Attempts this process started: handler calls."),
-		completed: counter("jobs_completed_total", "Attempts that succeeded: the job is done."),
-		retried:   counter("jobs_retried_total", "Attempts that failed with attempts left: the job runs again after a backoff."),
-		failed:    counter("jobs_failed_total", "Jobs this process moved to the failed jobs table: attempts spent or a permanent error, including jobs its lease sweep found with no attempt left."),
-		released:  counter("jobs_released_total", "Attempts interrupted by shutdown: the job was given back, or its result dropped because the worker had stopped."),
-		rescued:   counter("jobs_rescued_total", "Jobs whose lease expired (their worker died or stalled) that this process's lease sweep moved: back to pending, or to failed jobs when no attempt was left."),
-		stale:     counter("jobs_stale_outcomes_total", "Outcomes refused because their attempt had lost its lease: another worker took the job over."),
-		replayed:  counter("jobs_replayed_total", "Failed jobs this process replayed back to pending."),
-		cancelled: counter("jobs_cancelled_total", "Attempts stopped because their job was cancelled while they ran: the job ended cancelled."),
-		duration:  histogram("job_duration_seconds", "How long handlers ran, per attempt, whatever its outcome."),
-		wait:      histogram("job_wait_seconds", "How long jobs had been due when a worker claimed them (by the backend's clock)."),
-		busy:      gauge("workers_busy", "Handlers of this process running jobs of the queue now.", "queue"),
-		capacity:  gauge("workers_capacity", "Handler slots of this process's workers that serve the queue; a worker serving several queues counts its slots for each.", "queue"),
-		types:     map[string]bool{},
-		queues:    map[string]bool{},
+		opts:     opts,
+		upper:    upper,
+		bounds:   bs,
+		capacity: gauge("workers_capacity", "Handler slots of this process's workers that serve the queue; a worker serving several queues counts its slots for each.", "queue"),
+		types:    map[string]bool{},
+		queues:   map[string]bool{},
 	}
 	m.series.Store(&map[key]*series{})
 	build := gauge("build_info", "Always 1: the jobq version and Go version of this process.", "version", "goversion")
 	build.WithLabelValues(version(), runtime.Version()).Set(1)
-	for _, c := range []prometheus.Collector{
-		m.enqueued, m.started, m.completed, m.retried, m.failed, m.released, m.rescued, m.stale, m.replayed, m.cancelled,
-		m.duration, m.wait, m.busy, m.capacity, build,
-	} {
+	for _, c := range []prometheus.Collector{newSeriesCollector(m), m.capacity, build} {
 		if err := opts.Registry.Register(c); err != nil {
 			return nil, fmt.Errorf("register jobq metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+// histogramBounds checks b (Buckets, which a program may have replaced)
+// and returns a copy, and the same bounds as durations.
+func histogramBounds(b []float64) ([]float64, bounds, error) {
+	if len(b) == 0 || len(b) > maxBuckets {
+		return nil, nil, fmt.Errorf("%w: metrics.Buckets: %d bounds; want 1 to %d", jobq.ErrInvalidInput, len(b), maxBuckets)
+	}
+	upper := slices.Clone(b)
+	bs := make(bounds, len(b))
+	for i, u := range upper {
+		if !(u > 0) || math.IsInf(u, 0) || (i > 0 && u <= upper[i-1]) {
+			return nil, nil, fmt.Errorf("%w: metrics.Buckets: bounds must be positive, finite and increasing; bound %d is %g", jobq.ErrInvalidInput, i, u)
+		}
+		bs[i] = time.Duration(math.Round(u * float64(time.Second)))
+	}
+	return upper, bs, nil
 }
 
 // version is jobq's module version in this binary, "(devel)" when built
@@ -211,15 +203,7 @@ func (m *Metrics) of(queue, typ string) *series {
 			m.types[typ] = true
 		}
 	}
-	s := &series{
-		enqueued: m.enqueued.WithLabelValues(queue, typ), started: m.started.WithLabelValues(queue, typ),
-		completed: m.completed.WithLabelValues(queue, typ), retried: m.retried.WithLabelValues(queue, typ),
-		failed: m.failed.WithLabelValues(queue, typ), released: m.released.WithLabelValues(queue, typ),
-		rescued: m.rescued.WithLabelValues(queue, typ), stale: m.stale.WithLabelValues(queue, typ),
-		replayed: m.replayed.WithLabelValues(queue, typ), duration: m.duration.WithLabelValues(queue, typ),
-		wait: m.wait.WithLabelValues(queue, typ), busy: m.busy.WithLabelValues(queue),
-		cancelled: m.cancelled.WithLabelValues(queue, typ),
-	}
+	s := &series{queue: queue, typ: typ}
 	m.queues[queue] = true
 	next := make(map[key]*series, len(all)+1)
 	maps.Copy(next, all)
@@ -233,21 +217,21 @@ func (m *Metrics) of(queue, typ string) *series {
 func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 	return jobq.WorkerHooks{
 		Claimed: func(e jobq.ClaimedEvent) {
-			m.of(e.Job.Queue, e.Job.Type).wait.Observe(e.Wait.Seconds())
+			m.of(e.Job.Queue, e.Job.Type).wait.observe(m.bounds, e.Wait)
 		},
 		Started: func(_ context.Context, j *jobq.Job) {
 			s := m.of(j.Queue, j.Type)
-			s.started.Inc()
-			s.busy.Inc()
+			s.inc(cStarted)
+			s.busy.Add(1)
 		},
 		Finished: func(e jobq.Event) {
 			s := m.of(e.Job.Queue, e.Job.Type)
-			s.busy.Dec()
-			s.duration.Observe(e.Duration.Seconds())
+			s.busy.Add(-1)
+			s.duration.observe(m.bounds, e.Duration)
 			if e.Kind == jobq.EventAbandoned {
 				// Never written: the job was given back, or its lease
 				// expires and the sweep returns it.
-				s.released.Inc()
+				s.inc(cReleased)
 			}
 		},
 		// What became of the job is counted once the backend applied it:
@@ -257,25 +241,25 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 			s := m.of(e.Job.Queue, e.Job.Type)
 			switch e.Kind {
 			case jobq.EventDone:
-				s.completed.Inc()
+				s.inc(cCompleted)
 			case jobq.EventRetry:
-				s.retried.Inc()
+				s.inc(cRetried)
 			case jobq.EventFailed:
-				s.failed.Inc()
+				s.inc(cFailed)
 			case jobq.EventReleased:
-				s.released.Inc()
+				s.inc(cReleased)
 			case jobq.EventCancelled:
-				s.cancelled.Inc()
+				s.inc(cCancelled)
 			}
 		},
 		Rescued: func(e jobq.RescuedEvent) {
 			s := m.of(e.Queue, e.Type)
-			s.rescued.Inc()
+			s.inc(cRescued)
 			if e.Failed {
-				s.failed.Inc()
+				s.inc(cFailed)
 			}
 		},
-		Stale: func(e jobq.StaleEvent) { m.of(e.Queue, e.Type).stale.Inc() },
+		Stale: func(e jobq.StaleEvent) { m.of(e.Queue, e.Type).inc(cStale) },
 	}
 }
 
@@ -287,7 +271,7 @@ func (m *Metrics) ClientHooks() jobq.ClientHooks {
 	return jobq.ClientHooks{
 		AfterEnqueue: func(_ context.Context, j jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
 			if err == nil && !res.Duplicate {
-				m.of(j.Queue, j.Type).enqueued.Inc()
+				m.of(j.Queue, j.Type).inc(cEnqueued)
 			}
 		},
 	}
@@ -299,7 +283,10 @@ func (m *Metrics) InspectorHooks() jobq.InspectorHooks {
 	return jobq.InspectorHooks{
 		Replayed: func(_ context.Context, moved []jobq.TypeCount) {
 			for _, c := range moved {
-				m.of(c.Queue, c.Type).replayed.Add(float64(c.Count))
+				s := m.of(c.Queue, c.Type)
+				if c.Count > 0 {
+					s.counts[cReplayed].Add(uint64(c.Count))
+				}
 			}
 		},
 	}

@@ -1,0 +1,68 @@
+package metrics
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+)
+
+// TestHistogramBuckets: an observation on a bound counts in that bound's
+// bucket (Prometheus's le), one just above it in the next, one above every
+// bound only in +Inf; the scraped buckets are cumulative, the count is
+// every observation and the sum is in seconds.
+func TestHistogramBuckets(t *testing.T) {
+	upper, bs, err := histogramBounds([]float64{0.001, 0.0025, 3600})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h histogram
+	for _, d := range []time.Duration{0, time.Millisecond, time.Millisecond + 1, 2500 * time.Microsecond, time.Hour, 2 * time.Hour} {
+		h.observe(bs, d)
+	}
+	var m dto.Metric
+	desc := prometheus.NewDesc("x", "x", []string{"queue"}, nil)
+	if err := h.metric(desc, upper, "q").Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	got := map[float64]uint64{}
+	for _, b := range m.Histogram.GetBucket() {
+		got[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	want := map[float64]uint64{0.001: 2, 0.0025: 4, 3600: 5}
+	for le, n := range want {
+		if got[le] != n {
+			t.Errorf("bucket le=%g: %d, want %d (all: %v)", le, got[le], n, got)
+		}
+	}
+	if c := m.Histogram.GetSampleCount(); c != 6 {
+		t.Errorf("count %d, want 6", c)
+	}
+	wantSum := 0.001 + 0.001000001 + 0.0025 + 3600 + 7200
+	if s := m.Histogram.GetSampleSum(); math.Abs(s-wantSum) > 1e-9 {
+		t.Errorf("sum %.9f, want %.9f", s, wantSum)
+	}
+}
+
+// TestHistogramBoundsRefused: New refuses Buckets it cannot use, saying
+// which bound is wrong.
+func TestHistogramBoundsRefused(t *testing.T) {
+	for _, b := range [][]float64{
+		nil,
+		make([]float64, maxBuckets+1),
+		{0.1, 0.1},
+		{1, 0.5},
+		{0, 1},
+		{1, math.Inf(1)},
+		{math.NaN()},
+	} {
+		if _, _, err := histogramBounds(b); err == nil {
+			t.Errorf("bounds %v accepted", b)
+		}
+	}
+	if _, bs, err := histogramBounds(Buckets); err != nil || bs[0] != time.Millisecond || bs[len(bs)-1] != time.Hour {
+		t.Errorf("default buckets: %v, %v", bs, err)
+	}
+}

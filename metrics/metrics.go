@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -192,8 +193,15 @@ func (m *Metrics) of(queue, typ string) *series {
 		return s
 	}
 	// Types past the bound are not stored under their own name: they take
-	// this path each time, which keeps the map bounded too.
-	if !m.types[typ] {
+	// this path each time, which keeps the map bounded too. So do types
+	// that are not valid UTF-8 (a type is checked for control characters
+	// only): no label value can hold them, and one would fail every scrape.
+	if !utf8.ValidString(typ) {
+		typ = OverflowType
+		if s, ok := all[key{queue, typ}]; ok {
+			return s
+		}
+	} else if !m.types[typ] {
 		if len(m.types) >= m.opts.MaxTypes {
 			typ = OverflowType
 			if s, ok := all[key{queue, typ}]; ok {

@@ -69,6 +69,20 @@ func TestTypeLabelBounded(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8Type: a type that is not valid UTF-8 (the backends check
+// types for control characters only) counts under OverflowType, and the
+// scrape still succeeds.
+func TestInvalidUTF8Type(t *testing.T) {
+	m := newMetrics(t, metrics.Options{})
+	h := m.WorkerHooks()
+	h.Started(t.Context(), &jobq.Job{Queue: "q", Type: "bad\xff"})
+	h.Started(t.Context(), &jobq.Job{Queue: "q", Type: "ok"})
+	scrapeOf(t, m).check(t, want{
+		"jobq_jobs_started_total{queue=q,type=_other}": 1,
+		"jobq_jobs_started_total{queue=q,type=ok}":     1,
+	})
+}
+
 // TestOutcomeCounters: each kind of written outcome lands in its counter;
 // a swept job with no attempt left counts as rescued and failed; an
 // interrupted attempt (released) or an abandoned one (never written) as

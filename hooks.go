@@ -37,8 +37,8 @@ type WorkerHooks struct {
 	// Rescued: this worker's lease sweep moved a job whose holder stopped
 	// heartbeating, back to pending or (attempts spent) to failed jobs.
 	Rescued func(RescuedEvent)
-	// Stale: the backend refused an outcome of this worker because the
-	// attempt no longer held the job (its lease was lost and the job was
+	// Stale: the backend refused an outcome of this worker, or a release
+	// at shutdown, because the attempt no longer held the job (its lease was lost and the job was
 	// rescued or re-claimed).
 	Stale func(StaleEvent)
 }

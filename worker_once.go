@@ -74,21 +74,15 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 // it as the completer does (onStale, onCancelled, onWritten). It says
 // whether the outcome ended the job cancelled instead (its cancel came
 // while the handler ran).
-func (w *Worker) writeOne(ctx context.Context, item runner.Item) (cancelled bool, err error) {
+func (w *Worker) writeOne(ctx context.Context, item runner.Item) (cancelled bool, _ error) {
 	items := []runner.Item{item}
+	var res backend.CompleteResult
+	var err error
 	if item.Release {
-		n, err := w.b.JobRelease(ctx, []backend.JobRef{item.Outcome.Ref})
-		if err != nil {
-			return false, err
-		}
-		if n == 0 {
-			w.onStale(items)
-		} else {
-			w.onWritten(items)
-		}
-		return false, nil
+		res, err = w.b.JobRelease(ctx, []backend.JobRef{item.Outcome.Ref})
+	} else {
+		res, err = w.b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{item.Outcome}})
 	}
-	res, err := w.b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{item.Outcome}})
 	switch {
 	case err != nil:
 		return false, err

@@ -66,7 +66,10 @@ type Backend interface {
 
 	// JobRelease gives held jobs back at once: used on shutdown for jobs
 	// whose attempt was interrupted rather than failed. Fenced like
-	// JobComplete; it returns the number of refs that still matched.
+	// JobComplete: refs that no longer match are skipped and returned in
+	// Stale, and those of jobs whose cancel was requested end cancelled
+	// and are returned in Cancelled, so the caller reports each attempt as
+	// what became of it.
 	//
 	// A release is free at most MaxFreeReleases times per job: the job goes
 	// back to pending, available now, with the attempt un-counted
@@ -75,7 +78,7 @@ type Backend interface {
 	// cannot escape its attempt limit: Releases+1, and with attempts left it
 	// goes back to pending, available now, with last_error ReleasedError;
 	// with none left it moves to failed_jobs with that error.
-	JobRelease(ctx context.Context, refs []JobRef) (int, error)
+	JobRelease(ctx context.Context, refs []JobRef) (CompleteResult, error)
 
 	// LeaseSweep finds reserved jobs whose lease_until has passed. Those with
 	// attempts < max_attempts go back to pending, available now; the others
@@ -244,7 +247,9 @@ type CompleteParams struct {
 	Outcomes []Outcome
 }
 
-// CompleteResult reports which outcomes were skipped by the fence.
+// CompleteResult reports which outcomes (of JobComplete) or releases (of
+// JobRelease) were skipped by the fence, and which ended their jobs
+// cancelled instead; every other ref was applied.
 type CompleteResult struct {
 	Stale []JobRef
 	// Cancelled lists the outcomes refused because the job's cancel was

@@ -90,8 +90,8 @@ func testCancel(t *testing.T, h Harness) {
 			wantCancelledOutcome(t, b, fail(ref, "stopped"))
 		}},
 		{"Release", func(t *testing.T, b backend.Backend, ref backend.JobRef) {
-			if _, err := b.JobRelease(t.Context(), []backend.JobRef{ref}); err != nil {
-				t.Fatalf("JobRelease: %v", err)
+			if res := releaseRes(t, b, ref); !slices.Equal(res.Cancelled, []backend.JobRef{ref}) || len(res.Stale) != 0 {
+				t.Fatalf("JobRelease of a cancelling attempt = %+v; want Cancelled [%v]", res, ref)
 			}
 		}},
 	}

@@ -36,9 +36,8 @@ func testFence(t *testing.T, h Harness) {
 		if !slices.Equal(lost, []backend.JobRef{old}) {
 			t.Fatalf("JobExtendLease(old) lost = %v, want [%v]", lost, old)
 		}
-		n, err := b.JobRelease(t.Context(), []backend.JobRef{old})
-		if err != nil || n != 0 {
-			t.Fatalf("JobRelease(old) = %d, %v; want 0, nil", n, err)
+		if res := releaseRes(t, b, old); !slices.Equal(res.Stale, []backend.JobRef{old}) {
+			t.Fatalf("JobRelease(old) = %+v; want Stale [%v]", res, old)
 		}
 
 		row := wantStatus(t, b, id, backend.StatusReserved, 2)
@@ -64,8 +63,8 @@ func testFence(t *testing.T, h Harness) {
 		if err != nil || !slices.Equal(lost, []backend.JobRef{r.Ref()}) {
 			t.Fatalf("JobExtendLease of a deleted job = %v, %v; want [%v]", lost, err, r.Ref())
 		}
-		if n, err := b.JobRelease(t.Context(), []backend.JobRef{r.Ref()}); err != nil || n != 0 {
-			t.Fatalf("JobRelease of a deleted job = %d, %v; want 0", n, err)
+		if res := releaseRes(t, b, r.Ref()); !slices.Equal(res.Stale, []backend.JobRef{r.Ref()}) {
+			t.Fatalf("JobRelease of a deleted job = %+v; want Stale [%v]", res, r.Ref())
 		}
 		gone(t, b, id)
 		wantNoStats(t, b)
@@ -86,8 +85,8 @@ func testFence(t *testing.T, h Harness) {
 		if err != nil || !slices.Equal(lost, []backend.JobRef{r.Ref()}) {
 			t.Fatalf("JobExtendLease of a pending job = %v, %v; want [%v]", lost, err, r.Ref())
 		}
-		if n, err := b.JobRelease(t.Context(), []backend.JobRef{r.Ref()}); err != nil || n != 0 {
-			t.Fatalf("JobRelease of a pending job = %d, %v; want 0", n, err)
+		if res := releaseRes(t, b, r.Ref()); !slices.Equal(res.Stale, []backend.JobRef{r.Ref()}) {
+			t.Fatalf("JobRelease of a pending job = %+v; want Stale [%v]", res, r.Ref())
 		}
 		row := wantStatus(t, b, id, backend.StatusPending, 1)
 		if row.LastError != "later" {

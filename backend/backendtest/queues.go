@@ -139,8 +139,8 @@ func testQueues(t *testing.T, h Harness) {
 		if got := claim(t, b, 10, longLease, "c"); len(got) != 1 {
 			t.Fatalf("claim after a retry took %d, want 1", len(got))
 		}
-		if n, err := b.JobRelease(t.Context(), []backend.JobRef{held[2].Ref()}); err != nil || n != 1 {
-			t.Fatalf("JobRelease = %d, %v", n, err)
+		if n := release(t, b, held[2].Ref()); n != 1 {
+			t.Fatalf("JobRelease gave back %d jobs, want 1", n)
 		}
 		if got := claim(t, b, 10, longLease, "c"); len(got) != 1 {
 			t.Fatalf("claim after a release took %d, want 1", len(got))
@@ -174,8 +174,8 @@ func testQueues(t *testing.T, h Harness) {
 			t.Fatalf("JobCancel(running job) = %+v, %v; want CancelRequested", res, err)
 		}
 		claimNone(t, b, "cc")
-		if n, err := b.JobRelease(t.Context(), []backend.JobRef{held.Ref()}); err != nil || n != 1 {
-			t.Fatalf("JobRelease of the cancelling attempt = %d, %v; want 1", n, err)
+		if res := releaseRes(t, b, held.Ref()); !slices.Equal(res.Cancelled, []backend.JobRef{held.Ref()}) || len(res.Stale) != 0 {
+			t.Fatalf("JobRelease of the cancelling attempt = %+v; want Cancelled [%v]", res, held.Ref())
 		}
 		claimOne(t, b, "cc")
 	})

@@ -1,19 +1,28 @@
 package backendtest
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/jobq/jobq/backend"
 )
 
-// release calls JobRelease and returns how many refs matched.
+// release calls JobRelease and returns how many refs it gave back: those
+// neither stale nor ended cancelled.
 func release(t *testing.T, b backend.Backend, refs ...backend.JobRef) int {
 	t.Helper()
-	n, err := b.JobRelease(t.Context(), refs)
+	res := releaseRes(t, b, refs...)
+	return len(refs) - len(res.Stale) - len(res.Cancelled)
+}
+
+// releaseRes calls JobRelease and returns its result.
+func releaseRes(t *testing.T, b backend.Backend, refs ...backend.JobRef) backend.CompleteResult {
+	t.Helper()
+	res, err := b.JobRelease(t.Context(), refs)
 	if err != nil {
 		t.Fatalf("JobRelease: %v", err)
 	}
-	return n
+	return res
 }
 
 // freeReleases claims the pending job id from queue and releases it until
@@ -75,8 +84,9 @@ func testRelease(t *testing.T, h Harness) {
 			t.Fatalf("claim got %d jobs, want 3", len(rows))
 		}
 		stale := backend.JobRef{ID: rows[2].ID, Attempt: 5}
-		if n := release(t, b, rows[0].Ref(), rows[1].Ref(), stale); n != 2 {
-			t.Fatalf("JobRelease = %d, want 2", n)
+		res := releaseRes(t, b, rows[0].Ref(), stale, rows[1].Ref())
+		if !slices.Equal(res.Stale, []backend.JobRef{stale}) || len(res.Cancelled) != 0 {
+			t.Fatalf("JobRelease = %+v, want Stale [%v] alone", res, stale)
 		}
 		wantPendingNow(t, b, rows[0].ID, 0)
 		wantPendingNow(t, b, rows[1].ID, 0)

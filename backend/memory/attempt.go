@@ -85,24 +85,25 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 // JobRelease implements backend.Backend: the first MaxFreeReleases
 // releases of a job un-count its attempt, later ones count it (see the
 // interface).
-func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	if err := b.lock(ctx, "release jobs"); err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
 	}
 	defer b.mu.Unlock()
 	now := b.now()
-	released := 0
+	var res backend.CompleteResult
 	woken := map[string]bool{}
 	for _, ref := range refs {
 		j := b.held(ref)
 		if j == nil {
 			if c := b.cancelled(ref); c != nil {
 				b.finishReserved(c, backend.FinishedCancelled, now)
-				released++
+				res.Cancelled = append(res.Cancelled, ref)
+			} else {
+				res.Stale = append(res.Stale, ref)
 			}
 			continue
 		}
-		released++
 		j.Releases++
 		switch {
 		case j.Releases <= backend.MaxFreeReleases:
@@ -117,7 +118,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 		woken[j.Queue] = true
 	}
 	b.wake(woken)
-	return released, nil
+	return res, nil
 }
 
 // LeaseSweep implements backend.Backend. It scans the reserved jobs, which

@@ -212,31 +212,53 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 // JobRelease implements backend.Backend in one statement (see sqlRelease):
 // free releases, counted ones and moves to failed_jobs alike. Jobs back in
 // pending wake subscribers of their queues.
-func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	if len(refs) == 0 {
-		return 0, nil
+		return backend.CompleteResult{}, nil
 	}
 	ids, attempts := refArrays(refs)
-	var released int64
+	var matched []int64
 	var due []string
 	err := b.do(ctx, "release jobs", func(ctx context.Context) error {
 		return b.pool.QueryRow(ctx, b.q.release, ids, attempts, int32(backend.MaxFreeReleases), backend.ReleasedError).
-			Scan(&released, &due)
+			Scan(&matched, &due)
 	})
 	if err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
 	}
 	b.wake(due)
 	b.limits.Ended(refs)
-	if int(released) < len(refs) {
-		// Refs of cancelling attempts end cancelled.
-		cancelled, err := b.finishCancelled(ctx, refs)
-		if err != nil {
-			return int(released), err
-		}
-		released += int64(len(cancelled))
+	var res backend.CompleteResult
+	if len(matched) == len(refs) {
+		return res, nil
 	}
-	return int(released), nil
+	// The others are stale, or attempts whose cancel was requested: those
+	// end cancelled.
+	released := make(map[int64]bool, len(matched))
+	for _, id := range matched {
+		released[id] = true
+	}
+	var rest []backend.JobRef
+	for _, r := range refs {
+		if !released[r.ID] {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == 0 {
+		return res, nil
+	}
+	cancelled, err := b.finishCancelled(ctx, rest)
+	if err != nil {
+		return backend.CompleteResult{}, err
+	}
+	for _, r := range rest {
+		if cancelled[r] {
+			res.Cancelled = append(res.Cancelled, r)
+		} else {
+			res.Stale = append(res.Stale, r)
+		}
+	}
+	return res, nil
 }
 
 // LeaseSweep implements backend.Backend in one statement (see sqlSweep);

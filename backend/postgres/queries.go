@@ -322,8 +322,8 @@ RETURNING j.id, j.attempts`
 //
 //	$1 id bigint[], $2 attempt int[], $3 free releases int, $4 error text
 //
-// Returns one row: (released bigint, queues text[]), the refs that still
-// matched and the queues that got a job back.
+// Returns one row: (ids bigint[], queues text[]), the IDs of the refs that
+// still matched and the queues that got a job back.
 const sqlRelease = `
 WITH ref AS (
 	SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
@@ -340,7 +340,7 @@ released AS (
 	FROM ref r
 	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
 	  AND (j.releases < $3 OR j.attempts < j.max_attempts)
-	RETURNING j.queue
+	RETURNING j.id, j.queue
 ),
 dead AS (
 	DELETE FROM {schema}.jobs j USING ref r
@@ -356,7 +356,7 @@ moved AS (
 	FROM dead
 	RETURNING 1
 )
-SELECT (SELECT count(*) FROM released) + (SELECT count(*) FROM moved),
+SELECT ARRAY(SELECT id FROM released UNION ALL SELECT id FROM dead)::bigint[],
        ARRAY(SELECT DISTINCT queue FROM released)::text[]`
 
 // sqlSweep handles up to $1 reserved jobs whose lease expired: those with

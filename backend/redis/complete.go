@@ -117,30 +117,9 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 			first = cmpErr(first, fmt.Errorf("complete %s: unexpected reply", groups[gi].q.name))
 			continue
 		}
-		nums, err := asSlice(v[0])
-		if err != nil {
-			first = cmpErr(first, err)
-			continue
-		}
 		g := groups[gi]
-		for _, n := range nums {
-			k, err := asInt(n)
-			if err != nil || k < 1 || int(k) > len(g.items) {
-				first = cmpErr(first, fmt.Errorf("complete %s: unexpected stale index %v", g.q.name, n))
-				continue
-			}
-			stale[g.items[k-1]] = true
-		}
-		ended, err := asSlice(v[4])
-		first = cmpErr(first, err)
-		for _, n := range ended {
-			k, err := asInt(n)
-			if err != nil || k < 1 || int(k) > len(g.items) {
-				first = cmpErr(first, fmt.Errorf("complete %s: unexpected cancelled index %v", g.q.name, n))
-				continue
-			}
-			cancelled[g.items[k-1]] = true
-		}
+		first = cmpErr(first, markIndexes("complete", v[0], g, stale, "stale"))
+		first = cmpErr(first, markIndexes("complete", v[4], g, cancelled, "cancelled"))
 		h, err := readHeld(v[1], g.idx)
 		first = cmpErr(first, err)
 		held = append(held, h...)
@@ -155,15 +134,40 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 	if first != nil {
 		return res, first
 	}
-	for i, s := range stale {
-		if s {
-			res.Stale = append(res.Stale, outcomes[i].Ref)
+	return refResult(func(i int) backend.JobRef { return outcomes[i].Ref }, stale, cancelled), nil
+}
+
+// markIndexes sets into[g.items[k-1]] for each index k (counting g's refs
+// from 1) in list, a script's reply of op.
+func markIndexes(op string, list any, g *refGroup, into []bool, what string) error {
+	nums, err := asSlice(list)
+	if err != nil {
+		return err
+	}
+	var first error
+	for _, n := range nums {
+		k, err := asInt(n)
+		if err != nil || k < 1 || int(k) > len(g.items) {
+			first = cmpErr(first, fmt.Errorf("%s %s: unexpected %s index %v", op, g.q.name, what, n))
+			continue
+		}
+		into[g.items[k-1]] = true
+	}
+	return first
+}
+
+// refResult lists the refs (ref(i) is the i-th) marked stale or cancelled.
+func refResult(ref func(i int) backend.JobRef, stale, cancelled []bool) backend.CompleteResult {
+	var res backend.CompleteResult
+	for i := range stale {
+		if stale[i] {
+			res.Stale = append(res.Stale, ref(i))
 		}
 		if cancelled[i] {
-			res.Cancelled = append(res.Cancelled, outcomes[i].Ref)
+			res.Cancelled = append(res.Cancelled, ref(i))
 		}
 	}
-	return res, nil
+	return res
 }
 
 // cmpErr keeps the first error.
@@ -243,24 +247,29 @@ func (b *Backend) refGroups(ctx context.Context, refs []backend.JobRef) ([]*refG
 }
 
 // JobRelease gives held jobs back with one script call per queue.
-func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	if err := b.begin("release"); err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
 	}
-	n, err := b.release(ctx, refs)
+	res, err := b.release(ctx, refs)
 	if err == nil {
 		b.limits.Ended(refs)
 	}
-	return n, b.fail("release", err)
+	return res, b.fail("release", err)
 }
 
-func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	if len(refs) == 0 {
-		return 0, nil
+		return backend.CompleteResult{}, nil
 	}
-	groups, _, err := b.refGroups(ctx, refs)
+	groups, unknown, err := b.refGroups(ctx, refs)
 	if err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
+	}
+	stale := make([]bool, len(refs))
+	cancelled := make([]bool, len(refs))
+	for _, i := range unknown {
+		stale[i] = true
 	}
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
@@ -275,7 +284,6 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, erro
 		calls[gi] = &evalCall{s: scriptRelease, keys: keys, args: args}
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
-	matched := 0
 	var held []uniqueHeld
 	var first error
 	for gi, call := range calls {
@@ -283,21 +291,26 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (int, erro
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 3 {
+		if err != nil || len(v) != 4 {
 			first = cmpErr(first, fmt.Errorf("release %s: unexpected reply", groups[gi].q.name))
 			continue
 		}
-		f := fields{v: v}
-		matched += f.int(0)
-		h, err := readHeld(v[1], groups[gi].idx)
+		g := groups[gi]
+		first = cmpErr(first, markIndexes("release", v[0], g, stale, "stale"))
+		first = cmpErr(first, markIndexes("release", v[3], g, cancelled, "cancelled"))
+		h, err := readHeld(v[1], g.idx)
 		first = cmpErr(first, err)
 		held = append(held, h...)
-		b.notifier.local(groups[gi].q.name, f.int(2) == 1, -1)
+		f := fields{v: v}
+		b.notifier.local(g.q.name, f.int(2) == 1, -1)
 		first = cmpErr(first, f.err)
 	}
 	b.releaseUnique(ctx, held)
 	if callErr != nil {
-		return matched, callErr
+		return backend.CompleteResult{}, callErr
 	}
-	return matched, first
+	if first != nil {
+		return backend.CompleteResult{}, first
+	}
+	return refResult(func(i int) backend.JobRef { return refs[i] }, stale, cancelled), nil
 }

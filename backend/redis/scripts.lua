@@ -734,25 +734,26 @@ return lost
 --   per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, attempt
--- Returns {refs matched, {ID, unique key, ... of jobs failed holding a
---   unique key}, woke}.
+-- Returns {{i, ... of the refs that no longer matched (stale)}, {ID,
+--   unique key, ... of jobs failed or ended holding a unique key}, woke,
+--   {i, ... of the refs that ended cancelled}}, i counting refs from 1.
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
 local mint = minter(KEYS[1], now, #KEYS - 11)
 local mv = moves()
-local matched, released, gone, failed = 0, {}, {}, {}
+local stale, cancelled, released, gone, failed = {}, {}, {}, {}, {}
 for i = 1, #KEYS - 11 do
   local k = KEYS[11 + i]
   local id = ARGV[3 + 2 * i]
   local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx')
   local a = tonumber(v[1] or '0')
   if v[2] and v[2] ~= '' and a == tonumber(ARGV[4 + 2 * i]) then
-    matched = matched + 1
     gone[#gone + 1] = id
     local rel = tonumber(v[3] or '0') + 1
     if v[7] then
       finish(k, id, KEYS[10], KEYS[7], KEYS[8], KEYS[9], 'cancelled', now)
+      cancelled[#cancelled + 1] = i
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
     elseif rel <= free then
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
@@ -766,12 +767,14 @@ for i = 1, #KEYS - 11 do
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
     end
+  else
+    stale[#stale + 1] = i
   end
 end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
 local woke = flush(mv, KEYS[2], KEYS[11], KEYS[3], '', ARGV[1], ARGV[2], now)
-return { matched, released, woke }
+return { stale, released, woke, cancelled }
 
 --- script: expired
 -- Counts reserved jobs of one queue whose lease has expired.

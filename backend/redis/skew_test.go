@@ -97,7 +97,7 @@ func (s *skewed) JobExtendLease(ctx context.Context, params backend.ExtendLeaseP
 	return s.b.JobExtendLease(ctx, params)
 }
 
-func (s *skewed) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (s *skewed) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	return s.b.JobRelease(ctx, refs)
 }
 

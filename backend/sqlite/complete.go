@@ -161,19 +161,19 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 // the released queues' subscribers. The release rule (free releases, then
 // counted ones) is qRelease's; a counted release that spends the last
 // attempt moves the job to failed_jobs with backend.ReleasedError.
-func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	const op = "release jobs"
 	if err := b.checkOpen(op); err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
 	}
 	if len(refs) == 0 {
-		return 0, nil
+		return backend.CompleteResult{}, nil
 	}
 	now := micros(b.now())
-	released := 0
+	var res backend.CompleteResult
 	woken := map[string]struct{}{}
 	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
-		released = 0
+		res = backend.CompleteResult{}
 		clear(woken)
 		release := tx.StmtContext(ctx, st.release)
 		fails := failMover{ctx: ctx, tx: tx, st: st}
@@ -184,7 +184,6 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 			err := release.QueryRowContext(ctx, id, att, now, backend.MaxFreeReleases, backend.ReleasedError).Scan(&queue)
 			switch {
 			case err == nil:
-				released++
 				woken[queue] = struct{}{}
 				continue
 			case !errors.Is(err, sql.ErrNoRows):
@@ -195,24 +194,27 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (int, e
 			if err != nil {
 				return err
 			}
-			if !moved {
-				// A cancelling attempt ends cancelled.
-				if moved, err = fin.move(fin.cancelStmt(), id, att, backend.FinishedCancelled, now); err != nil {
-					return err
-				}
+			if moved {
+				continue
+			}
+			// A cancelling attempt ends cancelled.
+			if moved, err = fin.move(fin.cancelStmt(), id, att, backend.FinishedCancelled, now); err != nil {
+				return err
 			}
 			if moved {
-				released++
+				res.Cancelled = append(res.Cancelled, ref)
+			} else {
+				res.Stale = append(res.Stale, ref)
 			}
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
 	b.limits.Ended(refs)
-	return released, nil
+	return res, nil
 }
 
 // failMover moves held jobs to failed_jobs inside one write transaction,

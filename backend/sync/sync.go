@@ -133,9 +133,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, p backend.ExtendLeaseParam
 	return p.Refs, b.check(ctx)
 }
 
-// JobRelease releases nothing.
-func (b *Backend) JobRelease(ctx context.Context, _ []backend.JobRef) (int, error) {
-	return 0, b.check(ctx)
+// JobRelease releases nothing: no job is held, so every ref is stale.
+func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
+	return backend.CompleteResult{Stale: refs}, b.check(ctx)
 }
 
 // LeaseSweep finds nothing.

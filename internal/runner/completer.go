@@ -276,6 +276,14 @@ func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
 	if err != nil {
 		return err
 	}
+	c.report(items, res)
+	return nil
+}
+
+// report tells the hooks what became of items, written as res says: the
+// stale ones were refused, the cancelled ones ended cancelled, the others
+// applied.
+func (c *Completer) report(items []Item, res backend.CompleteResult) {
 	if len(res.Stale) > 0 && c.onStale != nil {
 		c.onStale(staleItems(items, res.Stale))
 	}
@@ -285,7 +293,6 @@ func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
 	if c.onWrite != nil {
 		c.onWrite(appliedItems(items, res))
 	}
-	return nil
 }
 
 // appliedItems is items but those res says the backend refused (stale) or
@@ -303,17 +310,11 @@ func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
 	for i, it := range items {
 		refs[i] = it.Outcome.Ref
 	}
-	n, err := c.b.JobRelease(ctx, refs)
+	res, err := c.b.JobRelease(ctx, refs)
 	if err != nil {
 		return err
 	}
-	if n < len(refs) {
-		c.log.Warn("released fewer jobs than asked: the others were taken over", "asked", len(refs), "released", n)
-	}
-	if c.onWrite != nil {
-		// Which were taken over the backend does not say: all count.
-		c.onWrite(items)
-	}
+	c.report(items, res)
 	return nil
 }
 

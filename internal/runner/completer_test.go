@@ -269,14 +269,17 @@ func TestCompleterReportsStale(t *testing.T) {
 }
 
 // TestCompleterReportsWritten: OnWritten hears of the outcomes and
-// releases the backend applied, once each, and not of one the fence
-// refused; an outcome written again with a plain error text is heard of
-// once it is written.
+// releases the backend applied, once each, and not of an outcome or a
+// release the fence refused (those reach onStale); an outcome written
+// again with a plain error text is heard of once it is written.
 func TestCompleterReportsWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		mem, rows := claimed(t, 4, time.Minute)
+		mem, rows := claimed(t, 5, time.Minute)
 		old := done(rows[1])
 		old.Outcome.Ref.Attempt = 7 // an attempt that does not hold the job
+		oldRelease := done(rows[4])
+		oldRelease.Outcome.Ref.Attempt = 7
+		oldRelease.Release = true
 		poisoned := rows[3].Ref()
 		f := &recorder{Backend: mem, completeErr: func(_ int, p backend.CompleteParams) error {
 			for _, o := range p.Outcomes {
@@ -286,7 +289,12 @@ func TestCompleterReportsWritten(t *testing.T) {
 			}
 			return nil
 		}}
-		c := NewCompleter(f, 10, 10, 0, quiet, nil)
+		var stale []backend.JobRef
+		c := NewCompleter(f, 10, 10, 0, quiet, func(items []Item) {
+			for _, it := range items {
+				stale = append(stale, it.Outcome.Ref)
+			}
+		})
 		var written []backend.JobRef
 		c.OnWritten(func(items []Item) {
 			for _, it := range items {
@@ -298,6 +306,7 @@ func TestCompleterReportsWritten(t *testing.T) {
 		c.Submit(done(rows[0]))
 		c.Submit(old)
 		c.Submit(release)
+		c.Submit(oldRelease)
 		c.Submit(retryItem(rows[3], "poison"))
 		c.Close()
 		c.Run(context.Background())
@@ -305,7 +314,12 @@ func TestCompleterReportsWritten(t *testing.T) {
 		slices.SortFunc(written, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
 		slices.SortFunc(want, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
 		if !slices.Equal(written, want) {
-			t.Fatalf("written %v; want %v (not the stale attempt 7)", written, want)
+			t.Fatalf("written %v; want %v (not the stale attempts 7)", written, want)
+		}
+		wantStale := []backend.JobRef{old.Outcome.Ref, oldRelease.Outcome.Ref}
+		slices.SortFunc(stale, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
+		if !slices.Equal(stale, wantStale) {
+			t.Fatalf("stale %v; want %v", stale, wantStale)
 		}
 	})
 }

@@ -129,14 +129,14 @@ func (r *recorder) JobComplete(ctx context.Context, p backend.CompleteParams) (b
 	return r.Backend.JobComplete(ctx, p)
 }
 
-func (r *recorder) JobRelease(ctx context.Context, refs []backend.JobRef) (int, error) {
+func (r *recorder) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
 	r.mu.Lock()
 	r.releases = append(r.releases, refs)
 	n, fn := len(r.releases), r.releaseErr
 	r.mu.Unlock()
 	if fn != nil {
 		if err := fn(n); err != nil {
-			return 0, err
+			return backend.CompleteResult{}, err
 		}
 	}
 	return r.Backend.JobRelease(ctx, refs)

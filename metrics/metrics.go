@@ -151,10 +151,16 @@ func histogramBounds(b []float64) ([]float64, bounds, error) {
 	upper := slices.Clone(b)
 	bs := make(bounds, len(b))
 	for i, u := range upper {
-		if !(u > 0) || math.IsInf(u, 0) || (i > 0 && u <= upper[i-1]) {
-			return nil, nil, fmt.Errorf("%w: metrics.Buckets: bounds must be positive, finite and increasing; bound %d is %g", jobq.ErrInvalidInput, i, u)
+		// Observations are placed by duration, so the bounds must be
+		// distinct as durations too: a nanosecond apart at least, and none
+		// past the longest duration.
+		if !(u >= 1e-9 && u <= float64(math.MaxInt64)/float64(time.Second)) {
+			return nil, nil, fmt.Errorf("%w: metrics.Buckets: bound %d is %g; want 1e-9 to %g seconds", jobq.ErrInvalidInput, i, u, time.Duration(math.MaxInt64).Seconds())
 		}
 		bs[i] = time.Duration(math.Round(u * float64(time.Second)))
+		if i > 0 && bs[i] <= bs[i-1] {
+			return nil, nil, fmt.Errorf("%w: metrics.Buckets: bound %d (%g) is not above bound %d (%g) by a nanosecond or more", jobq.ErrInvalidInput, i, u, i-1, upper[i-1])
+		}
 	}
 	return upper, bs, nil
 }

@@ -57,6 +57,9 @@ func TestHistogramBoundsRefused(t *testing.T) {
 		{0, 1},
 		{1, math.Inf(1)},
 		{math.NaN()},
+		{1e10},
+		{1e-10},
+		{1, 1 + 1e-12},
 	} {
 		if _, _, err := histogramBounds(b); err == nil {
 			t.Errorf("bounds %v accepted", b)

@@ -22,6 +22,7 @@ type benchFlags struct {
 	workload   string
 	cfg        bench.Config
 	cpuProfile string
+	memProfile string
 	observe    string
 	sample     float64
 }
@@ -79,6 +80,8 @@ it, interleaved; each result names what was on ("observe"). One alone: --observe
 	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
+	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the whole run's allocations to this file")
+	_ = fl.MarkHidden("memprofile")
 	return cmd
 }
 
@@ -133,6 +136,13 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 			return err
 		}
 		defer stop()
+	}
+	if f.memProfile != "" {
+		defer func() {
+			if werr := writeAllocProfile(f.memProfile); err == nil {
+				err = werr
+			}
+		}()
 	}
 	b, err := backend.Open(ctx, url)
 	if err != nil {
@@ -192,6 +202,23 @@ func startCPUProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		out.Close()
 	}, nil
+}
+
+// writeAllocProfile writes the allocations sampled since the process
+// started (pprof's "allocs" profile) to path.
+func writeAllocProfile(path string) error {
+	out, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create memory profile: %w", err)
+	}
+	if err := pprof.Lookup("allocs").WriteTo(out, 0); err != nil {
+		out.Close()
+		return fmt.Errorf("write memory profile: %w", err)
+	}
+	if err := out.Close(); err != nil {
+		return fmt.Errorf("write memory profile: %w", err)
+	}
+	return nil
 }
 
 // schemeOf names the backend of url for the results: "sqlite", "memory",

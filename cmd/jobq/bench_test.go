@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -47,6 +48,25 @@ func TestBenchWorkloads(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchMemProfile: --memprofile writes a pprof profile (gzipped
+// protobuf) of the run's allocations. (--cpuprofile is not run here: it
+// would fail under go test -cpuprofile, which holds the only profiler.)
+func TestBenchMemProfile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "mem.prof")
+	r := run(t, "--db", "memory:", "bench", "--workload", "drain", "-n", "300", "--workers", "10", "--memprofile", path)
+	if r.err != nil {
+		t.Fatalf("bench: %v\n%s", r.err, r.errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		t.Errorf("%d bytes, not a gzipped pprof profile", len(b))
 	}
 }
 

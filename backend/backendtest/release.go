@@ -84,9 +84,12 @@ func testRelease(t *testing.T, h Harness) {
 			t.Fatalf("claim got %d jobs, want 3", len(rows))
 		}
 		stale := backend.JobRef{ID: rows[2].ID, Attempt: 5}
-		res := releaseRes(t, b, rows[0].Ref(), stale, rows[1].Ref())
-		if !slices.Equal(res.Stale, []backend.JobRef{stale}) || len(res.Cancelled) != 0 {
-			t.Fatalf("JobRelease = %+v, want Stale [%v] alone", res, stale)
+		// A stale attempt of a job released in the same call is still
+		// stale: refs are told apart by (ID, attempt), not by ID.
+		twin := backend.JobRef{ID: rows[0].ID, Attempt: 5}
+		res := releaseRes(t, b, rows[0].Ref(), stale, twin, rows[1].Ref())
+		if !slices.Equal(res.Stale, []backend.JobRef{stale, twin}) || len(res.Cancelled) != 0 {
+			t.Fatalf("JobRelease = %+v, want Stale [%v %v] alone", res, stale, twin)
 		}
 		wantPendingNow(t, b, rows[0].ID, 0)
 		wantPendingNow(t, b, rows[1].ID, 0)

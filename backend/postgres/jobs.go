@@ -217,11 +217,12 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		return backend.CompleteResult{}, nil
 	}
 	ids, attempts := refArrays(refs)
-	var matched []int64
+	var matchedIDs []int64
+	var matchedAttempts []int32
 	var due []string
 	err := b.do(ctx, "release jobs", func(ctx context.Context) error {
 		return b.pool.QueryRow(ctx, b.q.release, ids, attempts, int32(backend.MaxFreeReleases), backend.ReleasedError).
-			Scan(&matched, &due)
+			Scan(&matchedIDs, &matchedAttempts, &due)
 	})
 	if err != nil {
 		return backend.CompleteResult{}, err
@@ -229,18 +230,19 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 	b.wake(due)
 	b.limits.Ended(refs)
 	var res backend.CompleteResult
-	if len(matched) == len(refs) {
+	if len(matchedIDs) == len(refs) {
 		return res, nil
 	}
 	// The others are stale, or attempts whose cancel was requested: those
-	// end cancelled.
-	released := make(map[int64]bool, len(matched))
-	for _, id := range matched {
-		released[id] = true
+	// end cancelled. Matched by (ID, attempt): a stale attempt of a job
+	// whose current attempt was released in the same call stays stale.
+	released := make(map[backend.JobRef]bool, len(matchedIDs))
+	for i, id := range matchedIDs {
+		released[backend.JobRef{ID: id, Attempt: int(matchedAttempts[i])}] = true
 	}
 	var rest []backend.JobRef
 	for _, r := range refs {
-		if !released[r.ID] {
+		if !released[r] {
 			rest = append(rest, r)
 		}
 	}

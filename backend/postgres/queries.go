@@ -322,8 +322,9 @@ RETURNING j.id, j.attempts`
 //
 //	$1 id bigint[], $2 attempt int[], $3 free releases int, $4 error text
 //
-// Returns one row: (ids bigint[], queues text[]), the IDs of the refs that
-// still matched and the queues that got a job back.
+// Returns one row: (ids bigint[], attempts int[], queues text[]), the refs
+// that still matched (IDs and attempts, pairwise) and the queues that got
+// a job back.
 const sqlRelease = `
 WITH ref AS (
 	SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
@@ -340,13 +341,13 @@ released AS (
 	FROM ref r
 	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
 	  AND (j.releases < $3 OR j.attempts < j.max_attempts)
-	RETURNING j.id, j.queue
+	RETURNING j.id, r.attempt, j.queue
 ),
 dead AS (
 	DELETE FROM {schema}.jobs j USING ref r
 	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
 	  AND j.releases >= $3 AND j.attempts >= j.max_attempts
-	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	RETURNING j.id, r.attempt, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
 	          j.unique_key, j.created_at, j.metadata
 ),
 moved AS (
@@ -355,8 +356,12 @@ moved AS (
 	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata
 	FROM dead
 	RETURNING 1
+),
+matched AS (
+	SELECT id, attempt FROM released UNION ALL SELECT id, attempt FROM dead
 )
-SELECT ARRAY(SELECT id FROM released UNION ALL SELECT id FROM dead)::bigint[],
+SELECT ARRAY(SELECT id FROM matched ORDER BY id, attempt)::bigint[],
+       ARRAY(SELECT attempt FROM matched ORDER BY id, attempt)::int[],
        ARRAY(SELECT DISTINCT queue FROM released)::text[]`
 
 // sqlSweep handles up to $1 reserved jobs whose lease expired: those with

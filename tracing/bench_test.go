@@ -78,36 +78,50 @@ func BenchmarkPerJob(b *testing.B) {
 }
 
 // BenchmarkAttemptCold is one attempt's span as a busy worker pays for
-// it: the middleware around a handler that does nothing, under the
-// sampler 'jobq bench --observe' uses (parent-based, 1 % of traces), with
+// it: the middleware around a handler that does nothing, 1 % of traces
+// sampled by the SDK's sampler or by jobq (WithSampleRatio), with
 // a sweep over 4 MiB (twice the L2 cache here) before each attempt, which
 // stands for the backend's work and the hundred other jobs that run
 // between two attempts of one goroutine and leave tracing's data cold.
 // Only the attempt is timed (ns/attempt).
 func BenchmarkAttemptCold(b *testing.B) {
-	sdk := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))),
-		sdktrace.WithBatcher(discard{}, sdktrace.WithBlocking()))
-	defer sdk.Shutdown(context.Background())
-	handler := tracing.Middleware(tracing.WithTracerProvider(sdk))(func(context.Context, *jobq.Job) error { return nil })
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	jobs := make([]*jobq.Job, 100)
-	for i := range jobs {
-		jobs[i] = &jobq.Job{ID: int64(i), Queue: "default", Type: "email", Attempt: 1, MaxAttempts: 3}
+	for _, bc := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+		opts    []tracing.Option
+	}{
+		// The SDK's sampler decides each attempt.
+		{"sdk-1pct", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)), nil},
+		// jobq decides, and calls the SDK for the 1 % it traces.
+		{"jobq-1pct", sdktrace.ParentBased(sdktrace.AlwaysSample()), []tracing.Option{tracing.WithSampleRatio(0.01)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			sdk := sdktrace.NewTracerProvider(sdktrace.WithSampler(bc.sampler),
+				sdktrace.WithBatcher(discard{}, sdktrace.WithBlocking()))
+			defer sdk.Shutdown(context.Background())
+			opts := append([]tracing.Option{tracing.WithTracerProvider(sdk)}, bc.opts...)
+			handler := tracing.Middleware(opts...)(func(context.Context, *jobq.Job) error { return nil })
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			jobs := make([]*jobq.Job, 100)
+			for i := range jobs {
+				jobs[i] = &jobq.Job{ID: int64(i), Queue: "default", Type: "email", Attempt: 1, MaxAttempts: 3}
+			}
+			sweep := make([]byte, 4<<20)
+			var took time.Duration
+			for i := 0; b.Loop(); i++ {
+				for k := 0; k < len(sweep); k += 64 {
+					sweep[k]++
+				}
+				start := time.Now()
+				if err := handler(ctx, jobs[i%len(jobs)]); err != nil {
+					b.Fatal(err)
+				}
+				took += time.Since(start)
+			}
+			b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/attempt")
+		})
 	}
-	sweep := make([]byte, 4<<20)
-	var took time.Duration
-	for i := 0; b.Loop(); i++ {
-		for k := 0; k < len(sweep); k += 64 {
-			sweep[k]++
-		}
-		start := time.Now()
-		if err := handler(ctx, jobs[i%len(jobs)]); err != nil {
-			b.Fatal(err)
-		}
-		took += time.Since(start)
-	}
-	b.ReportMetric(float64(took.Nanoseconds())/float64(b.N), "ns/attempt")
 }
 
 // BenchmarkSDKFloor is the least two SDK spans cost, whatever jobq does

@@ -27,24 +27,41 @@ func Middleware(opts ...Option) jobq.Middleware {
 	ds := newDests("process", semconv.MessagingOperationTypeProcess, trace.SpanKindConsumer, c.early)
 	return func(next jobq.HandlerFunc) jobq.HandlerFunc {
 		return func(ctx context.Context, job *jobq.Job) error {
+			var sent trace.SpanContext
+			if len(job.Metadata) > 0 {
+				var b baggage.Baggage
+				sent, b = c.extract(job.Metadata)
+				if b.Len() > 0 {
+					ctx = baggage.ContextWithBaggage(ctx, b)
+				}
+			}
+			// WithSampleRatio: a sampled enqueue's attempts are traced;
+			// the others follow the enqueuer's context WithParent, else
+			// the worker's, else chance. An attempt not traced runs with
+			// an unsampled context for its own spans to follow.
+			if c.sampling && !sent.IsSampled() {
+				if c.parent && sent.IsValid() {
+					return next(trace.ContextWithRemoteSpanContext(ctx, sent), job)
+				}
+				if own := trace.SpanContextFromContext(ctx); !c.traced(own) {
+					if !own.IsValid() {
+						ctx = newUnsampled(ctx)
+					}
+					return next(ctx, job)
+				}
+			}
 			// Attributes go only to a span that records, unless the
 			// sampler is to see them (WithSamplingAttributes).
 			d := ds.get(job.Queue, job.Type)
 			start := d.start
-			if len(job.Metadata) > 0 {
-				sc, b := c.extract(job.Metadata)
-				switch {
-				case !sc.IsValid():
-				case c.parent:
-					ctx = trace.ContextWithRemoteSpanContext(ctx, sc)
-				case sc.IsSampled():
-					// A link to a span that was not sampled leads to
-					// nothing an operator can open.
-					start = append(start[:len(start):len(start)], trace.WithLinks(trace.Link{SpanContext: sc}))
-				}
-				if b.Len() > 0 {
-					ctx = baggage.ContextWithBaggage(ctx, b)
-				}
+			switch {
+			case !sent.IsValid():
+			case c.parent:
+				ctx = trace.ContextWithRemoteSpanContext(ctx, sent)
+			case sent.IsSampled():
+				// A link to a span that was not sampled leads to
+				// nothing an operator can open.
+				start = append(start[:len(start):len(start)], trace.WithLinks(trace.Link{SpanContext: sent}))
 			}
 			ctx, span := tracer.Start(ctx, d.name, start...)
 			if span.IsRecording() {

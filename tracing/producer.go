@@ -39,7 +39,7 @@ func ClientHooks(opts ...Option) jobq.ClientHooks {
 
 func newProducer(c config) *producer {
 	return &producer{
-		tracer: c.tracer(), prop: c.prop, fields: c.prop.Fields(), parent: c.parent,
+		config: c, tracer: c.tracer(), fields: c.prop.Fields(),
 		baggage: slices.Contains(c.prop.Fields(), "baggage"),
 		dests:   newDests("send", semconv.MessagingOperationTypeSend, trace.SpanKindProducer, c.early),
 	}
@@ -49,12 +49,9 @@ func newProducer(c config) *producer {
 // the job's AfterEnqueue through the job's own context (EnqueueInfo.
 // Context), under a key of its own, so it ends only spans it started.
 type producer struct {
+	config
 	tracer trace.Tracer
-	prop   propagation.TextMapPropagator
 	fields []string // the metadata keys prop writes
-	// parent: attempts' spans are children of the send span (WithParent),
-	// so even an unsampled context decides something downstream.
-	parent bool
 	// baggage: prop writes baggage, which travels whether or not the span
 	// is sampled.
 	baggage bool
@@ -66,26 +63,44 @@ type producer struct {
 type sendSpanKey struct{ p *producer }
 
 func (p *producer) before(ctx context.Context, info *jobq.EnqueueInfo) error {
+	if p.sampling && !p.traced(trace.SpanContextFromContext(ctx)) {
+		// No span: the job carries only what an attempt can use, as
+		// below for an unsampled span.
+		p.store(ctx, info, false)
+		return nil
+	}
 	d := p.dests.get(info.Queue, info.Type)
 	ctx, span := p.tracer.Start(ctx, d.name, d.start...)
 	if !span.SpanContext().IsValid() {
 		return nil // a no-op provider without a caller's span: nothing to carry
 	}
-	// Whatever context the caller's metadata held goes, stored again or
-	// not: a stale tracestate must not travel with the new traceparent,
-	// nor a job point at another job's trace.
-	for _, f := range p.fields {
-		delete(info.Metadata, f)
-	}
-	if sc := span.SpanContext(); sc.IsSampled() || p.parent || (p.baggage && baggage.FromContext(ctx).Len() > 0) {
-		p.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
-	}
+	p.store(ctx, info, span.SpanContext().IsSampled())
 	if span.IsRecording() {
 		span.SetAttributes(d.late...)
 		// A span that records nothing needs no End.
 		info.Context = context.WithValue(ctx, sendSpanKey{p}, span)
 	}
 	return nil
+}
+
+// store writes the trace context of ctx into the job's metadata when an
+// attempt can use it: when it is sampled, WithParent, or with baggage that
+// the propagator writes. Whatever context the caller's metadata held goes,
+// stored again or not: a stale tracestate must not travel with the new
+// traceparent, nor a job point at another job's trace.
+func (p *producer) store(ctx context.Context, info *jobq.EnqueueInfo, sampled bool) {
+	for _, f := range p.fields {
+		delete(info.Metadata, f)
+	}
+	if sampled || p.parent || (p.baggage && baggage.FromContext(ctx).Len() > 0) {
+		// Without a span (WithSampleRatio decided against one) and
+		// without a caller's, an unsampled context of its own, for the
+		// attempts to follow.
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			ctx = newUnsampled(ctx)
+		}
+		p.prop.Inject(ctx, propagation.MapCarrier(info.Metadata))
+	}
 }
 
 func (p *producer) after(ctx context.Context, _ jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {

@@ -25,6 +25,7 @@ type benchFlags struct {
 	memProfile string
 	observe    string
 	sample     float64
+	sampler    string
 }
 
 func (a *app) newBenchCmd() *cobra.Command {
@@ -53,8 +54,10 @@ is removed afterwards. A progress bar is drawn on stderr when it is a terminal.
 Prometheus metrics (every hook, the queue depths, a scrape every second)
 and OpenTelemetry tracing (a span per enqueue and per attempt, sampled at
 --observe-sample, 1 = all, batched to an exporter that drops them) turned
-on. Drain flushes the spans of its untimed enqueues before it starts the
-clock: a worker process would not hold them. Compare runs with and without
+on; --observe-sampler says who samples: the SDK's parent-based ratio
+sampler (sdk), or jobq before it calls the SDK (jobq, as
+tracing.WithSampleRatio). Drain flushes the spans of its untimed enqueues
+before it starts the clock: a worker process would not hold them. Compare runs with and without
 it, interleaved; each result names what was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
 		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
 		Args:    exactArgs(0, "no arguments"),
@@ -77,6 +80,7 @@ it, interleaved; each result names what was on ("observe"). One alone: --observe
 	fl.StringVar(&f.observe, "observe", "", "turn on metrics and tracing (or one: --observe=metrics), to measure what they cost")
 	fl.Lookup("observe").NoOptDefVal = "metrics,tracing"
 	fl.Float64Var(&f.sample, "observe-sample", 1, "with --observe tracing: the fraction of traces sampled (0..1; a parent-based ratio sampler)")
+	fl.StringVar(&f.sampler, "observe-sampler", "sdk", "with --observe tracing: who samples, sdk (the provider's sampler) or jobq (tracing.WithSampleRatio)")
 	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
@@ -106,6 +110,9 @@ func (f *benchFlags) check() ([]string, error) {
 	}
 	if f.sample < 0 || f.sample > 1 || math.IsNaN(f.sample) {
 		return nil, usagef("--observe-sample %v: use a fraction from 0 to 1", f.sample)
+	}
+	if f.sampler != "sdk" && f.sampler != "jobq" {
+		return nil, usagef("--observe-sampler %q: use sdk or jobq", f.sampler)
 	}
 	for _, o := range strings.Split(f.observe, ",") {
 		if o != "" && o != "metrics" && o != "tracing" {
@@ -159,7 +166,7 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 	}
 	if f.observe != "" {
 		var stop func() error
-		if stop, err = observe(ctx, &cfg, f.observe, f.sample, b, cfg.Log); err != nil {
+		if stop, err = observe(ctx, &cfg, f.observe, f.sample, f.sampler == "jobq", b, cfg.Log); err != nil {
 			return err
 		}
 		defer func() {

@@ -27,12 +27,18 @@ const observeScrape = time.Second
 // Prometheus metrics (every hook, the depth gauges, a scrape every
 // observeScrape, its output dropped); with "tracing", OpenTelemetry
 // tracing (a producer span per enqueue, a consumer span per attempt, the
-// fraction sample of traces sampled, parent-based, and batched to an
+// fraction sample of traces sampled, parent-based, by the SDK's sampler or,
+// with jobqSamples, by jobq before it calls the SDK, and batched to an
 // exporter that drops them). stop ends the scrapes and flushes the tracer.
-func observe(ctx context.Context, cfg *bench.Config, what string, sample float64, b backend.Backend, log *slog.Logger) (stop func() error, err error) {
+func observe(ctx context.Context, cfg *bench.Config, what string, sample float64, jobqSamples bool, b backend.Backend, log *slog.Logger) (stop func() error, err error) {
 	cfg.Observed = what
-	if strings.Contains(what, "tracing") && sample < 1 {
-		cfg.Observed += fmt.Sprintf(" (sampled %g)", sample)
+	if strings.Contains(what, "tracing") {
+		switch {
+		case jobqSamples:
+			cfg.Observed += fmt.Sprintf(" (sampled %g by jobq)", sample)
+		case sample < 1:
+			cfg.Observed += fmt.Sprintf(" (sampled %g)", sample)
+		}
 	}
 	var (
 		met *metrics.Metrics
@@ -49,10 +55,16 @@ func observe(ctx context.Context, cfg *bench.Config, what string, sample float64
 		cfg.ClientHooks = append(cfg.ClientHooks, met.ClientHooks())
 	}
 	if strings.Contains(what, "tracing") {
-		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}),
-			sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))))
-		cfg.ClientHooks = append(cfg.ClientHooks, tracing.ClientHooks(tracing.WithTracerProvider(tp)))
-		cfg.Middleware = append(cfg.Middleware, tracing.Middleware(tracing.WithTracerProvider(tp)))
+		opts := []tracing.Option{}
+		sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(sample))
+		if jobqSamples {
+			opts = append(opts, tracing.WithSampleRatio(sample))
+			sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
+		}
+		tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardSpans{}), sdktrace.WithSampler(sampler))
+		opts = append(opts, tracing.WithTracerProvider(tp))
+		cfg.ClientHooks = append(cfg.ClientHooks, tracing.ClientHooks(opts...))
+		cfg.Middleware = append(cfg.Middleware, tracing.Middleware(opts...))
 		cfg.Settle = tp.ForceFlush
 	}
 

@@ -169,20 +169,30 @@ func TestBenchDefaultsToTemporaryFile(t *testing.T) {
 // anything else is a usage error.
 func TestBenchObserve(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct{ flag, want string }{{"--observe", "metrics,tracing"}, {"--observe=metrics", "metrics"}} {
-		r := run(t, "--db", "memory:", "bench", "--workload", "drain", "-n", "300", "--workers", "10", c.flag)
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--observe"}, "metrics,tracing"},
+		{[]string{"--observe=metrics"}, "metrics"},
+		{[]string{"--observe=tracing", "--observe-sample", "0.5", "--observe-sampler", "jobq"}, "tracing (sampled 0.5 by jobq)"},
+	} {
+		r := run(t, append([]string{"--db", "memory:", "bench", "--workload", "drain", "-n", "300", "--workers", "10"}, c.flags...)...)
 		if r.err != nil {
-			t.Fatalf("bench %s: %v\n%s", c.flag, r.err, r.errOut)
+			t.Fatalf("bench %s: %v\n%s", c.flags, r.err, r.errOut)
 		}
 		var res struct {
 			Workload, Observe string
 			Jobs              int
 		}
 		if err := json.Unmarshal([]byte(r.out), &res); err != nil || res.Workload != "drain" || res.Observe != c.want || res.Jobs != 300 {
-			t.Fatalf("bench %s printed %q (%v); want a drain of 300 jobs observed with %s", c.flag, r.out, err, c.want)
+			t.Fatalf("bench %s printed %q (%v); want a drain of 300 jobs observed with %s", c.flags, r.out, err, c.want)
 		}
 	}
 	if r := run(t, "--db", "memory:", "bench", "--observe=logs"); r.code() != exitUsage || !strings.Contains(r.err.Error(), `--observe "logs"`) {
 		t.Fatalf("bench --observe=logs: exit %d, %v", r.code(), r.err)
+	}
+	if r := run(t, "--db", "memory:", "bench", "--observe", "--observe-sampler", "otel"); r.code() != exitUsage || !strings.Contains(r.err.Error(), `--observe-sampler "otel"`) {
+		t.Fatalf("bench --observe-sampler otel: exit %d, %v", r.code(), r.err)
 	}
 }

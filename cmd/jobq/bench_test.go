@@ -92,11 +92,11 @@ func checkBenchLine(t *testing.T, line, workload, backendName string) {
 	jobs := num("jobs")
 	switch workload {
 	case "enqueue-single":
-		if jobs != 200 || num("producers") != 1 {
+		if jobs != 200 || num("producers") != 1 || num("alloc_bytes_per_job") <= 0 {
 			t.Errorf("%s: %s", workload, line)
 		}
 	case "enqueue-batch":
-		if jobs != 200 || num("batch") != 1000 {
+		if jobs != 200 || num("batch") != 1000 || num("alloc_bytes_per_job") <= 0 {
 			t.Errorf("%s: %s", workload, line)
 		}
 	case "drain":

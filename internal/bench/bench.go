@@ -155,10 +155,10 @@ type Result struct {
 	// MaxBacklog: steady's producers wait while this many of their jobs
 	// are not done yet, so the run stays a steady state.
 	MaxBacklog int `json:"max_backlog,omitempty"`
-	// What the process spent over the timed part of drain and steady
-	// (see cost), per job it completed: CPU time (steady's counts its
-	// producers' too; a server's own is never in it) and bytes allocated;
-	// and the garbage collections.
+	// What the process spent over the timed part of drain, steady and the
+	// enqueue workloads (see cost), per job it completed or enqueued: CPU
+	// time (steady's counts its producers' too; a server's own is never in
+	// it) and bytes allocated; and the garbage collections.
 	CPUMicrosPerJob  float64 `json:"cpu_us_per_job,omitempty"`
 	AllocBytesPerJob int64   `json:"alloc_bytes_per_job,omitempty"`
 	GCs              uint32  `json:"gcs,omitempty"`

@@ -19,7 +19,7 @@ func runEnqueueSingle(ctx context.Context, cfg Config, queue string) (Result, er
 	var n atomic.Int64
 	bar := startProgress(cfg.Progress, EnqueueSingle, fracOf(n.Load, int64(cfg.N)), n.Load)
 	opt := jobq.Queue(queue)
-	start := time.Now()
+	c0, start := costNow(), time.Now()
 	for range cfg.N {
 		if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
 			bar.finish()
@@ -27,12 +27,14 @@ func runEnqueueSingle(ctx context.Context, cfg Config, queue string) (Result, er
 		}
 		n.Add(1)
 	}
-	took := time.Since(start)
+	took, c1 := time.Since(start), costNow()
 	bar.finish()
 	if err := workOff(ctx, cfg, queue, n.Load()); err != nil {
 		return Result{}, err
 	}
-	return Result{Jobs: n.Load(), Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}, nil
+	r := Result{Jobs: n.Load(), Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}
+	r.addCost(c0, c1)
+	return r, nil
 }
 
 // runEnqueueBatch enqueues N jobs through EnqueueMany in batches of Batch,
@@ -44,9 +46,9 @@ func runEnqueueBatch(ctx context.Context, cfg Config, queue string) (Result, err
 	}
 	var n atomic.Int64
 	bar := startProgress(cfg.Progress, EnqueueBatch, fracOf(n.Load, int64(cfg.N)), n.Load)
-	start := time.Now()
+	c0, start := costNow(), time.Now()
 	err = insertN(ctx, c, queue, cfg.N, cfg.Batch, &n)
-	took := time.Since(start)
+	took, c1 := time.Since(start), costNow()
 	bar.finish()
 	if err != nil {
 		return Result{}, err
@@ -54,5 +56,7 @@ func runEnqueueBatch(ctx context.Context, cfg Config, queue string) (Result, err
 	if err := workOff(ctx, cfg, queue, n.Load()); err != nil {
 		return Result{}, err
 	}
-	return Result{Jobs: n.Load(), Batch: cfg.Batch, Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}, nil
+	r := Result{Jobs: n.Load(), Batch: cfg.Batch, Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}
+	r.addCost(c0, c1)
+	return r, nil
 }

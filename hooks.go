@@ -38,8 +38,8 @@ type WorkerHooks struct {
 	// heartbeating, back to pending or (attempts spent) to failed jobs.
 	Rescued func(RescuedEvent)
 	// Stale: the backend refused an outcome of this worker, or a release
-	// at shutdown, because the attempt no longer held the job (its lease was lost and the job was
-	// rescued or re-claimed).
+	// at shutdown, because the attempt no longer held the job (its lease
+	// was lost and the job was rescued or re-claimed).
 	Stale func(StaleEvent)
 }
 

@@ -45,19 +45,14 @@ func WithSampleRatio(fraction float64) Option {
 	}
 }
 
-// sampleRoot is the decision for a span without a parent under
-// WithSampleRatio.
-func (c config) sampleRoot() bool {
-	return c.ratio >= 1 || (c.ratio > 0 && rand.Float64() < c.ratio)
-}
-
 // traced reports, under WithSampleRatio, whether a span whose parent would
-// be parent (invalid for none) is to be started.
+// be parent (invalid for none) is to be started: as the parent was
+// sampled, or by chance without one.
 func (c config) traced(parent trace.SpanContext) bool {
 	if parent.IsValid() {
 		return parent.IsSampled()
 	}
-	return c.sampleRoot()
+	return c.ratio >= 1 || (c.ratio > 0 && rand.Float64() < c.ratio)
 }
 
 // newUnsampled returns ctx with a new span context that is valid and not

@@ -57,8 +57,9 @@ and OpenTelemetry tracing (a span per enqueue and per attempt, sampled at
 on; --observe-sampler says who samples: the SDK's parent-based ratio
 sampler (sdk), or jobq before it calls the SDK (jobq, as
 tracing.WithSampleRatio). Drain flushes the spans of its untimed enqueues
-before it starts the clock: a worker process would not hold them. Compare runs with and without
-it, interleaved; each result names what was on ("observe"). One alone: --observe=metrics or --observe=tracing.`,
+before it starts the clock: a worker process would not hold them. Compare
+runs with and without it, interleaved; each result names what was on
+("observe"). One alone: --observe=metrics or --observe=tracing.`,
 		Example: "  jobq bench --db sqlite:/tmp/b.db\n  jobq bench --workload drain -n 100000 --workers 200",
 		Args:    exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {

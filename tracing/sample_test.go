@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq"
+	jobqsync "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/tracing"
 )
 
@@ -111,6 +112,68 @@ func TestSampleRatio(t *testing.T) {
 			}
 			if tc.parent && !strings.Contains(tparent, handlerSC.TraceID().String()) {
 				t.Errorf("handler's trace %s is not the stored one %q", handlerSC.TraceID(), tparent)
+			}
+		})
+	}
+}
+
+// TestSampleRatioWorkerContext: under WithSampleRatio an attempt whose job
+// carries no trace context follows the span of the context it runs in,
+// whatever the ratio: on the sync backend, where the handler runs in the
+// caller's context, an unsampled caller's attempt at ratio 1 is not traced
+// and keeps the caller's trace, and a sampled caller's attempt at ratio 0
+// is traced, as the caller's child. The client has no tracing hooks, so no
+// stored context decides instead.
+func TestSampleRatioWorkerContext(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		ratio   float64
+		sampled bool
+	}{
+		{"unsampled-at-1", 1, false},
+		{"sampled-at-0", 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tp, exp := newRecorder(t) // ParentBased(AlwaysSample)
+			var handlerSC trace.SpanContext
+			reg := jobq.NewRegistry()
+			reg.Use(tracing.Middleware(tracing.WithTracerProvider(tp), tracing.WithSampleRatio(tc.ratio)))
+			reg.HandleFunc("inline", func(ctx context.Context, j *jobq.Job) error {
+				handlerSC = trace.SpanContextFromContext(ctx)
+				return nil
+			})
+			c := newClient(t, jobqsync.New(), jobq.ClientConfig{Registry: reg})
+			ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: trace.TraceID{7, 8, 9}, SpanID: trace.SpanID{1, 2, 3},
+			}))
+			var req trace.Span
+			if tc.sampled {
+				ctx, req = tp.Tracer("app").Start(context.Background(), "request")
+			}
+			caller := trace.SpanContextFromContext(ctx)
+			if _, err := c.Enqueue(ctx, "inline", nil); err != nil {
+				t.Fatalf("enqueue: %v", err)
+			}
+			if req != nil {
+				req.End()
+			}
+			if handlerSC.TraceID() != caller.TraceID() || handlerSC.IsSampled() != tc.sampled {
+				t.Errorf("handler's span context %v (sampled %v); want in the caller's trace %v, sampled %v",
+					handlerSC, handlerSC.IsSampled(), caller.TraceID(), tc.sampled)
+			}
+			spans := exp.GetSpans()
+			if !tc.sampled {
+				if len(spans) != 0 {
+					t.Errorf("%d spans exported; want none", len(spans))
+				}
+				return
+			}
+			process := spanNamed(t, spans, "process default")
+			if process.Parent.SpanID() != caller.SpanID() || len(process.Links) != 0 {
+				t.Errorf("attempt's parent %v, links %v; want the caller's span %v and no link",
+					process.Parent.SpanID(), process.Links, caller.SpanID())
 			}
 		})
 	}

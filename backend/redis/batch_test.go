@@ -27,7 +27,7 @@ func TestInsertsMerge(t *testing.T) {
 	defer ctl.Close()
 	before := insertCalls(b)
 
-	if err := ctl.Do(t.Context(), "CLIENT", "PAUSE", 300, "WRITE").Err(); err != nil {
+	if err := ctl.Do(t.Context(), ctl.B().Arbitrary("CLIENT", "PAUSE").Args("300", "WRITE").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	type result struct {

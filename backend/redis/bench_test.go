@@ -117,7 +117,7 @@ func benchMemoryPerJob(b *testing.B, batch int) {
 	srv := redistest.StartServer(b)
 	be := openURL(b, srv.URL, Options{KeyPrefix: DefaultKeyPrefix, Logger: quiet})
 	used := func() int64 {
-		info, err := be.c.rdb.Info(b.Context(), "memory").Result()
+		info, err := be.c.rdb.Do(b.Context(), be.c.rdb.B().Info().Section("memory").Build()).ToString()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func benchMemoryPerJob(b *testing.B, batch int) {
 	const n = 100_000
 	for b.Loop() {
 		b.StopTimer()
-		if err := be.c.rdb.FlushAll(b.Context()).Err(); err != nil {
+		if err := be.c.rdb.Do(b.Context(), be.c.rdb.B().Flushall().Build()).Error(); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := be.Migrate(b.Context()); err != nil {

@@ -3,6 +3,7 @@ package redis
 import (
 	"maps"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -44,12 +45,12 @@ func TestSingleInsertList(t *testing.T) {
 	// want checks the members of l (in order) and the sizes of p and o.
 	want := func(step string, list []string, ready, readyAt int64) {
 		t.Helper()
-		l, err := b.c.rdb.LRange(ctx, q.readyList, 0, -1).Result()
+		l, err := b.c.rdb.Do(ctx, b.c.rdb.B().Lrange().Key(q.readyList).Start(0).Stop(-1).Build()).AsStrSlice()
 		if err != nil {
 			t.Fatal(err)
 		}
-		np, err1 := b.c.rdb.ZCard(ctx, q.ready).Result()
-		no, err2 := b.c.rdb.ZCard(ctx, q.readyAt).Result()
+		np, err1 := b.c.rdb.Do(ctx, b.c.rdb.B().Zcard().Key(q.ready).Build()).AsInt64()
+		no, err2 := b.c.rdb.Do(ctx, b.c.rdb.B().Zcard().Key(q.readyAt).Build()).AsInt64()
 		if err1 != nil || err2 != nil {
 			t.Fatal(err1, err2)
 		}
@@ -105,7 +106,7 @@ func TestSingleInsertList(t *testing.T) {
 		t.Fatalf("the job with metadata was claimed with %v, want %v", md, jobs[1].Metadata)
 	}
 	want("all claimed", nil, 0, 0)
-	if n, err := b.c.rdb.Exists(ctx, q.readyList, q.ready, q.readyAt, q.counts).Result(); err != nil || n != 0 {
+	if n, err := b.c.rdb.Do(ctx, b.c.rdb.B().Exists().Key(q.readyList, q.ready, q.readyAt, q.counts).Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("EXISTS l p o n = %d, %v; want 0", n, err)
 	}
 
@@ -160,7 +161,7 @@ func TestBatchInsertListWakes(t *testing.T) {
 	if insert() {
 		t.Error("a batch into a queue with ready jobs published a wake-up")
 	}
-	if n, err := b.c.rdb.LLen(ctx, q.readyList).Result(); err != nil || n != 6 {
+	if n, err := b.c.rdb.Do(ctx, b.c.rdb.B().Llen().Key(q.readyList).Build()).AsInt64(); err != nil || n != 6 {
 		t.Fatalf("LLEN l = %d, %v; want 6", n, err)
 	}
 }
@@ -176,7 +177,7 @@ func TestInsert1ClockBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ahead = int64(100_000_000_000_000) // about three years past the clock
-	if err := b.c.rdb.Set(ctx, q.meta, ahead, 0).Err(); err != nil {
+	if err := b.c.rdb.Do(ctx, b.c.rdb.B().Set().Key(q.meta).Value(strconv.FormatInt(ahead, 10)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	p := backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
@@ -189,7 +190,7 @@ func TestInsert1ClockBehind(t *testing.T) {
 			t.Fatalf("insert %d got ts %s; want %s (the last one + 1)", i, got, want)
 		}
 	}
-	if last, err := b.c.rdb.Get(ctx, q.meta).Int64(); err != nil || last != ahead+2 {
+	if last, err := b.c.rdb.Do(ctx, b.c.rdb.B().Get().Key(q.meta).Build()).AsInt64(); err != nil || last != ahead+2 {
 		t.Fatalf("t = %d, %v; want %d", last, err, ahead+2)
 	}
 }

@@ -103,8 +103,8 @@ func (n *notifier) subscribe(queues []string) (<-chan struct{}, func()) {
 	return s.ch, func() { once.Do(func() { n.unsubscribe(s) }) }
 }
 
-// listen subscribes the connection to channels. On failure go-redis still
-// subscribes them when it reconnects; until then workers poll.
+// listen subscribes the connection to channels. On failure the pubsub
+// still subscribes them when it reconnects; until then workers poll.
 func (n *notifier) listen(ps *pubsub, channels []string) {
 	if err := ps.subscribe(context.Background(), channels...); err != nil && !errors.Is(err, backend.ErrClosed) {
 		n.b.opts.Logger.Warn("jobq redis notifier: subscribe failed, workers poll until the connection is back",
@@ -232,8 +232,8 @@ func (n *notifier) run(ctx context.Context) {
 		case <-ctx.Done():
 			_ = ps.close()
 			for range events {
-				// go-redis's reader blocks on a full channel; it closes the
-				// channel once it sees the connection closed.
+				// The pubsub closes the channel once its connection is
+				// closed; whatever is left in it is dropped.
 			}
 			return
 		case v, ok := <-events:

@@ -98,12 +98,15 @@ func TestOpenExisting(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	setSchema := func(v string) error {
+		return c.Do(t.Context(), c.B().Set().Key(prefix+":schema").Value(v).Build()).Error()
+	}
 
 	// Layout 2 (before the ready list) is valid data of layout 3, but a
 	// build must be kept from reading a prefix of a layout it does not
 	// know: Existing refuses it, pointing at migrate, which raises the
 	// marker and keeps the jobs.
-	if err := c.Set(t.Context(), prefix+":schema", "2", 0).Err(); err != nil {
+	if err := setSchema("2"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(t.Context(), url, Options{KeyPrefix: prefix, Existing: true, Logger: quiet}); !errors.Is(err, backend.ErrNoSchema) || !strings.Contains(err.Error(), "jobq migrate") {
@@ -112,7 +115,7 @@ func TestOpenExisting(t *testing.T) {
 	if v, err := b.Migrate(t.Context()); err != nil || v != 3 {
 		t.Fatalf("Migrate of layout 2 = %d, %v; want 3", v, err)
 	}
-	if got := c.Get(t.Context(), prefix+":schema").Val(); got != "3" {
+	if got, _ := c.Do(t.Context(), c.B().Get().Key(prefix+":schema").Build()).ToString(); got != "3" {
 		t.Fatalf("marker after Migrate = %q; want 3", got)
 	}
 	if row, err := ro.JobGet(t.Context(), id); err != nil || row.Queue != "q" {
@@ -120,7 +123,7 @@ func TestOpenExisting(t *testing.T) {
 	}
 
 	// A layout from a newer jobq is refused, with and without Existing.
-	if err := c.Set(t.Context(), prefix+":schema", fmt.Sprint(LayoutVersion+1), 0).Err(); err != nil {
+	if err := setSchema(fmt.Sprint(LayoutVersion + 1)); err != nil {
 		t.Fatal(err)
 	}
 	for _, existing := range []bool{true, false} {

@@ -24,7 +24,7 @@ import (
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
@@ -65,7 +65,7 @@ func startedKey(prefix string) string { return prefix + ":started" }
 // recordStart appends "<job id> <attempt> <pid> <µs>" to the started list,
 // the time being the Redis clock's, so that a test can compare it with
 // lease deadlines.
-var recordStart = goredis.NewScript(`
+var recordStart = rueidis.NewLuaScript(`
 local t = redis.call('TIME')
 return redis.call('RPUSH', KEYS[1], ARGV[1] .. ' ' .. t[1] .. string.format('%06d', tonumber(t[2])))`)
 
@@ -112,14 +112,14 @@ func runWorkerProcess(raw string) int {
 	record := func(ctx context.Context, j *jobq.Job) error {
 		id := strconv.FormatInt(j.ID, 10)
 		mine := fmt.Sprintf("%d %d %d", j.Attempt, pid, seq.Add(1))
-		set, err := rdb.HSetNX(ctx, ledger, id, mine).Result()
+		set, err := hsetnxResend(ctx, rdb, ledger, id, mine)
 		if err != nil {
 			return fmt.Errorf("record effect: %w", err)
 		}
 		if set {
 			return nil
 		}
-		first, err := rdb.HGet(ctx, ledger, id).Result()
+		first, err := rdb.Do(ctx, rdb.B().Hget().Key(ledger).Field(id).Build()).ToString()
 		if err != nil {
 			return fmt.Errorf("read recorded effect: %w", err)
 		}
@@ -128,7 +128,7 @@ func runWorkerProcess(raw string) int {
 		}
 		dups.Add(1)
 		fmt.Fprintf(os.Stderr, "worker %d: DUPLICATE EFFECT: job %s: recorded as %q, again as %q\n", pid, id, first, mine)
-		return rdb.RPush(ctx, dupList, fmt.Sprintf("job %s: recorded as %q, again as %q", id, first, mine)).Err()
+		return rdb.Do(ctx, rdb.B().Rpush().Key(dupList).Element(fmt.Sprintf("job %s: recorded as %q, again as %q", id, first, mine)).Build()).Error()
 	}
 	count := func(ctx context.Context, j *jobq.Job) {
 		runs.Add(1)
@@ -149,7 +149,7 @@ func runWorkerProcess(raw string) int {
 	reg.HandleFunc("hang-first", func(ctx context.Context, j *jobq.Job) error {
 		count(ctx, j)
 		entry := fmt.Sprintf("%d %d %d", j.ID, j.Attempt, pid)
-		if err := recordStart.Run(ctx, rdb, []string{startedKey(s.Prefix)}, entry).Err(); err != nil {
+		if err := recordStart.Exec(ctx, rdb, []string{startedKey(s.Prefix)}, []string{entry}).Error(); err != nil {
 			return fmt.Errorf("record start: %w", err)
 		}
 		if j.Attempt == 1 {
@@ -229,10 +229,24 @@ type effect struct {
 	pid     int
 }
 
+// hsetnxResend is HSETNX sent again, up to three times, after a
+// connection failure: the reply of one that ran may be what was lost, so
+// the caller must recognise its own value.
+func hsetnxResend(ctx context.Context, rdb rueidis.Client, key, field, value string) (bool, error) {
+	for attempt := 0; ; attempt++ {
+		set, err := rdb.Do(ctx, rdb.B().Hsetnx().Key(key).Field(field).Value(value).Build()).AsBool()
+		rerr, isRedis := rueidis.IsRedisErr(err)
+		if err == nil || attempt == 3 || ctx.Err() != nil || (isRedis && !rerr.IsLoading()) {
+			return set, err
+		}
+		time.Sleep(time.Duration(8<<attempt) * time.Millisecond)
+	}
+}
+
 // ledger reads the whole ledger of prefix.
-func ledger(t *testing.T, rdb goredis.UniversalClient, prefix string) map[int64]effect {
+func ledger(t *testing.T, rdb rueidis.Client, prefix string) map[int64]effect {
 	t.Helper()
-	m, err := rdb.HGetAll(t.Context(), ledgerKey(prefix)).Result()
+	m, err := rdb.Do(t.Context(), rdb.B().Hgetall().Key(ledgerKey(prefix)).Build()).AsStrMap()
 	if err != nil {
 		t.Fatalf("read ledger: %v", err)
 	}
@@ -254,24 +268,24 @@ func ledger(t *testing.T, rdb goredis.UniversalClient, prefix string) map[int64]
 
 // ledgerLen counts the ledger's entries, -1 while the server does not
 // answer.
-func ledgerLen(ctx context.Context, rdb goredis.UniversalClient, prefix string) int64 {
+func ledgerLen(ctx context.Context, rdb rueidis.Client, prefix string) int64 {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	n, err := rdb.HLen(ctx, ledgerKey(prefix)).Result()
+	n, err := rdb.Do(ctx, rdb.B().Hlen().Key(ledgerKey(prefix)).Build()).AsInt64()
 	if err != nil {
 		return -1
 	}
 	return n
 }
 
-// testClient returns a plain go-redis client for url, closed when t ends.
-func testClient(t *testing.T, url string) goredis.UniversalClient {
+// testClient returns a plain rueidis client for url, closed when t ends.
+func testClient(t *testing.T, url string) rueidis.Client {
 	t.Helper()
 	rdb, err := redistest.Client(url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	t.Cleanup(rdb.Close)
 	return rdb
 }
 
@@ -329,7 +343,8 @@ func checkAllDone(t *testing.T, b *Backend, url string, ids []int64) map[int64]e
 // already.
 func noDuplicates(t *testing.T, url, prefix string) {
 	t.Helper()
-	d, err := testClient(t, url).LRange(t.Context(), dupsKey(prefix), 0, 9).Result()
+	rdb := testClient(t, url)
+	d, err := rdb.Do(t.Context(), rdb.B().Lrange().Key(dupsKey(prefix)).Start(0).Stop(9).Build()).AsStrSlice()
 	if err != nil || len(d) > 0 {
 		t.Errorf("duplicate effects: %q (%v)", d, err)
 	}
@@ -461,9 +476,9 @@ type started struct {
 }
 
 // startedList reads the started list of prefix.
-func startedList(t *testing.T, rdb goredis.UniversalClient, prefix string) []started {
+func startedList(t *testing.T, rdb rueidis.Client, prefix string) []started {
 	t.Helper()
-	l, err := rdb.LRange(t.Context(), startedKey(prefix), 0, -1).Result()
+	l, err := rdb.Do(t.Context(), rdb.B().Lrange().Key(startedKey(prefix)).Start(0).Stop(-1).Build()).AsStrSlice()
 	if err != nil {
 		t.Fatalf("read started list: %v", err)
 	}
@@ -491,7 +506,8 @@ func TestProcessKilledMidJob(t *testing.T) {
 
 	victim := startWorker(t, s)
 	pollAlive(t, []*proctest.Proc{victim}, 20*time.Millisecond, 30*time.Second, "the victim to start the job", func() bool {
-		return rdb.LLen(t.Context(), startedKey(b.KeyPrefix())).Val() > 0
+		n, _ := rdb.Do(t.Context(), rdb.B().Llen().Key(startedKey(b.KeyPrefix())).Build()).AsInt64()
+		return n > 0
 	})
 	victim.Kill(t)
 	row, err := b.JobGet(t.Context(), id)

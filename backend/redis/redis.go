@@ -11,7 +11,7 @@
 //
 // Parameters: key_prefix (default "jobq"; several applications can share a
 // server under different prefixes), timeout (per call, default 10s),
-// pool_size (connections, default go-redis's 10 per CPU), cluster=true (a
+// pool_size (connections, default 10 per CPU), cluster=true (a
 // Redis Cluster, reached through the URL's host and every addr; database
 // 0 only). Any other parameter is refused. The server must be Redis 6.2 or
 // later (SET … GET).
@@ -152,7 +152,7 @@ type Options struct {
 	Timeout time.Duration
 
 	// PoolSize caps the connections. The URL parameter pool_size sets it
-	// too, and wins. Defaults to go-redis's 10 per CPU.
+	// too, and wins. Defaults to 10 per CPU.
 	PoolSize int
 
 	// Logger receives the warning about persistence at open and the
@@ -257,8 +257,12 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	cfg := u.client
 	cfg.timeout = opts.Timeout
 	cfg.poolSize = opts.PoolSize
+	c, err := newClient(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open: %w", err)
+	}
 	b := &Backend{
-		c:      newClient(cfg),
+		c:      c,
 		opts:   opts,
 		keys:   newKeyspace(opts.KeyPrefix),
 		origin: strconv.FormatUint(rand.Uint64(), 36),

@@ -54,7 +54,7 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k1", 0), p("b", "k2", 0), p("b", "", time.Millisecond)})
 	must(err)
 	// A stale holder of k3: a job that never existed, reserved long ago.
-	must(b.c.rdb.HSet(ctx, b.keys.unique, "k3", idHex(makeID(1, 1))+"@1").Err())
+	must(b.c.rdb.Do(ctx, b.c.rdb.B().Hset().Key(b.keys.unique).FieldValue().FieldValue("k3", idHex(makeID(1, 1))+"@1").Build()).Error())
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k3", 0)})
 	must(err)
 	time.Sleep(2 * time.Millisecond)

@@ -22,7 +22,7 @@ func TestUniqueAbandoned(t *testing.T) {
 	now := time.Now().UnixMicro()
 	old := now - b.grace.Microseconds() - time.Minute.Microseconds()
 	for key, at := range map[string]int64{"young": now, "old": old} {
-		if err := b.c.rdb.HSet(ctx, b.keys.unique, key, fmt.Sprintf("%s@%d", idHex(ghost), at)).Err(); err != nil {
+		if err := b.c.rdb.Do(ctx, b.c.rdb.B().Hset().Key(b.keys.unique).FieldValue().FieldValue(key, fmt.Sprintf("%s@%d", idHex(ghost), at)).Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,7 +60,7 @@ func TestUniqueAcrossQueues(t *testing.T) {
 	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := b.c.rdb.HLen(ctx, b.keys.unique).Result(); err != nil || n != 0 {
+	if n, err := b.c.rdb.Do(ctx, b.c.rdb.B().Hlen().Key(b.keys.unique).Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("unique keys left after the job ended: %d, %v", n, err)
 	}
 	res, err = b.JobInsertMany(ctx, []backend.InsertParams{in("b")})

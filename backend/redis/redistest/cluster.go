@@ -96,7 +96,7 @@ func clusterInfo(ctx context.Context, u string) string {
 		return err.Error()
 	}
 	defer c.Close()
-	info, err := c.ClusterInfo(ctx).Result()
+	info, err := c.Do(ctx, c.B().ClusterInfo().Build()).ToString()
 	if err != nil {
 		return err.Error()
 	}

@@ -12,12 +12,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
 )
 
 // EnvURL names the environment variable that overrides DefaultURL, e.g.
@@ -57,9 +58,9 @@ func Reachable(u string) error {
 	c, err := Client(u)
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err = c.Ping(ctx).Err()
+		err = c.Do(ctx, c.B().Ping().Build()).Error()
 		cancel()
-		_ = c.Close()
+		c.Close()
 	}
 	reachErr[u] = err
 	return err
@@ -74,29 +75,46 @@ func Unavailable(tb testing.TB, format string, args ...any) {
 	tb.Skipf(format, args...)
 }
 
-// Client returns a go-redis client for a test URL: redis://host:port/db,
+// Client returns a rueidis client for a test URL: redis://host:port/db,
 // or a cluster as redis://host:port?cluster=true&addr=host:port&…; other
-// parameters (key_prefix, timeout, …) are ignored.
-func Client(raw string) (goredis.UniversalClient, error) {
+// parameters (key_prefix, timeout, …) are ignored. It connects at once, so
+// an unreachable server is an error here.
+func Client(raw string) (rueidis.Client, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("test URL: %w", err)
 	}
 	q := u.Query()
-	opts := &goredis.UniversalOptions{Addrs: []string{u.Host}, DisableIdentity: true}
+	opts := rueidis.ClientOption{
+		InitAddress:       []string{u.Host},
+		ForceSingleClient: true,
+		DisableCache:      true,
+		AlwaysRESP2:       true,
+		ClientSetInfo:     rueidis.DisableClientSetInfo,
+	}
 	if u.User != nil {
 		opts.Username = u.User.Username()
 		opts.Password, _ = u.User.Password()
 	}
 	if q.Get("cluster") == "true" {
-		opts.IsClusterMode = true
-		opts.Addrs = append(opts.Addrs, q["addr"]...)
+		opts.ForceSingleClient = false
+		opts.InitAddress = append(opts.InitAddress, q["addr"]...)
 	} else if db := strings.Trim(u.Path, "/"); db != "" {
-		if _, err := fmt.Sscan(db, &opts.DB); err != nil {
+		if _, err := fmt.Sscan(db, &opts.SelectDB); err != nil {
 			return nil, fmt.Errorf("test URL: database %q", db)
 		}
 	}
-	return goredis.NewUniversalClient(opts), nil
+	// One seed at a time: given several, rueidis dials them all at once
+	// and may leave a goroutine closing the extra connections after Close,
+	// which goleak reports.
+	var c rueidis.Client
+	for _, a := range slices.Clone(opts.InitAddress) {
+		opts.InitAddress = []string{a}
+		if c, err = rueidis.NewClient(opts); err == nil {
+			break
+		}
+	}
+	return c, err
 }
 
 // Prefix returns a fresh key prefix ("jobqt_" and 12 hex digits) and
@@ -124,13 +142,10 @@ func Keys(ctx context.Context, u, prefix string) ([]string, error) {
 		return nil, err
 	}
 	defer c.Close()
-	var mu sync.Mutex
 	var out []string
-	err = eachMaster(ctx, c, func(ctx context.Context, n goredis.UniversalClient) error {
+	err = eachMaster(ctx, c, func(ctx context.Context, n rueidis.Client) error {
 		keys, err := scan(ctx, n, prefix+":*")
-		mu.Lock()
 		out = append(out, keys...)
-		mu.Unlock()
 		return err
 	})
 	return out, err
@@ -143,47 +158,62 @@ func DeletePrefix(ctx context.Context, u, prefix string) error {
 		return err
 	}
 	defer c.Close()
-	return eachMaster(ctx, c, func(ctx context.Context, n goredis.UniversalClient) error {
+	return eachMaster(ctx, c, func(ctx context.Context, n rueidis.Client) error {
 		keys, err := scan(ctx, n, prefix+":*")
-		if err != nil {
+		if err != nil || len(keys) == 0 {
 			return err
 		}
 		// One key a command: on a cluster, keys of one call must share a
 		// slot.
-		pipe := n.Pipeline()
-		for _, k := range keys {
-			pipe.Unlink(ctx, k)
+		cmds := make(rueidis.Commands, len(keys))
+		for i, k := range keys {
+			cmds[i] = n.B().Unlink().Key(k).Build()
 		}
-		if len(keys) > 0 {
-			_, err = pipe.Exec(ctx)
+		for _, r := range n.DoMulti(ctx, cmds...) {
+			if err := r.Error(); err != nil {
+				return err
+			}
 		}
-		return err
+		return nil
 	})
 }
 
-func eachMaster(ctx context.Context, c goredis.UniversalClient, fn func(ctx context.Context, n goredis.UniversalClient) error) error {
-	if cc, ok := c.(*goredis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, n *goredis.Client) error { return fn(ctx, n) })
+// eachMaster calls fn with a client of each master (of the server itself
+// when it is not a cluster), one after the other.
+func eachMaster(ctx context.Context, c rueidis.Client, fn func(ctx context.Context, n rueidis.Client) error) error {
+	for _, n := range c.Nodes() {
+		role, err := n.Do(ctx, n.B().Role().Build()).ToArray()
+		if err != nil {
+			return err
+		}
+		if len(role) > 0 {
+			if r, _ := role[0].ToString(); r != "master" {
+				continue
+			}
+		}
+		if err := fn(ctx, n); err != nil {
+			return err
+		}
 	}
-	return fn(ctx, c)
+	return nil
 }
 
 // scan lists the keys matching match. Each call reads 10,000 slots of the
 // keyspace: the cleanup of a test's prefix walks the whole database, and a
 // server holding millions of other keys made 1,000 a call outlast its
 // 30-second bound under load.
-func scan(ctx context.Context, c goredis.UniversalClient, match string) ([]string, error) {
+func scan(ctx context.Context, c rueidis.Client, match string) ([]string, error) {
 	var out []string
 	var cursor uint64
 	for {
-		keys, next, err := c.Scan(ctx, cursor, match, 10000).Result()
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(match).Count(10000).Build()).AsScanEntry()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, keys...)
-		if next == 0 {
+		out = append(out, e.Elements...)
+		if e.Cursor == 0 {
 			return out, nil
 		}
-		cursor = next
+		cursor = e.Cursor
 	}
 }

@@ -67,9 +67,9 @@ func (s *Server) Start() {
 		c, err := Client(s.URL)
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err = c.Ping(ctx).Err()
+			err = c.Do(ctx, c.B().Ping().Build()).Error()
 			cancel()
-			_ = c.Close()
+			c.Close()
 		}
 		if err == nil {
 			return

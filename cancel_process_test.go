@@ -207,7 +207,11 @@ func testProcessCancel(t *testing.T, db string) {
 	slices.Sort(delays)
 	t.Logf("%s: cancel to handler's context, %d jobs in another process: min %s, median %s, max %s",
 		strings.SplitN(db, ":", 2)[0], jobs, delays[0].Round(time.Millisecond), delays[len(delays)/2].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond))
-	if max := delays[len(delays)-1]; max > time.Second {
-		t.Fatalf("slowest cancel took %s to reach its handler, want within a second (all: %v)", max, delays)
+	// The children keep the default lease (30 s), so their refused
+	// heartbeat, the fallback, comes every 10 s: a cancel within 2 s came
+	// through the poll (every 250 ms). 1 s was once exceeded (1.02 s)
+	// under the race detector on a loaded 2-core machine.
+	if max := delays[len(delays)-1]; max > 2*time.Second {
+		t.Fatalf("slowest cancel took %s to reach its handler, want within 2s (all: %v)", max, delays)
 	}
 }

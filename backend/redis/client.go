@@ -424,17 +424,13 @@ func (c *client) configGet(ctx context.Context, name string) (string, error) {
 // written to it (checkedConn) failed the call without sending anything,
 // so it is made again, on another connection.
 func (c *client) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	if c.inflight.Add(1) > c.poolSize {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	defer c.inflight.Add(-1)
-	for i := 0; ; i++ {
+	ctx, cancel := c.admit(ctx)
+	defer c.leave(cancel)
+	for i := int64(0); ; i++ {
 		// rueidis keeps a command that failed short of the server, for
 		// reuse.
 		r := c.rdb.Do(ctx, cmd)
-		if i == maxStaleConns || !isStaleConn(r.Error()) {
+		if i == c.poolSize || !isStaleConn(r.Error()) {
 			return r
 		}
 	}
@@ -443,14 +439,10 @@ func (c *client) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisRes
 // doMulti is do for a pipeline; the commands that met a dead connection
 // (all of a transaction) are sent again.
 func (c *client) doMulti(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
-	if c.inflight.Add(1) > c.poolSize {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	defer c.inflight.Add(-1)
+	ctx, cancel := c.admit(ctx)
+	defer c.leave(cancel)
 	resps := c.rdb.DoMulti(ctx, cmds...)
-	for range maxStaleConns {
+	for range c.poolSize {
 		var again []int
 		for i, r := range resps {
 			if isStaleConn(r.Error()) {
@@ -471,9 +463,25 @@ func (c *client) doMulti(ctx context.Context, cmds rueidis.Commands) []rueidis.R
 	return resps
 }
 
-// maxStaleConns bounds the dead connections one call may meet in a row:
-// after a restart of the server every idle connection of the pool is.
-const maxStaleConns = 10000
+// admit counts a call in flight and, when more are in flight than the
+// pool holds (so this one may wait for a connection, which rueidis bounds
+// by the context only), gives it the call timeout. A try that meets a dead
+// connection discards it, so a call meets at most the pool's size of them
+// in a row (after a restart of the server every idle one is).
+func (c *client) admit(ctx context.Context) (context.Context, context.CancelFunc) {
+	if c.inflight.Add(1) <= c.poolSize {
+		return ctx, nil
+	}
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// leave ends what admit began.
+func (c *client) leave(cancel context.CancelFunc) {
+	if cancel != nil {
+		cancel()
+	}
+	c.inflight.Add(-1)
+}
 
 // ping checks that the server answers.
 func (c *client) ping(ctx context.Context) error {

@@ -12,7 +12,11 @@
 //
 // Round r runs the variants in turn starting from the r-th, so none always
 // runs first. The first variant is the base of the ratios: "ratio" is the
-// ratio of the medians, "pair" the median of the rounds' own ratios.
+// ratio of the medians, "pair" the median of the rounds' own ratios, and
+// "ci95" an interval that holds the true median of those ratios with 95 %
+// confidence or more (from their order statistics, assuming nothing about
+// their distribution; it needs 6 rounds). Giving the base's command twice,
+// under two labels, shows how far two identical variants drift apart.
 package main
 
 import (
@@ -22,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,8 +158,8 @@ func lastLines(s string, n int) string {
 func report(w io.Writer, vs []variant, got map[string][]result) {
 	base := got[vs[0].label]
 	baseRate := median(pick(base, func(r result) float64 { return r.JobsPerSec }))
-	fmt.Fprintf(w, "%-10s %6s %10s %10s %10s %6s %7s %7s %7s %7s\n",
-		"variant", "runs", "jobs/s", "µs CPU/job", "B/job", "GCs", "ratio", "pair", "min", "max")
+	fmt.Fprintf(w, "%-10s %6s %10s %10s %10s %6s %7s %7s %7s %7s %13s\n",
+		"variant", "runs", "jobs/s", "µs CPU/job", "B/job", "GCs", "ratio", "pair", "min", "max", "ci95")
 	for _, v := range vs {
 		rs := got[v.label]
 		rate := median(pick(rs, func(r result) float64 { return r.JobsPerSec }))
@@ -162,12 +167,16 @@ func report(w io.Writer, vs []variant, got map[string][]result) {
 		for i := range min(len(rs), len(base)) {
 			pairs = append(pairs, rs[i].JobsPerSec/base[i].JobsPerSec)
 		}
-		fmt.Fprintf(w, "%-10s %6d %10.0f %10.2f %10.0f %6.0f %7.3f %7.3f %7.3f %7.3f\n",
+		ci := "-"
+		if lo, hi, ok := medianInterval(pairs, 0.95); ok {
+			ci = fmt.Sprintf("%.3f-%.3f", lo, hi)
+		}
+		fmt.Fprintf(w, "%-10s %6d %10.0f %10.2f %10.0f %6.0f %7.3f %7.3f %7.3f %7.3f %13s\n",
 			v.label, len(rs), rate,
 			median(pick(rs, func(r result) float64 { return r.CPUPerJob })),
 			median(pick(rs, func(r result) float64 { return r.AllocBytes })),
 			median(pick(rs, func(r result) float64 { return r.GCs })),
-			rate/baseRate, median(pairs), slices.Min(pairs), slices.Max(pairs))
+			rate/baseRate, median(pairs), slices.Min(pairs), slices.Max(pairs), ci)
 	}
 }
 
@@ -190,4 +199,31 @@ func median(xs []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// medianInterval returns the narrowest interval of order statistics
+// [x(k), x(n+1-k)] that holds the median of the distribution xs were drawn
+// from with probability conf or more, whatever that distribution: the
+// median falls below x(k) only when fewer than k of n draws fall below it,
+// a binomial(n, 1/2) tail. ok is false when even [min, max] is not
+// confident enough (n < 6 for 95 %).
+func medianInterval(xs []float64, conf float64) (lo, hi float64, ok bool) {
+	n := len(xs)
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	// below is P(fewer than k of n draws fall below the median).
+	below, term := 0.0, math.Pow(0.5, float64(n)) // term: P(exactly i)
+	best := 0
+	for k := 1; 2*k <= n; k++ {
+		below += term
+		if 1-2*below < conf {
+			break
+		}
+		best = k
+		term = term * float64(n-k+1) / float64(k)
+	}
+	if best == 0 {
+		return 0, 0, false
+	}
+	return s[best-1], s[n-best], true
 }

@@ -40,6 +40,30 @@ func TestMedian(t *testing.T) {
 	}
 }
 
+// TestMedianInterval: the interval is the widest order statistics whose
+// binomial coverage reaches the confidence: min-max for 6 to 8 ratios
+// (1-2/2^n), the 2nd and 9th of 10 (97.9 %; the 3rd and 8th would be
+// 89 %), none for 5.
+func TestMedianInterval(t *testing.T) {
+	seq := func(n int) []float64 {
+		xs := make([]float64, n)
+		for i := range xs {
+			xs[i] = float64(n - i) // descending: the function sorts
+		}
+		return xs
+	}
+	for _, c := range []struct {
+		n      int
+		lo, hi float64
+		ok     bool
+	}{{5, 0, 0, false}, {6, 1, 6, true}, {8, 1, 8, true}, {10, 2, 9, true}, {12, 3, 10, true}} {
+		lo, hi, ok := medianInterval(seq(c.n), 0.95)
+		if lo != c.lo || hi != c.hi || ok != c.ok {
+			t.Errorf("n=%d: %g-%g %v, want %g-%g %v", c.n, lo, hi, ok, c.lo, c.hi, c.ok)
+		}
+	}
+}
+
 func TestBadVariants(t *testing.T) {
 	for _, args := range [][]string{
 		{"a=echo"},               // one variant

@@ -48,10 +48,11 @@ type Options struct {
 	MaxTypes int
 	// StatsCache is how long one read of the queue depths serves scrapes:
 	// scrapes within it (from several Prometheus servers, say) cost the
-	// backend nothing. A read that took longer than a tenth of it serves
-	// for ten times its duration instead (a million jobs on SQLite), so
-	// depth reads never keep the backend busy more than a tenth of the
-	// time. Defaults to 5s; negative reads on every scrape.
+	// backend nothing. A read that took longer than a fiftieth of it
+	// serves for 50 times its duration instead (a million jobs on SQLite:
+	// about a minute), so depth reads never keep the backend busy more
+	// than 2 % of the time. Defaults to 5s; negative reads on every
+	// scrape.
 	StatsCache time.Duration
 	// StatsTimeout bounds one read of the queue depths. Defaults to 10s.
 	StatsTimeout time.Duration
@@ -99,6 +100,13 @@ type Metrics struct {
 	// is added, so a read is a plain map lookup, without a sync.Map's
 	// interface keys and hashing.
 	series atomic.Pointer[map[key]*series]
+	// recent holds series found lately, each in the slot its names pick
+	// (slotOf), and is checked against both names before use: a hit costs
+	// two short string comparisons instead of hashing both names and
+	// probing the map, whose memory a busy worker has evicted between two
+	// jobs. Types that share a slot take turns in it; a miss costs the
+	// map lookup and a store.
+	recent [recentSlots]atomic.Pointer[series]
 	mu     sync.Mutex      // serialises additions to series, and guards types and queues
 	types  map[string]bool // the labelled types, at most MaxTypes
 	depth  *depthCollector // nil until ObserveQueues
@@ -189,7 +197,12 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.opts.Registry }
 
 // of returns the children of queue and typ, making them on first use.
 func (m *Metrics) of(queue, typ string) *series {
+	slot := &m.recent[slotOf(queue, typ)]
+	if s := slot.Load(); s != nil && s.typ == typ && s.queue == queue {
+		return s
+	}
 	if s, ok := (*m.series.Load())[key{queue, typ}]; ok {
+		slot.Store(s)
 		return s
 	}
 	m.mu.Lock()
@@ -224,6 +237,26 @@ func (m *Metrics) of(queue, typ string) *series {
 	next[key{queue, typ}] = s
 	m.series.Store(&next)
 	return s
+}
+
+// recentSlots is the size of Metrics.recent: a worker serves a few types
+// of a few queues.
+const recentSlots = 64
+
+// slotOf picks the slot of Metrics.recent for queue and typ from their
+// lengths and a few of their bytes: no more is needed to spread a worker's
+// handful of types, and reading more would cost what the slots save.
+func slotOf(queue, typ string) int {
+	h := uint(len(queue))<<5 ^ uint(len(typ))
+	if n := len(typ); n > 0 {
+		h = h*31 + uint(typ[0])
+		h = h*31 + uint(typ[n/2])
+		h = h*31 + uint(typ[n-1])
+	}
+	if n := len(queue); n > 0 {
+		h = h*31 + uint(queue[n-1])
+	}
+	return int(h % recentSlots)
 }
 
 // WorkerHooks returns the hooks that count a worker's attempts; put them

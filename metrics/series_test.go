@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"math"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,5 +69,51 @@ func TestHistogramBoundsRefused(t *testing.T) {
 	}
 	if _, bs, err := histogramBounds(Buckets); err != nil || bs[0] != time.Millisecond || bs[len(bs)-1] != time.Hour {
 		t.Errorf("default buckets: %v, %v", bs, err)
+	}
+}
+
+// TestRecentSlotsChecked: names that share a slot of the lookup cache (the
+// same lengths and sampled bytes) still get their own series, in turn and
+// from many goroutines, and a type past MaxTypes, whose series is the
+// overflow one, never takes a labelled type's series from the cache.
+func TestRecentSlotsChecked(t *testing.T) {
+	m, err := New(Options{MaxTypes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Differ only in a byte slotOf does not read.
+	names := []string{"send-xa-mail", "send-ya-mail", "send-za-mail"}
+	for _, n := range names[1:] {
+		if slotOf("q", n) != slotOf("q", names[0]) {
+			t.Fatalf("%q and %q are in different slots; the test needs them to share one", n, names[0])
+		}
+	}
+	for _, n := range names {
+		m.of("q", n) // labelled first: the next is past MaxTypes
+	}
+	over := "send-wa-mail"
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range 1000 {
+				n := append(names, over)[(i+g)%4]
+				s := m.of("q", strings.Clone(n)) // a job's names are its own copies
+				want := n
+				if n == over {
+					want = OverflowType
+				}
+				if s.queue != "q" || s.typ != want {
+					t.Errorf("of(q, %s) = series of (%s, %s), want (q, %s)", n, s.queue, s.typ, want)
+					return
+				}
+				s.inc(cStarted)
+			}
+		})
+	}
+	wg.Wait()
+	for _, n := range append(names, OverflowType) {
+		if got := m.of("q", n).counts[cStarted].Load(); got != 1000 {
+			t.Errorf("%s started %d times, want 1000", n, got)
+		}
 	}
 }

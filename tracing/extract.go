@@ -15,7 +15,7 @@ import (
 // directly, without the context the propagator returns it in (an
 // allocation and a context walk per attempt); anything else goes through
 // the propagator.
-func (c config) extract(md map[string]string) (trace.SpanContext, baggage.Baggage) {
+func (c *config) extract(md map[string]string) (trace.SpanContext, baggage.Baggage) {
 	if c.w3c {
 		if sc, ok := parseTraceparent(md["traceparent"]); ok {
 			if ts := md["tracestate"]; ts != "" {

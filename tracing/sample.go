@@ -48,7 +48,7 @@ func WithSampleRatio(fraction float64) Option {
 // traced reports, under WithSampleRatio, whether a span whose parent would
 // be parent (invalid for none) is to be started: as the parent was
 // sampled, or by chance without one.
-func (c config) traced(parent trace.SpanContext) bool {
+func (c *config) traced(parent trace.SpanContext) bool {
 	if parent.IsValid() {
 		return parent.IsSampled()
 	}

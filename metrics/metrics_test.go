@@ -259,13 +259,13 @@ func TestOptionsRefused(t *testing.T) {
 	}
 }
 
-// TestSlowDepthReadCachedLonger: a read that takes longer than a tenth of
-// StatsCache serves scrapes for ten times its duration, so a slow backend
-// (a huge table) is not kept busy by frequent scrapes.
+// TestSlowDepthReadCachedLonger: a read that takes longer than a fiftieth
+// of StatsCache serves scrapes for 50 times its duration, so a slow
+// backend (a huge table) is not kept busy by frequent scrapes.
 func TestSlowDepthReadCachedLonger(t *testing.T) {
 	mem := memory.New(memory.Options{})
 	defer mem.Close()
-	b := &countingBackend{Backend: mem, delay: 100 * time.Millisecond}
+	b := &countingBackend{Backend: mem, delay: 20 * time.Millisecond}
 	m := newMetrics(t, metrics.Options{StatsCache: time.Millisecond})
 	if err := m.ObserveQueues(jobq.NewInspector(b)); err != nil {
 		t.Fatal(err)
@@ -273,16 +273,16 @@ func TestSlowDepthReadCachedLonger(t *testing.T) {
 	start := time.Now()
 	scrapeOf(t, m)
 	scrapeOf(t, m)
-	if time.Since(start) < time.Second { // within ten times the first read's 100ms
+	if time.Since(start) < time.Second { // within 50 times the first read's 20ms
 		if got := b.calls.Load(); got != 1 {
-			t.Fatalf("two scrapes within 10× a 100ms read read %d times, want once", got)
+			t.Fatalf("two scrapes within 50× a 20ms read read %d times, want once", got)
 		}
 	}
-	eventually(t, 10*time.Second, "a read once 10× the slow read has passed", func() bool {
+	eventually(t, 10*time.Second, "a read once 50× the slow read has passed", func() bool {
 		scrapeOf(t, m)
 		return b.calls.Load() == 2
 	})
 	if took := time.Since(start); took < time.Second {
-		t.Fatalf("second read after %s, want after 10× the first read's 100ms", took)
+		t.Fatalf("second read after %s, want after 50× the first read's 20ms", took)
 	}
 }

@@ -92,11 +92,12 @@ func TestRecentSlotsChecked(t *testing.T) {
 		m.of("q", n) // labelled first: the next is past MaxTypes
 	}
 	over := "send-wa-mail"
+	all := append(names[:len(names):len(names)], over)
 	var wg sync.WaitGroup
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 1000 {
-				n := append(names, over)[(i+g)%4]
+				n := all[(i+g)%len(all)]
 				s := m.of("q", strings.Clone(n)) // a job's names are its own copies
 				want := n
 				if n == over {

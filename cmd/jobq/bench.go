@@ -48,7 +48,10 @@ JSON line per workload, so figures can be compared run to run:
 
 Each workload runs on a fresh queue (bench-<workload>-<nanos>) and leaves it
 empty. Without --db (and JOBQ_DB) the runs go to a temporary SQLite file that
-is removed afterwards. A progress bar is drawn on stderr when it is a terminal.
+is removed afterwards. On Redis a queue keeps one of its key prefix's 4,095
+queue indexes for good, so give bench a prefix of its own
+(redis://host:6379/0?key_prefix=jobq-bench), not your application's. A progress
+bar is drawn on stderr when it is a terminal.
 
 --observe measures what observability costs: it runs the workloads with
 Prometheus metrics (every hook, the queue depths, a scrape every second)

@@ -33,15 +33,13 @@ func Middleware(opts ...Option) jobq.Middleware {
 
 // attempts runs a handler's attempts, each in its span when it is traced.
 // run, which every attempt passes through, keeps to what an attempt that
-// is not traced needs, and inSpan starts the span. They were one function,
-// whose frame (936 bytes: the span start's options, link and attributes)
-// sat under every handler on the job goroutine's stack. The collector
-// shrinks the stacks of job goroutines waiting for work, and with that
-// frame every attempt grew its goroutine's stack again: in CPU profiles of
-// Redis drain sampling nothing, runtime.newstack took 9 times its share
-// without tracing, 40 % of what the middleware itself took; apart, under
-// twice. The same holds for runInSpan's deferred call, which runs at
-// every return: the panic's recording is in endPanicked.
+// is not traced needs; inSpan, whose frame holds the span start's options,
+// link and attributes, is on the stack only of traced attempts. The
+// collector shrinks the stacks of job goroutines waiting for work, and a
+// large frame under every handler made each attempt grow its stack again
+// (runtime.newstack at 9 times its share without tracing, in CPU profiles
+// of Redis drain). For the same reason runInSpan's deferred call, which
+// runs at every return, leaves the panic's recording to endPanicked.
 type attempts struct {
 	config
 	tracer trace.Tracer

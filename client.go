@@ -162,8 +162,8 @@ func CompleteTx(ctx context.Context, tx any) error {
 	if !ok {
 		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, ErrNotSupported)
 	}
-	if jc.stopHeartbeat != nil {
-		jc.stopHeartbeat()
+	if jc.completingInTx != nil {
+		jc.completingInTx()
 	}
 	if err := txc.JobCompleteTx(ctx, tx, jc.ref); err != nil {
 		return fmt.Errorf("complete job %d in transaction: %w", jc.ref.ID, err)

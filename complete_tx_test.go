@@ -73,3 +73,84 @@ func TestCompleteTx(t *testing.T) {
 			runs.Load(), w.StaleOutcomes(), len(failedJobs(t, b)))
 	}
 }
+
+// TestCompleteTxRollbackKeepsLease: a handler whose completing transaction
+// rolled back still holds its job, so it may retry its own transaction
+// for longer than the lease: the heartbeat goes on, the job is never
+// rescued and run again meanwhile, the handler's context is not cancelled,
+// and its second transaction completes the job.
+func TestCompleteTxRollbackKeepsLease(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	b := openSQLite(t, path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE TABLE ledger (job_id INTEGER PRIMARY KEY, attempt INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	const lease = 400 * time.Millisecond
+	write := func(ctx context.Context, j *jobq.Job, commit bool) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO ledger VALUES (?, ?)`, j.ID, j.Attempt); err != nil {
+			return err
+		}
+		if err := jobq.CompleteTx(ctx, tx); err != nil {
+			return err
+		}
+		if !commit {
+			return nil // rolled back by the deferred call
+		}
+		return tx.Commit()
+	}
+	reg := jobq.NewRegistry()
+	var runs atomic.Int32
+	result := make(chan error, 2)
+	reg.HandleFunc("post", func(ctx context.Context, j *jobq.Job) error {
+		runs.Add(1)
+		err := write(ctx, j, false)
+		if err == nil {
+			// Retry the transaction after more than a lease, as a
+			// handler backing off from a conflict would.
+			select {
+			case <-ctx.Done():
+				err = context.Cause(ctx)
+			case <-time.After(3 * lease):
+				err = write(ctx, j, true)
+			}
+		}
+		result <- err
+		return err
+	})
+	id, err := mustClient(t, b, jobq.ClientConfig{}).Enqueue(context.Background(), "post", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.Lease = lease
+	cfg.SweepInterval = 20 * time.Millisecond
+	stop := startWorker(t, b, reg, cfg)
+	select {
+	case err := <-result:
+		if err != nil {
+			t.Fatalf("the handler's second transaction: %v; want it to complete the job it still holds", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not finish")
+	}
+	eventually(t, 5*time.Second, "the job to be completed", func() bool { return jobGone(b, id) })
+	stop()
+	var rows int
+	if err := db.QueryRow(`SELECT count(*) FROM ledger WHERE job_id = ?`, id).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("ledger rows for job %d: %d, %v; want the one committed", id, rows, err)
+	}
+	if n := runs.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times; want once: the job was rescued while its holder still ran", n)
+	}
+}

@@ -55,7 +55,8 @@ type ClaimedEvent struct {
 // RescuedEvent describes a job a lease sweep moved.
 type RescuedEvent struct {
 	JobID   int64
-	Attempt int // the attempt whose lease expired
+	Attempt int   // the attempt whose lease expired
+	Token   int64 // that claim's fencing token (Job.Token)
 	Queue   string
 	Type    string
 	Failed  bool // moved to failed jobs: its attempts were spent
@@ -65,8 +66,14 @@ type RescuedEvent struct {
 type StaleEvent struct {
 	JobID   int64
 	Attempt int
-	Queue   string
-	Type    string
+	Token   int64 // the refused claim's fencing token (Job.Token)
+	// Resent: the write went out again after a send that failed, whose
+	// reply may have been lost after the backend applied it. Refused
+	// now, it may be that earlier send's own work rather than a lease
+	// that was lost.
+	Resent bool
+	Queue  string
+	Type   string
 }
 
 // ClientHooks observe (and may annotate) what a client enqueues:

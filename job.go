@@ -24,13 +24,18 @@ type Job struct {
 	// nil when nothing was. Handlers and middleware read it; changing it
 	// changes nothing stored.
 	Metadata map[string]string
+	// Token is this claim's fencing token: no other claim of the job has
+	// it, and every write of this attempt's outcome is refused unless the
+	// job is still held under it. A handler whose side effects must be
+	// fenced too (a write to another store, say) can carry it there.
+	Token int64
 }
 
 func jobFromRow(r *backend.JobRow) *Job {
 	return &Job{
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Payload: json.RawMessage(r.Payload),
 		Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, Priority: r.Priority,
-		CreatedAt: r.CreatedAt, LastError: r.LastError, Metadata: r.Metadata,
+		CreatedAt: r.CreatedAt, LastError: r.LastError, Metadata: r.Metadata, Token: r.Token,
 	}
 }
 
@@ -41,10 +46,12 @@ type jobCtx struct {
 	job     *Job
 	ref     backend.JobRef
 	backend backend.Backend
-	// stopHeartbeat, when set, stops extending the job's lease: CompleteTx
-	// calls it before deleting the job, so a heartbeat that finds the row
-	// gone cannot cancel the handler in the middle of its commit.
-	stopHeartbeat func()
+	// completingInTx, when set, tells the lease extender that CompleteTx
+	// is about to delete the job inside the handler's transaction (see
+	// runner.LeaseExtender.MarkInTx): the heartbeat goes on, since the
+	// transaction may roll back and the handler work on, but a heartbeat
+	// that finds the row gone must not cancel the handler after its commit.
+	completingInTx func()
 	// completedInTx is set once CompleteTx deleted the job inside the
 	// handler's transaction; the worker then writes no outcome of its own.
 	completedInTx atomic.Bool

@@ -448,9 +448,7 @@ func (r *run) dispatch(c runner.Claimed) {
 // since a job is only claimed into a free slot.
 func (r *run) runJobs(c runner.Claimed) {
 	for {
-		r.execute(c)
-		r.claimer.Done()
-		r.inflight.Done()
+		r.runOne(c)
 		select {
 		case c = <-r.jobs:
 		case <-r.draining:
@@ -459,8 +457,23 @@ func (r *run) runJobs(c runner.Claimed) {
 	}
 }
 
+// runOne executes c and frees its slot, even when the handler ended the
+// goroutine with runtime.Goexit: deferred calls still run then, and
+// dispatch starts a new job goroutine for the next job.
+func (r *run) runOne(c runner.Claimed) {
+	defer func() {
+		r.claimer.Done()
+		r.inflight.Done()
+	}()
+	r.execute(c)
+}
+
+// errGoexit is the error of an attempt whose handler called
+// runtime.Goexit instead of returning.
+var errGoexit = errors.New("the handler called runtime.Goexit (as testing's FailNow does) instead of returning")
+
 // execute runs one attempt and queues its outcome. Everything that tracks
-// the attempt is keyed by its ref (job ID and attempt).
+// the attempt is keyed by its ref (job ID and claim token).
 func (r *run) execute(c runner.Claimed) {
 	w, row := r.w, c.Row
 	ref := row.Ref()
@@ -471,12 +484,28 @@ func (r *run) execute(c runner.Claimed) {
 	defer r.extender.Remove(ref)
 	w.hooks.claimed(ClaimedEvent{Job: job, Wait: waitTime(row)})
 
-	jc := &jobCtx{job: job, ref: ref, backend: w.b, stopHeartbeat: func() { r.extender.Remove(ref) }}
+	jc := &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { r.extender.MarkInTx(ref) }}
 	w.busy.Add(1)
 	w.hooks.started(ctx, job)
 	start := time.Now()
+	returned := false
+	defer func() {
+		// A handler that calls runtime.Goexit never returns, but this
+		// runs: its attempt ends like a panicking one's, and the
+		// goroutine then ends (runOne frees the slot).
+		if !returned {
+			r.finish(ctx, c, jc, errGoexit, time.Since(start))
+		}
+	}()
 	err := w.reg.run(ctx, jc, w.cfg.JobTimeout)
-	took := time.Since(start)
+	returned = true
+	r.finish(ctx, c, jc, err, time.Since(start))
+}
+
+// finish ends the attempt whose handler returned err after took: it stops
+// its heartbeat and queues its outcome, telling the hooks.
+func (r *run) finish(ctx context.Context, c runner.Claimed, jc *jobCtx, err error, took time.Duration) {
+	w, row, ref, job := r.w, c.Row, jc.ref, jc.job
 	w.busy.Add(-1)
 	r.extender.Remove(ref)
 
@@ -551,9 +580,20 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 // onStale counts and reports outcomes the lease fence refused.
 func (w *Worker) onStale(items []runner.Item) {
 	w.stale.Add(int64(len(items)))
-	w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(items))
+	resent := 0
 	for _, it := range items {
-		w.hooks.stale(StaleEvent{JobID: it.Outcome.Ref.ID, Attempt: it.Outcome.Ref.Attempt, Queue: it.Queue, Type: it.Type})
+		if it.Resent {
+			resent++
+		}
+		w.hooks.stale(StaleEvent{JobID: it.Outcome.Ref.ID, Attempt: it.Outcome.Ref.Attempt, Token: it.Outcome.Ref.Token,
+			Queue: it.Queue, Type: it.Type, Resent: it.Resent})
+	}
+	if resent < len(items) {
+		w.log.Warn("job outcomes refused by the lease fence: the jobs were taken over", "jobs", len(items)-resent)
+	}
+	if resent > 0 {
+		w.log.Warn("job outcomes sent again after a failed send were refused by the lease fence: the failed send applied them, or the jobs were taken over",
+			"jobs", resent)
 	}
 }
 
@@ -571,7 +611,7 @@ func (w *Worker) onCancelled(items []runner.Item) {
 // onSweep reports the jobs this worker's sweep moved.
 func (w *Worker) onSweep(res backend.SweepResult) {
 	for _, j := range res.Jobs {
-		w.hooks.rescued(RescuedEvent{JobID: j.Ref.ID, Attempt: j.Ref.Attempt, Queue: j.Queue, Type: j.Type, Failed: j.Failed})
+		w.hooks.rescued(RescuedEvent{JobID: j.Ref.ID, Attempt: j.Ref.Attempt, Token: j.Ref.Token, Queue: j.Queue, Type: j.Type, Failed: j.Failed})
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -368,4 +369,59 @@ func TestShutdownReleasesAreBounded(t *testing.T) {
 			t.Fatalf("failed jobs %+v; want job %d with 2 attempts and %q", f, id, backend.ReleasedError)
 		}
 	})
+}
+
+// TestWorkerHandlerGoexit: a handler that ends its goroutine with
+// runtime.Goexit (a t.FailNow inside a handler under test) costs its
+// attempt like a panic, with an error saying so, and frees its slot: with
+// one slot, the next job still runs, and the worker stops cleanly.
+func TestWorkerHandlerGoexit(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	reg := jobq.NewRegistry()
+	var exits atomic.Int32
+	var lastErr atomic.Value
+	reg.HandleFunc("exits", func(ctx context.Context, j *jobq.Job) error {
+		if j.Attempt == 1 {
+			exits.Add(1)
+			runtime.Goexit()
+		}
+		lastErr.Store(j.LastError)
+		return nil
+	})
+	reg.HandleFunc("next", func(ctx context.Context, j *jobq.Job) error { return nil })
+	c := mustClient(t, b, jobq.ClientConfig{})
+	first, err := c.Enqueue(context.Background(), "exits", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := c.Enqueue(context.Background(), "next", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fastConfig()
+	cfg.Concurrency = 1
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	eventually(t, 10*time.Second, "both jobs to be done", func() bool { return jobGone(b, first) && jobGone(b, second) })
+	cancel()
+	select {
+	case err := <-ran:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return: the slot of the handler that called Goexit was never freed")
+	}
+	if got, _ := lastErr.Load().(string); exits.Load() != 1 || !strings.Contains(got, "runtime.Goexit") {
+		t.Fatalf("exits %d, the retry saw last error %q; want one Goexit reported as the attempt's error", exits.Load(), got)
+	}
+	if w.Busy() != 0 {
+		t.Fatalf("busy %d after Run; want 0", w.Busy())
+	}
 }

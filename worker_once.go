@@ -44,10 +44,25 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 	w.busy.Add(1)
 	w.hooks.started(ctx, job)
 	start := time.Now()
+	returned := false
+	defer func() {
+		// A handler that calls runtime.Goexit (t.FailNow in a test's
+		// handler) ends the calling goroutine; its attempt is still
+		// written, as a failure, on the way out.
+		if !returned {
+			_, _, _ = w.finishOne(ctx, jc, row, errGoexit, time.Since(start))
+		}
+	}()
 	herr := w.reg.run(ctx, jc, w.cfg.JobTimeout)
-	took := time.Since(start)
-	w.busy.Add(-1)
+	returned = true
+	return w.finishOne(ctx, jc, row, herr, time.Since(start))
+}
 
+// finishOne writes the outcome of RunOne's attempt, whose handler
+// returned herr after took, and tells the hooks.
+func (w *Worker) finishOne(ctx context.Context, jc *jobCtx, row *backend.JobRow, herr error, took time.Duration) (Event, bool, error) {
+	job := jc.job
+	w.busy.Add(-1)
 	item, ev := w.decide(ctx, row, job, herr)
 	ev.Duration = took
 	item.Job, item.Err, item.Took = job, herr, took

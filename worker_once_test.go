@@ -3,11 +3,14 @@ package jobq_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
 
 // TestRunOne: one attempt runs in the caller's goroutine with the worker's
@@ -166,5 +169,42 @@ func TestClientSkip(t *testing.T) {
 	stats, err := b.QueueStats(context.Background())
 	if err != nil || len(stats) != 0 {
 		t.Fatalf("a skip stored something: %+v, %v", stats, err)
+	}
+}
+
+// TestRunOneHandlerGoexit: a handler that calls runtime.Goexit ends
+// RunOne's goroutine (as t.FailNow ends a test), but its attempt is still
+// written, as a failure saying so, and the worker is not left busy.
+func TestRunOneHandlerGoexit(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("exits", func(ctx context.Context, j *jobq.Job) error {
+		runtime.Goexit()
+		return nil
+	})
+	id, err := mustClient(t, b, jobq.ClientConfig{}).Enqueue(context.Background(), "exits", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := jobq.NewWorker(b, reg, fastConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	returned := make(chan bool, 1)
+	go func() {
+		defer func() { returned <- false }()
+		w.RunOne(context.Background())
+		returned <- true
+	}()
+	if <-returned {
+		t.Fatal("RunOne returned; want its goroutine ended by the handler's Goexit")
+	}
+	row, err := b.JobGet(context.Background(), id)
+	if err != nil || row.Status != backend.StatusPending || row.Attempts != 1 || !strings.Contains(row.LastError, "runtime.Goexit") {
+		t.Fatalf("job = %+v, %v; want pending again after attempt 1, its error naming runtime.Goexit", row, err)
+	}
+	if w.Busy() != 0 {
+		t.Fatalf("busy %d; want 0", w.Busy())
 	}
 }

@@ -17,9 +17,19 @@
 // failed_jobs atomically). A holder may extend its lease (JobExtendLease) or
 // give the job back untouched (JobRelease, which un-counts the attempt).
 // LeaseSweep returns reserved jobs whose lease expired to pending, or moves them
-// to failed_jobs when their attempts are spent. Every write by a holder is
-// fenced by (ID, Attempt): once the job was re-claimed, a stale holder changes
-// nothing.
+// to failed_jobs when their attempts are spent.
+//
+// # The fence
+//
+// Every claim gives the job a fencing token (JobRow.Token) that no earlier
+// claim of the same job had: tokens of one job only grow, through releases,
+// lease sweeps, failure and replay alike. Every write by a holder (complete,
+// retry, fail, release, extend, and the cancel paths) names the claim by its
+// JobRef and applies only while the job is still reserved under that token,
+// so once the job was given back, rescued or re-claimed, a stale holder's
+// write (a late one, or a retried one whose first reply was lost) changes
+// nothing. The attempt number is not the fence: a free release un-counts
+// it, so two claims of one job can carry the same (ID, Attempt).
 //
 // Times that decide eligibility and leases are taken from the backend's own
 // clock (the database clock on a shared server), never from the caller.
@@ -46,21 +56,24 @@ type Backend interface {
 	// JobClaim reserves up to params.Max due pending jobs from params.Queues,
 	// ordered by priority (higher first) then ID (older first), in one atomic
 	// step: no two callers ever receive the same job while it is reserved.
-	// Each returned row has Attempts already incremented, Status reserved and
-	// LeaseUntil = now + params.Lease. It returns an empty slice, not an
-	// error, when nothing is due.
+	// Each returned row has Attempts already incremented, Status reserved,
+	// LeaseUntil = now + params.Lease and a Token greater than any earlier
+	// claim of the job had. It returns an empty slice, not an error, when
+	// nothing is due.
 	JobClaim(ctx context.Context, params ClaimParams) ([]*JobRow, error)
 
 	// JobComplete applies the outcomes of finished attempts, in as few
 	// round trips as the backend can. Each outcome is fenced: it applies only
-	// if the job is still reserved with the same Attempt. Outcomes that no
-	// longer match are skipped and their IDs returned in Stale; that is not
-	// an error. It must not keep params.Outcomes after it returns: the
+	// if the job is still reserved under the ref's Token. Outcomes that no
+	// longer match are skipped and their refs returned in Stale; that is not
+	// an error. Sending the same outcome again (a retry of a call whose
+	// reply was lost) applies nothing twice: the first one ended the claim,
+	// so the second is stale. It must not keep params.Outcomes after it returns: the
 	// worker reuses the slice for its next batch.
 	JobComplete(ctx context.Context, params CompleteParams) (CompleteResult, error)
 
 	// JobExtendLease sets lease_until = now + params.Lease for each held job
-	// that is still reserved with the given attempt. It returns the refs
+	// that is still reserved under the ref's Token. It returns the refs
 	// whose lease was lost (the job was rescued, re-claimed or is gone).
 	JobExtendLease(ctx context.Context, params ExtendLeaseParams) ([]JobRef, error)
 
@@ -157,15 +170,23 @@ type JobRow struct {
 	// Metadata is the string map given at insert (trace context, users'
 	// tags); nil when there is none.
 	Metadata map[string]string
+	// Token is the fencing token of the job's latest claim (see the
+	// package doc): for a reserved job, the one its holder's writes must
+	// name. 0 for a job never claimed. Opaque: compare tokens of one job
+	// only, for equality or order.
+	Token int64
 }
 
-// Ref returns the fence that identifies this attempt of the job.
-func (j *JobRow) Ref() JobRef { return JobRef{ID: j.ID, Attempt: j.Attempts} }
+// Ref returns the fence that identifies this claim of the job.
+func (j *JobRow) Ref() JobRef { return JobRef{ID: j.ID, Attempt: j.Attempts, Token: j.Token} }
 
-// JobRef names one attempt of one job: the fence for writes by its holder.
+// JobRef names one claim of one job: the fence for writes by its holder.
+// Backends decide by ID and Token; Attempt rides along for reports and
+// logs, and a backend returns the refs it was given as they were given.
 type JobRef struct {
 	ID      int64
-	Attempt int
+	Attempt int   // the attempt the claim counted
+	Token   int64 // the claim's fencing token (JobRow.Token)
 }
 
 // InsertParams describes one job to insert. Validate with ValidateInsert.

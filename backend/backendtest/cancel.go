@@ -104,7 +104,8 @@ func testCancel(t *testing.T, h Harness) {
 			if len(held) != 2 {
 				t.Fatalf("claimed %d jobs, want 2", len(held))
 			}
-			ref := backend.JobRef{ID: id, Attempt: 1}
+			refOf := map[int64]backend.JobRef{held[0].ID: held[0].Ref(), held[1].ID: held[1].Ref()}
+			ref, otherRef := refOf[id], refOf[other]
 			res := wantCancel(t, c, []int64{id}, backend.CancelRequested)
 			if res[0].Attempt != 1 {
 				t.Fatalf("CancelRequested attempt = %d, want 1", res[0].Attempt)
@@ -114,7 +115,7 @@ func testCancel(t *testing.T, h Harness) {
 			if refs := cancelling(t, c); !slices.Equal(refs, []backend.JobRef{ref}) {
 				t.Fatalf("JobCancelling = %v, want [%v]", refs, ref)
 			}
-			lost, err := b.JobExtendLease(t.Context(), backend.ExtendLeaseParams{Refs: []backend.JobRef{ref, {ID: other, Attempt: 1}}, Lease: longLease})
+			lost, err := b.JobExtendLease(t.Context(), backend.ExtendLeaseParams{Refs: []backend.JobRef{ref, otherRef}, Lease: longLease})
 			if err != nil || !slices.Equal(lost, []backend.JobRef{ref}) {
 				t.Fatalf("JobExtendLease = %v, %v; want only the cancelled job lost", lost, err)
 			}
@@ -136,14 +137,17 @@ func testCancel(t *testing.T, h Harness) {
 			claimNone(t, b, "c")
 			wantStats(t, b, backend.QueueStats{Queue: "c", Reserved: 1})
 			// The other held job is untouched.
-			completeFresh(t, b, done(backend.JobRef{ID: other, Attempt: 1}))
+			completeFresh(t, b, done(otherRef))
 		})
 	}
 
 	parallel(t, h, "ReservedLeaseRunsOut", func(t *testing.T, b backend.Backend) {
 		c, r := canceller(t, b)
 		id := insertOne(t, b, job("c", "t"))
-		claim(t, b, 1, shortLease, "c")
+		held := claim(t, b, 1, shortLease, "c")
+		if len(held) != 1 {
+			t.Fatalf("claimed %d jobs, want 1", len(held))
+		}
 		wantCancel(t, c, []int64{id}, backend.CancelRequested)
 		var res backend.SweepResult
 		eventually(t, waitLimit, "the sweep to end the cancelled job", func() bool {
@@ -160,7 +164,7 @@ func testCancel(t *testing.T, h Harness) {
 		claimNone(t, b, "c")
 		wantFinished(t, r, backend.FinishedCancelled, id)
 		// The holder's late outcome is stale now.
-		if res := complete(t, b, retry(backend.JobRef{ID: id, Attempt: 1}, 0, "late")); len(res.Stale) != 1 {
+		if res := complete(t, b, retry(held[0].Ref(), 0, "late")); len(res.Stale) != 1 {
 			t.Fatalf("late outcome = %+v, want stale", res)
 		}
 	})
@@ -169,11 +173,11 @@ func testCancel(t *testing.T, h Harness) {
 		c, _ := canceller(t, b)
 		pending := insertOne(t, b, job("c", "t"))
 		running := insertOne(t, b, job("r", "t"))
-		claimOne(t, b, "r")
+		held := claimOne(t, b, "r")
 		wantCancel(t, c, []int64{pending, running}, backend.CancelCancelled, backend.CancelRequested)
 		wantCancel(t, c, []int64{pending, running}, backend.CancelAlready, backend.CancelAlready)
 		// Ending the cancelled attempt keeps it cancelled.
-		wantCancelledOutcome(t, b, done(backend.JobRef{ID: running, Attempt: 1}))
+		wantCancelledOutcome(t, b, done(held.Ref()))
 		wantCancel(t, c, []int64{running}, backend.CancelAlready)
 	})
 

@@ -253,8 +253,8 @@ func testClaim(t *testing.T, h Harness) {
 		if r.Status != backend.StatusReserved || r.Attempts != 1 {
 			t.Errorf("claimed row status %q attempts %d, want reserved 1", r.Status, r.Attempts)
 		}
-		if r.Ref() != (backend.JobRef{ID: id, Attempt: 1}) {
-			t.Errorf("Ref() = %+v", r.Ref())
+		if r.Token <= 0 || r.Ref() != (backend.JobRef{ID: id, Attempt: 1, Token: r.Token}) {
+			t.Errorf("Ref() = %+v, want job %d attempt 1 with a positive token", r.Ref(), id)
 		}
 		near(t, "ReservedAt", r.ReservedAt, before, skew)
 		near(t, "LeaseUntil", r.LeaseUntil, before.Add(time.Minute), skew)

@@ -106,7 +106,10 @@ func testComplete(t *testing.T, h Harness) {
 		for _, r := range rows {
 			ref[r.ID] = r.Ref()
 		}
-		stale := backend.JobRef{ID: ids[3], Attempt: 2}
+		// The same job and attempt under another token: the token is the
+		// fence, not the attempt.
+		stale := ref[ids[3]]
+		stale.Token++
 		res := complete(t, b,
 			done(ref[ids[0]]),
 			retry(ref[ids[1]], 0, "again"),

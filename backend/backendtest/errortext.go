@@ -82,7 +82,8 @@ func testErrorText(t *testing.T, h Harness) {
 			outs = append(outs, retry(ref[ids[2*i]], 0, tx.raw), fail(ref[ids[2*i+1]], tx.raw))
 		}
 		k := 2 * len(texts)
-		stale := backend.JobRef{ID: ids[k+3], Attempt: 2}
+		stale := ref[ids[k+3]]
+		stale.Token++
 		// Ordinary outcomes around the bad ones, and a stale one with a bad
 		// text: the fence still skips it.
 		outs = append([]backend.Outcome{done(ref[ids[k]])}, outs...)

@@ -156,13 +156,18 @@ func testLease(t *testing.T, h Harness) {
 		held := claimOne(t, b, "q")
 		ids := insertIDs(t, b, job("q", "resize"), spent, twice)
 		rescued, spentID, twiceID := ids[0], ids[1], ids[2]
-		if rows := claim(t, b, 3, shortLease, "q", "mail"); len(rows) != 3 {
+		rows := claim(t, b, 3, shortLease, "q", "mail")
+		if len(rows) != 3 {
 			t.Fatalf("claim got %d jobs, want 3", len(rows))
 		}
+		refOf := map[int64]backend.JobRef{}
+		for _, r := range rows {
+			refOf[r.ID] = r.Ref()
+		}
 		want := map[int64]backend.SweptJob{
-			rescued: {Ref: backend.JobRef{ID: rescued, Attempt: 1}, Queue: "q", Type: "resize"},
-			spentID: {Ref: backend.JobRef{ID: spentID, Attempt: 1}, Queue: "mail", Type: "send", Failed: true},
-			twiceID: {Ref: backend.JobRef{ID: twiceID, Attempt: 1}, Queue: "mail", Type: "digest"},
+			rescued: {Ref: refOf[rescued], Queue: "q", Type: "resize"},
+			spentID: {Ref: refOf[spentID], Queue: "mail", Type: "send", Failed: true},
+			twiceID: {Ref: refOf[twiceID], Queue: "mail", Type: "digest"},
 		}
 		wantSwept := func(got []backend.SweptJob) {
 			t.Helper()
@@ -182,7 +187,7 @@ func testLease(t *testing.T, h Harness) {
 			t.Fatalf("claim after the sweep got %+v, want job %d on attempt 2", r, twiceID)
 		}
 		want = map[int64]backend.SweptJob{
-			twiceID: {Ref: backend.JobRef{ID: twiceID, Attempt: 2}, Queue: "mail", Type: "digest", Failed: true},
+			twiceID: {Ref: r[0].Ref(), Queue: "mail", Type: "digest", Failed: true},
 		}
 		wantSwept(sweepUntil(t, b, 0, 1))
 		gone(t, b, twiceID)

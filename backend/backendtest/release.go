@@ -83,10 +83,13 @@ func testRelease(t *testing.T, h Harness) {
 		if len(rows) != 3 {
 			t.Fatalf("claim got %d jobs, want 3", len(rows))
 		}
-		stale := backend.JobRef{ID: rows[2].ID, Attempt: 5}
-		// A stale attempt of a job released in the same call is still
-		// stale: refs are told apart by (ID, attempt), not by ID.
-		twin := backend.JobRef{ID: rows[0].ID, Attempt: 5}
+		stale := rows[2].Ref()
+		stale.Token++
+		// A stale claim of a job released in the same call is still
+		// stale: refs are told apart by (ID, token), not by ID, and not
+		// by (ID, attempt) either.
+		twin := rows[0].Ref()
+		twin.Token++
 		res := releaseRes(t, b, rows[0].Ref(), stale, twin, rows[1].Ref())
 		if !slices.Equal(res.Stale, []backend.JobRef{stale, twin}) || len(res.Cancelled) != 0 {
 			t.Fatalf("JobRelease = %+v, want Stale [%v %v] alone", res, stale, twin)

@@ -78,7 +78,7 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 // none: the holder's writes for it end the job cancelled.
 func (b *Backend) cancelled(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Attempts != ref.Attempt || j.Status != backend.StatusCancelling {
+	if j == nil || j.Token != ref.Token || j.Status != backend.StatusCancelling {
 		return nil
 	}
 	return j

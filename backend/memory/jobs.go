@@ -101,6 +101,8 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		best.reserved++
 		j.Status = backend.StatusReserved
 		j.Attempts++
+		b.lastToken++
+		j.Token = b.lastToken
 		j.ReservedAt = now
 		j.LeaseUntil = now.Add(params.Lease)
 		b.reserved[j.ID] = j

@@ -62,6 +62,10 @@ type Backend struct {
 	queues     map[string]*queue
 	unique     map[string]int64 // unique key -> live job holding it
 	lastFailed int64
+	// lastToken is the last claim token handed out: one sequence for
+	// every job, so a job's tokens only grow whatever becomes of it
+	// (failed, replayed) without storing them apart.
+	lastToken  int64
 	failed     []*backend.FailedJob // ascending ID
 	failedByID map[int64]*backend.FailedJob
 	finished   map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
@@ -180,7 +184,7 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 // (a cancelling job is no longer held: see cancelled).
 func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Attempts != ref.Attempt || j.Status != backend.StatusReserved {
+	if j == nil || j.Token != ref.Token || j.Status != backend.StatusReserved {
 		return nil
 	}
 	return j

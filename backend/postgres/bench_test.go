@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -46,6 +47,30 @@ func BenchmarkInsertBatch1000(b *testing.B) { benchInsertBatch(b, 1000) }
 // BenchmarkInsertBatch32: 32 jobs per call, below copyMinRows: the
 // one-statement insert fed by arrays (unnest).
 func BenchmarkInsertBatch32(b *testing.B) { benchInsertBatch(b, 32) }
+
+// BenchmarkInsertBatchKeyed32: 32 jobs per call, each with a unique key
+// of its own, so none is a duplicate: a batch with keys runs in a
+// transaction (see mayTakeRounds).
+func BenchmarkInsertBatchKeyed32(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	params := make([]backend.InsertParams, 32)
+	for i := range params {
+		params[i] = testJob("q")
+	}
+	n := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range params {
+			n++
+			params[i].UniqueKey = strconv.Itoa(n)
+		}
+		if _, err := be.JobInsertMany(ctx, params); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*len(params))/b.Elapsed().Seconds(), "jobs/s")
+}
 
 // benchInsertBatch inserts n jobs per call.
 func benchInsertBatch(b *testing.B, n int) {

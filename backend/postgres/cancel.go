@@ -62,7 +62,7 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 			return err
 		}
 		var ref backend.JobRef
-		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
+		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt, &ref.Token}, func() error {
 			refs = append(refs, ref)
 			return nil
 		})
@@ -74,20 +74,21 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 	return refs, nil
 }
 
-// finishCancelled ends the cancelling attempts among refs as cancelled
-// and returns them.
-func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (map[backend.JobRef]bool, error) {
-	ids, attempts := refArrays(refs)
-	done := map[backend.JobRef]bool{}
+// finishCancelled ends the cancelling claims among refs as cancelled and
+// returns them. A ref of an earlier claim of a cancelling job ends
+// nothing: it is stale.
+func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (map[claimKey]bool, error) {
+	ids, tokens := refArrays(refs)
+	done := map[claimKey]bool{}
 	err := b.do(ctx, "end cancelled jobs", func(ctx context.Context) error {
 		clear(done)
-		rows, err := b.pool.Query(ctx, b.rq.finishCancelled, ids, attempts)
+		rows, err := b.pool.Query(ctx, b.rq.finishCancelled, ids, tokens)
 		if err != nil {
 			return err
 		}
-		var ref backend.JobRef
-		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
-			done[ref] = true
+		var k claimKey
+		_, err = pgx.ForEachRow(rows, []any{&k.id, &k.token}, func() error {
+			done[k] = true
 			return nil
 		})
 		return err

@@ -106,7 +106,21 @@ func unavailable(err error) bool {
 // retryable reports whether the statement that failed with err can simply
 // be sent again: it never reached the server, or the server rolled it back
 // for a serialization failure or a deadlock.
+//
+// pgconn.SafeToRetry alone does not tell the first: when the connection
+// breaks while pgx awaits the reply to a statement sent by the simple
+// protocol (every COMMIT, and Exec without arguments), pgx closes it and
+// then reports the statement as failed on a closed connection, an error
+// (wrapping pgconn.ErrConnClosed) that it calls safe to retry, although
+// the statement was sent and may have committed (see TestLostReplyReplay
+// and TestLostReplyBatchInsert). Such an error is retried only when it
+// ended a BEGIN (see Backend.inTx), which changes nothing: the case of a
+// pooled connection that died while idle.
 func retryable(err error) bool {
+	if errors.Is(err, pgconn.ErrConnClosed) {
+		var begin beginError
+		return errors.As(err, &begin)
+	}
 	if pgconn.SafeToRetry(err) {
 		return true
 	}
@@ -116,6 +130,14 @@ func retryable(err error) bool {
 	}
 	return false
 }
+
+// beginError is the failure of the BEGIN of a transaction (see
+// Backend.inTx): nothing of the transaction ran.
+type beginError struct{ err error }
+
+func (e beginError) Error() string { return "begin: " + e.err.Error() }
+
+func (e beginError) Unwrap() error { return e.err }
 
 // oneLine shows a driver error on one line: pgconn lists each address it
 // tried on a line of its own, and a log line or a command's error must

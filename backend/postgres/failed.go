@@ -85,7 +85,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backend.ReplayResult, error) {
 	var step replayStep
 	err := b.do(ctx, op, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return b.inTx(ctx, func(tx pgx.Tx) error {
 			if err := step.scan(tx.QueryRow(ctx, b.q.failedReplayIDs, ids)); err != nil {
 				return err
 			}

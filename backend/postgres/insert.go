@@ -57,6 +57,11 @@ func sqlRows(tx *sql.Tx) rowQuerier {
 // JobInsertMany implements backend.Backend: one multi-row INSERT fed by
 // arrays (unnest), so a batch of any size costs one round trip. Jobs due at
 // once wake subscribers through NOTIFY (and this process's directly).
+//
+// A batch is all or nothing however a call fails, a lost reply included: a
+// single statement commits alone, COPY and batches that may take several
+// statements (see insertRounds) run in one transaction, and do retries
+// only what rolled back or was never sent.
 func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
 	if err := validateInserts(params); err != nil {
 		return nil, err
@@ -68,9 +73,20 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	var due []string
 	err := b.do(ctx, "insert jobs", func(ctx context.Context) error {
 		var err error
-		if copyable(params) {
-			results, due, err = b.copyInsert(ctx, params)
-		} else {
+		switch {
+		case copyable(params):
+			err = b.inTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				results, due, err = b.copyInsert(ctx, tx, params)
+				return err
+			})
+		case mayTakeRounds(params):
+			err = b.inTx(ctx, func(tx pgx.Tx) error {
+				var err error
+				results, due, err = b.insert(ctx, pgxRows(tx), b.q.insert, "", params)
+				return err
+			})
+		default:
 			results, due, err = b.insert(ctx, pgxRows(b.pool), b.q.insert, b.q.insertOne, params)
 		}
 		return err
@@ -95,6 +111,18 @@ func validateInserts(params []backend.InsertParams) error {
 // insertRounds bounds how often insert re-sends items whose duplicate
 // holder vanished between its snapshot and its conflict check.
 const insertRounds = 5
+
+// mayTakeRounds reports whether an insert of params outside a transaction
+// could commit part of the batch and still fail: a second round (see
+// insert) comes after the first committed its jobs, so its error, a lost
+// reply or one do retries by running the whole insert again, would leave
+// those jobs in or insert them twice. Only an item with a unique key can
+// need a second round, and a batch of one item commits nothing in a round
+// that leaves it for the next. Such batches run in a transaction, which
+// costs them a round trip for BEGIN and one for COMMIT.
+func mayTakeRounds(params []backend.InsertParams) bool {
+	return len(params) > 1 && slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.UniqueKey != "" })
+}
 
 // insert runs stmt (sqlInsert or sqlInsertNotify) through query, or
 // stmtOne (sqlInsertOne) when non-empty and a single item without a unique
@@ -225,15 +253,10 @@ func copyable(params []backend.InsertParams) bool {
 	return true
 }
 
-// copyInsert inserts a batch with COPY in one transaction: ids are drawn
-// first (COPY returns nothing), then the rows stream in binary, which the
-// server parses several times faster than an unnest of arrays.
-func (b *Backend) copyInsert(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
-	tx, err := b.pool.Begin(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit
+// copyInsert inserts a batch with COPY in the transaction tx: ids are
+// drawn first (COPY returns nothing), then the rows stream in binary,
+// which the server parses several times faster than an unnest of arrays.
+func (b *Backend) copyInsert(ctx context.Context, tx pgx.Tx, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
 	var ids []int64
 	if err := tx.QueryRow(ctx, b.q.reserveIDs, len(params)).Scan(&ids); err != nil {
 		return nil, nil, err
@@ -264,9 +287,6 @@ func (b *Backend) copyInsert(ctx context.Context, params []backend.InsertParams)
 		}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{b.opts.Schema, "jobs"}, columns, pgx.CopyFromRows(rows)); err != nil {
-		return nil, nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
 		return nil, nil, err
 	}
 	return results, queues, nil

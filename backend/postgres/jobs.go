@@ -87,12 +87,14 @@ func kindCode(k backend.OutcomeKind) int32 {
 
 // JobComplete implements backend.Backend: the whole batch is one statement
 // (see sqlComplete), one round trip and one commit however many outcomes it
-// carries. A ref repeated within the batch applies once; its repeats are
-// reported stale. Error texts are stored as backend.PrepareOutcomes
-// normalises them, so no text the server would refuse (invalid UTF-8, a
-// NUL byte) reaches it; should the server refuse a batch's data anyway,
-// the error wraps backend.ErrInvalidInput (see mapError) and the runtime
-// isolates the outcome by splitting the batch.
+// carries. A claim named twice within the batch (the same ID and token)
+// applies once; its repeats are reported stale. Sent again after a lost
+// reply, the batch is stale: the first one ended its claims. Error texts
+// are stored as backend.PrepareOutcomes normalises them, so no text the
+// server would refuse (invalid UTF-8, a NUL byte) reaches it; should the
+// server refuse a batch's data anyway, the error wraps
+// backend.ErrInvalidInput (see mapError) and the runtime isolates the
+// outcome by splitting the batch.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
 	n := len(params.Outcomes)
 	if n == 0 {
@@ -103,57 +105,56 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, fmt.Errorf("complete jobs: %w", err)
 	}
 	ids := make([]int64, 0, n)
-	attempts := make([]int32, 0, n)
+	tokens := make([]int64, 0, n)
 	kinds := make([]int32, 0, n)
 	delays := make([]int64, 0, n)
 	errs := make([]string, 0, n)
-	seen := make(map[backend.JobRef]bool, n)
+	// Keyed by claim, not by the whole ref: two outcomes of one claim in one
+	// statement would write the same row twice, whatever their Attempt says.
+	sent := make(map[claimKey]int, n) // the index in outcomes of the one sent
 	var repeats []backend.JobRef
 	stmt := b.q.complete
-	for _, o := range outcomes {
+	for i, o := range outcomes {
 		code := kindCode(o.Kind)
 		if o.Kind == backend.OutcomeDone && o.Keep {
 			code, stmt = kindDoneKeep, b.rq.completeKeep
 		}
-		if seen[o.Ref] {
+		k := keyOf(o.Ref)
+		if _, dup := sent[k]; dup {
 			repeats = append(repeats, o.Ref)
 			continue
 		}
-		seen[o.Ref] = true
+		sent[k] = i
 		ids = append(ids, o.Ref.ID)
-		attempts = append(attempts, int32(o.Ref.Attempt))
+		tokens = append(tokens, o.Ref.Token)
 		kinds = append(kinds, code)
 		delays = append(delays, micros(o.RetryDelay))
 		errs = append(errs, o.Error)
 	}
-	var appliedIDs []int64
-	var appliedAttempts []int32
+	var appliedIDs, appliedTokens []int64
 	var due []string
 	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, stmt, ids, attempts, kinds, delays, errs).
-			Scan(&appliedIDs, &appliedAttempts, &due)
+		return b.pool.QueryRow(ctx, stmt, ids, tokens, kinds, delays, errs).
+			Scan(&appliedIDs, &appliedTokens, &due)
 	})
 	if err != nil {
 		return backend.CompleteResult{}, err
 	}
 	b.wake(due)
 	b.limits.EndedOutcomes(outcomes)
-	applied := make(map[backend.JobRef]bool, len(appliedIDs))
-	for i, id := range appliedIDs {
-		applied[backend.JobRef{ID: id, Attempt: int(appliedAttempts[i])}] = true
-	}
 	var res backend.CompleteResult
-	for _, o := range outcomes {
-		if !seen[o.Ref] {
-			continue
-		}
-		delete(seen, o.Ref) // later repeats are in repeats already
-		if !applied[o.Ref] {
+	if len(appliedIDs) == len(ids) {
+		res.Stale = repeats
+		return res, nil
+	}
+	applied := claimSet(appliedIDs, appliedTokens)
+	for i, o := range outcomes {
+		if sent[keyOf(o.Ref)] == i && !applied[keyOf(o.Ref)] {
 			res.Stale = append(res.Stale, o.Ref)
 		}
 	}
 	if len(res.Stale) > 0 {
-		// Refused outcomes of cancelling attempts end them cancelled.
+		// Refused outcomes of cancelling claims end them cancelled.
 		cancelled, err := b.finishCancelled(ctx, res.Stale)
 		if err != nil {
 			return backend.CompleteResult{}, err
@@ -161,7 +162,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		if len(cancelled) > 0 {
 			stale := res.Stale[:0]
 			for _, r := range res.Stale {
-				if cancelled[r] {
+				if cancelled[keyOf(r)] {
 					res.Cancelled = append(res.Cancelled, r)
 				} else {
 					stale = append(stale, r)
@@ -174,7 +175,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	return res, nil
 }
 
-// JobExtendLease implements backend.Backend in one statement.
+// JobExtendLease implements backend.Backend in one statement. Sent again
+// after a lost reply it only moves the leases again.
 func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
 	if params.Lease <= 0 {
 		return nil, fmt.Errorf("extend leases: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
@@ -182,17 +184,17 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	if len(params.Refs) == 0 {
 		return nil, nil
 	}
-	ids, attempts := refArrays(params.Refs)
-	kept := make(map[backend.JobRef]bool, len(params.Refs))
+	ids, tokens := refArrays(params.Refs)
+	kept := make(map[claimKey]bool, len(params.Refs))
 	err := b.do(ctx, "extend leases", func(ctx context.Context) error {
 		clear(kept)
-		rows, err := b.pool.Query(ctx, b.q.extendLease, ids, attempts, micros(params.Lease))
+		rows, err := b.pool.Query(ctx, b.q.extendLease, ids, tokens, micros(params.Lease))
 		if err != nil {
 			return err
 		}
-		var ref backend.JobRef
-		_, err = pgx.ForEachRow(rows, []any{&ref.ID, &ref.Attempt}, func() error {
-			kept[ref] = true
+		var k claimKey
+		_, err = pgx.ForEachRow(rows, []any{&k.id, &k.token}, func() error {
+			kept[k] = true
 			return nil
 		})
 		return err
@@ -202,7 +204,7 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	}
 	var lost []backend.JobRef
 	for _, r := range params.Refs {
-		if !kept[r] {
+		if !kept[keyOf(r)] {
 			lost = append(lost, r)
 		}
 	}
@@ -216,13 +218,12 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 	if len(refs) == 0 {
 		return backend.CompleteResult{}, nil
 	}
-	ids, attempts := refArrays(refs)
-	var matchedIDs []int64
-	var matchedAttempts []int32
+	ids, tokens := refArrays(refs)
+	var matchedIDs, matchedTokens []int64
 	var due []string
 	err := b.do(ctx, "release jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, b.q.release, ids, attempts, int32(backend.MaxFreeReleases), backend.ReleasedError).
-			Scan(&matchedIDs, &matchedAttempts, &due)
+		return b.pool.QueryRow(ctx, b.q.release, ids, tokens, int32(backend.MaxFreeReleases), backend.ReleasedError).
+			Scan(&matchedIDs, &matchedTokens, &due)
 	})
 	if err != nil {
 		return backend.CompleteResult{}, err
@@ -233,16 +234,14 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 	if len(matchedIDs) == len(refs) {
 		return res, nil
 	}
-	// The others are stale, or attempts whose cancel was requested: those
-	// end cancelled. Matched by (ID, attempt): a stale attempt of a job
-	// whose current attempt was released in the same call stays stale.
-	released := make(map[backend.JobRef]bool, len(matchedIDs))
-	for i, id := range matchedIDs {
-		released[backend.JobRef{ID: id, Attempt: int(matchedAttempts[i])}] = true
-	}
+	// The others are stale, or claims whose cancel was requested: those
+	// end cancelled. Matched by (ID, token): a stale claim of a job whose
+	// current claim was released in the same call stays stale, even when
+	// both count the same attempt.
+	released := claimSet(matchedIDs, matchedTokens)
 	var rest []backend.JobRef
 	for _, r := range refs {
-		if !released[r] {
+		if !released[keyOf(r)] {
 			rest = append(rest, r)
 		}
 	}
@@ -254,7 +253,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		return backend.CompleteResult{}, err
 	}
 	for _, r := range rest {
-		if cancelled[r] {
+		if cancelled[keyOf(r)] {
 			res.Cancelled = append(res.Cancelled, r)
 		} else {
 			res.Stale = append(res.Stale, r)
@@ -282,7 +281,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		rows, err := br.Query()
 		if err == nil {
 			var j backend.SweptJob
-			_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Queue, &j.Type, &j.Failed}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Ref.Token, &j.Queue, &j.Type, &j.Failed}, func() error {
 				res.Jobs = append(res.Jobs, j)
 				return nil
 			})
@@ -372,7 +371,7 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata)
+		&j.Releases, &metadata, &j.Token)
 	if err != nil {
 		return nil, err
 	}
@@ -391,14 +390,32 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	return &j, nil
 }
 
-// refArrays splits refs into the parallel arrays the statements take.
-func refArrays(refs []backend.JobRef) ([]int64, []int32) {
+// refArrays splits refs into the parallel arrays of IDs and tokens the
+// fenced statements take.
+func refArrays(refs []backend.JobRef) ([]int64, []int64) {
 	ids := make([]int64, len(refs))
-	attempts := make([]int32, len(refs))
+	tokens := make([]int64, len(refs))
 	for i, r := range refs {
-		ids[i], attempts[i] = r.ID, int32(r.Attempt)
+		ids[i], tokens[i] = r.ID, r.Token
 	}
-	return ids, attempts
+	return ids, tokens
+}
+
+// claimKey is what the fence decides by: a claim of a job. The statements
+// answer in claims, and the backend maps them back to the caller's refs,
+// which it returns as given (Attempt included).
+type claimKey struct{ id, token int64 }
+
+func keyOf(r backend.JobRef) claimKey { return claimKey{r.ID, r.Token} }
+
+// claimSet collects the claims a statement answered with, IDs and tokens
+// pairwise.
+func claimSet(ids, tokens []int64) map[claimKey]bool {
+	set := make(map[claimKey]bool, len(ids))
+	for i, id := range ids {
+		set[claimKey{id, tokens[i]}] = true
+	}
+	return set
 }
 
 // micros converts a duration to the whole microseconds the statements take,

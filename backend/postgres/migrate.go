@@ -86,7 +86,7 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 		return version, nil
 	}
 	err = b.run(ctx, "migrate postgres", maxTries, max(b.opts.QueryTimeout, migrateTimeout), func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return b.inTx(ctx, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, sqlMigrateLock, "jobq migrate "+b.opts.Schema); err != nil {
 				return err
 			}

@@ -73,13 +73,13 @@ func TestCompletePlanUsesPrimaryKey(t *testing.T) {
 	if err != nil || len(rows) != 100 {
 		t.Fatalf("claim: %d rows, %v", len(rows), err)
 	}
-	ids := make([]int64, len(rows))
-	attempts, kinds := make([]int32, len(rows)), make([]int32, len(rows))
+	ids, tokens := make([]int64, len(rows)), make([]int64, len(rows))
+	kinds := make([]int32, len(rows))
 	delays, errs := make([]int64, len(rows)), make([]string, len(rows))
 	for i, r := range rows {
-		ids[i], attempts[i], kinds[i] = r.ID, int32(r.Attempts), kindDone
+		ids[i], tokens[i], kinds[i] = r.ID, r.Token, kindDone
 	}
-	plan := explain(t, b, nil, b.q.complete, ids, attempts, kinds, delays, errs)
+	plan := explain(t, b, nil, b.q.complete, ids, tokens, kinds, delays, errs)
 	if strings.Contains(plan, "jobs_lease_idx") || !strings.Contains(plan, "jobs_pkey") {
 		t.Fatalf("outcome write does not look jobs up by primary key:\n%s", plan)
 	}

@@ -5,9 +5,9 @@
 // LOCKED in a materialized CTE feeding an UPDATE), so concurrent workers
 // never wait on each other's rows and no transaction stays open while a
 // handler runs. Outcomes are written back in batches, each fenced by the
-// job's attempt. Every time that decides eligibility or a lease is the
-// database's now(), so clock skew between machines cannot release or hide
-// jobs.
+// claim's token (the job's claim_token, which every claim raises). Every
+// time that decides eligibility or a lease is the database's now(), so
+// clock skew between machines cannot release or hide jobs.
 //
 // Beyond backend.Backend, the backend implements backend.Migrator (embedded,
 // versioned migrations), backend.Notifier (LISTEN/NOTIFY), and
@@ -39,6 +39,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/jobq/jobq/backend"
@@ -107,6 +108,18 @@ type Options struct {
 	// vacuumer.go) for servers whose autovacuum is tuned for a queue table.
 	// Defaults to false: the backend vacuums when dead rows pile up.
 	NoVacuum bool
+
+	// wrapConn, when set, wraps every connection of the backend once it is
+	// established, TLS included, and before the protocol starts: the seam
+	// the package's tests inject faults through (see fault_test.go). Not an
+	// option for users, so unexported.
+	wrapConn connWrapper
+}
+
+// connWrapper wraps a connection (see Options.wrapConn). An interface
+// rather than a func, so Options stays comparable.
+type connWrapper interface {
+	wrap(net.Conn) net.Conn
 }
 
 // schemaPattern: lowercase, so the quoted name means what an unquoted one
@@ -228,6 +241,15 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 		cfg.MaxConns = int32(opts.MaxConns)
 	}
 	configureConn(cfg.ConnConfig)
+	if w := opts.wrapConn; w != nil {
+		// AfterNetConnect, not DialFunc: a dialled connection is wrapped
+		// before pgx starts TLS on it (sslmode=prefer, pgx's default, takes
+		// TLS whenever the server offers it), and a wrapper there sees
+		// only ciphertext.
+		cfg.ConnConfig.AfterNetConnect = func(_ context.Context, _ *pgconn.Config, c net.Conn) (net.Conn, error) {
+			return w.wrap(c), nil
+		}
+	}
 
 	b := &Backend{opts: opts, q: newQueries(opts.Schema), rq: newRetQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
 	if len(backend.Secrets(rawURL)) > 0 {
@@ -356,6 +378,21 @@ func (b *Backend) do(ctx context.Context, op string, fn func(ctx context.Context
 // since a failed statement aborts the whole transaction.
 func (b *Backend) doInTx(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	return b.run(ctx, op, 1, b.opts.QueryTimeout, fn)
+}
+
+// inTx runs fn in a transaction on the pool and commits it: pgx.BeginFunc,
+// but a failed BEGIN comes back marked as one (beginError), which
+// retryable may then send again whatever pgx says of it.
+func (b *Backend) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		return beginError{err}
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // a no-op after Commit; a failed fn's error says more
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
 }
 
 func (b *Backend) run(ctx context.Context, op string, maxTries int, timeout time.Duration, fn func(ctx context.Context) error) error {

@@ -128,13 +128,15 @@ func TestClaimConcurrent(t *testing.T) {
 }
 
 // TestCompleteBatchRepeatsAndStale: one batch with every kind, a stale ref
-// and a repeated ref applies each fresh outcome once.
+// (j1's job and attempt under another token) and a repeated ref applies
+// each fresh outcome once.
 func TestCompleteBatchRepeatsAndStale(t *testing.T) {
 	t.Parallel()
 	b := openTest(t, Options{})
 	insertN(t, b, "q", 3)
 	j1, j2, j3 := claimOne(t, b, "q"), claimOne(t, b, "q"), claimOne(t, b, "q")
-	stale := backend.JobRef{ID: j1.ID, Attempt: 7}
+	stale := j1.Ref()
+	stale.Token++
 	res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{
 		{Ref: j1.Ref(), Kind: backend.OutcomeDone},
 		{Ref: j2.Ref(), Kind: backend.OutcomeRetry, RetryDelay: time.Hour, Error: "later"},
@@ -233,7 +235,8 @@ func TestInsertTx(t *testing.T) {
 }
 
 // TestCompleteTx: the handler's own write and the completion commit or roll
-// back together; a stale attempt is ErrNotFound.
+// back together; a stale claim is ErrNotFound, also one counting the same
+// attempt as the current claim (the job was released and claimed again).
 func TestCompleteTx(t *testing.T) {
 	t.Parallel()
 	b := openTest(t, Options{})
@@ -299,10 +302,21 @@ func TestCompleteTx(t *testing.T) {
 			t.Fatalf("sql %v: after rollback job = %+v, %v, ledger %d; want reserved, ledger 0", useSQL, row, err, ledgerCount(job.ID))
 		}
 
-		// A stale attempt is refused.
-		stale := backend.JobRef{ID: job.ID, Attempt: job.Attempts + 1}
+		// Released and claimed again: the first claim is stale, though
+		// the second counts the same attempt.
+		if res, err := b.JobRelease(t.Context(), []backend.JobRef{job.Ref()}); err != nil || len(res.Stale) != 0 {
+			t.Fatalf("sql %v: JobRelease = %+v, %v", useSQL, res, err)
+		}
+		stale := job.Ref()
+		job = claimOne(t, b, "q")
+		if job.ID != stale.ID || job.Attempts != stale.Attempt || job.Token <= stale.Token {
+			t.Fatalf("sql %v: re-claim = %+v; want job %d attempt %d with a token above %d", useSQL, job.Ref(), stale.ID, stale.Attempt, stale.Token)
+		}
 		if err := handle(useSQL, stale, true); !errors.Is(err, backend.ErrNotFound) {
-			t.Fatalf("sql %v: stale attempt err = %v, want ErrNotFound", useSQL, err)
+			t.Fatalf("sql %v: stale claim err = %v, want ErrNotFound", useSQL, err)
+		}
+		if row, err := b.JobGet(t.Context(), job.ID); err != nil || row.Status != backend.StatusReserved || row.Token != job.Token || ledgerCount(job.ID) != 0 {
+			t.Fatalf("sql %v: after the stale claim's tx job = %+v, %v, ledger %d; want held by the new claim, ledger 0", useSQL, row, err, ledgerCount(job.ID))
 		}
 
 		// Committed: the job is gone and the ledger has it once.

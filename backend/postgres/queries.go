@@ -24,11 +24,25 @@ import "strings"
 // metadata is jsonb, NULL for a job without any; it travels as JSON text
 // (see encodeMetadata) and is copied by every statement that moves a job
 // between jobs and failed_jobs.
+//
+// claim_token is the fence of every holder's write (see the backend
+// package doc, "The fence"): each claim raises it by one, and the writes
+// match (id, claim_token, status) rather than attempts, which a free
+// release un-counts and a replay resets. It must only grow, so every
+// statement that moves a job to failed_jobs copies it, and replay copies
+// it back.
 
 // jobColumns is the column list every statement returning a JobRow selects,
 // in the order scanJob reads it.
 const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
-	available_at, reserved_at, lease_until, created_at, last_error, unique_key, releases, metadata`
+	available_at, reserved_at, lease_until, created_at, last_error, unique_key, releases, metadata,
+	claim_token`
+
+// claimedColumns is jobColumns as the claim statements return them, from
+// the updated jobs row j.
+const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
+	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
+	j.releases, j.metadata, j.claim_token`
 
 // failedColumns is the column list scanFailed reads.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
@@ -183,10 +197,11 @@ SELECT set_config('synchronous_commit', 'off', true),
 // about 3 % of Postgres drain throughput (jobq bench --workload drain,
 // interleaved runs).
 //
-// The claim commits synchronously on purpose: a claim lost in a server
-// crash would let a second worker re-claim the job with the same attempt
-// number as the first, and the (id, attempt) fence could no longer tell
-// them apart.
+// Each claim raises the job's claim_token, the fence of its holder's
+// writes. The claim commits synchronously on purpose: a claim lost in a
+// server crash after its reply reached the worker would let the next
+// claim of the job hand out the same token again, and the fence could no
+// longer tell the two holders apart.
 const sqlClaim = `
 WITH picked AS MATERIALIZED (
 	SELECT c.id
@@ -205,13 +220,12 @@ WITH picked AS MATERIALIZED (
 UPDATE {schema}.jobs j
 SET status = 'reserved',
     attempts = j.attempts + 1,
+    claim_token = j.claim_token + 1,
     reserved_at = now(),
     lease_until = now() + $3::bigint * interval '1 microsecond'
 FROM picked
 WHERE j.id = picked.id
-RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
-	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata`
+RETURNING ` + claimedColumns
 
 // sqlClaimPlan runs just before sqlClaim, in the same implicit
 // transaction (one pgx batch), and rules out the plans that read every
@@ -235,26 +249,26 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
        ARRAY(SELECT queue FROM {schema}.queue_settings WHERE NOT paused AND (concurrency > 0 OR rate_limit > 0))`
 
 // sqlComplete applies a batch of outcomes in one statement, each fenced by
-// (id, attempt, status reserved).
+// (id, claim_token, status reserved).
 //
-//	$1 id bigint[], $2 attempt int[], $3 kind int[] (1 done, 2 retry, 3 fail),
+//	$1 id bigint[], $2 token bigint[], $3 kind int[] (1 done, 2 retry, 3 fail),
 //	$4 delay_us bigint[] (retry), $5 error text[] (retry, fail)
 //
 // Done rows are deleted; retried rows go back to pending at now() + delay;
-// failed rows are deleted and inserted into failed_jobs by the same
-// statement, so a job is never in both tables nor in neither. The input
-// must not repeat an (id, attempt). Returns one row: (ids bigint[],
-// attempts int[], queues text[]): the outcomes that applied, and the queues
-// that got a retry due at once.
+// failed rows are deleted and inserted into failed_jobs (token and all) by
+// the same statement, so a job is never in both tables nor in neither. The
+// input must not repeat an (id, token). Returns one row: (ids bigint[],
+// tokens bigint[], queues text[]): the outcomes that applied, and the
+// queues that got a retry due at once.
 const sqlComplete = `
 WITH input AS MATERIALIZED (
-	SELECT * FROM unnest($1::bigint[], $2::int[], $3::int[], $4::bigint[], $5::text[])
-	       AS t(id, attempt, kind, delay_us, error)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[])
+	       AS t(id, token, kind, delay_us, error)
 ),
 done AS (
 	DELETE FROM {schema}.jobs j USING input i
-	WHERE i.kind = 1 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
-	RETURNING j.id, j.attempts
+	WHERE i.kind = 1 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	RETURNING j.id, j.claim_token
 ),
 retried AS (
 	UPDATE {schema}.jobs j
@@ -264,54 +278,54 @@ retried AS (
 	    lease_until = NULL,
 	    last_error = i.error
 	FROM input i
-	WHERE i.kind = 2 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
-	RETURNING j.id, j.attempts, j.queue, i.delay_us
+	WHERE i.kind = 2 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	RETURNING j.id, j.claim_token, j.queue, i.delay_us
 ),
 failed AS (
 	DELETE FROM {schema}.jobs j USING input i
-	WHERE i.kind = 3 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	WHERE i.kind = 3 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          i.error, j.unique_key, j.created_at, j.metadata
+	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata, claim_token
 	FROM failed
-	RETURNING job_id, attempts
+	RETURNING job_id, claim_token
 ),
 settled AS (
-	SELECT id, attempts FROM done
-	UNION ALL SELECT id, attempts FROM retried
-	UNION ALL SELECT job_id, attempts FROM moved
+	SELECT id, claim_token FROM done
+	UNION ALL SELECT id, claim_token FROM retried
+	UNION ALL SELECT job_id, claim_token FROM moved
 )
 SELECT ARRAY(SELECT id FROM settled)::bigint[],
-       ARRAY(SELECT attempts FROM settled)::int[],
+       ARRAY(SELECT claim_token FROM settled)::bigint[],
        ARRAY(SELECT DISTINCT queue FROM retried WHERE delay_us <= 0)::text[]`
 
 // sqlCompleteOne deletes one held job: the handler's own completion inside
 // its own transaction.
 //
-//	$1 id bigint, $2 attempt int
+//	$1 id bigint, $2 token bigint
 //
-// Returns the command tag: 1 row when the attempt was still held, 0 when the
+// Returns the command tag: 1 row when the claim was still held, 0 when the
 // fence failed.
 const sqlCompleteOne = `
 DELETE FROM {schema}.jobs
-WHERE id = $1 AND attempts = $2 AND status = 'reserved'`
+WHERE id = $1 AND claim_token = $2 AND status = 'reserved'`
 
 // sqlExtendLease moves lease_until of held jobs to now() + $3.
 //
-//	$1 id bigint[], $2 attempt int[], $3 lease_us bigint
+//	$1 id bigint[], $2 token bigint[], $3 lease_us bigint
 //
-// Returns (id, attempts) of each job whose lease was extended; the others
-// were lost.
+// Returns (id, claim_token) of each job whose lease was extended; the
+// others were lost. Sent twice, it only moves the lease again.
 const sqlExtendLease = `
 UPDATE {schema}.jobs j
 SET lease_until = now() + $3::bigint * interval '1 microsecond'
-FROM unnest($1::bigint[], $2::int[]) AS r(id, attempt)
-WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
-RETURNING j.id, j.attempts`
+FROM unnest($1::bigint[], $2::bigint[]) AS r(id, token)
+WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
+RETURNING j.id, j.claim_token`
 
 // sqlRelease gives held jobs back (see backend.Backend.JobRelease). A job
 // released fewer than $3 times before goes back to pending, due now, with
@@ -320,14 +334,15 @@ RETURNING j.id, j.attempts`
 // otherwise moved to failed_jobs with error $4. Every release adds one to
 // releases.
 //
-//	$1 id bigint[], $2 attempt int[], $3 free releases int, $4 error text
+//	$1 id bigint[], $2 token bigint[], $3 free releases int, $4 error text
 //
-// Returns one row: (ids bigint[], attempts int[], queues text[]), the refs
-// that still matched (IDs and attempts, pairwise) and the queues that got
-// a job back.
+// Returns one row: (ids bigint[], tokens bigint[], queues text[]), the
+// refs that still matched (IDs and tokens, pairwise) and the queues that
+// got a job back. The release ends the claim, so the same refs sent again
+// match nothing.
 const sqlRelease = `
 WITH ref AS (
-	SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)
+	SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS t(id, token)
 ),
 released AS (
 	UPDATE {schema}.jobs j
@@ -339,29 +354,29 @@ released AS (
 	    reserved_at = NULL,
 	    lease_until = NULL
 	FROM ref r
-	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
 	  AND (j.releases < $3 OR j.attempts < j.max_attempts)
-	RETURNING j.id, r.attempt, j.queue
+	RETURNING j.id, r.token, j.queue
 ),
 dead AS (
 	DELETE FROM {schema}.jobs j USING ref r
-	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'reserved'
+	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
 	  AND j.releases >= $3 AND j.attempts >= j.max_attempts
-	RETURNING j.id, r.attempt, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata
+	RETURNING j.id, r.token, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	          j.unique_key, j.created_at, j.metadata, j.claim_token
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata, claim_token
 	FROM dead
 	RETURNING 1
 ),
 matched AS (
-	SELECT id, attempt FROM released UNION ALL SELECT id, attempt FROM dead
+	SELECT id, token FROM released UNION ALL SELECT id, token FROM dead
 )
-SELECT ARRAY(SELECT id FROM matched ORDER BY id, attempt)::bigint[],
-       ARRAY(SELECT attempt FROM matched ORDER BY id, attempt)::int[],
+SELECT ARRAY(SELECT id FROM matched ORDER BY id, token)::bigint[],
+       ARRAY(SELECT token FROM matched ORDER BY id, token)::bigint[],
        ARRAY(SELECT DISTINCT queue FROM released)::text[]`
 
 // sqlSweep handles up to $1 reserved jobs whose lease expired: those with
@@ -371,8 +386,9 @@ SELECT ARRAY(SELECT id FROM matched ORDER BY id, attempt)::bigint[],
 //
 //	$1 limit int
 //
-// Returns one row per job moved: (id bigint, attempts int, queue text,
-// type text, failed bool).
+// Returns one row per job moved: (id bigint, attempts int, claim_token
+// bigint, queue text, type text, failed bool), the claim whose lease
+// expired.
 const sqlSweep = `
 WITH expired AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
@@ -390,24 +406,24 @@ rescued AS (
 	    last_error = 'lease expired'
 	FROM expired e
 	WHERE j.id = e.id AND j.attempts < j.max_attempts
-	RETURNING j.id, j.attempts, j.queue, j.type
+	RETURNING j.id, j.attempts, j.claim_token, j.queue, j.type
 ),
 dead AS (
 	DELETE FROM {schema}.jobs j USING expired e
 	WHERE j.id = e.id AND j.attempts >= j.max_attempts
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata
+	          j.unique_key, j.created_at, j.metadata, j.claim_token
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now(), metadata
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now(), metadata, claim_token
 	FROM dead
-	RETURNING job_id, attempts, queue, type
+	RETURNING job_id, attempts, claim_token, queue, type
 )
-SELECT id, attempts, queue, type, false FROM rescued
+SELECT id, attempts, claim_token, queue, type, false FROM rescued
 UNION ALL
-SELECT job_id, attempts, queue, type, true FROM moved`
+SELECT job_id, attempts, claim_token, queue, type, true FROM moved`
 
 // sqlDeadTuples reads what the vacuumer decides on.
 //
@@ -531,9 +547,10 @@ const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHE
 
 // replayTail is the common end of sqlFailedReplayIDs and
 // sqlFailedReplayChunk: it moves the failed jobs in sel back to jobs as
-// pending, due now, attempts and releases 0, with their original id and
-// metadata; a job whose unique key (or id) is held by a live job stays in
-// failed_jobs. It returns one row: (last_id bigint, matched bigint,
+// pending, due now, attempts and releases 0, with their original id,
+// metadata and claim_token (reset, the next claim would hand a holder from
+// before the failure its token again); a job whose unique key (or id) is
+// held by a live job stays in failed_jobs. It returns one row: (last_id bigint, matched bigint,
 // replayed bigint, queues text[], types text[], counts bigint[]): the
 // highest failed_jobs id selected (NULL when none), how many were selected
 // and moved, and the moved jobs counted per queue and type (the three
@@ -542,9 +559,9 @@ const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key, releases, metadata)
+	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key, 0, metadata
+	       now(), created_at, error, unique_key, 0, metadata, claim_token
 	FROM sel
 	ORDER BY id
 	ON CONFLICT DO NOTHING

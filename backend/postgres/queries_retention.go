@@ -13,7 +13,8 @@ const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts
 	last_error, unique_key, metadata, created_at, finished_at`
 
 // finishInsert copies the rows a CTE named src returned (jobs columns)
-// into finished_jobs as state; it returns (id, attempts).
+// into finished_jobs as state; it returns (id, attempts). finished_jobs
+// keeps no claim token: nothing leaves it for jobs again.
 func finishInsert(src, state string) string {
 	return `INSERT INTO {schema}.finished_jobs
 	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at)
@@ -24,18 +25,21 @@ func finishInsert(src, state string) string {
 
 // sqlCompleteKeep is sqlComplete with one more kind, 4: done and kept,
 // the held job moved to finished_jobs as completed. Used only for batches
-// holding such an outcome, so sqlComplete itself is unchanged.
+// holding such an outcome, so sqlComplete itself is unchanged. The kept
+// outcomes count as applied by the rows kept deleted (finished_jobs has no
+// token to return); kept_moved, a data-modifying CTE, runs whether or not
+// it is read.
 var sqlCompleteKeep = mustReplace(mustReplace(sqlComplete,
 	"settled AS (", `kept AS (
 	DELETE FROM {schema}.jobs j USING input i
-	WHERE i.kind = 4 AND j.id = i.id AND j.attempts = i.attempt AND j.status = 'reserved'
+	WHERE i.kind = 4 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
 	RETURNING j.*
 ),
 kept_moved AS (
 	`+finishInsert("kept", "completed")+`
 ),
 settled AS (`),
-	"UNION ALL SELECT job_id, attempts FROM moved", "UNION ALL SELECT job_id, attempts FROM moved\n\tUNION ALL SELECT id, attempts FROM kept_moved")
+	"UNION ALL SELECT job_id, claim_token FROM moved", "UNION ALL SELECT job_id, claim_token FROM moved\n\tUNION ALL SELECT id, claim_token FROM kept")
 
 // kindDoneKeep is sqlCompleteKeep's code of a kept done outcome.
 const kindDoneKeep = 4
@@ -47,23 +51,25 @@ func mustReplace(s, old, new string) string {
 	return strings.Replace(s, old, new, 1)
 }
 
-// sqlFinishCancelled ends cancelling attempts as cancelled: a holder's
-// write the fence refused.
+// sqlFinishCancelled ends cancelling claims as cancelled: a holder's
+// write the fence refused. Only the holder of the cancelled claim (its
+// token) ends the job: an earlier holder's write stays stale.
 //
-//	$1 id bigint[], $2 attempt int[]
+//	$1 id bigint[], $2 token bigint[]
 //
-// Returns (id, attempts) of each attempt it ended.
+// Returns (id, claim_token) of each claim it ended. kept, a
+// data-modifying CTE, runs whether or not it is read.
 var sqlFinishCancelled = `
 WITH moved AS (
 	DELETE FROM {schema}.jobs j
-	USING (SELECT DISTINCT * FROM unnest($1::bigint[], $2::int[]) AS t(id, attempt)) r
-	WHERE j.id = r.id AND j.attempts = r.attempt AND j.status = 'cancelling'
+	USING (SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS t(id, token)) r
+	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'cancelling'
 	RETURNING j.*
 ),
 kept AS (
 	` + finishInsert("moved", "cancelled") + `
 )
-SELECT id, attempts FROM kept`
+SELECT id, claim_token FROM moved`
 
 // sqlSweepCancelled ends up to $1 cancelling jobs whose lease expired (the
 // holder never reported) as cancelled; SKIP LOCKED shares the work between
@@ -134,10 +140,10 @@ FROM ids i
 LEFT JOIN live l ON l.id = i.id
 LEFT JOIN {schema}.finished_jobs f ON f.id = i.id`
 
-// sqlCancelling lists the cancelling attempts (jobs_cancelling_idx).
+// sqlCancelling lists the cancelling claims (jobs_cancelling_idx).
 //
-// Returns (id bigint, attempts int) per job.
-const sqlCancelling = `SELECT id, attempts FROM {schema}.jobs WHERE status = 'cancelling'`
+// Returns (id bigint, attempts int, claim_token bigint) per job.
+const sqlCancelling = `SELECT id, attempts, claim_token FROM {schema}.jobs WHERE status = 'cancelling'`
 
 // sqlFinishedList pages through finished jobs of one state, newest first.
 //

@@ -43,7 +43,8 @@ const sqlQueueLock = `SELECT queue FROM {schema}.queue_settings WHERE queue = $1
 // window it claims in, and the window never moves back (greatest) should
 // it still see an earlier time. Reserved jobs are counted through
 // jobs_lease_idx (every held job: bounded by the workers' slots). Returns
-// the claimed rows (jobColumns) in no particular order.
+// the claimed rows (jobColumns) in no particular order, their claim_token
+// raised as sqlClaim raises it.
 const sqlClaimLimited = `
 WITH t AS MATERIALIZED (SELECT clock_timestamp() AS now),
 s AS (
@@ -78,13 +79,12 @@ claimed AS (
 	UPDATE {schema}.jobs j
 	SET status = 'reserved',
 	    attempts = j.attempts + 1,
+	    claim_token = j.claim_token + 1,
 	    reserved_at = t.now,
 	    lease_until = t.now + $3::bigint * interval '1 microsecond'
 	FROM picked, t
 	WHERE j.id = picked.id
-	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
-		j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-		j.releases, j.metadata
+	RETURNING ` + claimedColumns + `
 ),
 counted AS (
 	UPDATE {schema}.queue_settings q

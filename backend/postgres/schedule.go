@@ -90,7 +90,7 @@ func (b *Backend) ScheduleUpsert(ctx context.Context, defs []backend.ScheduleDef
 	slices.SortFunc(order, func(i, j int) int { return strings.Compare(defs[i].Name, defs[j].Name) })
 	stmt := b.scheduleSQL(sqlScheduleUpsert)
 	err := b.do(ctx, op, func(ctx context.Context) error {
-		return pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {
+		return b.inTx(ctx, func(tx pgx.Tx) error {
 			for _, i := range order {
 				d := defs[i]
 				rows, err := tx.Query(ctx, stmt, d.Name, d.Spec, d.Queue, d.Type)

@@ -42,8 +42,9 @@ func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.
 // JobCompleteTx implements backend.TxCompleter: it deletes the held job
 // inside the handler's transaction, so the handler's writes and the job's
 // completion commit (or roll back) together. It returns backend.ErrNotFound
-// when the attempt is no longer held (rescued after its lease, re-claimed,
-// or already completed); the caller should then roll back. tx is as for
+// when the claim (ref's token) is no longer held (rescued after its lease,
+// released, re-claimed, cancelled or already completed); the caller should
+// then roll back. tx is as for
 // JobInsertManyTx. The deleted row stays locked until the transaction ends,
 // so the lease sweep and other holders wait for it rather than race it.
 func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef) error {
@@ -52,7 +53,7 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 	switch t := tx.(type) {
 	case pgx.Tx:
 		exec = func(ctx context.Context) (int64, error) {
-			tag, err := t.Exec(ctx, b.q.completeOne, ref.ID, int32(ref.Attempt))
+			tag, err := t.Exec(ctx, b.q.completeOne, ref.ID, ref.Token)
 			return tag.RowsAffected(), err
 		}
 	case *sql.Tx:
@@ -60,7 +61,7 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 			return fmt.Errorf("%s: %w", op, txTypeError(tx))
 		}
 		exec = func(ctx context.Context) (int64, error) {
-			res, err := t.ExecContext(ctx, b.q.completeOne, ref.ID, int32(ref.Attempt))
+			res, err := t.ExecContext(ctx, b.q.completeOne, ref.ID, ref.Token)
 			if err != nil {
 				return 0, err
 			}
@@ -75,7 +76,7 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 			return err
 		}
 		if n == 0 {
-			return fmt.Errorf("attempt %d is not held: %w", ref.Attempt, backend.ErrNotFound)
+			return fmt.Errorf("attempt %d (claim token %d) is not held: %w", ref.Attempt, ref.Token, backend.ErrNotFound)
 		}
 		return nil
 	})

@@ -187,8 +187,8 @@ func (b *Backend) scanCancelling(ctx context.Context) ([]backend.JobRef, error) 
 			return nil, fmt.Errorf("list cancelling %s: queue index: %v", queues[i], err)
 		}
 		f := fields{v: v}
-		for j := 0; j+1 < len(v); j += 2 {
-			refs = append(refs, backend.JobRef{ID: f.id(j, idx), Attempt: f.int(j + 1)})
+		for j := 0; j+2 < len(v); j += 3 {
+			refs = append(refs, backend.JobRef{ID: f.id(j, idx), Attempt: f.int(j + 1), Token: f.int64(j + 2)})
 		}
 		if f.err != nil {
 			return nil, f.err

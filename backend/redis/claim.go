@@ -14,7 +14,7 @@ import (
 // claimFields is the number of reply values per claimed job, after
 // claimHeader values about the claim.
 const (
-	claimFields = 10
+	claimFields = 11
 	claimHeader = 5
 )
 
@@ -197,6 +197,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 			LastError:   f.str(i + 7),
 			UniqueKey:   f.str(i + 8),
 			Metadata:    f.metadata(i + 9),
+			Token:       f.int64(i + 10),
 			Status:      backend.StatusReserved,
 			ReservedAt:  reserved,
 			LeaseUntil:  lease,
@@ -211,7 +212,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -243,6 +244,7 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		Metadata:    f.metadata(8),
 		ReservedAt:  f.micros(9),
 		LeaseUntil:  f.micros(10),
+		Token:       f.int64(12),
 		Status:      backend.StatusPending,
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)

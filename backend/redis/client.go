@@ -55,6 +55,80 @@ type client struct {
 	// slots, when set (tests set it), checks that the keys of every
 	// script call share one Cluster slot, and counts the calls.
 	slots *slotCheck
+	// inject, when set (tests set it), breaks calls at this seam (see
+	// faultFunc); unset, it costs a call one atomic load.
+	inject atomic.Pointer[faultFunc]
+}
+
+// faultFunc is the client's fault-injection hook, for tests of writes
+// whose outcome the caller cannot know. It sees every command twice:
+// before it is sent (sent false), when an error fails it unsent, as a
+// connection found dead does; and once its reply came (sent true), when an
+// error replaces that reply and those of the commands after it in the same
+// pipeline, as a connection lost while reading them would: the command
+// ran, and its caller sees a failure.
+type faultFunc func(cmd faultCmd, sent bool) error
+
+// faultCmd is a command as the fault hook sees it.
+type faultCmd struct {
+	name   string // the command, upper case: EVALSHA, EVAL, MULTI, …
+	script string // for EVALSHA and EVAL, the script's name ("" if unknown)
+}
+
+// describe names cmd for the fault hook; only called when one is set.
+func describe(cmd rueidis.Completed) faultCmd {
+	args := cmd.Commands()
+	fc := faultCmd{name: strings.ToUpper(args[0])}
+	if len(args) > 1 {
+		switch fc.name {
+		case "EVALSHA":
+			fc.script = scriptBySHA()[args[1]]
+		case "EVAL":
+			sum := sha1.Sum([]byte(args[1]))
+			fc.script = scriptBySHA()[hex.EncodeToString(sum[:])]
+		}
+	}
+	return fc
+}
+
+// scriptBySHA maps each script's SHA1 to its name.
+var scriptBySHA = sync.OnceValue(func() map[string]string {
+	m := make(map[string]string, len(allScripts))
+	for _, s := range allScripts {
+		m[s.sha] = s.name
+	}
+	return m
+})
+
+// notSentError is the failure of a command that never reached the server,
+// so nothing of it ran: its caller may undo what it prepared for it (the
+// unique keys reserved for an insert). Any other failure of a write leaves
+// its outcome unknown: it may have run and its reply been lost.
+type notSentError struct{ err error }
+
+func (e *notSentError) Error() string { return e.err.Error() }
+func (e *notSentError) Unwrap() error { return e.err }
+
+// isNotSent reports whether err says its command never reached the
+// server.
+func isNotSent(err error) bool {
+	var ns *notSentError
+	return err != nil && errors.As(err, &ns)
+}
+
+// unsent marks the errors of commands the client knows it did not send:
+// none of it was written to a connection (a connection found dead before
+// the write, every try), or no connection could be made.
+func unsent(r rueidis.RedisResult) rueidis.RedisResult {
+	err := r.Error()
+	if err == nil || isNotSent(err) {
+		return r
+	}
+	var op *net.OpError
+	if isStaleConn(err) || (errors.As(err, &op) && op.Op == "dial") || errors.Is(err, rueidis.ErrNoAddr) {
+		return rueidis.NewErrorResult(&notSentError{err})
+	}
+	return r
 }
 
 // newClient connects: rueidis dials at creation (a cluster's topology is
@@ -227,10 +301,11 @@ func argString(v any) (string, error) {
 func (c *client) eval(ctx context.Context, s *script, keys []string, args []any) (any, error) {
 	sargs, err := c.evalArgs(s, keys, args)
 	if err != nil {
-		return nil, err
+		return nil, &notSentError{err}
 	}
 	res := c.do(ctx, c.evalCmd(s, true, keys, sargs))
 	if isNoScript(res.Error()) {
+		// The server refused it unrun: sent again with the source.
 		res = c.do(ctx, c.evalCmd(s, false, keys, sargs))
 	}
 	v, err := res.ToAny()
@@ -243,33 +318,80 @@ type evalCall struct {
 	keys []string
 	args []any
 	res  any
-	err  error
+	// err is the call's failure. isNotSent(err) says it never reached the
+	// server; any other failure leaves unknown whether it ran.
+	err error
 }
 
 // evalAll runs calls in one pipeline, in a MULTI/EXEC transaction when
 // atomic on a single server (a cluster refuses a transaction over several
 // slots, and every call is atomic by itself anyway: it is one script).
 // Each call gets its own result or error; evalAll returns the first error.
-// A call the server refused with NOSCRIPT did not run, so it is sent again
-// with EVAL.
+//
+// A call the server refused with NOSCRIPT (its script cache was flushed,
+// or the server restarted) did not run, so it is sent again with EVAL:
+// alone outside a transaction, and inside one the whole transaction again,
+// so that it stays all or nothing. A transaction holding several scripts
+// is sent with EVAL from the start: EXEC runs the calls whose scripts the
+// server has and refuses the others, and a call then sent again alone
+// would not be part of the whole.
 func (c *client) evalAll(ctx context.Context, calls []*evalCall, atomic bool) error {
 	if len(calls) == 1 {
 		calls[0].res, calls[0].err = c.eval(ctx, calls[0].s, calls[0].keys, calls[0].args)
 		return calls[0].err
 	}
 	tx := atomic && !c.cluster
+	sargs := make([][]string, len(calls))
+	sha := true
+	for i, call := range calls {
+		a, err := c.evalArgs(call.s, call.keys, call.args)
+		if err != nil {
+			err = &notSentError{err}
+			for _, call := range calls {
+				call.res, call.err = nil, err
+			}
+			return err
+		}
+		sargs[i] = a
+		sha = sha && call.s == calls[0].s
+	}
+	noScript := c.runCalls(ctx, calls, sargs, tx, sha || !tx)
+	switch {
+	case len(noScript) == 0:
+	case tx && len(noScript) == len(calls):
+		c.runCalls(ctx, calls, sargs, true, false)
+	case tx:
+		// Unreachable: a transaction of one script is refused whole.
+		for _, i := range noScript {
+			calls[i].err = fmt.Errorf("redis at %s: script %s: refused inside a transaction whose other calls ran: %w", c.host, calls[i].s.name, calls[i].err)
+		}
+	default:
+		again := make([]*evalCall, len(noScript))
+		args := make([][]string, len(noScript))
+		for j, i := range noScript {
+			again[j], args[j] = calls[i], sargs[i]
+		}
+		c.runCalls(ctx, again, args, false, false)
+	}
+	for _, call := range calls {
+		if call.err != nil {
+			return call.err
+		}
+	}
+	return nil
+}
+
+// runCalls sends calls (their arguments sargs) in one pipeline, in a
+// transaction when tx, by EVALSHA when sha, else with their source, and
+// sets each call's result or error. It returns the indexes of the calls
+// the server refused with NOSCRIPT, leaving their errors raw.
+func (c *client) runCalls(ctx context.Context, calls []*evalCall, sargs [][]string, tx, sha bool) []int {
 	cmds := make(rueidis.Commands, 0, len(calls)+2)
 	if tx {
 		cmds = append(cmds, c.rdb.B().Multi().Build())
 	}
-	sargs := make([][]string, len(calls))
 	for i, call := range calls {
-		a, err := c.evalArgs(call.s, call.keys, call.args)
-		if err != nil {
-			return err
-		}
-		sargs[i] = a
-		cmds = append(cmds, c.evalCmd(call.s, true, call.keys, a))
+		cmds = append(cmds, c.evalCmd(call.s, sha, call.keys, sargs[i]))
 	}
 	if tx {
 		cmds = append(cmds, c.rdb.B().Exec().Build())
@@ -286,7 +408,7 @@ func (c *client) evalAll(ctx context.Context, calls []*evalCall, atomic bool) er
 		}
 		resps = resps[1 : len(resps)-1] // the replies to queueing
 	}
-	var first error
+	var noScript []int
 	for i, call := range calls {
 		var res any
 		err := resps[i].Error()
@@ -300,14 +422,13 @@ func (c *client) evalAll(ctx context.Context, calls []*evalCall, atomic bool) er
 			res, err = resps[i].ToAny()
 		}
 		if isNoScript(err) {
-			res, err = c.do(ctx, c.evalCmd(call.s, false, call.keys, sargs[i])).ToAny()
+			noScript = append(noScript, i)
+			call.res, call.err = nil, err
+			continue
 		}
 		call.res, call.err = res, c.classify(ctx, err)
-		if first == nil {
-			first = call.err
-		}
 	}
-	return first
+	return noScript
 }
 
 func isNoScript(err error) bool {
@@ -422,23 +543,57 @@ func (c *client) configGet(ctx context.Context, name string) (string, error) {
 
 // do runs one command. A connection found dead before the command was
 // written to it (checkedConn) failed the call without sending anything,
-// so it is made again, on another connection.
+// so it is made again, on another connection. A failure short of the
+// server is a notSentError.
 func (c *client) do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	var fc faultCmd
+	inject := c.inject.Load()
+	if inject != nil {
+		fc = describe(cmd)
+		if err := (*inject)(fc, false); err != nil {
+			return rueidis.NewErrorResult(&notSentError{err})
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return rueidis.NewErrorResult(&notSentError{err})
+	}
 	ctx, cancel := c.admit(ctx)
 	defer c.leave(cancel)
 	for i := int64(0); ; i++ {
 		// rueidis keeps a command that failed short of the server, for
 		// reuse.
 		r := c.rdb.Do(ctx, cmd)
-		if i == c.poolSize || !isStaleConn(r.Error()) {
-			return r
+		if i < c.poolSize && isStaleConn(r.Error()) {
+			continue
 		}
+		if inject != nil {
+			if err := (*inject)(fc, true); err != nil {
+				return rueidis.NewErrorResult(err)
+			}
+		}
+		return unsent(r)
 	}
 }
 
 // doMulti is do for a pipeline; the commands that met a dead connection
 // (all of a transaction) are sent again.
 func (c *client) doMulti(ctx context.Context, cmds rueidis.Commands) []rueidis.RedisResult {
+	var fcs []faultCmd
+	inject := c.inject.Load()
+	if inject != nil {
+		fcs = make([]faultCmd, len(cmds))
+		for i, cmd := range cmds {
+			fcs[i] = describe(cmd)
+		}
+		for _, fc := range fcs {
+			if err := (*inject)(fc, false); err != nil {
+				return failAll(len(cmds), &notSentError{err})
+			}
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return failAll(len(cmds), &notSentError{err})
+	}
 	ctx, cancel := c.admit(ctx)
 	defer c.leave(cancel)
 	resps := c.rdb.DoMulti(ctx, cmds...)
@@ -460,7 +615,27 @@ func (c *client) doMulti(ctx context.Context, cmds rueidis.Commands) []rueidis.R
 			resps[again[j]] = r
 		}
 	}
+	for i, fc := range fcs {
+		if err := (*inject)(fc, true); err != nil {
+			for j := i; j < len(resps); j++ {
+				resps[j] = rueidis.NewErrorResult(err)
+			}
+			break
+		}
+	}
+	for i, r := range resps {
+		resps[i] = unsent(r)
+	}
 	return resps
+}
+
+// failAll is the outcome of n commands that all failed with err.
+func failAll(n int, err error) []rueidis.RedisResult {
+	out := make([]rueidis.RedisResult, n)
+	for i := range out {
+		out[i] = rueidis.NewErrorResult(err)
+	}
+	return out
 }
 
 // admit counts a call in flight and, when more are in flight than the
@@ -548,11 +723,20 @@ func dialChecked(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config
 // does. A connection whose reads run beside its writes (pub/sub,
 // pipelining) may have data in flight, so once seen so it is not checked
 // again.
+//
+// Only the first write after a read is checked, before any byte of the
+// request goes out. rueidis writes a request larger than its buffer (a
+// pipeline, a large batch) in several writes, and by the second the
+// server may have run the pipeline's first command and sent its reply:
+// that reply, found on the socket, would fail the write as if the
+// connection had died unused, and do would send the whole pipeline again,
+// running its first command twice.
 type checkedConn struct {
 	net.Conn
 	rc      syscall.RawConn // nil: never checked
 	reading atomic.Bool
 	async   atomic.Bool
+	wrote   atomic.Bool  // a request is being written: bytes went out since the last read
 	used    atomic.Int64 // when its last reply was read (ns since dial)
 	dialed  time.Time
 }
@@ -565,6 +749,7 @@ func (c *checkedConn) Read(b []byte) (int, error) {
 	c.reading.Store(true)
 	n, err := c.Conn.Read(b)
 	c.reading.Store(false)
+	c.wrote.Store(false)
 	c.used.Store(int64(time.Since(c.dialed)))
 	return n, err
 }
@@ -572,11 +757,12 @@ func (c *checkedConn) Read(b []byte) (int, error) {
 func (c *checkedConn) Write(b []byte) (int, error) {
 	if c.reading.Load() {
 		c.async.Store(true)
-	} else if c.rc != nil && !c.async.Load() && time.Since(c.dialed)-time.Duration(c.used.Load()) >= checkIdle {
+	} else if c.rc != nil && !c.async.Load() && !c.wrote.Load() && time.Since(c.dialed)-time.Duration(c.used.Load()) >= checkIdle {
 		if err := peekDead(c.rc); err != nil {
 			return 0, &staleConnError{err}
 		}
 	}
+	c.wrote.Store(true)
 	return c.Conn.Write(b)
 }
 
@@ -787,6 +973,10 @@ func (p *pubsub) close() error {
 func (c *client) classify(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
+	}
+	var ns *notSentError
+	if errors.As(err, &ns) {
+		return &notSentError{c.classify(ctx, ns.err)}
 	}
 	if c.closed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, rueidis.ErrDedicatedClientRecycled)) {
 		return fmt.Errorf("%w: %w", backend.ErrClosed, err)

@@ -100,7 +100,7 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 		for _, i := range g.items {
 			o := outcomes[i]
 			keys = append(keys, q.job(o.Ref.ID))
-			args = append(args, tsHex(o.Ref.ID), o.Ref.Attempt, outcomeKind(o),
+			args = append(args, tsHex(o.Ref.ID), o.Ref.Token, outcomeKind(o),
 				strconv.FormatInt(microsCeil(o.RetryDelay), 10), o.Error)
 		}
 		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
@@ -208,7 +208,7 @@ func (b *Backend) extend(ctx context.Context, refs []backend.JobRef, lease time.
 		args := []any{leaseMicros(lease)}
 		for _, i := range g.items {
 			keys = append(keys, g.q.job(refs[i].ID))
-			args = append(args, tsHex(refs[i].ID), refs[i].Attempt)
+			args = append(args, tsHex(refs[i].ID), refs[i].Token)
 		}
 		calls[gi] = &evalCall{s: scriptExtend, keys: keys, args: args}
 	}
@@ -279,7 +279,7 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
 		for _, i := range g.items {
 			keys = append(keys, q.job(refs[i].ID))
-			args = append(args, tsHex(refs[i].ID), refs[i].Attempt)
+			args = append(args, tsHex(refs[i].ID), refs[i].Token)
 		}
 		calls[gi] = &evalCall{s: scriptRelease, keys: keys, args: args}
 	}

@@ -320,6 +320,10 @@ func (b *Backend) replayFilter(ctx context.Context, filter backend.FailedFilter,
 // unique keys, then moves the jobs whose keys it got, one script per
 // queue. strict: all or nothing (a job gone meanwhile fails the call with
 // ErrNotFound; other queues' scripts may have moved theirs).
+//
+// A replay sent again after its reply was lost finds its jobs live and
+// their keys held by their own IDs: the keys stay theirs whatever the
+// second replay does (reserveUnique tells such keys apart).
 func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict bool, counts *replayCounts) error {
 	var claims []uniqueClaim
 	for _, r := range recs {
@@ -327,7 +331,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 			claims = append(claims, uniqueClaim{key: r.uniq, id: r.jobID})
 		}
 	}
-	if err := b.reserveUnique(ctx, claims); err != nil {
+	if err := b.reserveUnique(ctx, claims, false); err != nil {
 		return err
 	}
 	skip := map[int64]bool{}
@@ -364,10 +368,18 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 		calls[i] = &evalCall{s: scriptReplay, keys: keys, args: args}
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
-	moved := map[int64]bool{}
+	// unmoved are the jobs known to be still failed: their replay never
+	// reached the server, or its reply says it left them. A replay whose
+	// reply was lost may have moved its jobs, which keep their keys.
+	unmoved := map[int64]bool{}
 	var missing error
 	for i, call := range calls {
 		if call.err != nil {
+			if isNotSent(call.err) {
+				for _, r := range byQueue[order[i]] {
+					unmoved[r.jobID] = true
+				}
+			}
 			continue
 		}
 		v, err := asSlice(call.res)
@@ -375,25 +387,39 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 			return fmt.Errorf("replay %s: unexpected reply", order[i])
 		}
 		f := fields{v: v}
+		recs := byQueue[order[i]]
 		if f.int(0) == -1 {
-			r := byQueue[order[i]][f.int(1)-1]
+			r := recs[f.int(1)-1]
 			missing = cmpErr(missing, fmt.Errorf("failed job %d: %w", r.fid, backend.ErrNotFound))
+			for _, r := range recs {
+				unmoved[r.jobID] = true
+			}
 			continue
 		}
+		moved := map[int]bool{}
 		for j := 2; j < len(v); j++ {
-			r := byQueue[order[i]][f.int(j)-1]
-			moved[r.jobID] = true
-			counts.moved(r.queue, r.typ)
+			k := f.int(j) - 1
+			if k < 0 || k >= len(recs) {
+				return fmt.Errorf("replay %s: unexpected item number %v", order[i], v[j])
+			}
+			moved[k] = true
+			counts.moved(recs[k].queue, recs[k].typ)
+		}
+		for k, r := range recs {
+			if !moved[k] {
+				unmoved[r.jobID] = true
+			}
 		}
 		b.notifier.local(order[i], f.int(1) == 1, -1)
 		if f.err != nil {
 			return f.err
 		}
 	}
-	// Keys reserved for jobs that did not move go back.
+	// Keys reserved for jobs that certainly did not move go back (and
+	// never a key the job held before: see reserveUnique).
 	var unused []uniqueClaim
 	for _, c := range claims {
-		if c.holder == 0 && !moved[c.id] {
+		if unmoved[c.id] {
 			unused = append(unused, c)
 		}
 	}

@@ -296,7 +296,7 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 		}
 	}
 	reserved := time.Now()
-	if err := b.reserveUnique(ctx, claims); err != nil {
+	if err := b.reserveUnique(ctx, claims, true); err != nil {
 		return nil, err
 	}
 	holder := map[string]int64{}
@@ -341,24 +341,32 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 		// Past half the grace, another insert may take the keys over as
 		// abandoned while these jobs are written: give up instead.
 		err = fmt.Errorf("%w: the insert took longer than %s after reserving its unique keys", backend.ErrUnavailable, b.grace/2)
-	} else if len(calls) > 0 {
-		err = b.c.evalAll(ctx, calls, true)
+		b.releaseUniqueBestEffort(ctx, claims)
+		return nil, err
 	}
-	if err != nil {
-		// Keys reserved for jobs that were not written go back. On a
+	if len(calls) == 0 {
+		return res, nil
+	}
+	if err := b.c.evalAll(ctx, calls, true); err != nil {
+		// Keys go back only for jobs whose insert never reached the
+		// server. A call whose reply was lost may have written its jobs:
+		// they keep their keys, or the key would be free while its job
+		// lives (and a resent insert, given a new ID, would not be a
+		// duplicate but a second job). If the call did not run, its keys
+		// are taken over once found abandoned (see reserveUnique). On a
 		// cluster other queues' scripts may have written theirs: those
-		// keep their keys.
-		kept := map[int64]bool{}
+		// keep their keys too.
+		unsent := map[int64]bool{}
 		for i, g := range written {
-			if i < len(calls) && calls[i].err == nil && calls[i].res != nil {
+			if isNotSent(calls[i].err) {
 				for _, id := range g.ids {
-					kept[id] = true
+					unsent[id] = true
 				}
 			}
 		}
 		var unused []uniqueClaim
 		for _, c := range claims {
-			if !kept[c.id] {
+			if unsent[c.id] {
 				unused = append(unused, c)
 			}
 		}

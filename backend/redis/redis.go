@@ -75,6 +75,28 @@
 // counts as held, since its insert or replay may still be in flight. Inserts
 // without a unique key skip all this: one round trip.
 //
+// An insert or replay that fails gives its reserved keys back only when
+// its script never reached the server. One whose reply was lost may have
+// written its jobs, so their keys stay reserved: a written job holds its
+// key (an insert sent again is a duplicate naming it), and a key whose job
+// was not written is taken over after the grace period, as above. A
+// replay reuses its job's ID, so it never gives back a key that ID held
+// before its reservation, nor one reserved again since (by another replay
+// of the same job): a replay sent again while the first one's reply was
+// lost leaves the key with the live job.
+//
+// # Lost replies
+//
+// A script whose reply was lost (a timeout, a dropped connection) may have
+// run. The client never sends one again by itself: only a command that
+// never reached the server is sent again (on a connection found dead
+// before anything was written to it, or refused unrun with NOSCRIPT after
+// the server lost its scripts, when a transaction goes again whole, so a
+// batch insert stays all or nothing). What callers send again is safe by
+// design: every holder's write is fenced by its claim's token, so a resent
+// complete, retry, fail or release is stale once the first applied, and
+// a resent extension only extends the same claim again.
+//
 // # Wake-ups
 //
 // Backend implements backend.Notifier with pub/sub: a script that makes a
@@ -130,8 +152,12 @@ func init() {
 // enqueues: a layout-2 build would neither claim, count nor cancel the
 // jobs in it, so the marker keeps such builds out of a prefix a layout-3
 // build wrote, and Migrate raises 2 to 3 in place (layout-2 data is valid
-// layout-3 data with l empty).
-const LayoutVersion = 3
+// layout-3 data with l empty). Layout 4 adds the claim token k to the job
+// hash, the fence of every holder's write: a layout-3 build claims without
+// raising it, so a layout-4 holder whose claim it took over would still
+// match, and the marker keeps it out; Migrate raises 2 and 3 to 4 in place
+// (their jobs have no k, read as 0: never claimed under a token).
+const LayoutVersion = 4
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -333,8 +359,8 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 
 // Migrate writes the layout marker of the key prefix and returns its
 // version. Redis creates every other key when it is first written, so
-// there is nothing else to set up, and a layout-2 prefix is raised to 3 as
-// it stands. It fails with backend.ErrSchemaTooNew,
+// there is nothing else to set up, and a layout-2 or 3 prefix is raised to
+// 4 as it stands. It fails with backend.ErrSchemaTooNew,
 // writing nothing, when the prefix was written by a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if b.closed.Load() {

@@ -64,12 +64,16 @@ func (f *fields) str(i int) string {
 	return s
 }
 
-func (f *fields) int(i int) int {
+func (f *fields) int(i int) int { return int(f.int64(i)) }
+
+// int64 reads a whole number that may not fit an int of 32 bits, such as
+// a claim's token.
+func (f *fields) int64(i int) int64 {
 	n, err := asInt(f.v[i])
 	if err != nil && f.err == nil {
 		f.err = err
 	}
-	return int(n)
+	return n
 }
 
 // id reads a time part (tsHex) as the ID it makes in the queue of index q.

@@ -72,10 +72,18 @@
 -- created µs, av available µs (absent: c), a attempts (absent: 0), r
 -- releases (absent: 0), e last error, u unique key, m metadata JSON, ra
 -- reserved µs and lu lease deadline µs ('' or absent unless reserved: lu ~=
--- '' IS the reserved state), cx the µs a reserved job's cancel was
--- requested (absent otherwise: every write of its holder is then refused
--- and ends the job cancelled). A failed job's hash adds j (its job ID) and
--- keeps e as the error; its failed_at is the time part of its failed ID.
+-- '' IS the reserved state), k the fencing token of the job's latest claim
+-- (absent: 0, never claimed; see claim), cx the µs a reserved job's cancel
+-- was requested (absent otherwise: every write of its holder is then
+-- refused and ends the job cancelled). A failed job's hash adds j (its job
+-- ID) and keeps e as the error, and k, so that a replayed job's tokens
+-- still only grow; its failed_at is the time part of its failed ID.
+--
+-- The fence: a holder's write (complete, extend, release) applies only
+-- while the job is reserved and its k is the token the holder's claim
+-- returned, compared as the decimal string both sides write. The attempt
+-- a is not the fence: a free release un-counts it and a replay resets it,
+-- so two claims of one job can count the same attempt.
 --
 -- IDs: ts * 4096 + queue index, ts in µs since 2025-01-01 UTC, strictly
 -- increasing per queue (max(last + 1, now)). Scripts see only ts (as 13
@@ -567,15 +575,23 @@ return (pick(best, head, take))
 -- Reserves up to max ready jobs of one queue (p and l), best first, after
 -- promoting due delayed jobs (at most the promotion limit per call).
 -- Takes no more than the queue's settings allow (KEYS[8], see allowance)
--- and counts what it took in the rate window.
+-- and counts what it took in the rate window. Each claim gives its job the
+-- token k = max(k + 1, now µs): above every earlier claim's while the hash
+-- keeps k. When a restart lost the last writes (AOF everysec drops up to a
+-- second), k rolled back while a worker may still hold a lost claim's
+-- token; that token was its own claim's now (k + 1 passes the clock only
+-- for claims of one job within a µs, or after the clock went back), so the
+-- time floor keeps the next token above it. Tokens stay below 2^53, so
+-- Lua's doubles hold them exactly.
 -- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] r
 --   KEYS[7] job key prefix  KEYS[8] s
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
 --   limits: '' or "<concurrency limit or 0> <next rate window µs or 0>"
---   (0: the window is not spent), then per job 10 values: ID, d, pr, a, r,
---   av, c, e, u, m} (absent fields as '', av as c when absent).
+--   (0: the window is not spent), then per job 11 values: ID, d, pr, a, r,
+--   av, c, e, u, m, k (the claim's token)} (absent fields as '', av as c
+--   when absent).
 local now = now_us()
 local nows = n2s(now)
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
@@ -611,16 +627,20 @@ local ids, avs, rs = {}, {}, {}
 for i = 1, #took do
   local id = took[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm')
+  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k')
   if inp[i] then ids[#ids + 1] = id end
   if v[1] then
     local a = tonumber(v[3] or '0') + 1
-    redis.call('HSET', k, 'a', a, 'ra', nows, 'lu', lease)
+    -- Usually the last token is a past claim's time: the token is now,
+    -- whose string the claim has already.
+    local tk = tonumber(v[10] or '0') + 1
+    if tk <= now then v[10] = nows else v[10] = n2s(tk) end
+    redis.call('HSET', k, 'a', a, 'ra', nows, 'lu', lease, 'k', v[10])
     v[3] = tostring(a)
     v[5] = v[5] or v[6] -- no av: available since created
     if inp[i] then avs[#ids] = v[5] end
     out[#out + 1] = id
-    for f = 1, 9 do out[#out + 1] = v[f] or '' end
+    for f = 1, 10 do out[#out + 1] = v[f] or '' end
     rs[#rs + 1] = lease; rs[#rs + 1] = id
   end
 end
@@ -647,14 +667,15 @@ return out
 
 --- script: complete
 -- Applies outcomes of attempts of one queue, each fenced: it applies only
--- while the job is reserved (lu ~= '') with the given attempt. A job
--- whose cancel was requested (cx) ends cancelled whatever the outcome.
+-- while the job is reserved (lu ~= '') under the given token (k). A job
+-- whose cancel was requested (cx) ends cancelled whatever the outcome,
+-- when the token matches: an earlier claim's write is stale all the same.
 -- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
 --   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
 --   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix  KEYS[14] l
 --   KEYS[15..] job keys, one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
---   then per outcome, 5 values: ID, attempt, kind ('d' done, 'k' done and
+--   then per outcome, 5 values: ID, token, kind ('d' done, 'k' done and
 --   kept, 'r' retry, 'f' fail), retry delay µs, error text
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
 --   that ended holding a unique key}, woke, due µs or -1, {outcome numbers
@@ -668,8 +689,8 @@ for i = 1, n do
   local b = 4 + (i - 1) * 5
   local id, kind = ARGV[b], ARGV[b + 2]
   local k = KEYS[14 + i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'pr', 'u', 'cx')
-  if not v[2] or v[2] == '' or tonumber(v[1] or '0') ~= tonumber(ARGV[b + 1]) then
+  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx')
+  if not v[2] or v[2] == '' or v[1] ~= ARGV[b + 1] then
     stale[#stale + 1] = i
   elseif v[5] then
     gone[#gone + 1] = id
@@ -706,14 +727,14 @@ return { stale, released, woke, due, cancelled }
 -- Extends the leases of held jobs of one queue, each fenced like complete;
 -- a job whose cancel was requested (cx) is lost.
 -- KEYS[1] r  KEYS[2..] job keys, one per ref
--- ARGV[1] lease µs  then per ref: ID, attempt
+-- ARGV[1] lease µs  then per ref: ID, token
 -- Returns {ref numbers (1-based) whose lease was lost}.
 local lease = n2s(now_us() + tonumber(ARGV[1]))
 local lost, rs = {}, {}
 for i = 1, #KEYS - 1 do
   local k = KEYS[1 + i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'cx')
-  if not v[2] or v[2] == '' or v[3] or tonumber(v[1] or '0') ~= tonumber(ARGV[1 + 2 * i]) then
+  local v = redis.call('HMGET', k, 'k', 'lu', 'cx')
+  if not v[2] or v[2] == '' or v[3] or v[1] ~= ARGV[1 + 2 * i] then
     lost[#lost + 1] = i
   else
     redis.call('HSET', k, 'lu', lease)
@@ -733,7 +754,7 @@ return lost
 --   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12..] job keys, one
 --   per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
---   of a counted release  then per ref: ID, attempt
+--   of a counted release  then per ref: ID, token
 -- Returns {{i, ... of the refs that no longer matched (stale)}, {ID,
 --   unique key, ... of jobs failed or ended holding a unique key}, woke,
 --   {i, ... of the refs that ended cancelled}}, i counting refs from 1.
@@ -746,9 +767,9 @@ local stale, cancelled, released, gone, failed = {}, {}, {}, {}, {}
 for i = 1, #KEYS - 11 do
   local k = KEYS[11 + i]
   local id = ARGV[3 + 2 * i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx')
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx', 'k')
   local a = tonumber(v[1] or '0')
-  if v[2] and v[2] ~= '' and a == tonumber(ARGV[4 + 2 * i]) then
+  if v[2] and v[2] ~= '' and v[8] == ARGV[4 + 2 * i] then
     gone[#gone + 1] = id
     local rel = tonumber(v[3] or '0') + 1
     if v[7] then
@@ -791,8 +812,9 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 --   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix  KEYS[12] l
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
--- Returns {{ID, attempt, type, failed (1 or 0), ...}, {ID, unique key, ...
---   of jobs failed or cancelled holding a unique key}, woke, cancelled}.
+-- Returns {{ID, attempt, token, type, failed (1 or 0), ...}: the claims
+--   whose lease expired, {ID, unique key, ... of jobs failed or cancelled
+--   holding a unique key}, woke, cancelled}.
 local now = now_us()
 local nows = n2s(now)
 local mv = moves()
@@ -802,7 +824,7 @@ local out, released, failed, cancelled = {}, {}, {}, 0
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx')
+  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx', 'k')
   if v[2] and v[5] then
     finish(k, id, KEYS[11], KEYS[8], KEYS[9], KEYS[10], 'cancelled', now)
     cancelled = cancelled + 1
@@ -813,12 +835,12 @@ for i = 1, #exp do
     if a < tonumber(ma) then
       redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[3] or '0', nows)
-      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = typ; out[#out + 1] = 0
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 0
     else
       local fid = tshex(mint.next())
       to_failed(k, id, KEYS[6], fid, ARGV[4])
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
-      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = typ; out[#out + 1] = 1
+      out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 1
       if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
     end
   end
@@ -913,8 +935,10 @@ return #del
 
 --- script: replay
 -- Moves failed jobs of one queue back to ready, keeping their job IDs,
--- attempts and releases reset to 0. With ARGV[3] = '1' it is all or
--- nothing: if any named failed job is missing, nothing moves.
+-- attempts and releases reset to 0, and keeping k: the next claim's token
+-- is still above every earlier claim's, so a holder from before the
+-- failure stays stale. With ARGV[3] = '1' it is all or nothing: if any
+-- named failed job is missing, nothing moves.
 -- KEYS[1] p  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
 --   job key
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
@@ -955,17 +979,20 @@ return out
 
 --- script: ureserve
 -- Reserves unique keys for jobs: a key that is free, or already held by
--- the same ID, is set to "<ID>@<now µs>".
+-- the same ID, is set to "<ID>@<now µs>". A key the ID held already (a
+-- replay sent again after its reply was lost, whose job is live) is told
+-- apart: a caller whose own write then fails must not free it.
 -- KEYS[1] P:unique
 -- ARGV per key: unique key, ID (16 hex digits: the whole ID)
--- Returns {now µs, then per key: '' (reserved) or the holder's value}.
+-- Returns {now µs, then per key: '' (reserved, was free), '=' (held by
+--   the ID already) or the holder's value}.
 local now = n2s(now_us())
 local out = { now }
 for i = 1, #ARGV, 2 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
   if not v or string.sub(v, 1, 16) == ARGV[i + 1] then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1] .. '@' .. now)
-    out[#out + 1] = ''
+    if v then out[#out + 1] = '=' else out[#out + 1] = '' end
   else
     out[#out + 1] = v
   end
@@ -977,9 +1004,9 @@ return out
 -- is still the one found (compare and set).
 -- KEYS[1] P:unique
 -- ARGV per key: unique key, the value found, the new holder's ID
--- Returns {per key: '' (taken) or the value now there}.
+-- Returns {now µs, then per key: '' (taken) or the value now there}.
 local now = n2s(now_us())
-local out = {}
+local out = { now }
 for i = 1, #ARGV, 3 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
   if not v or v == ARGV[i + 1] then
@@ -992,14 +1019,19 @@ end
 return out
 
 --- script: urelease
--- Frees unique keys still held by the given IDs.
+-- Frees unique keys still held by the given holders: a 16-hex-digit ID
+-- frees the key while that ID holds it (a job that ended); a whole value
+-- "<ID>@<µs>" only while it holds exactly that reservation (one whose job
+-- was not written: a replay reuses its job's ID, and another replay of
+-- the same job may have reserved the key again meanwhile).
 -- KEYS[1] P:unique
--- ARGV per key: unique key, ID
+-- ARGV per key: unique key, holder
 -- Returns how many were freed (integer).
 local freed = 0
 for i = 1, #ARGV, 2 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
-  if v and string.sub(v, 1, 16) == ARGV[i + 1] then
+  local h = ARGV[i + 1]
+  if v and (v == h or (#h == 16 and string.sub(v, 1, 16) == h)) then
     redis.call('HDEL', KEYS[1], ARGV[i])
     freed = freed + 1
   end
@@ -1095,14 +1127,14 @@ unready(KEYS[2], KEYS[3], rids, ravs)
 return { out, released }
 
 --- script: cancelling
--- Lists the cancelling attempts of one queue.
+-- Lists the cancelling claims of one queue.
 -- KEYS[1] c  KEYS[2] job key prefix
--- Returns {ID, attempt, ...}.
+-- Returns {ID, attempt, token, ...}.
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local out = {}
 for i = 1, #ids do
-  local a = redis.call('HGET', KEYS[2] .. ids[i], 'a')
-  if a then out[#out + 1] = ids[i]; out[#out + 1] = a end
+  local v = redis.call('HMGET', KEYS[2] .. ids[i], 'a', 'k')
+  if v[1] then out[#out + 1] = ids[i]; out[#out + 1] = v[1]; out[#out + 1] = v[2] or '' end
 end
 return out
 

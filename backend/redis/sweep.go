@@ -89,12 +89,12 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			continue
 		}
 		f := fields{v: jobs}
-		for j := 0; j+3 < len(jobs); j += 4 {
+		for j := 0; j+4 < len(jobs); j += 5 {
 			job := backend.SweptJob{
-				Ref:    backend.JobRef{ID: f.id(j, idxs[i]), Attempt: f.int(j + 1)},
+				Ref:    backend.JobRef{ID: f.id(j, idxs[i]), Attempt: f.int(j + 1), Token: f.int64(j + 2)},
 				Queue:  swept[i],
-				Type:   f.str(j + 2),
-				Failed: f.int(j+3) == 1,
+				Type:   f.str(j + 3),
+				Failed: f.int(j+4) == 1,
 			}
 			if job.Failed {
 				res.Failed++

@@ -18,6 +18,15 @@ type uniqueClaim struct {
 	// holder is 0 once reserveUnique gave the key to id; otherwise the ID
 	// of the job holding it, of which id is a duplicate.
 	holder int64
+	// had: id held the key before this reservation (a replay sent again
+	// after its reply was lost, whose job is live again), so a failure of
+	// the caller's write must not free it.
+	had bool
+	// value is what the reservation wrote ("<ID>@<µs>"), once known: a
+	// failed write frees the key only while it still holds exactly that,
+	// since a replay reuses its job's ID and another replay of the job may
+	// have reserved the key again meanwhile.
+	value string
 }
 
 // heldBy reads a value of the unique hash.
@@ -32,8 +41,12 @@ func heldBy(v string) (id int64, at int64, ok bool) {
 }
 
 // reserveUnique gives each claim its key, or names the holder that keeps
-// it (setting claim.holder).
-func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim) error {
+// it (setting claim.holder). When it fails, the caller writes nothing, so
+// the keys it reserved are freed again (best effort). fresh says the
+// claims' IDs were minted for this call, so that no key was theirs
+// before: then even a reservation whose reply was lost, and which may
+// have run, is undone.
+func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh bool) (err error) {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -43,14 +56,25 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim) error
 	}
 	res, err := b.c.eval(ctx, scriptUReserve, []string{b.keys.unique}, args)
 	if err != nil {
+		if fresh && !isNotSent(err) {
+			b.releaseUniqueBestEffort(ctx, claims)
+		}
 		return err
 	}
+	defer func() {
+		if err != nil {
+			b.releaseUniqueBestEffort(ctx, claims)
+		}
+	}()
 	v, err := asSlice(res)
 	if err != nil || len(v) != 1+len(claims) {
 		return fmt.Errorf("reserve unique keys: unexpected reply")
 	}
 	f := fields{v: v}
 	now := int64(f.int(0))
+	for i := range claims {
+		claims[i].value = idHex(claims[i].id) + "@" + f.str(0)
+	}
 	// Keys held by other jobs: live holders keep them; dead ones lose them
 	// once their reservation is older than the grace period.
 	type held struct {
@@ -64,6 +88,10 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim) error
 	for i := range claims {
 		s := f.str(1 + i)
 		if s == "" {
+			continue
+		}
+		if s == "=" {
+			claims[i].had = true
 			continue
 		}
 		h := held{i: i, value: s}
@@ -118,15 +146,19 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim) error
 	}
 	res, err = b.c.eval(ctx, scriptUSteal, []string{b.keys.unique}, args)
 	if err != nil {
+		for _, h := range steal {
+			claims[h.i].value = "" // its reply lost, maybe taken: freed by ID
+		}
 		return err
 	}
 	v, err = asSlice(res)
-	if err != nil || len(v) != len(steal) {
+	if err != nil || len(v) != 1+len(steal) {
 		return fmt.Errorf("take over unique keys: unexpected reply")
 	}
 	f = fields{v: v}
 	for i, h := range steal {
-		if s := f.str(i); s != "" {
+		claims[h.i].value = idHex(claims[h.i].id) + "@" + f.str(0)
+		if s := f.str(1 + i); s != "" {
 			// Someone else got there first: theirs now.
 			id, _, ok := heldBy(s)
 			if !ok {
@@ -138,10 +170,14 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim) error
 	return f.err
 }
 
-// uniqueHeld is a unique key a job held when it ended.
+// uniqueHeld is a unique key a job held when it ended, or one reserved
+// for a job that was not written.
 type uniqueHeld struct {
 	id  int64
 	key string
+	// value, when set, is the reservation to free: the key is freed only
+	// while it holds exactly that. Unset, while it is held by id.
+	value string
 }
 
 // readHeld reads a script's {ID, unique key, ...} list of the queue of
@@ -169,21 +205,27 @@ func (b *Backend) releaseUnique(ctx context.Context, held []uniqueHeld) {
 	}
 	args := make([]any, 0, 2*len(held))
 	for _, h := range held {
-		args = append(args, h.key, idHex(h.id))
+		if h.value != "" {
+			args = append(args, h.key, h.value)
+		} else {
+			args = append(args, h.key, idHex(h.id))
+		}
 	}
 	if _, err := b.c.eval(ctx, scriptURelease, []string{b.keys.unique}, args); err != nil {
-		b.opts.Logger.Warn("jobq redis: unique keys of ended jobs not freed; they are taken over once found abandoned",
+		b.opts.Logger.Warn("jobq redis: unique keys of ended or unwritten jobs not freed; they are taken over once found abandoned",
 			"key_prefix", b.opts.KeyPrefix, "keys", len(held), "err", b.fail("free unique keys", err))
 	}
 }
 
 // releaseUniqueBestEffort frees the keys reserved for jobs that were not
-// written after all.
+// written after all: only those this reservation gave them, never a key
+// their ID held before it, and, once the reservation's value is known,
+// only while the key still holds it.
 func (b *Backend) releaseUniqueBestEffort(ctx context.Context, claims []uniqueClaim) {
 	var held []uniqueHeld
 	for _, c := range claims {
-		if c.holder == 0 {
-			held = append(held, uniqueHeld{id: c.id, key: c.key})
+		if c.holder == 0 && !c.had {
+			held = append(held, uniqueHeld{id: c.id, key: c.key, value: c.value})
 		}
 	}
 	b.releaseUnique(context.WithoutCancel(ctx), held)

@@ -106,7 +106,7 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 	var refs []backend.JobRef
 	for rows.Next() {
 		var ref backend.JobRef
-		if err := rows.Scan(&ref.ID, &ref.Attempt); err != nil {
+		if err := rows.Scan(&ref.ID, &ref.Attempt, &ref.Token); err != nil {
 			return nil, b.mapErr(ctx, op, err)
 		}
 		refs = append(refs, ref)

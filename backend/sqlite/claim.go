@@ -130,7 +130,7 @@ type rowScan struct {
 func newRowScan(claim bool) *rowScan {
 	r := &rowScan{}
 	r.dest = []any{&r.j.ID, &r.j.Queue, &r.j.Type, &r.j.Payload, &r.attempts, &r.maxAtt, &r.prio,
-		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata}
+		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token}
 	if !claim {
 		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling)
 	}

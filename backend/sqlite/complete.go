@@ -10,7 +10,8 @@ import (
 )
 
 // JobComplete implements backend.Backend: every outcome of the batch is
-// applied in one write transaction, each fenced by (id, attempts, reserved).
+// applied in one write transaction, each fenced by (id, claim token,
+// reserved).
 // A fail copies the row into failed_jobs and deletes it in that same
 // transaction, so a job is never in both tables or in neither. Error texts
 // are stored as backend.PrepareOutcomes normalised them; SQLite takes any
@@ -46,10 +47,10 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		var done, retry *sql.Stmt
 		fails := failMover{ctx: rowCtx, tx: tx, st: st}
 		fin := finisher{ctx: rowCtx, tx: tx, st: st}
-		// refused sorts an outcome the fence refused: a cancelling
-		// attempt ends cancelled, anything else is stale.
+		// refused sorts an outcome the fence refused: the cancelling
+		// claim it names ends cancelled, anything else is stale.
 		refused := func(o backend.Outcome) error {
-			cancelled, err := fin.move(fin.cancelStmt(), o.Ref.ID, int64(o.Ref.Attempt), backend.FinishedCancelled, nowUS)
+			cancelled, err := fin.move(fin.cancelStmt(), o.Ref.ID, o.Ref.Token, backend.FinishedCancelled, nowUS)
 			if err != nil {
 				return err
 			}
@@ -64,12 +65,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			id, att := o.Ref.ID, int64(o.Ref.Attempt)
+			id, tok := o.Ref.ID, o.Ref.Token
 			applied := true
 			switch o.Kind {
 			case backend.OutcomeDone:
 				if o.Keep {
-					moved, err := fin.move(fin.keepStmt(), id, att, backend.FinishedCompleted, nowUS)
+					moved, err := fin.move(fin.keepStmt(), id, tok, backend.FinishedCompleted, nowUS)
 					if err != nil {
 						return err
 					}
@@ -79,7 +80,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 				if done == nil {
 					done = tx.StmtContext(rowCtx, st.done)
 				}
-				r, err := done.ExecContext(rowCtx, id, att)
+				r, err := done.ExecContext(rowCtx, id, tok)
 				if err != nil {
 					return err
 				}
@@ -91,7 +92,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					retry = tx.StmtContext(rowCtx, st.retry)
 				}
 				var queue string
-				err := retry.QueryRowContext(rowCtx, id, att, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
+				err := retry.QueryRowContext(rowCtx, id, tok, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 					applied = false
@@ -101,7 +102,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					woken[queue] = struct{}{}
 				}
 			case backend.OutcomeFail:
-				moved, err := fails.move(id, att, o.Error, nowUS)
+				moved, err := fails.move(id, tok, o.Error, nowUS)
 				if err != nil {
 					return err
 				}
@@ -141,7 +142,7 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 		lost = lost[:0]
 		extend := tx.StmtContext(ctx, st.extend)
 		for _, ref := range params.Refs {
-			r, err := extend.ExecContext(ctx, ref.ID, int64(ref.Attempt), until)
+			r, err := extend.ExecContext(ctx, ref.ID, ref.Token, until)
 			if err != nil {
 				return err
 			}
@@ -179,9 +180,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		fails := failMover{ctx: ctx, tx: tx, st: st}
 		fin := finisher{ctx: ctx, tx: tx, st: st}
 		for _, ref := range refs {
-			id, att := ref.ID, int64(ref.Attempt)
+			id, tok := ref.ID, ref.Token
 			var queue string
-			err := release.QueryRowContext(ctx, id, att, now, backend.MaxFreeReleases, backend.ReleasedError).Scan(&queue)
+			err := release.QueryRowContext(ctx, id, tok, now, backend.MaxFreeReleases, backend.ReleasedError).Scan(&queue)
 			switch {
 			case err == nil:
 				woken[queue] = struct{}{}
@@ -190,15 +191,15 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				return err
 			}
 			// Stale, or its last attempt is spent: the fenced move tells.
-			moved, err := fails.move(id, att, backend.ReleasedError, now)
+			moved, err := fails.move(id, tok, backend.ReleasedError, now)
 			if err != nil {
 				return err
 			}
 			if moved {
 				continue
 			}
-			// A cancelling attempt ends cancelled.
-			if moved, err = fin.move(fin.cancelStmt(), id, att, backend.FinishedCancelled, now); err != nil {
+			// The cancelling claim it names ends cancelled.
+			if moved, err = fin.move(fin.cancelStmt(), id, tok, backend.FinishedCancelled, now); err != nil {
 				return err
 			}
 			if moved {
@@ -227,12 +228,13 @@ type failMover struct {
 }
 
 // move copies the job into failed_jobs with error text and deletes it, if
-// attempt still holds it (the fence); moved is false when it does not.
-func (m *failMover) move(id, attempt int64, text string, now int64) (moved bool, err error) {
+// the claim with token still holds it (the fence); moved is false when it
+// does not.
+func (m *failMover) move(id, token int64, text string, now int64) (moved bool, err error) {
 	if m.copy == nil {
 		m.copy, m.del = m.tx.StmtContext(m.ctx, m.st.failCopy), m.tx.StmtContext(m.ctx, m.st.jobDelete)
 	}
-	r, err := m.copy.ExecContext(m.ctx, id, attempt, text, now)
+	r, err := m.copy.ExecContext(m.ctx, id, token, text, now)
 	if err != nil {
 		return false, err
 	}
@@ -269,10 +271,10 @@ func (f *finisher) cancelStmt() *sql.Stmt {
 }
 
 // move copies the job into finished_jobs as state with copy (qFinishKeep
-// or qFinishCancelled, whose fence names the attempt) and deletes it;
-// moved is false when the fence refused.
-func (f *finisher) move(copy *sql.Stmt, id, attempt int64, state backend.FinishedState, now int64) (moved bool, err error) {
-	r, err := copy.ExecContext(f.ctx, id, string(state), now, attempt)
+// or qFinishCancelled, whose fence names the claim by its token) and
+// deletes it; moved is false when the fence refused.
+func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.FinishedState, now int64) (moved bool, err error) {
+	r, err := copy.ExecContext(f.ctx, id, string(state), now, token)
 	if err != nil {
 		return false, err
 	}

@@ -14,6 +14,7 @@ import (
 // outcomes is being written ends the write with the context's error and
 // writes none of them. The rows run under a context the driver does not
 // watch (see JobComplete): the transaction's context must still decide.
+// The batch sent again then applies once, and is stale after that.
 func TestCompleteCancelled(t *testing.T) {
 	t.Parallel()
 	const n = 20000
@@ -52,5 +53,15 @@ func TestCompleteCancelled(t *testing.T) {
 	}
 	if left != n {
 		t.Fatalf("%d of %d jobs still reserved after the cancelled write; want all (none written)", left, n)
+	}
+
+	// The caller saw an error and nothing was written, so sending the
+	// batch again applies it, once: a third send is all stale.
+	for i, wantStale := range []int{0, n} {
+		res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outcomes})
+		if err != nil || len(res.Stale) != wantStale || len(res.Cancelled) != 0 {
+			t.Fatalf("send %d of the batch after the cancelled one: %d stale, %d cancelled, %v; want %d stale",
+				i+2, len(res.Stale), len(res.Cancelled), err, wantStale)
+		}
 	}
 }

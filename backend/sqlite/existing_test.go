@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/sqlite"
@@ -151,7 +152,8 @@ func TestOpenExistingUpToDate(t *testing.T) {
 }
 
 // TestMigrateFromVersion1: a file of schema version 1 is migrated on open;
-// its jobs read back with no metadata and no releases.
+// its jobs read back with no metadata, no releases and claim token 0, and
+// their first claim after it hands out token 1.
 func TestMigrateFromVersion1(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "jobq.db")
@@ -159,8 +161,8 @@ func TestMigrateFromVersion1(t *testing.T) {
 	b := openAt(t, path, sqlite.Options{})
 	ctx := t.Context()
 	j, err := b.JobGet(ctx, 1)
-	if err != nil || j.Metadata != nil || j.Releases != 0 || j.Queue != "q" {
-		t.Fatalf("JobGet(1) after migrating = %+v, %v; want queue q, no metadata, no releases", j, err)
+	if err != nil || j.Metadata != nil || j.Releases != 0 || j.Queue != "q" || j.Token != 0 {
+		t.Fatalf("JobGet(1) after migrating = %+v, %v; want queue q, no metadata, no releases, token 0", j, err)
 	}
 	f, err := b.FailedGet(ctx, 1)
 	if err != nil || f.Metadata != nil || f.JobID != 7 {
@@ -173,8 +175,17 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if res, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{1}}); err != nil || res.Replayed != 1 {
 		t.Fatalf("FailedReplay of a pre-migration row = %+v, %v", res, err)
 	}
-	if j, err := b.JobGet(ctx, 7); err != nil || j.Metadata != nil {
-		t.Fatalf("replayed JobGet(7) = %+v, %v", j, err)
+	if j, err := b.JobGet(ctx, 7); err != nil || j.Metadata != nil || j.Token != 0 {
+		t.Fatalf("replayed JobGet(7) = %+v, %v; want no metadata, token 0", j, err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 2, Lease: time.Minute})
+	if err != nil || len(rows) != 2 {
+		t.Fatalf("claim after migrating = %d rows, %v; want both jobs", len(rows), err)
+	}
+	for _, r := range rows {
+		if r.Token != 1 {
+			t.Errorf("job %d: first claim after migrating has token %d, want 1", r.ID, r.Token)
+		}
 	}
 }
 

@@ -17,9 +17,10 @@ import (
 // claimColumns is the column list a claim returns and rowScan reads, in
 // order: every column but the three the claim sets itself (status,
 // reserved_at, lease_until), which cost a claim as much to read back as
-// releases and metadata cost to add.
+// releases and metadata cost to add. claim_token is read back although the
+// claim sets it: its value is the job's own (the last claim's plus one).
 const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority,
-	available_at, created_at, last_error, unique_key, releases, metadata`
+	available_at, created_at, last_error, unique_key, releases, metadata, claim_token`
 
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL`
@@ -91,7 +92,8 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 // claimSQL returns the claim statement for n distinct queues. Parameters:
 // ?1 now, ?2 lease_until, ?3 max jobs, ?4.. the queue names. It reserves up
 // to ?3 due pending jobs, highest priority then lowest ID first, counting
-// the attempt, and returns them (claimColumns, in no particular order).
+// the attempt and raising the claim token, and returns them (claimColumns,
+// in no particular order).
 //
 // The limit is written "?3 + 0" because SQLite re-prepares a statement
 // whose bound LIMIT value changed (it feeds the planner), and the claimer's
@@ -103,7 +105,8 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 // before the arms are merged, so a claim never sorts a whole backlog.
 func claimSQL(n int) string {
 	var sb strings.Builder
-	sb.WriteString(`UPDATE jobs SET status = 'reserved', attempts = attempts + 1, reserved_at = ?1, lease_until = ?2
+	sb.WriteString(`UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
+	reserved_at = ?1, lease_until = ?2
 WHERE id IN (`)
 	if n == 1 {
 		sb.WriteString(`SELECT id FROM jobs
@@ -130,38 +133,41 @@ RETURNING ` + claimColumns)
 
 // --- completion, leases, release ---
 
-// The fence of a holder's writes is (id, attempts, status reserved, no
-// cancel requested): a cancelling job refuses them all, and the holder's
-// outcome then ends it cancelled (see qFinishCancelled).
+// The fence of a holder's writes is (id, claim_token, status reserved, no
+// cancel requested): the token, not the attempt, names the claim, since a
+// free release un-counts the attempt and a replay resets it. A cancelling
+// job refuses them all, and the holder's outcome then ends it cancelled
+// (see qFinishCancelled).
 
-// qCompleteDone: ?1 id, ?2 attempts (the fence). Deletes the job if this
-// attempt still holds it; RowsAffected is 0 when stale.
-const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
+// qCompleteDone: ?1 id, ?2 claim_token (the fence). Deletes the job if this
+// claim still holds it; RowsAffected is 0 when stale.
+const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
-// qCompleteRetry: ?1 id, ?2 attempts (the fence), ?3 available_at,
+// qCompleteRetry: ?1 id, ?2 claim_token (the fence), ?3 available_at,
 // ?4 last_error. Returns the job to pending; returns its queue, or no row
 // when stale.
 const qCompleteRetry = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
-WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL
+WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL
 RETURNING queue`
 
-// qFailCopy: ?1 id, ?2 attempts (the fence), ?3 error, ?4 failed_at. Copies
-// the held job into failed_jobs; RowsAffected is 0 when stale. qJobDelete
-// must follow in the same transaction.
+// qFailCopy: ?1 id, ?2 claim_token (the fence), ?3 error, ?4 failed_at.
+// Copies the held job into failed_jobs, its claim token with it (a replay
+// brings it back); RowsAffected is 0 when stale. qJobDelete must follow in
+// the same transaction.
 const qFailCopy = `INSERT INTO failed_jobs
-	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata)
-SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata
-FROM jobs WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token
+FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qJobDelete: ?1 id. Deletes the job unconditionally (after qFailCopy).
 const qJobDelete = `DELETE FROM jobs WHERE id = ?1`
 
-// qExtendLease: ?1 id, ?2 attempts (the fence), ?3 lease_until. Returns
+// qExtendLease: ?1 id, ?2 claim_token (the fence), ?3 lease_until. Returns
 // nothing; RowsAffected is 0 when the lease was lost.
-const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
+const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
-// qRelease: ?1 id, ?2 attempts (the fence), ?3 available_at (now), ?4
+// qRelease: ?1 id, ?2 claim_token (the fence), ?3 available_at (now), ?4
 // backend.MaxFreeReleases, ?5 backend.ReleasedError. Returns the job to
 // pending and counts the release: while it has free releases left the
 // attempt is un-counted, after that it counts (last_error ?5). Returns the
@@ -172,24 +178,26 @@ const qRelease = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, releases = releases + 1,
 	attempts = CASE WHEN releases < ?4 THEN attempts - 1 ELSE attempts END,
 	last_error = CASE WHEN releases < ?4 THEN last_error ELSE ?5 END
-WHERE id = ?1 AND attempts = ?2 AND status = 'reserved' AND cancelled_at IS NULL AND (releases < ?4 OR attempts < max_attempts)
+WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL AND (releases < ?4 OR attempts < max_attempts)
 RETURNING queue`
 
 // --- lease sweep ---
 
-// qSweepExpired: ?1 now, ?2 limit. Returns id, attempts, max_attempts,
-// queue, type and whether its cancel was requested of reserved jobs whose lease has passed (lease_until < now), oldest
-// lease first, at most ?2 (uses jobs_lease).
-const qSweepExpired = `SELECT id, attempts, max_attempts, queue, type, cancelled_at IS NOT NULL FROM jobs
+// qSweepExpired: ?1 now, ?2 limit. Returns id, attempts, claim_token,
+// max_attempts, queue, type and whether its cancel was requested of
+// reserved jobs whose lease has passed (lease_until < now), oldest lease
+// first, at most ?2 (uses jobs_lease).
+const qSweepExpired = `SELECT id, attempts, claim_token, max_attempts, queue, type, cancelled_at IS NOT NULL FROM jobs
 WHERE status = 'reserved' AND lease_until < ?1
 ORDER BY lease_until LIMIT ?2`
 
-// qSweepRescue: ?1 id, ?2 attempts, ?3 available_at (now), ?4 last_error.
-// Returns an expired job to pending keeping its attempt count; RowsAffected
-// is 0 if it changed meanwhile.
+// qSweepRescue: ?1 id, ?2 claim_token, ?3 available_at (now), ?4
+// last_error. Returns an expired job to pending keeping its attempt count
+// and its token (the next claim raises it); RowsAffected is 0 if it changed
+// meanwhile.
 const qSweepRescue = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
-WHERE id = ?1 AND attempts = ?2 AND status = 'reserved'`
+WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved'`
 
 // --- reads ---
 
@@ -281,12 +289,13 @@ const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
-// reset, keeping its metadata, unless a live job holds that ID or its
-// unique key. Returns the queue and type, or no row when skipped (or the
-// ID does not exist).
+// reset, keeping its metadata and its claim token (never reset: the
+// holder from before the failure must stay stale), unless a live job holds
+// that ID or its unique key. Returns the queue and type, or no row when
+// skipped (or the ID does not exist).
 const qReplay = `INSERT INTO jobs
-	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata)
-SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata
+	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token)
+SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token
 FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)

@@ -21,16 +21,18 @@ const finishCopy = `INSERT INTO finished_jobs
 SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3
 FROM jobs `
 
-// qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4 attempts
-// (the fence). Copies the held job into finished_jobs; RowsAffected is 0
-// when stale or cancelling. qJobDelete must follow in the same transaction.
-const qFinishKeep = finishCopy + `WHERE id = ?1 AND attempts = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
+// qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4
+// claim_token (the fence). Copies the held job into finished_jobs;
+// RowsAffected is 0 when stale or cancelling. qJobDelete must follow in the
+// same transaction.
+const qFinishKeep = finishCopy + `WHERE id = ?1 AND claim_token = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qFinishCancelled: ?1 id, ?2 state ('cancelled'), ?3 finished_at, ?4
-// attempts. Copies the cancelling attempt into finished_jobs (any write of
+// claim_token. Copies the cancelling claim into finished_jobs (any write of
 // its holder, or the sweep, ends it so); RowsAffected is 0 when ?4 is not
-// a cancelling attempt. qJobDelete must follow.
-const qFinishCancelled = finishCopy + `WHERE id = ?1 AND attempts = ?4 AND status = 'reserved' AND cancelled_at IS NOT NULL`
+// the token of a cancelling claim, so an earlier holder's write is stale,
+// not a cancel. qJobDelete must follow.
+const qFinishCancelled = finishCopy + `WHERE id = ?1 AND claim_token = ?4 AND status = 'reserved' AND cancelled_at IS NOT NULL`
 
 // qFinishPending: ?1 id, ?2 state ('cancelled'), ?3 finished_at. Copies a
 // pending job into finished_jobs; RowsAffected is 0 when it is not
@@ -52,9 +54,9 @@ const qFinishedLookup = `SELECT state, attempts FROM finished_jobs WHERE id = ?1
 // (uses failed_jobs_job_id).
 const qFailedByJob = `SELECT 1 FROM failed_jobs WHERE job_id = ?1 LIMIT 1`
 
-// qCancelling: no parameters. Returns id and attempts of every cancelling
-// job (uses jobs_cancelling).
-const qCancelling = `SELECT id, attempts FROM jobs WHERE cancelled_at IS NOT NULL`
+// qCancelling: no parameters. Returns id, attempts and claim_token of
+// every cancelling job (uses jobs_cancelling).
+const qCancelling = `SELECT id, attempts, claim_token FROM jobs WHERE cancelled_at IS NOT NULL`
 
 // qFinishedPrune: ?1 state, ?2 cutoff, ?3 chunk size. Deletes up to ?3
 // jobs of ?1 that finished before ?2; RowsAffected counts them.

@@ -30,9 +30,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		res = backend.SweepResult{}
 		clear(woken)
 		type expired struct {
-			id, attempts, maxAttempts int64
-			queue, typ                string
-			cancelling                bool
+			id, attempts, token, maxAttempts int64
+			queue, typ                       string
+			cancelling                       bool
 		}
 		rows, err := tx.StmtContext(ctx, st.sweepExpired).QueryContext(ctx, now, int64(limit))
 		if err != nil {
@@ -41,7 +41,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		var found []expired
 		for rows.Next() {
 			var e expired
-			if err := rows.Scan(&e.id, &e.attempts, &e.maxAttempts, &e.queue, &e.typ, &e.cancelling); err != nil {
+			if err := rows.Scan(&e.id, &e.attempts, &e.token, &e.maxAttempts, &e.queue, &e.typ, &e.cancelling); err != nil {
 				_ = rows.Close()
 				return err
 			}
@@ -64,7 +64,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			if e.cancelling {
 				// Its holder let the lease run out after the cancel:
 				// the job ends cancelled, never rescued.
-				if _, err := fin.move(fin.cancelStmt(), e.id, e.attempts, backend.FinishedCancelled, now); err != nil {
+				if _, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.FinishedCancelled, now); err != nil {
 					return err
 				}
 				res.Cancelled++
@@ -72,19 +72,19 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			}
 			failed := e.attempts >= e.maxAttempts
 			if !failed {
-				if _, err := rescue.ExecContext(ctx, e.id, e.attempts, now, leaseExpiredError); err != nil {
+				if _, err := rescue.ExecContext(ctx, e.id, e.token, now, leaseExpiredError); err != nil {
 					return err
 				}
 				res.Rescued++
 				woken[e.queue] = struct{}{}
 			} else {
-				if _, err := fails.move(e.id, e.attempts, leaseExpiredError, now); err != nil {
+				if _, err := fails.move(e.id, e.token, leaseExpiredError, now); err != nil {
 					return err
 				}
 				res.Failed++
 			}
 			res.Jobs = append(res.Jobs, backend.SweptJob{
-				Ref:    backend.JobRef{ID: e.id, Attempt: int(e.attempts)},
+				Ref:    backend.JobRef{ID: e.id, Attempt: int(e.attempts), Token: e.token},
 				Queue:  e.queue,
 				Type:   e.typ,
 				Failed: failed,

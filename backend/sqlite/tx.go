@@ -47,8 +47,8 @@ func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.
 // JobCompleteTx implements backend.TxCompleter: it deletes the held job
 // inside the handler's transaction (a *sql.Tx as for JobInsertManyTx), so
 // the handler's writes and the completion commit or roll back together. It
-// returns backend.ErrNotFound when the attempt is no longer held; the caller
-// should then roll back.
+// returns backend.ErrNotFound when the claim is no longer held (fenced by
+// its token, as JobComplete is); the caller should then roll back.
 func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef) error {
 	op := fmt.Sprintf("complete job %d in tx", ref.ID)
 	if err := b.checkOpen(op); err != nil {
@@ -58,7 +58,7 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	res, err := t.ExecContext(ctx, qCompleteDone, ref.ID, int64(ref.Attempt))
+	res, err := t.ExecContext(ctx, qCompleteDone, ref.ID, ref.Token)
 	if err != nil {
 		return b.mapErr(ctx, op, err)
 	}
@@ -67,7 +67,7 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 		return b.mapErr(ctx, op, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%s: attempt %d is not held: %w", op, ref.Attempt, backend.ErrNotFound)
+		return fmt.Errorf("%s: its claim (attempt %d, token %d) is not held: %w", op, ref.Attempt, ref.Token, backend.ErrNotFound)
 	}
 	return nil
 }

@@ -89,3 +89,55 @@ func TestTxInsertAndComplete(t *testing.T) {
 		t.Fatalf("JobCompleteTx(nil tx): %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestTxCompleteFencedByToken: JobCompleteTx names the claim by its token,
+// so the holder of a claim that was released for free (which un-counts the
+// attempt) cannot complete the job's next claim, which counts the same
+// attempt.
+func TestTxCompleteFencedByToken(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobq.db")
+	b := openAt(t, path, sqlite.Options{})
+	app, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	ctx := t.Context()
+	if _, err := b.JobInsertMany(ctx, oneJob("q")); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() *backend.JobRow {
+		t.Helper()
+		rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+		if err != nil || len(rows) != 1 {
+			t.Fatalf("claim = %d rows, %v; want 1", len(rows), err)
+		}
+		return rows[0]
+	}
+	old := claim().Ref()
+	if res, err := b.JobRelease(ctx, []backend.JobRef{old}); err != nil || len(res.Stale)+len(res.Cancelled) != 0 {
+		t.Fatalf("JobRelease = %+v, %v", res, err)
+	}
+	cur := claim().Ref()
+	if cur.Attempt != old.Attempt || cur.Token <= old.Token {
+		t.Fatalf("claim after a free release = %+v, want attempt %d again under a token above %d", cur, old.Attempt, old.Token)
+	}
+
+	tx, err := app.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.JobCompleteTx(ctx, tx, old); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("JobCompleteTx(released claim %+v): %v, want ErrNotFound", old, err)
+	}
+	if err := b.JobCompleteTx(ctx, tx, cur); err != nil {
+		t.Fatalf("JobCompleteTx(current claim %+v): %v", cur, err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JobGet(ctx, cur.ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("job completed in tx still live: %v", err)
+	}
+}

@@ -29,7 +29,7 @@ func (f *flakyCanceller) JobCancelling(context.Context) ([]backend.JobRef, error
 func TestCancelWatcherWarnsOncePerOutage(t *testing.T) {
 	b, rows := claimed(t, 1, time.Minute)
 	e := NewLeaseExtender(b, time.Minute, time.Second, quiet)
-	e.Add(backend.JobRef{ID: rows[0].ID, Attempt: rows[0].Attempts}, time.Now().Add(time.Minute), func(error) {})
+	e.Add(rows[0].Ref(), time.Now().Add(time.Minute), func(error) {})
 	var logs logLines
 	c := &flakyCanceller{fail: true}
 	w := NewCancelWatcher(c, e, 10*time.Millisecond, logs.logger())

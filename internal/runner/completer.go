@@ -24,6 +24,11 @@ type Item struct {
 	Job  any
 	Err  error
 	Took time.Duration
+	// Resent is set once the item went out again after a failed send:
+	// that send's reply may have been lost after the backend applied it,
+	// so if the fence now refuses the item, it was refused or applied by
+	// the earlier send, which nobody can tell any more.
+	Resent bool
 }
 
 // Completer writes outcomes back in batches: under load each write carries
@@ -218,6 +223,12 @@ func (c *Completer) writeSplitting(ctx context.Context, op string, items []Item,
 		if err == nil {
 			return
 		}
+		// Whatever failed, the backend may have applied the write and
+		// lost only its reply; what the next send finds stale may be
+		// that write's own work.
+		for i := range items {
+			items[i].Resent = true
+		}
 		if ctx.Err() != nil || errors.Is(err, backend.ErrClosed) {
 			c.log.Error(op+": abandoned; the jobs stay reserved until their lease expires",
 				"jobs", len(items), "err", err)
@@ -267,6 +278,7 @@ func (c *Completer) writeAlone(ctx context.Context, op string, it Item, refusal 
 }
 
 func (c *Completer) completeOnce(ctx context.Context, items []Item) error {
+	unfenceItems(ctx, c.b, items)
 	outcomes := c.sent[:0]
 	for _, it := range items {
 		outcomes = append(outcomes, it.Outcome)
@@ -306,6 +318,7 @@ func appliedItems(items []Item, res backend.CompleteResult) []Item {
 }
 
 func (c *Completer) releaseOnce(ctx context.Context, items []Item) error {
+	unfenceItems(ctx, c.b, items)
 	refs := make([]backend.JobRef, len(items))
 	for i, it := range items {
 		refs[i] = it.Outcome.Ref

@@ -255,7 +255,7 @@ func TestCompleterReportsStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rows := claimed(t, 2, time.Minute)
 		old := done(rows[1])
-		old.Outcome.Ref.Attempt = 7 // an attempt that does not hold the job
+		old.Outcome.Ref.Token += 7 // a claim that does not hold the job
 		var stale []Item
 		c := NewCompleter(mem, 10, 10, 0, quiet, func(it []Item) { stale = append(stale, it...) })
 		c.Submit(done(rows[0]))
@@ -276,9 +276,9 @@ func TestCompleterReportsWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		mem, rows := claimed(t, 5, time.Minute)
 		old := done(rows[1])
-		old.Outcome.Ref.Attempt = 7 // an attempt that does not hold the job
+		old.Outcome.Ref.Token += 7 // a claim that does not hold the job
 		oldRelease := done(rows[4])
-		oldRelease.Outcome.Ref.Attempt = 7
+		oldRelease.Outcome.Ref.Token += 7
 		oldRelease.Release = true
 		poisoned := rows[3].Ref()
 		f := &recorder{Backend: mem, completeErr: func(_ int, p backend.CompleteParams) error {
@@ -314,7 +314,7 @@ func TestCompleterReportsWritten(t *testing.T) {
 		slices.SortFunc(written, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
 		slices.SortFunc(want, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
 		if !slices.Equal(written, want) {
-			t.Fatalf("written %v; want %v (not the stale attempts 7)", written, want)
+			t.Fatalf("written %v; want %v (not the stale claims)", written, want)
 		}
 		wantStale := []backend.JobRef{old.Outcome.Ref, oldRelease.Outcome.Ref}
 		slices.SortFunc(stale, func(a, b backend.JobRef) int { return cmp.Compare(a.ID, b.ID) })
@@ -399,4 +399,40 @@ func TestCompleterConcurrentSubmitAndClose(t *testing.T) {
 			t.Fatalf("accepted outcome of job %d was not written", ref.ID)
 		}
 	}
+}
+
+// TestCompleterMarksResentStale: a write whose reply was lost after the
+// backend applied it is sent again, and the fence refuses the resend: the
+// stale callback hears of it marked Resent (it may be the lost send's own
+// work, not a lost lease), while an outcome refused on its first send is
+// not marked.
+func TestCompleterMarksResentStale(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 2, time.Minute)
+		f := &recorder{Backend: mem}
+		f.completeErr = func(call int, p backend.CompleteParams) error {
+			if call == 2 {
+				// Applied, then the reply is lost.
+				if _, err := mem.JobComplete(context.Background(), p); err != nil {
+					return err
+				}
+				return fmt.Errorf("complete jobs: %w: reply lost", backend.ErrUnavailable)
+			}
+			return nil
+		}
+		var stale []Item
+		c := NewCompleter(f, 10, 1, 0, quiet, func(it []Item) { stale = append(stale, it...) })
+		old := done(rows[0])
+		old.Outcome.Ref.Token++ // refused on its first send
+		c.Submit(old)
+		c.Submit(done(rows[1]))
+		c.Close()
+		c.Run(context.Background())
+		if len(stale) != 2 || stale[0].Resent || !stale[1].Resent {
+			t.Fatalf("stale %+v; want the first refused unmarked and the resent second marked Resent", stale)
+		}
+		if _, err := mem.JobGet(context.Background(), rows[1].ID); !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("job %d: %v; want it done by the send whose reply was lost", rows[1].ID, err)
+		}
+	})
 }

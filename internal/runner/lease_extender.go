@@ -47,6 +47,9 @@ type LeaseExtender struct {
 type heldJob struct {
 	cancel   context.CancelCauseFunc
 	deadline time.Time
+	// inTx: the handler is completing the job in its own transaction
+	// (see MarkInTx).
+	inTx bool
 }
 
 // NewLeaseExtender extends held leases to lease every interval.
@@ -60,6 +63,24 @@ func NewLeaseExtender(b backend.Backend, lease, interval time.Duration, log *slo
 func (e *LeaseExtender) Add(ref backend.JobRef, deadline time.Time, cancel context.CancelCauseFunc) {
 	e.mu.Lock()
 	e.held[ref] = &heldJob{cancel: cancel, deadline: deadline}
+	e.mu.Unlock()
+}
+
+// MarkInTx says the handler of the held attempt ref is completing its job
+// inside its own transaction, which may commit (the job is then gone), roll
+// back (the job is still held, and the handler may go on working or try
+// again), or stay open for a while holding the job's row. The lease is
+// extended on until the handler returns, but in a call of its own, so a
+// row locked by that transaction delays no other job's heartbeat; and when
+// the backend says the attempt no longer holds the job, its handler is not
+// cancelled, since the likeliest reason is that the transaction committed.
+// Were the lease truly lost, that could only follow heartbeats failing
+// until the local deadline, which still cancels the handler.
+func (e *LeaseExtender) MarkInTx(ref backend.JobRef) {
+	e.mu.Lock()
+	if h, ok := e.held[ref]; ok {
+		h.inTx = true
+	}
 	e.mu.Unlock()
 }
 
@@ -83,17 +104,51 @@ func (e *LeaseExtender) Run(ctx context.Context) { ticker.Loop(ctx, e.interval, 
 
 // RunOnce extends every held lease once. The call is bounded by the
 // interval, so a backend that hangs cannot keep the deadlines from being
-// checked.
+// checked. Attempts completing in their handler's transaction (MarkInTx)
+// are extended by a call of their own, alongside.
+//
+// An attempt whose deadline has passed already (the process was paused,
+// say by SIGSTOP, or starved for longer than the lease) is cancelled at
+// once, without asking the backend: other workers may have taken its job
+// over by now, and a resumed process must not go on as its holder.
 func (e *LeaseExtender) RunOnce(ctx context.Context) {
+	now := time.Now()
 	e.mu.Lock()
 	refs := make([]backend.JobRef, 0, len(e.held))
-	for ref := range e.held {
-		refs = append(refs, ref)
+	var inTx []backend.JobRef
+	for ref, h := range e.held {
+		if !now.Before(h.deadline) {
+			e.log.Warn("job lease ran out before it could be extended (was the process paused or starved?); cancelling its handler",
+				"job_id", ref.ID, "attempt", ref.Attempt)
+			h.cancel(ErrLeaseLost)
+			delete(e.held, ref)
+			continue
+		}
+		if h.inTx {
+			inTx = append(inTx, ref)
+		} else {
+			refs = append(refs, ref)
+		}
 	}
 	e.mu.Unlock()
-	if len(refs) == 0 {
-		return
+	if len(inTx) > 0 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			e.extend(ctx, inTx)
+		}()
+		defer func() { <-done }()
 	}
+	if len(refs) > 0 {
+		e.extend(ctx, refs)
+	}
+}
+
+// extend extends the leases of refs in one call and acts on the answer:
+// the handlers of lost attempts are cancelled (with ErrJobCancelled when a
+// cancel took them), and when the call fails, those whose deadline has
+// passed.
+func (e *LeaseExtender) extend(ctx context.Context, refs []backend.JobRef) {
 	start := time.Now()
 	callCtx, cancel := context.WithTimeout(ctx, e.interval)
 	lost, err := e.b.JobExtendLease(callCtx, backend.ExtendLeaseParams{Refs: refs, Lease: e.lease})
@@ -112,8 +167,8 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	if err != nil {
 		e.log.Warn("extend job leases", "jobs", len(refs), "err", err)
 		now := time.Now()
-		for ref, h := range e.held {
-			if !now.Before(h.deadline) {
+		for _, ref := range refs {
+			if h, ok := e.held[ref]; ok && !now.Before(h.deadline) {
 				e.log.Warn("job lease ran out while heartbeats failed; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
 				h.cancel(ErrLeaseLost)
 				delete(e.held, ref)
@@ -125,6 +180,12 @@ func (e *LeaseExtender) RunOnce(ctx context.Context) {
 	for _, ref := range lost {
 		gone[ref] = true
 		if h, ok := e.held[ref]; ok {
+			if h.inTx && !cancelled[ref] {
+				// Most likely the handler's transaction committed: the
+				// job is done, and its handler must not hear otherwise.
+				delete(e.held, ref)
+				continue
+			}
 			if cancelled[ref] {
 				e.log.Debug("job cancelled; cancelling its handler", "job_id", ref.ID, "attempt", ref.Attempt)
 				h.cancel(ErrJobCancelled)

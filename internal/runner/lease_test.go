@@ -99,7 +99,8 @@ func TestLeaseExtenderCancelsLostLease(t *testing.T) {
 		e := NewLeaseExtender(mem, time.Minute, 20*time.Second, quiet)
 		var kept, lost cancelRecorder
 		e.Add(rows[0].Ref(), time.Now().Add(time.Minute), kept.cancel)
-		gone := backend.JobRef{ID: rows[1].ID, Attempt: rows[1].Attempts + 1}
+		gone := rows[1].Ref()
+		gone.Token++ // a claim that no longer holds the job
 		e.Add(gone, time.Now().Add(time.Minute), lost.cancel)
 		e.RunOnce(context.Background())
 		if !errors.Is(lost.cause(), ErrLeaseLost) || kept.cause() != nil {
@@ -224,6 +225,78 @@ func TestLeaseSweeperLogsErrors(t *testing.T) {
 		wait()
 		if got := strings.Count(log.String(), "sweep expired leases"); got != 3 {
 			t.Fatalf("%d sweep errors logged in 2.5s; want 3 (at start, 1s, 2s): %s", got, log.String())
+		}
+	})
+}
+
+// TestLeaseExtenderInTx: an attempt completing in its handler's own
+// transaction is heartbeated on, by a call of its own (a row that
+// transaction locks must delay no other job's heartbeat); once the
+// backend says it no longer holds the job (the transaction committed) it
+// is dropped without cancelling its handler, while a lost attempt that is
+// not in a transaction is cancelled as ever.
+func TestLeaseExtenderInTx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 3, time.Minute)
+		rec := &recorder{Backend: mem}
+		e := NewLeaseExtender(rec, time.Minute, 20*time.Second, quiet)
+		var plain, inTx, lost cancelRecorder
+		e.Add(rows[0].Ref(), time.Now().Add(time.Minute), plain.cancel)
+		e.Add(rows[1].Ref(), time.Now().Add(time.Minute), inTx.cancel)
+		e.MarkInTx(rows[1].Ref())
+		gone := rows[2].Ref()
+		gone.Token++
+		e.Add(gone, time.Now().Add(time.Minute), lost.cancel)
+
+		// Rolled back (or still open): the in-transaction attempt is
+		// extended, in a call apart from the others.
+		e.RunOnce(context.Background())
+		calls := rec.extendCalls()
+		if len(calls) != 2 || !slices.ContainsFunc(calls, func(refs []backend.JobRef) bool {
+			return slices.Equal(refs, []backend.JobRef{rows[1].Ref()})
+		}) {
+			t.Fatalf("extend calls %v; want two, one with the in-transaction attempt alone", calls)
+		}
+		if e.Held() != 2 || inTx.cause() != nil || plain.cause() != nil || !errors.Is(lost.cause(), ErrLeaseLost) {
+			t.Fatalf("held %d, causes: in tx %v, plain %v, lost %v; want the in-tx and plain attempts held and uncancelled, the lost one cancelled",
+				e.Held(), inTx.cause(), plain.cause(), lost.cause())
+		}
+
+		// The transaction commits: the job is gone, and its handler is
+		// not told its lease was lost.
+		if res, err := mem.JobComplete(context.Background(), backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[1].Ref(), Kind: backend.OutcomeDone}}}); err != nil || len(res.Stale) != 0 {
+			t.Fatalf("complete: %+v, %v", res, err)
+		}
+		e.RunOnce(context.Background())
+		if inTx.cause() != nil || e.Held() != 1 {
+			t.Fatalf("after the commit: in-tx cause %v, held %d; want no cancel and only the plain attempt held", inTx.cause(), e.Held())
+		}
+	})
+}
+
+// TestLeaseExtenderPausedProcess: a process that was stopped (SIGSTOP)
+// for longer than the lease cancels the handlers whose lease deadline has
+// passed as soon as it runs again, before any heartbeat: the backend
+// would still extend the job if no sweep has run yet, but other workers
+// may take it at any moment.
+func TestLeaseExtenderPausedProcess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem, rows := claimed(t, 2, time.Minute)
+		rec := &recorder{Backend: mem}
+		e := NewLeaseExtender(rec, time.Minute, 20*time.Second, quiet)
+		var expired, fresh cancelRecorder
+		e.Add(rows[0].Ref(), time.Now().Add(time.Minute), expired.cancel)
+		time.Sleep(2 * time.Minute) // the process is stopped: no tick runs
+		e.Add(rows[1].Ref(), time.Now().Add(time.Minute), fresh.cancel)
+		e.RunOnce(context.Background())
+		if !errors.Is(expired.cause(), ErrLeaseLost) || fresh.cause() != nil || e.Held() != 1 {
+			t.Fatalf("causes: expired %v, fresh %v; held %d; want the expired attempt cancelled with ErrLeaseLost and the fresh one held",
+				expired.cause(), fresh.cause(), e.Held())
+		}
+		for _, refs := range rec.extendCalls() {
+			if slices.Contains(refs, rows[0].Ref()) {
+				t.Fatalf("extended the expired attempt: %v", refs)
+			}
 		}
 	})
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/internal/localserver"
 )
 
 // Cluster is a private Redis Cluster of masters without replicas, each a
@@ -37,7 +39,7 @@ func StartCluster(tb testing.TB, masters int) *Cluster {
 	c := &Cluster{}
 	var addrs []string
 	for range masters {
-		bus, err := freePort()
+		bus, err := localserver.FreePort()
 		if err != nil {
 			tb.Fatalf("redistest: free port: %v", err)
 		}

@@ -9,7 +9,7 @@ import "syscall"
 // drops packets does, until Resume.
 func (s *Server) Pause() {
 	s.tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := s.r.Signal(syscall.SIGSTOP); err != nil {
 		s.tb.Fatalf("redistest: pause redis-server: %v", err)
 	}
 }
@@ -17,7 +17,7 @@ func (s *Server) Pause() {
 // Resume lets a paused server go on (SIGCONT).
 func (s *Server) Resume() {
 	s.tb.Helper()
-	if err := s.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := s.r.Signal(syscall.SIGCONT); err != nil {
 		s.tb.Fatalf("redistest: resume redis-server: %v", err)
 	}
 }

@@ -1,0 +1,50 @@
+// Package verify checks jobq's two promises on a real deployment, in the
+// manner of Jepsen: it runs a workload of its own while it injects faults
+// (worker processes killed and paused, connections cut and blackholed,
+// the broker restarted, clocks skewed), records a history of every
+// attempt in every worker, and checks that history against what the
+// backend holds at the end.
+//
+// The promises:
+//
+//   - An acknowledged job is never lost: every job whose enqueue returned
+//     its ID is eventually done (at least one attempt succeeded and its
+//     outcome was applied) or in failed jobs with its reason. Delivery is
+//     at-least-once: an attempt may run again after a crash.
+//   - A job runs in at most one place at a time, unless its holder lost
+//     its lease; then that holder's outcome is refused as stale, by its
+//     claim token (the fence), and its handler's context is cancelled with
+//     jobq.ErrLeaseLost as soon as the worker can know.
+//
+// Run is what `jobq verify` runs. Worker processes are a program that
+// calls WorkerMain (the jobq command's hidden `verify worker`), named by
+// Config.WorkerCommand.
+//
+// # The history
+//
+// Each worker process appends its events to a file of its own, one line
+// each, with CLOCK_MONOTONIC times that compare across processes:
+// claim (what a claim returned), start and end (the handler's, the end
+// written before the handler returns), written and stale (the Written and
+// Stale hooks: the outcome applied, or refused by the fence), werr (a
+// write that failed and is retried) and rescued. The verifier's own file
+// records the workers it started and how they exited, and every fault.
+//
+// # The checks
+//
+//   - lost: an acknowledged job with no applied done, not in failed jobs
+//     and not live, and no successful attempt whose process died before
+//     it heard back, is LOST.
+//   - one place at a time: two attempts of one job whose handler runs
+//     (start to end; without an end, to its process's death) overlap only
+//     if the earlier claim's outcome was refused or never written; if it
+//     was applied, that is an UNFENCED OVERLAP. A claim after an applied
+//     done or failure is RAN AFTER END; two claims with one token are
+//     TOKEN REUSED.
+//   - exactly one terminal state: not done twice, not done and failed,
+//     not failed twice, nothing live after the drain.
+//   - attempts: no job claimed more often than its max attempts plus
+//     backend.MaxFreeReleases.
+//   - counts: the backend's counts of the run's queue agree with the
+//     history, and its failed jobs are jobs the run enqueued.
+package verify

@@ -1,0 +1,138 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jobq/jobq"
+)
+
+// Enqueue pacing: a batch every tick, at most maxBatch jobs a call.
+const (
+	enqueueTick  = 100 * time.Millisecond
+	maxBatch     = 500
+	enqueueShare = 0.8 // of the run's duration, over which jobs are enqueued
+	callTimeout  = 15 * time.Second
+)
+
+// producer enqueues the run's jobs in batches spread over most of the
+// run, so the faults hit jobs at every stage. Each job has a unique key,
+// so a batch whose reply was lost (the proxy cut it, the broker died) is
+// sent again as it was: the jobs it did insert come back as duplicates
+// naming their IDs, and every job ends with a known ID.
+type producer struct {
+	client       *jobq.Client
+	queue, runID string
+	n            int
+	spread       time.Duration
+	maxAttempts  int
+	plan         func(seq int64) payload
+	events       *historyWriter
+
+	mu    sync.Mutex
+	acked map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
+
+	enqueued atomic.Int64 // jobs acknowledged so far
+	retries  atomic.Int64 // batches sent again
+}
+
+func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.Rand, events *historyWriter) *producer {
+	return &producer{
+		client: client, queue: queue, runID: run, n: cfg.Jobs,
+		spread:      time.Duration(float64(cfg.Duration) * enqueueShare),
+		maxAttempts: cfg.MaxAttempts, events: events,
+		plan: func(seq int64) payload {
+			return planJob(rng, run, seq, cfg.SlowShare, cfg.Lease)
+		},
+		acked: make(map[int64]int64, cfg.Jobs),
+	}
+}
+
+// uniqueKey is job seq's unique key.
+func (p *producer) uniqueKey(seq int64) string { return p.queue + "-" + strconv.FormatInt(seq, 10) }
+
+// run enqueues every job, on schedule, until done or ctx ends.
+func (p *producer) run(ctx context.Context) error {
+	start := time.Now()
+	t := time.NewTicker(enqueueTick)
+	defer t.Stop()
+	next := 0
+	for next < p.n {
+		target := p.n
+		if el := time.Since(start); el < p.spread {
+			target = min(p.n, int(float64(p.n)*float64(el)/float64(p.spread))+1)
+		}
+		for next < target {
+			k := min(target-next, maxBatch)
+			if err := p.insert(ctx, next, k); err != nil {
+				return err
+			}
+			next += k
+		}
+		if next >= p.n {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// insert enqueues jobs seq from..from+k-1 in one batch, sending it again
+// until it is acknowledged.
+func (p *producer) insert(ctx context.Context, from, k int) error {
+	specs := make([]jobq.JobSpec, k)
+	for i := range specs {
+		seq := int64(from + i)
+		specs[i] = jobq.JobSpec{Type: JobType, Payload: p.plan(seq), Options: []jobq.EnqueueOption{
+			jobq.Queue(p.queue), jobq.UniqueKey(p.uniqueKey(seq)), jobq.MaxAttempts(p.maxAttempts),
+		}}
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		res, err := p.client.EnqueueMany(cctx, specs)
+		cancel()
+		if err == nil {
+			p.mu.Lock()
+			for i, r := range res {
+				p.acked[r.ID] = int64(from + i)
+			}
+			p.mu.Unlock()
+			p.enqueued.Add(int64(k))
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, jobq.ErrInvalidInput) {
+			return fmt.Errorf("verify: enqueue: %w", err)
+		}
+		p.retries.Add(1)
+		p.events.write(evEnqueueFail, num("seq", int64(from)), num("n", int64(k)), str("err", errClass(err)))
+		if !sleepCtx(ctx, backoff) {
+			return ctx.Err()
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// ackedJobs returns the acknowledged jobs: ID to seq.
+func (p *producer) ackedJobs() map[int64]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[int64]int64, len(p.acked))
+	for id, seq := range p.acked {
+		out[id] = seq
+	}
+	return out
+}

@@ -1,0 +1,248 @@
+package verify
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// The kinds of anomaly a run can find: each is a broken promise (or a
+// history that contradicts the backend).
+const (
+	// AnomalyLost: an acknowledged job is gone from the backend, never
+	// succeeded and is not in failed jobs.
+	AnomalyLost = "LOST"
+	// AnomalyUnfencedOverlap: two claims of a job ran at once and the
+	// earlier one's outcome was applied: a stale write went through.
+	AnomalyUnfencedOverlap = "UNFENCED OVERLAP"
+	// AnomalyRanAfterEnd: a job was claimed again after an outcome that
+	// ended it (done, failed) was applied.
+	AnomalyRanAfterEnd = "RAN AFTER END"
+	// AnomalyTokenReused: two claims of a job carried the same token.
+	AnomalyTokenReused = "TOKEN REUSED"
+	// AnomalyDoubleDone: two claims of a job had done applied.
+	AnomalyDoubleDone = "DOUBLE DONE"
+	// AnomalyDoneAndFailed: a job had done applied and is in failed jobs.
+	AnomalyDoneAndFailed = "DONE AND FAILED"
+	// AnomalyFailedTwice: a job is in failed jobs more than once.
+	AnomalyFailedTwice = "FAILED TWICE"
+	// AnomalyNotFinished: a job is still pending or reserved after the
+	// drain timeout.
+	AnomalyNotFinished = "NOT FINISHED"
+	// AnomalyTooManyAttempts: a job was claimed more often than its
+	// attempts allow, free releases included.
+	AnomalyTooManyAttempts = "TOO MANY ATTEMPTS"
+	// AnomalyCounts: the backend's counts of the queue disagree with the
+	// history.
+	AnomalyCounts = "COUNTS DISAGREE"
+	// AnomalyUnknownFailed: the queue's failed jobs hold one this run did
+	// not enqueue.
+	AnomalyUnknownFailed = "UNKNOWN FAILED JOB"
+)
+
+// Report is the verdict of one run: what was checked, with counts, and
+// every anomaly found, each with the history lines behind it.
+type Report struct {
+	RunID   string
+	Queue   string
+	Backend string // the backend URL, password shown as xxxxx
+	Faults  []Fault
+	Config  Config // as run, defaults filled in (DB with its password shown as xxxxx)
+	// Unfenced: this build has the fence switched off (the jobq_unfenced
+	// build tag), so anomalies are expected.
+	Unfenced bool
+	// HistoryDir is where the history was kept; empty when it was
+	// removed.
+	HistoryDir string
+
+	Enqueued       int // acknowledged jobs
+	Extra          int // jobs a batch sent again inserted twice (not acknowledged; checked all the same)
+	EnqueueRetries int // batches sent again after an error
+
+	Done            int // done, applied
+	DoneUnconfirmed int // the handler succeeded but its process died before the worker heard back; gone from the backend
+	Failed          int // in failed jobs
+	// Of Failed: failed on purpose, at their first attempt; whose lease
+	// ran out on their last attempt; whose attempts ran out otherwise.
+	FailedOnPurpose, FailedLeaseExpired, FailedAttemptsSpent int
+	BackendFailed                                            int64 // what the backend counts
+
+	Attempts       int  // claims recorded
+	MostAttempts   int  // claims of the most claimed job
+	Reruns         int  // jobs claimed more than once
+	OKTwice        int  // jobs whose handler succeeded more than once: what idempotent handlers are for
+	Concurrent     int  // jobs that ran in two places at once, fenced
+	OverlapUnknown int  // overlaps whose earlier outcome is unknown (its process died)
+	Refused        int  // outcomes the fence refused
+	MaybeApplied   int  // refused after a failed try: maybe applied by the try whose reply was lost
+	LeaseLost      int  // handlers cancelled with jobq.ErrLeaseLost
+	Rescued        int  // jobs the workers' sweeps moved
+	Tokens         bool // the backend gave claim tokens
+	WorkerProcs    int  // worker processes started
+	// ClaimsAhead and ClaimsBehind count the claims of workers whose
+	// clock the skew fault set ahead or behind.
+	ClaimsAhead, ClaimsBehind int
+
+	// Injected counts the faults by kind: kill, pause, cut, blackhole,
+	// latency, restart, and skew (processes started with a skewed clock).
+	Injected map[string]int
+
+	Drain   time.Duration // from the end of the faults (and the enqueues) to an empty queue
+	Drained bool          // false: the drain timeout ran out
+	Elapsed time.Duration
+
+	Checks        []Check
+	Anomalies     []Anomaly // the first Config.MaxAnomalies
+	MoreAnomalies int       // found beyond those
+
+	anomalyCount map[string]int
+}
+
+// Check is one line of the verdict.
+type Check struct {
+	Name      string
+	OK        bool
+	Anomalies int
+	Detail    string
+}
+
+// Anomaly is one broken promise.
+type Anomaly struct {
+	Kind   string // one of the Anomaly constants
+	Job    int64  // 0 when it is about the queue
+	Detail string
+	Lines  []string // the history lines behind it, "file:line: text"
+}
+
+// OK reports whether every check held.
+func (r *Report) OK() bool {
+	for _, c := range r.Checks {
+		if !c.OK {
+			return false
+		}
+	}
+	return len(r.Checks) > 0
+}
+
+// AnomalyCount is how many anomalies of kind the run found ("" for all).
+func (r *Report) AnomalyCount(kind string) int {
+	if kind != "" {
+		return r.anomalyCount[kind]
+	}
+	n := 0
+	for _, c := range r.anomalyCount {
+		n += c
+	}
+	return n
+}
+
+// WriteTable writes the report for people: the run, the checks with their
+// verdicts, the counts, and every anomaly (up to MaxAnomalies) with its
+// history lines.
+func (r *Report) WriteTable(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	c := r.Config
+	fmt.Fprintf(bw, "jobq verify  run %s  %s  queue %s\n", r.RunID, r.Backend, r.Queue)
+	fmt.Fprintf(bw, "workload     %d jobs, %d worker processes x %d, %s, lease %s, max attempts %d, seed %d\n",
+		c.Jobs, c.Procs, c.Concurrency, c.Duration, c.Lease, c.MaxAttempts, c.Seed)
+	fmt.Fprintf(bw, "faults       %s\n", r.faultLine())
+	if r.Unfenced {
+		fmt.Fprintf(bw, "build        UNFENCED (jobq_unfenced tag): outcomes are written to whatever claim holds the job; expect anomalies\n")
+	}
+	fmt.Fprintln(bw)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "check\tresult\tdetail")
+	for _, ch := range r.Checks {
+		res := "ok"
+		if !ch.OK {
+			res = fmt.Sprintf("FAILED (%d)", ch.Anomalies)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", ch.Name, res, ch.Detail)
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(bw)
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
+	row("jobs", "%d acknowledged, %d more from batches sent again; %d enqueue retries", r.Enqueued, r.Extra, r.EnqueueRetries)
+	row("ended", "%d done, %d done unconfirmed, %d failed (%d on purpose, %d lease expired, %d attempts spent)",
+		r.Done, r.DoneUnconfirmed, r.Failed, r.FailedOnPurpose, r.FailedLeaseExpired, r.FailedAttemptsSpent)
+	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
+	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)
+	row("fence", "%d outcomes refused as stale (%d after a failed try), %d handlers cancelled with ErrLeaseLost, %d jobs rescued by sweeps", r.Refused, r.MaybeApplied, r.LeaseLost, r.Rescued)
+	if !r.Tokens {
+		row("tokens", "the backend gave no claim tokens: claims told apart by attempt number")
+	}
+	row("workers", "%d processes started", r.WorkerProcs)
+	if r.Injected["skew"] > 0 {
+		row("skew", "%d claims by workers ahead, %d by workers behind", r.ClaimsAhead, r.ClaimsBehind)
+	}
+	drain := r.Drain.Round(time.Millisecond).String()
+	if !r.Drained {
+		drain += " (timed out)"
+	}
+	row("drain", "%s; whole run %s", drain, r.Elapsed.Round(100*time.Millisecond))
+	if r.HistoryDir != "" {
+		row("history", "%s", r.HistoryDir)
+	}
+	_ = tw.Flush()
+	if n := r.AnomalyCount(""); n > 0 {
+		fmt.Fprintf(bw, "\nANOMALIES: %d\n", n)
+		for _, a := range r.Anomalies {
+			if a.Job != 0 {
+				fmt.Fprintf(bw, "\n%s job %d: %s\n", a.Kind, a.Job, a.Detail)
+			} else {
+				fmt.Fprintf(bw, "\n%s: %s\n", a.Kind, a.Detail)
+			}
+			for _, l := range a.Lines {
+				fmt.Fprintf(bw, "  %s\n", l)
+			}
+		}
+		if r.MoreAnomalies > 0 {
+			fmt.Fprintf(bw, "\n… and %d more anomalies (%s)\n", r.MoreAnomalies, r.kindCounts())
+		}
+	} else {
+		fmt.Fprintf(bw, "\nno anomalies: every check held\n")
+	}
+	return bw.Flush()
+}
+
+// faultLine names the faults with their counts and intervals.
+func (r *Report) faultLine() string {
+	if len(r.Faults) == 0 {
+		return "none"
+	}
+	c := r.Config
+	var parts []string
+	for _, f := range r.Faults {
+		switch f {
+		case FaultKill:
+			parts = append(parts, fmt.Sprintf("kill %d (every %s)", r.Injected["kill"], c.KillEvery))
+		case FaultPause:
+			parts = append(parts, fmt.Sprintf("pause %d (every %s for %s)", r.Injected["pause"], c.PauseEvery, c.PauseFor))
+		case FaultProxy:
+			parts = append(parts, fmt.Sprintf("proxy every %s: cut %d, blackhole %d, latency %d", c.ProxyCutEvery, r.Injected["cut"], r.Injected["blackhole"], r.Injected["latency"]))
+		case FaultRestart:
+			parts = append(parts, fmt.Sprintf("restart %d (every %s, down %s)", r.Injected["restart"], c.RestartEvery, c.RestartDown))
+		case FaultSkew:
+			parts = append(parts, fmt.Sprintf("skew ±%s (%d processes)", c.Skew, r.Injected["skew"]))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *Report) kindCounts() string {
+	kinds := make([]string, 0, len(r.anomalyCount))
+	for k := range r.anomalyCount {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, r.anomalyCount[k])
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,250 @@
+package verify
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/storetest"
+
+	"github.com/jobq/jobq/internal/localserver"
+)
+
+// short is a run sized for tests: a second's lease, so rescues come
+// quickly, faults a few times a second, and enough slow jobs that a
+// paused worker holds some.
+func short(db string, faults ...Fault) Config {
+	return Config{
+		DB: db, Faults: faults, Jobs: 150, Procs: 2, Concurrency: 8, SlowShare: 0.1,
+		Duration: 3 * time.Second, Lease: time.Second,
+		KillEvery: 300 * time.Millisecond, PauseEvery: time.Second, ProxyCutEvery: 600 * time.Millisecond,
+		RestartEvery: 1500 * time.Millisecond, RestartDown: 300 * time.Millisecond,
+		DrainTimeout: 45 * time.Second, WorkerCommand: testWorkerCommand(),
+	}
+}
+
+// logWriter passes the progress lines to the test's log.
+type logWriter struct{ t *testing.T }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// mustVerify runs cfg and fails t unless every check held.
+func mustVerify(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	cfg.Progress = logWriter{t}
+	rep, err := Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("anomalies found:\n%s", b.String())
+	}
+	t.Logf("\n%s", b.String())
+	if rep.Enqueued != cfg.Jobs {
+		t.Errorf("%d jobs acknowledged, want %d", rep.Enqueued, cfg.Jobs)
+	}
+	if got := rep.Done + rep.DoneUnconfirmed + rep.Failed; got < cfg.Jobs {
+		t.Errorf("%d jobs ended, want at least %d", got, cfg.Jobs)
+	}
+	if rep.HistoryDir != "" {
+		t.Errorf("the history of a clean run was kept in %s", rep.HistoryDir)
+	}
+	return rep
+}
+
+// wantInjected fails t unless each named fault was injected.
+func wantInjected(t *testing.T, rep *Report, kinds ...string) {
+	t.Helper()
+	for _, k := range kinds {
+		if rep.Injected[k] == 0 {
+			t.Errorf("no %s fault was injected (%v)", k, rep.Injected)
+		}
+	}
+}
+
+func TestRunMemoryClean(t *testing.T) {
+	t.Parallel()
+	cfg := short("memory:")
+	cfg.Faults = []Fault{}
+	cfg.Duration = time.Second
+	cfg.WorkerCommand = nil
+	rep := mustVerify(t, cfg)
+	if rep.Attempts < cfg.Jobs || rep.WorkerProcs != cfg.Procs || rep.Concurrent != 0 || rep.Refused != 0 {
+		t.Errorf("attempts %d, workers %d, concurrent %d, refused %d", rep.Attempts, rep.WorkerProcs, rep.Concurrent, rep.Refused)
+	}
+	if rep.FailedOnPurpose == 0 || rep.Reruns == 0 {
+		t.Errorf("the workload failed no job on purpose (%d) or retried none (%d)", rep.FailedOnPurpose, rep.Reruns)
+	}
+	if !rep.Tokens {
+		t.Error("the memory backend gave no claim tokens")
+	}
+}
+
+func TestRunSQLiteKillPause(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, short(storetest.Durable[0].URL(t), FaultKill, FaultPause))
+	wantInjected(t, rep, "kill", "pause")
+	if rep.WorkerProcs <= 2 {
+		t.Errorf("%d worker processes started: the killed ones were not restarted", rep.WorkerProcs)
+	}
+}
+
+func TestRunPostgresKillPauseProxy(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, short(storetest.Durable[1].URL(t), FaultKill, FaultPause, FaultProxy))
+	wantInjected(t, rep, "kill", "pause", "cut", "blackhole")
+}
+
+func TestRunRedisKillPauseProxy(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, short(storetest.Durable[2].URL(t), FaultKill, FaultPause, FaultProxy))
+	wantInjected(t, rep, "kill", "pause", "cut", "blackhole")
+}
+
+func TestRunPrivateRedisRestart(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		unavailable(t, "no redis-server for a private broker: %v", err)
+	}
+	t.Parallel()
+	cfg := short("", FaultKill, FaultRestart)
+	cfg.Broker = "redis"
+	rep := mustVerify(t, cfg)
+	wantInjected(t, rep, "kill", "restart")
+}
+
+func TestRunPrivatePostgresRestart(t *testing.T) {
+	if _, err := localserver.PostgresBin(); err != nil {
+		unavailable(t, "no PostgreSQL binaries for a private broker: %v", err)
+	}
+	t.Parallel()
+	cfg := short("", FaultRestart, FaultProxy)
+	cfg.Broker = "postgres"
+	cfg.Duration = 4 * time.Second
+	cfg.RestartEvery = 2 * time.Second
+	rep := mustVerify(t, cfg)
+	wantInjected(t, rep, "restart", "cut")
+}
+
+func TestRunSQLiteSkew(t *testing.T) {
+	t.Parallel()
+	// One worker ten minutes ahead, one behind, on one SQLite file
+	// whose clock is theirs: the one behind sees no job due (the
+	// verifier enqueues by the true clock), the one ahead does all the
+	// work, and its restarts rescue what its killed predecessor held.
+	cfg := short(storetest.Durable[0].URL(t), FaultSkew, FaultKill)
+	rep := mustVerify(t, cfg)
+	if rep.Injected["skew"] != rep.WorkerProcs {
+		t.Errorf("%d of %d processes skewed", rep.Injected["skew"], rep.WorkerProcs)
+	}
+	if rep.ClaimsBehind != 0 || rep.ClaimsAhead == 0 {
+		t.Errorf("claims by workers ahead %d, behind %d; want some, none", rep.ClaimsAhead, rep.ClaimsBehind)
+	}
+}
+
+// unavailable skips t, or fails it under CI=true.
+func unavailable(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf(format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+func TestConfigRefusals(t *testing.T) {
+	cmd := []string{"x"}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"proxy on sqlite", Config{DB: "sqlite:x.db", Faults: []Fault{FaultProxy}, WorkerCommand: cmd}, "does not apply to sqlite"},
+		{"restart without a broker", Config{DB: "postgres://u@h/db", Faults: []Fault{FaultRestart}, WorkerCommand: cmd}, "needs a broker"},
+		{"faults on memory", Config{DB: "memory:", Faults: []Fault{FaultKill}}, "memory: runs every worker inside this process"},
+		{"skew on memory", Config{DB: "memory:", Faults: []Fault{FaultSkew}}, "memory:"},
+		{"proxy on a cluster", Config{DB: "redis://h:7001?cluster=true", Faults: []Fault{FaultProxy}, WorkerCommand: cmd}, "Redis Cluster"},
+		{"proxy on host=", Config{DB: "postgres://u@/db?host=/tmp", Faults: []Fault{FaultProxy}, WorkerCommand: cmd}, "one host:port"},
+		{"no backend", Config{WorkerCommand: cmd}, "no backend URL"},
+		{"broker and db", Config{DB: "sqlite:x.db", Broker: "redis", WorkerCommand: cmd}, "give one of them"},
+		{"unknown broker", Config{Broker: "mysql", WorkerCommand: cmd}, "use redis or postgres"},
+		{"sync", Config{DB: "sync:", WorkerCommand: cmd}, "no workers"},
+		{"no worker command", Config{DB: "sqlite:x.db"}, "WorkerCommand"},
+		{"short pause", Config{DB: "sqlite:x.db", Lease: time.Second, PauseFor: time.Second, WorkerCommand: cmd}, "longer than the lease"},
+		{"negative jobs", Config{DB: "memory:", Jobs: -1}, "Jobs -1 is negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.cfg.withDefaults()
+			if !errors.Is(err, jobq.ErrInvalidInput) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an invalid-input error containing %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("the error is more than one line: %q", err)
+			}
+		})
+	}
+	if _, err := (Config{DB: "postgres://u@h:5/db", WorkerCommand: cmd}).withDefaults(); err != nil {
+		t.Errorf("the defaults on postgres: %v", err)
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	for in, want := range map[string]string{"none": "", "": "", "kill, pause,kill": "kill,pause", "auto": "<nil>"} {
+		fs, err := ParseFaults(in)
+		if err != nil {
+			t.Fatalf("ParseFaults(%q): %v", in, err)
+		}
+		got := faultList(fs)
+		if fs == nil {
+			got = "<nil>"
+		}
+		if got != want {
+			t.Errorf("ParseFaults(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if _, err := ParseFaults("kill,fire"); !errors.Is(err, jobq.ErrInvalidInput) || !strings.Contains(err.Error(), `"fire"`) {
+		t.Errorf("ParseFaults of an unknown fault: %v", err)
+	}
+}
+
+func TestProxiedURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app:s%40cret@db.example:5432/app?jobq_schema=x": "postgres://app:s%40cret@127.0.0.1:9/app?jobq_schema=x",
+		"redis://:pw@cache:6379/5?key_prefix=v":                     "redis://:pw@127.0.0.1:9/5?key_prefix=v",
+		"postgres://db.example/app":                                 "postgres://127.0.0.1:9/app",
+	} {
+		if _, err := proxyTarget(in); err != nil {
+			t.Errorf("proxyTarget(%q): %v", in, err)
+		}
+		if got := proxiedURL(in, "127.0.0.1:9"); got != want {
+			t.Errorf("proxiedURL(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got, _ := proxyTarget("postgres://db.example/app"); got != "db.example:5432" {
+		t.Errorf("proxyTarget without a port = %q", got)
+	}
+}
+
+func TestRunFailsWhenWorkersCannotStart(t *testing.T) {
+	t.Parallel()
+	cfg := short(storetest.Durable[0].URL(t))
+	cfg.Faults = []Fault{}
+	cfg.WorkerCommand = []string{"/bin/sh", "-c", "echo cannot start >&2; exit 3"}
+	start := time.Now()
+	rep, err := Run(t.Context(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "exited by itself") || !strings.Contains(err.Error(), "cannot start") {
+		t.Fatalf("Run with workers that exit at once: %v, %v; want an error quoting their output", rep, err)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("it took %s to give up", took)
+	}
+}

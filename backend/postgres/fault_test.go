@@ -49,7 +49,7 @@ type faultInjector struct {
 	last    string
 }
 
-// arm makes the execution of a statement whose text contains pattern,
+// arm makes the execution of a statement pattern names (see matches),
 // after skip such executions went through, fail as mode says. The
 // returned channel is closed when it fired.
 func (f *faultInjector) arm(pattern string, skip int, mode faultMode) <-chan struct{} {
@@ -76,10 +76,10 @@ func (f *faultInjector) executions() int {
 func (f *faultInjector) take(query string) (faultMode, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.last != "" && strings.Contains(query, f.last) {
+	if f.last != "" && matches(query, f.last) {
 		f.seen++
 	}
-	if f.pattern == "" || !strings.Contains(query, f.pattern) {
+	if f.pattern == "" || !matches(query, f.pattern) {
 		return 0, false
 	}
 	if f.skip > 0 {
@@ -89,6 +89,17 @@ func (f *faultInjector) take(query string) (faultMode, bool) {
 	f.pattern = ""
 	close(f.fired)
 	return f.mode, true
+}
+
+// matches says whether query is a statement pattern names: one whose text
+// contains it, or for a bare keyword (commit, begin) that statement alone,
+// since as a substring "commit" is also in the wake-up statement's
+// synchronous_commit, which another call may send meanwhile.
+func matches(query, pattern string) bool {
+	if !strings.ContainsAny(pattern, " \t\n") {
+		return strings.EqualFold(strings.TrimSpace(query), pattern)
+	}
+	return strings.Contains(query, pattern)
 }
 
 func (f *faultInjector) wrap(c net.Conn) net.Conn {

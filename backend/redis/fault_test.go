@@ -711,3 +711,51 @@ func TestCheckedConnFirstWriteOnly(t *testing.T) {
 		t.Fatalf("write to a connection the server closed: %v; want it refused unsent", err)
 	}
 }
+
+// TestUniqueDuplicateNamesLiveJob: a key reserved for a job that was never
+// written (an insert whose reply was lost before its script ran, or one
+// still in flight elsewhere) does not make another insert of the key a
+// duplicate naming that job, which would hand its caller the ID of a job
+// that never exists: the insert waits for the job to appear, fails as
+// unavailable while it does not, and inserts once the reservation is old
+// enough to be taken over.
+func TestUniqueDuplicateNamesLiveJob(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	// An ID of queue q whose job is gone: the holder the reservation names.
+	res, err := b.JobInsertMany(ctx, []backend.InsertParams{keyed("q", "gone")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := res[0].ID
+	row := claimN(t, b, 1, time.Minute, "q")[0]
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: row.Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+		t.Fatal(err)
+	}
+	// The reservation an insert made before its script was lost.
+	if _, err := b.c.eval(ctx, scriptUReserve, []string{b.keys.unique}, []any{"k", idHex(ghost)}); err != nil {
+		t.Fatal(err)
+	}
+	b.grace = 3 * time.Second
+
+	start := time.Now()
+	res, err = b.JobInsertMany(ctx, []backend.InsertParams{keyed("q", "k")})
+	if err == nil {
+		t.Fatalf("insert of a key reserved for job %d, which does not exist = %+v; want no duplicate naming it", ghost, res)
+	}
+	if !errors.Is(err, backend.ErrUnavailable) || time.Since(start) < inFlightWait {
+		t.Fatalf("insert within the grace period: %v after %s; want ErrUnavailable after waiting %s", err, time.Since(start), inFlightWait)
+	}
+	if got := uniqueHolder(t, b, "k"); got != ghost {
+		t.Fatalf("the key is held by %d after the refused insert, want still %d", got, ghost)
+	}
+
+	time.Sleep(b.grace)
+	res, err = b.JobInsertMany(ctx, []backend.InsertParams{keyed("q", "k")})
+	if err != nil || res[0].Duplicate || res[0].ID == ghost {
+		t.Fatalf("insert once the reservation is abandoned = %+v, %v; want a new job", res, err)
+	}
+	if h := jobHash(t, b, "q", res[0].ID); h["u"] != "k" || uniqueHolder(t, b, "k") != res[0].ID {
+		t.Fatalf("the new job %d holds %v, the key is held by %d", res[0].ID, h, uniqueHolder(t, b, "k"))
+	}
+}

@@ -71,9 +71,12 @@
 // found held is checked: a live holder makes the insert a duplicate; a
 // holder that is not live (its job ended but the key was not freed, say
 // the process died in between) is taken over once its reservation is older
-// than a grace period (3 × the call timeout, at least 30s), and until then
-// counts as held, since its insert or replay may still be in flight. Inserts
-// without a unique key skip all this: one round trip.
+// than a grace period (3 × the call timeout, at least 30s). Until then its
+// insert or replay may still be in flight, or may never have reached the
+// server: an insert of the key waits a second for the job to appear (then
+// it is a duplicate naming it: a duplicate always names a live job) and
+// otherwise fails with ErrUnavailable, to be tried again. Inserts without
+// a unique key skip all this: one round trip.
 //
 // An insert or replay that fails gives its reserved keys back only when
 // its script never reached the server. One whose reply was lost may have

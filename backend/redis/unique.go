@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // Unique keys live in one hash (prefix:unique): key -> "<holder ID>@<µs
@@ -18,6 +22,10 @@ type uniqueClaim struct {
 	// holder is 0 once reserveUnique gave the key to id; otherwise the ID
 	// of the job holding it, of which id is a duplicate.
 	holder int64
+	// inFlight: holder is not a live job but a reservation younger than
+	// the grace period: its insert or replay may still land, or may never
+	// have reached the server (see reserveUnique).
+	inFlight bool
 	// had: id held the key before this reservation (a replay sent again
 	// after its reply was lost, whose job is live again), so a failure of
 	// the caller's write must not free it.
@@ -40,13 +48,64 @@ func heldBy(v string) (id int64, at int64, ok bool) {
 	return id, at, err == nil
 }
 
-// reserveUnique gives each claim its key, or names the holder that keeps
-// it (setting claim.holder). When it fails, the caller writes nothing, so
-// the keys it reserved are freed again (best effort). fresh says the
-// claims' IDs were minted for this call, so that no key was theirs
-// before: then even a reservation whose reply was lost, and which may
-// have run, is undone.
-func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh bool) (err error) {
+// inFlightWait bounds how long reserveUnique waits for the job of a
+// reservation in flight to appear: another insert of the same key usually
+// lands within milliseconds.
+const inFlightWait = time.Second
+
+// reserveUnique gives each claim its key, or names the live job that
+// holds it (setting claim.holder): a duplicate always names a job that
+// exists. A key reserved for a job that is not live yet, by an insert or
+// replay whose outcome is not known (in flight elsewhere, or whose reply
+// was lost and which may never have run), is waited for, a little: once
+// the job appears the claim is its duplicate, once the key is freed it is
+// reserved again; if neither happens within inFlightWait the call fails
+// with backend.ErrUnavailable, to be tried again (the reservation is
+// taken over once older than the grace period). When it fails, the caller
+// writes nothing, so the keys it reserved are freed again (best effort).
+// fresh says the claims' IDs were minted for this call, so that no key
+// was theirs before: then even a reservation whose reply was lost, and
+// which may have run, is undone.
+func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh bool) error {
+	if err := b.reserveUniqueOnce(ctx, claims, fresh); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(inFlightWait)
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, 200*time.Millisecond) {
+		var pending []int
+		for i := range claims {
+			if claims[i].inFlight {
+				pending = append(pending, i)
+			}
+		}
+		if len(pending) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) || !ticker.Sleep(ctx, wait) {
+			b.releaseUniqueBestEffort(ctx, claims)
+			c := claims[pending[0]]
+			return fmt.Errorf("reserve unique key %q: %w: it is reserved for job %d, which its insert or replay has not written (its reply may have been lost); try again: the key is taken over %s after its reservation if the job never appears",
+				c.key, backend.ErrUnavailable, c.holder, b.grace)
+		}
+		sub := make([]uniqueClaim, len(pending))
+		for j, i := range pending {
+			sub[j] = claims[i]
+			sub[j].holder, sub[j].inFlight = 0, false
+		}
+		if err := b.reserveUniqueOnce(ctx, sub, fresh); err != nil {
+			b.releaseUniqueBestEffort(ctx, claims)
+			return err
+		}
+		for j, i := range pending {
+			claims[i] = sub[j]
+		}
+	}
+}
+
+// reserveUniqueOnce is one round of reserveUnique: it reserves the free
+// keys, takes over the abandoned ones, and names the holders of the
+// others, marking those not live yet inFlight.
+func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, fresh bool) (err error) {
 	if len(claims) == 0 {
 		return nil
 	}
@@ -133,6 +192,7 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh
 	for _, h := range found {
 		if h.id != 0 && (live[h.key] || now-h.at < b.grace.Microseconds()) {
 			claims[h.i].holder = h.id
+			claims[h.i].inFlight = !live[h.key]
 			continue
 		}
 		steal = append(steal, h)
@@ -165,6 +225,7 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh
 				return fmt.Errorf("unique key %q holds %q", claims[h.i].key, s)
 			}
 			claims[h.i].holder = id
+			claims[h.i].inFlight = true // whether its job is written is checked again
 		}
 	}
 	return f.err

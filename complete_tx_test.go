@@ -10,7 +10,25 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
+
+// ledgerStore opens a SQLite backend and, on the same file, the handler's
+// own database with a ledger table the handlers write their job to.
+func ledgerStore(t *testing.T) (backend.Backend, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	b := openSQLite(t, path)
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if _, err := db.Exec(`CREATE TABLE ledger (job_id INTEGER PRIMARY KEY, attempt INTEGER)`); err != nil {
+		t.Fatal(err)
+	}
+	return b, db
+}
 
 // TestCompleteTx: a handler's own write and its job's completion commit
 // together; the worker then writes nothing more (no outcome refused by the
@@ -18,16 +36,7 @@ import (
 // SQLite, whose backend implements backend.TxCompleter.
 func TestCompleteTx(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "jobs.db")
-	b := openSQLite(t, path)
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE ledger (job_id INTEGER PRIMARY KEY, attempt INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
+	b, db := ledgerStore(t)
 	reg := jobq.NewRegistry()
 	var runs atomic.Int32
 	reg.HandleFunc("post", func(ctx context.Context, j *jobq.Job) error {
@@ -81,16 +90,7 @@ func TestCompleteTx(t *testing.T) {
 // and its second transaction completes the job.
 func TestCompleteTxRollbackKeepsLease(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "jobs.db")
-	b := openSQLite(t, path)
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE TABLE ledger (job_id INTEGER PRIMARY KEY, attempt INTEGER)`); err != nil {
-		t.Fatal(err)
-	}
+	b, db := ledgerStore(t)
 	const lease = 400 * time.Millisecond
 	write := func(ctx context.Context, j *jobq.Job, commit bool) error {
 		tx, err := db.BeginTx(ctx, nil)

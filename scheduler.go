@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // Scheduler timing.
@@ -109,7 +110,7 @@ func (s *scheduler) register(ctx context.Context) bool {
 			return false
 		}
 		s.log.Error("register schedules; retrying", "err", err, "in", wait)
-		if !sleepCtx(ctx, wait) {
+		if !ticker.Sleep(ctx, wait) {
 			return false
 		}
 		wait = min(2*wait, schedulerRetryMax)
@@ -220,16 +221,4 @@ func earliest(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-// sleepCtx waits d or until ctx ends (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -51,7 +51,7 @@ func (r *verifier) pauser(ctx context.Context) {
 		}
 		last = p
 		r.count("pause")
-		sleepCtx(ctx, r.cfg.PauseFor)
+		ticker.Sleep(ctx, r.cfg.PauseFor)
 		r.fleet.resume(p)
 	})
 }
@@ -64,7 +64,7 @@ func (r *verifier) pauser(ctx context.Context) {
 func (r *verifier) cutter(ctx context.Context) {
 	rng := r.rng(3)
 	base := r.cfg.ProxyLatency
-	for i := 0; sleepCtx(ctx, r.cfg.ProxyCutEvery); i++ {
+	for i := 0; ticker.Sleep(ctx, r.cfg.ProxyCutEvery); i++ {
 		switch i % 4 {
 		case 0, 2:
 			n := r.proxy.Cut()
@@ -74,7 +74,7 @@ func (r *verifier) cutter(ctx context.Context) {
 			r.proxy.Blackhole()
 			r.events.write(evBlackhole, num("conns", int64(r.proxy.Conns())))
 			r.count("blackhole")
-			sleepCtx(ctx, r.cfg.PauseFor)
+			ticker.Sleep(ctx, r.cfg.PauseFor)
 			mode := "resume"
 			if rng.IntN(2) == 0 {
 				mode = "cut"
@@ -86,7 +86,7 @@ func (r *verifier) cutter(ctx context.Context) {
 			r.proxy.SetLatency(spike)
 			r.events.write(evLatency, str("d", spike.String()), str("spike", "true"))
 			r.count("latency")
-			sleepCtx(ctx, 2*r.cfg.Lease)
+			ticker.Sleep(ctx, 2*r.cfg.Lease)
 			r.proxy.SetLatency(base)
 			r.events.write(evLatency, str("d", base.String()))
 		}
@@ -106,7 +106,7 @@ func (r *verifier) restarter(ctx context.Context) {
 			return
 		}
 		r.count("restart")
-		sleepCtx(ctx, r.cfg.RestartDown)
+		ticker.Sleep(ctx, r.cfg.RestartDown)
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), localserver.StartTimeout)
 		defer cancel()
 		if err := r.broker.start(sctx); err != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // fleet runs the worker processes: a slot per process, each slot a loop
@@ -96,7 +98,7 @@ func (f *fleet) runSlot(ctx context.Context, slot int) {
 			return
 		}
 		// Back off a little, so a worker that cannot start does not spin.
-		if !sleepCtx(ctx, time.Duration(unexpected)*200*time.Millisecond) {
+		if !ticker.Sleep(ctx, time.Duration(unexpected)*200*time.Millisecond) {
 			return
 		}
 	}
@@ -273,16 +275,4 @@ func tail(path string, n int64) string {
 	}
 	b, _ := io.ReadAll(fh)
 	return string(b)
-}
-
-// sleepCtx waits d; false when ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // Enqueue pacing: a batch every tick, at most maxBatch jobs a call.
@@ -119,7 +120,7 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 		}
 		p.retries.Add(1)
 		p.events.write(evEnqueueFail, num("seq", int64(from)), num("n", int64(k)), str("err", errClass(err)))
-		if !sleepCtx(ctx, backoff) {
+		if !ticker.Sleep(ctx, backoff) {
 			return ctx.Err()
 		}
 		backoff = min(2*backoff, time.Second)

@@ -20,6 +20,7 @@ import (
 	"github.com/jobq/jobq/internal/faultproxy"
 	"github.com/jobq/jobq/internal/lifecycle"
 	"github.com/jobq/jobq/internal/runner"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // verifierProc names the verifier in its own history file.
@@ -518,16 +519,7 @@ func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, 
 
 // progress prints a progress line every ProgressEvery.
 func (r *verifier) progress(ctx context.Context) {
-	t := time.NewTicker(r.cfg.ProgressEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.printProgress(ctx)
-		}
-	}
+	ticker.Loop(ctx, r.cfg.ProgressEvery, r.printProgress)
 }
 
 func (r *verifier) printProgress(ctx context.Context) {

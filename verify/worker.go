@@ -16,6 +16,7 @@ import (
 	_ "github.com/jobq/jobq/backend/all" // every scheme a user's --db may name
 	"github.com/jobq/jobq/backend/memory"
 	"github.com/jobq/jobq/backend/sqlite"
+	"github.com/jobq/jobq/internal/ticker"
 )
 
 // WorkerEnv is the environment variable through which Run hands a worker
@@ -114,7 +115,7 @@ func openPatiently(ctx context.Context, spec WorkerSpec) (backend.Backend, error
 		if err == nil || !errors.Is(err, backend.ErrUnavailable) {
 			return b, err
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !ticker.Sleep(ctx, backoff) {
 			return nil, err
 		}
 		backoff = min(2*backoff, 2*time.Second)

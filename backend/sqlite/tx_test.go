@@ -12,15 +12,23 @@ import (
 	"github.com/jobq/jobq/backend/sqlite"
 )
 
-func TestTxInsertAndComplete(t *testing.T) {
-	t.Parallel()
+// appStore opens a backend and, on the same file, the application's own
+// database, whose transactions the tests hand to the backend.
+func appStore(t *testing.T) (*sqlite.Backend, *sql.DB) {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "jobq.db")
 	b := openAt(t, path, sqlite.Options{})
 	app, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=busy_timeout(5000)")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer app.Close()
+	t.Cleanup(func() { app.Close() })
+	return b, app
+}
+
+func TestTxInsertAndComplete(t *testing.T) {
+	t.Parallel()
+	b, app := appStore(t)
 	ctx := t.Context()
 
 	// Rolled back: the job never existed.
@@ -96,13 +104,7 @@ func TestTxInsertAndComplete(t *testing.T) {
 // attempt.
 func TestTxCompleteFencedByToken(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "jobq.db")
-	b := openAt(t, path, sqlite.Options{})
-	app, err := sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
+	b, app := appStore(t)
 	ctx := t.Context()
 	if _, err := b.JobInsertMany(ctx, oneJob("q")); err != nil {
 		t.Fatal(err)

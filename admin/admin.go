@@ -6,7 +6,9 @@
 // runs it on its own.
 //
 // It is secure by default: every route needs a token with the right scope
-// when tokens are configured, state-changing browser requests are checked
+// when tokens are configured, and without tokens only requests addressed
+// to a loopback name are answered (see Options.AllowedHosts); wrong tokens
+// are throttled per client; state-changing browser requests are checked
 // with http.CrossOriginProtection, every response carries a
 // Content-Security-Policy without inline script, and payloads, errors and
 // metadata are rendered as text with configured keys masked.
@@ -53,6 +55,20 @@ type Options struct {
 	// listen on loopback or put its own authentication in front (jobq serve
 	// refuses a non-loopback address without tokens).
 	Tokens []Token
+	// AllowedHosts are the names (or addresses) a request may carry in its
+	// Host header besides the loopback ones (localhost, 127.0.0.0/8, ::1),
+	// which are always answered; a port, if given, is ignored. Without
+	// Tokens only those are answered whatever the list, so that a web page
+	// whose name an attacker points at 127.0.0.1 (DNS rebinding) cannot
+	// drive the handler through its visitor's browser. With Tokens and no
+	// list, any host is answered. ["*"] answers any host: for a handler
+	// behind authentication of the program's own.
+	AllowedHosts []string
+	// SecureCookies marks the login cookie Secure, sent only over HTTPS,
+	// even when the request reached the handler without TLS: set it
+	// behind a proxy that terminates TLS. Without it the cookie is Secure
+	// when the login came over TLS.
+	SecureCookies bool
 	// MaskKeys name the payload and metadata keys whose values are shown
 	// as "***" in the API and the dashboard: every key, at any depth,
 	// whose name contains one of them, with case, '-', '_', '.' and spaces
@@ -100,15 +116,15 @@ type server struct {
 	patterns []string
 	// dash renders the dashboard's pages, its refusals among them.
 	dash *dashboard
+	// hosts decides which Host headers are answered (guard.go).
+	hosts hostRule
+	// throttle slows down a client guessing tokens (throttle.go).
+	throttle *throttle
 }
 
-// contentSecurityPolicy allows nothing inline and nothing from elsewhere:
-// an injected <script> or onclick= does not run even if a template ever
-// failed to escape it.
-const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
-
 // New returns the admin handler: the API under /api/v1/ and the dashboard
-// under /. It fails on a token with an empty secret or an unknown scope.
+// under /. It fails on a token with an empty secret or an unknown scope,
+// and on an allowed host that is not a host name or address.
 func New(opts Options) (http.Handler, error) {
 	if opts.Inspector == nil {
 		return nil, errors.New("admin: Options.Inspector is required")
@@ -133,7 +149,14 @@ func New(opts Options) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{opts: opts, mux: http.NewServeMux(), log: opts.Logger, tokens: tokens, sessions: newSessions(), mask: redact.New(opts.MaskKeys)}
+	hosts, err := newHostRule(opts.AllowedHosts, len(tokens) > 0)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{
+		opts: opts, mux: http.NewServeMux(), log: opts.Logger, tokens: tokens, sessions: newSessions(),
+		mask: redact.New(opts.MaskKeys), hosts: hosts, throttle: newThrottle(),
+	}
 	s.registerAuth()
 	s.registerAPI()
 	s.registerDashboard()
@@ -150,13 +173,15 @@ func New(opts Options) (http.Handler, error) {
 	return s, nil
 }
 
-// ServeHTTP sets the headers every response needs, then checks the
-// request's origin (unsafe methods only) and routes it.
+// ServeHTTP sets the headers every response needs, refuses a Host it
+// does not answer, then checks the request's origin (unsafe methods only)
+// and routes it.
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h := w.Header()
-	h.Set("Content-Security-Policy", contentSecurityPolicy)
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "same-origin")
+	setSecurityHeaders(w.Header())
+	if !s.hosts.allows(r.Host) {
+		s.refuseHost(w, r)
+		return
+	}
 	s.root.ServeHTTP(w, r)
 }
 

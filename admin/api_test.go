@@ -439,6 +439,7 @@ func testErrors(t *testing.T, e *env) {
 	for _, h := range []struct{ k, v string }{
 		{"Content-Security-Policy", contentSecurityPolicy},
 		{"X-Content-Type-Options", "nosniff"},
+		{"X-Frame-Options", "DENY"},
 		{"Referrer-Policy", "same-origin"},
 	} {
 		if got := r.header.Get(h.k); got != h.v {

@@ -159,28 +159,50 @@ func (ss *sessions) end(id string) {
 
 // authenticated returns the scope the request carries: ScopeAdmin when
 // no tokens are configured, else its bearer token's or its session's, 0
-// for none.
-func (s *server) authenticated(r *http.Request) Scope {
+// for none. bearer says a bearer token was checked, right or wrong.
+func (s *server) authenticated(r *http.Request) (scope Scope, bearer bool) {
 	if len(s.tokens) == 0 {
-		return ScopeAdmin
+		return ScopeAdmin, false
 	}
 	// Another scheme (Basic from a proxy in front) is not ours: the
 	// session cookie still counts.
 	if kind, secret, _ := strings.Cut(r.Header.Get("Authorization"), " "); strings.EqualFold(kind, "Bearer") {
-		return s.lookup(strings.TrimSpace(secret))
+		return s.lookup(strings.TrimSpace(secret)), true
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		return s.sessions.scope(c.Value, time.Now())
+		return s.sessions.scope(c.Value, time.Now()), false
 	}
-	return 0
+	return 0, false
+}
+
+// hasBearer reports whether r carries a bearer token.
+func hasBearer(r *http.Request) bool {
+	kind, _, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return strings.EqualFold(kind, "Bearer")
 }
 
 // authorize wraps h with the scope check. Unauthenticated API requests get
 // 401, dashboard pages a redirect to the login form; a token of too small a
-// scope gets 403.
+// scope gets 403. A wrong bearer token counts as a failed sign-in for the
+// throttle, and a client it holds back gets 429 before its token is
+// checked.
 func (s *server) authorize(need Scope, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		got := s.authenticated(r)
+		who := client(r)
+		if len(s.tokens) > 0 && hasBearer(r) {
+			if wait := s.throttle.wait(who); wait > 0 {
+				s.refuseThrottled(w, r, wait)
+				return
+			}
+		}
+		got, bearer := s.authenticated(r)
+		if bearer {
+			if got == 0 {
+				s.throttle.failed(who)
+			} else {
+				s.throttle.succeeded(who)
+			}
+		}
 		switch {
 		case got >= need:
 			h(w, r)
@@ -207,7 +229,9 @@ func (s *server) registerAuth() {
 
 // login checks the form's token and starts a session: a cookie holding a
 // random session ID, then a 303 to next. A wrong token goes back to the
-// form with failed=1, after the same work as a right one.
+// form with failed=1, after the same work as a right one, and counts
+// against the client in the throttle, which answers 429 without checking
+// the token while it holds the client back.
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, err)
@@ -218,11 +242,18 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
+	who := client(r)
+	if wait := s.throttle.wait(who); wait > 0 {
+		s.refuseThrottled(w, r, wait)
+		return
+	}
 	scope := s.lookup(r.PostForm.Get("token"))
 	if scope == 0 {
+		s.throttle.failed(who)
 		http.Redirect(w, r, s.opts.Prefix+"/login?failed=1&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
+	s.throttle.succeeded(who)
 	http.SetCookie(w, s.cookie(r, s.sessions.start(scope, time.Now()), int(sessionTTL/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -237,7 +268,8 @@ func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 }
 
 // cookie is the session cookie: not readable by scripts, not sent on
-// cross-site requests, only over TLS when the login came over TLS.
+// cross-site requests, only over TLS when the login came over TLS or
+// Options.SecureCookies says TLS ends at a proxy in front.
 func (s *server) cookie(r *http.Request, value string, maxAge int) *http.Cookie {
 	path := s.opts.Prefix
 	if path == "" {
@@ -245,7 +277,7 @@ func (s *server) cookie(r *http.Request, value string, maxAge int) *http.Cookie 
 	}
 	return &http.Cookie{
 		Name: sessionCookie, Value: value, Path: path, MaxAge: maxAge,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.opts.SecureCookies,
 	}
 }
 

@@ -27,10 +27,11 @@ import (
 // a real SQLite store. Screenshots go to $JOBQ_SCREENSHOTS when set (kept),
 // otherwise to the test's temporary folder.
 
-// browser starts headless Chromium for t and returns a context for a new
-// tab, and the folder for screenshots. Without Chromium the test is
-// skipped, except under CI=true where .ci/run installs it.
-func browser(t *testing.T) (context.Context, string) {
+// browser starts headless Chromium for t, with extra options after the
+// usual ones, and returns a context for a new tab, and the folder for
+// screenshots. Without Chromium the test is skipped, except under CI=true
+// where .ci/run installs it.
+func browser(t *testing.T, extra ...chromedp.ExecAllocatorOption) (context.Context, string) {
 	t.Helper()
 	var bin string
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
@@ -51,6 +52,7 @@ func browser(t *testing.T) (context.Context, string) {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.WindowSize(1280, 900),
 	)
+	opts = append(opts, extra...)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
 	t.Cleanup(func() {

@@ -46,7 +46,7 @@ func BenchmarkOverview(b *testing.B) {
 				d.counts.mu.Unlock()
 				rec := httptest.NewRecorder()
 				t0 := time.Now()
-				s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+				s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/", nil))
 				took = append(took, time.Since(t0))
 				if rec.Code != http.StatusOK {
 					b.Fatalf("overview: %d %s", rec.Code, rec.Body)

@@ -178,6 +178,10 @@ func (e *env) do(q req) resp {
 		r.Header.Set("Content-Type", "application/json")
 	}
 	for k, v := range q.headers {
+		if k == "Host" { // net/http sends r.Host, not a Host header
+			r.Host = v
+			continue
+		}
 		r.Header.Set(k, v)
 	}
 	res, err := noRedirect.Do(r)

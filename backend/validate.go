@@ -81,10 +81,8 @@ func ValidateInsert(p InsertParams) error {
 	if len(p.Type) > MaxTypeLen {
 		return &InputError{Field: "type", Reason: fmt.Sprintf("longer than %d bytes", MaxTypeLen)}
 	}
-	for _, r := range p.Type {
-		if r < 0x20 || r == 0x7f {
-			return &InputError{Field: "type", Reason: "contains a control character"}
-		}
+	if !printable(p.Type) {
+		return &InputError{Field: "type", Reason: "contains a control character"}
 	}
 	if !json.Valid(p.Payload) {
 		return &InputError{Field: "payload", Reason: "not valid JSON"}
@@ -100,6 +98,12 @@ func ValidateInsert(p InsertParams) error {
 	}
 	if len(p.UniqueKey) > MaxUniqueKeyLen {
 		return &InputError{Field: "unique key", Reason: fmt.Sprintf("longer than %d bytes", MaxUniqueKeyLen)}
+	}
+	// Each backend would store a NUL or a broken byte its own way (SQLite
+	// as is, PostgreSQL not at all), and a key is shown in lists and
+	// logs: keys are text, refused alike everywhere.
+	if !utf8.ValidString(p.UniqueKey) || !printable(p.UniqueKey) {
+		return &InputError{Field: "unique key", Reason: "must be valid UTF-8 without control characters"}
 	}
 	return ValidateMetadata(p.Metadata)
 }
@@ -130,6 +134,18 @@ func ValidateMetadata(m map[string]string) error {
 		return &InputError{Field: "metadata", Reason: fmt.Sprintf("%d bytes of keys and values is over the limit of %d", size, MaxMetadataBytes)}
 	}
 	return nil
+}
+
+// printable reports whether s holds no control character (NUL, newline,
+// escape, DEL, the C1 range): names and keys are shown on one line of a
+// list or a log.
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r >= 0x7f && r < 0xa0 {
+			return false
+		}
+	}
+	return true
 }
 
 // cleanText reports whether s is valid UTF-8 without NUL bytes: text every

@@ -66,5 +66,5 @@ func BackendReady(b backend.Backend) func(context.Context) error {
 // closes l. It returns nil after a shutdown ctx asked for, or the error
 // that stopped serving.
 func Serve(ctx context.Context, l net.Listener, h http.Handler, grace time.Duration) error {
-	return httpserve.Until(ctx, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, l, grace, "metrics")
+	return httpserve.Until(ctx, httpserve.New(h, 0, nil), l, grace, "metrics")
 }

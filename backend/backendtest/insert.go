@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,10 @@ func testInsert(t *testing.T, h Harness) {
 		{"PriorityTooLow", "priority", func(p *backend.InsertParams) { p.Priority = backend.MinPriority - 1 }},
 		{"MaxAttemptsZero", "max attempts", func(p *backend.InsertParams) { p.MaxAttempts = 0 }},
 		{"NegativeDelay", "delay", func(p *backend.InsertParams) { p.Delay = -time.Second }},
+		{"UniqueKeyNUL", "unique key", func(p *backend.InsertParams) { p.UniqueKey = "a\x00b" }},
+		{"UniqueKeyNotUTF8", "unique key", func(p *backend.InsertParams) { p.UniqueKey = "a\xffb" }},
+		{"UniqueKeyNewline", "unique key", func(p *backend.InsertParams) { p.UniqueKey = "a\nb" }},
+		{"UniqueKeyTooLong", "unique key", func(p *backend.InsertParams) { p.UniqueKey = strings.Repeat("k", backend.MaxUniqueKeyLen+1) }},
 	}
 	group(t, "InvalidBatchWritesNothing", func(t *testing.T) {
 		for _, tc := range invalid {

@@ -125,6 +125,12 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
+		// net/http quotes a Location it cannot parse, twice, and a redirect
+		// is where signed URLs come from. Its text is all there is to
+		// recognise it by: the cause is formatted with %v, not wrapped.
+		if strings.HasPrefix(err.Error(), "failed to parse Location header") {
+			err = errors.New("the redirect's Location header is not a valid URL")
+		}
 		var refused *netguard.RefusedError
 		if errors.As(err, &refused) {
 			// The OpError around it repeats the address: keep the guard's own text.
@@ -151,6 +157,64 @@ func deliver(ctx context.Context, client *http.Client, payload []byte) error {
 // user info, path and query are left out, since they often hold the
 // secret (a password, a webhook's token path, an ?access_token=).
 func origin(u *url.URL) string { return u.Scheme + "://" + u.Host }
+
+// minHidden is the shortest part of a URL hideURLParts looks for on its
+// own: shorter ones ("v1", "en", "2") match ordinary words of an answer
+// too often to hide, and are too short to be a secret.
+const minHidden = 6
+
+// hideURLParts replaces in text (a server's answer) the user info, path
+// and query of urls, whole and piece by piece (path segments, query
+// values, escaped or not), with ***: servers often echo the request
+// ("Cannot GET /hooks/T0K3N", "invalid signature for ?sig=..."), and the
+// error would then show what origin leaves out.
+func hideURLParts(text string, urls ...*url.URL) string {
+	var parts []string
+	add := func(raw string) {
+		if len(raw) < minHidden {
+			return
+		}
+		parts = append(parts, raw)
+		if s, err := url.PathUnescape(raw); err == nil && s != raw {
+			parts = append(parts, s)
+		}
+		if s, err := url.QueryUnescape(raw); err == nil && s != raw {
+			parts = append(parts, s)
+		}
+	}
+	for _, u := range urls {
+		if u.User != nil {
+			add(u.User.String())
+			add(u.User.Username())
+			if pw, ok := u.User.Password(); ok {
+				add(pw)
+			}
+		}
+		add(u.EscapedPath())
+		for seg := range strings.SplitSeq(u.EscapedPath(), "/") {
+			add(seg)
+		}
+		add(u.RawQuery)
+		for kv := range strings.SplitSeq(u.RawQuery, "&") {
+			if _, v, ok := strings.Cut(kv, "="); ok {
+				add(v)
+			} else {
+				add(kv) // a bare "?T0K3N"
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return text
+	}
+	// Longest first: at each place, the Replacer tries the parts in order,
+	// so a whole path goes before the segments inside it.
+	slices.SortStableFunc(parts, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(parts))
+	for _, p := range parts {
+		pairs = append(pairs, p, "***")
+	}
+	return strings.NewReplacer(pairs...).Replace(text)
+}
 
 // errHTTPTimeout is the cause of an attempt cut off by the payload's
 // timeout; it matches context.DeadlineExceeded.
@@ -187,10 +251,15 @@ func classify(req *http.Request, resp *http.Response, snippet []byte) error {
 	if code >= 200 && code < 300 {
 		return nil
 	}
-	err := fmt.Errorf("%s %s: %s", req.Method, origin(req.URL), resp.Status)
+	answer := resp.Status
 	if body := strings.TrimSpace(string(snippet)); body != "" {
-		err = fmt.Errorf("%w: %s", err, body)
+		answer += ": " + body
 	}
+	hidden := []*url.URL{req.URL}
+	if resp.Request != nil && resp.Request.URL != nil {
+		hidden = append(hidden, resp.Request.URL) // where the redirects ended
+	}
+	err := fmt.Errorf("%s %s: %s", req.Method, origin(req.URL), hideURLParts(answer, hidden...))
 	retryable := code == http.StatusRequestTimeout || code == http.StatusTooManyRequests ||
 		code >= 500 && code != http.StatusNotImplemented
 	if !retryable {
@@ -231,11 +300,16 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 	case p.URL == "":
 		return nil, 0, errors.New(`"url" is required`)
 	case err != nil:
-		return nil, 0, fmt.Errorf("url: %w", err)
+		return nil, 0, fmt.Errorf("url: %w", urlCause(err))
+	case u.Scheme != "http" && u.Scheme != "https" && (u.Scheme == "" || u.Opaque != ""):
+		// Without "//" what url.Parse calls the scheme may be a user
+		// name ("admin:pw@host"): do not name it.
+		return nil, 0, errors.New("url: must begin with http:// or https://")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, 0, fmt.Errorf("url %q: scheme must be http or https", p.URL)
+		// Scheme and host only, each cut short: both are unbounded.
+		return nil, 0, fmt.Errorf("url %q: scheme must be http or https", shorten(u.Scheme, 16)+"://"+shorten(u.Host, 100))
 	case u.Host == "":
-		return nil, 0, fmt.Errorf("url %q has no host", p.URL)
+		return nil, 0, fmt.Errorf("url: no host after %s://", u.Scheme)
 	}
 	timeout := httpDefaultTimeout
 	if p.Timeout != "" {
@@ -257,7 +331,7 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 	}
 	req, err := http.NewRequest(method, p.URL, rd)
 	if err != nil {
-		return nil, 0, fmt.Errorf("request: %w", err)
+		return nil, 0, fmt.Errorf("request: %w", urlCause(err))
 	}
 	for k, v := range p.Headers {
 		req.Header.Set(k, v)
@@ -269,6 +343,23 @@ func buildRequest(payload []byte) (*http.Request, time.Duration, error) {
 		req.Header.Set("User-Agent", "jobq")
 	}
 	return req, timeout, nil
+}
+
+// urlCause is what an error may show of why a URL was refused: the
+// *url.Error around the cause repeats the whole URL, and an escape error
+// quotes the bad escape, which may stand in the user info, path or query.
+// What else url.Parse says names at most the host, its port, or one
+// character of the host.
+func urlCause(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	var esc url.EscapeError
+	if errors.As(err, &esc) {
+		return errors.New("invalid URL escape: a % not followed by two hex digits")
+	}
+	return err
 }
 
 // requestMethod checks the payload's method: a standard one in any case,

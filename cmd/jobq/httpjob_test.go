@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -394,6 +395,99 @@ func TestHTTPAllowFlagValues(t *testing.T) {
 		var u usageError
 		if !errors.As(err, &u) || !strings.HasPrefix(err.Error(), "--http-allow: ") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%q: %v, want a one-line usage error naming --http-allow", bad, err)
+		}
+	}
+}
+
+// urlSecrets are the parts of the test URLs below an error must never
+// show: user info, path and query.
+var urlSecrets = []string{"secretpath", "parsesecret", "apikey", "token=", "user", "hunter2", "locsecret", "k3y-value", "s1gnature", "T0K3N"}
+
+// TestHTTPJobPayloadErrorsHideURL: every way a payload's url can be
+// refused names at most its scheme and host, and still says what is wrong.
+func TestHTTPJobPayloadErrorsHideURL(t *testing.T) {
+	t.Parallel()
+	client := guardedClient(t)
+	cases := []struct {
+		url, method string
+		want        string
+		forbid      []string // besides urlSecrets
+	}{
+		{url: "gopher://user:hunter2@127.0.0.1:1/_secretpath?apikey=k", want: `url "gopher://127.0.0.1:1": scheme must be http or https`},
+		{url: strings.Repeat("x", 100) + "://user:hunter2@h/secretpath", want: `url "xxxxxxxxxxxxxxxx…://h": scheme must be http or https`},
+		{url: "secretpath/x?apikey=k", want: "url: must begin with http:// or https://"},
+		{url: "user:hunter2@h/secretpath", want: "url: must begin with http:// or https://"},
+		{url: "http://user:hunter2@[::1/parsesecret?token=t", want: "url: missing ']' in host"},
+		{url: "http://user:hunter2@h:12ab/secretpath?token=t", want: `url: invalid port ":12ab" after host`},
+		{url: "http://user:hunter2@h/secretpath%zz?token=t", want: "url: invalid URL escape", forbid: []string{"%zz"}},
+		{url: "http://user:hu%zznter2@h/secretpath", want: "url: invalid URL escape", forbid: []string{"%zz"}},
+		{url: "http:///secretpath?apikey=k", want: "url: no host after http://"},
+		{url: "https:user:hunter2@secretpath?token=t", want: "url: no host after https://"},
+		{url: "http://user:hunter2@h/secretpath?token=t", method: "NO PE", want: `invalid method "NO PE"`},
+	}
+	for _, c := range cases {
+		payload, err := json.Marshal(map[string]any{"url": c.url, "method": c.method, "extension_method": c.method != ""})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = deliver(t.Context(), client, payload)
+		msg := fmt.Sprint(err)
+		if !jobq.IsPermanent(err) || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %q, want a permanent error saying %q", c.url, msg, c.want)
+		}
+		for _, s := range append(c.forbid, urlSecrets...) {
+			if strings.Contains(msg, s) {
+				t.Errorf("%s: %q shows %q", c.url, msg, s)
+			}
+		}
+	}
+}
+
+// TestHTTPJobResponseErrorsHideURL: a server that echoes the request's
+// path, query or credentials in its answer (as many 404 pages do), its
+// status line or a redirect's Location does not get them into the error,
+// nor does the answer at the end of a redirect echo the URL it went to.
+func TestHTTPJobResponseErrorsHideURL(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case strings.HasPrefix(r.URL.Path, "/start"):
+			http.Redirect(w, r, "/signed/secretpath-2?sig=s1gnature-value", http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/badlocation"):
+			w.Header().Set("Location", "http://[::1/locsecret?token=t")
+			w.WriteHeader(http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/status"):
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				panic(err)
+			}
+			defer conn.Close()
+			fmt.Fprintf(buf, "HTTP/1.1 400 No such page %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", r.URL.RequestURI())
+			buf.Flush()
+		default:
+			user, pass, _ := r.BasicAuth()
+			http.Error(w, fmt.Sprintf("Cannot %s %s (path %s, key %s, page %s, login %s:%s)", r.Method, r.URL.RequestURI(),
+				r.URL.Path, r.URL.Query().Get("apikey"), r.URL.Query().Get("page"), user, pass), http.StatusNotFound)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	base := strings.Replace(srv.URL, "http://", "http://user:hunter2@", 1)
+	client := guardedClient(t, "127.0.0.1")
+	for _, c := range []struct{ path, want string }{
+		{"/hooks/secretpath-T0K3N%2Fx?apikey=k3y-value-123&page=2", "404 Not Found: Cannot GET "},
+		{"/start/secretpath-1?apikey=k3y-value-456", "404 Not Found: Cannot GET "},
+		{"/badlocation/secretpath?apikey=k3y-value-789", "redirect"},
+		{"/status/secretpath-T0K3N?apikey=k3y-value-000", "400 No such page"},
+	} {
+		err := deliver(t.Context(), client, []byte(`{"url":"`+base+c.path+`"}`))
+		msg := fmt.Sprint(err)
+		if !strings.Contains(msg, c.want) || !strings.Contains(msg, srv.URL) {
+			t.Errorf("%s: %q, want it to name %s and say %q", c.path, msg, srv.URL, c.want)
+		}
+		for _, s := range urlSecrets {
+			if strings.Contains(msg, s) {
+				t.Errorf("%s: %q shows %q", c.path, msg, s)
+			}
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +32,9 @@ type serveFlags struct {
 	prefix    string
 	maskKeys  []string
 	maxBody   int64
+	hosts     []string
+	secure    bool
+	readLimit time.Duration
 	w         workerFlags // with --worker; its log flags and shutdown timeout always
 }
 
@@ -52,8 +56,16 @@ admin:$(openssl rand -hex 16). A bare secret is refused. They come from
 --token (repeatable; visible to other users in the process list), from
 --token-file (one a line, # starts a comment) and from $JOBQ_ADMIN_TOKENS
 (comma-separated); all of them are accepted. Without any token every
-request is allowed, so --addr must then be a loopback address. Tokens are
-never logged.`,
+request is allowed, so --addr must then be a loopback address, and only
+requests addressed to a loopback name (localhost, 127.0.0.1, [::1]) are
+answered: a web page whose name an attacker points at 127.0.0.1 (DNS
+rebinding) cannot drive the server through its visitor's browser. Name
+your own aliases with --allowed-hosts; with tokens, --allowed-hosts
+restricts the names answered to these and the loopback ones. Tokens are
+never logged.
+
+Behind a proxy that terminates TLS, add --secure-cookies so the
+dashboard's login cookie is only ever sent over HTTPS.`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runServe(cmd, f) },
 	}
@@ -65,6 +77,9 @@ never logged.`,
 	fl.StringVar(&f.prefix, "prefix", "", "serve under this path, e.g. /admin (behind a proxy that forwards it)")
 	fl.StringSliceVar(&f.maskKeys, "mask-keys", admin.DefaultMaskKeys, "payload and metadata keys whose values are shown as *** (a key is masked when its name contains one; these replace the defaults)")
 	fl.Int64Var(&f.maxBody, "max-body", 1<<20, "largest request body in bytes; larger ones get 413")
+	fl.StringSliceVar(&f.hosts, "allowed-hosts", nil, "host names (or addresses) requests may be addressed to, besides localhost, 127.0.0.1 and [::1] (comma-separated or repeated)")
+	fl.BoolVar(&f.secure, "secure-cookies", false, "mark the login cookie Secure (HTTPS only): set it behind a proxy that terminates TLS")
+	fl.DurationVar(&f.readLimit, "read-timeout", httpserve.DefaultReadTimeout, "longest time to read a request, body included; a slower client is cut off")
 	f.w.add(cmd)
 	return cmd
 }
@@ -104,6 +119,9 @@ func (f *serveFlags) check(cmd *cobra.Command) ([]admin.Token, error) {
 	if f.maxBody < 1024 {
 		return nil, usagef("--max-body %d: use at least 1024 bytes", f.maxBody)
 	}
+	if f.readLimit < time.Second {
+		return nil, usagef("--read-timeout %s: use at least 1s", f.readLimit)
+	}
 	tokens, err := f.readTokens()
 	if err != nil {
 		return nil, err
@@ -114,6 +132,14 @@ func (f *serveFlags) check(cmd *cobra.Command) ([]admin.Token, error) {
 	}
 	if len(tokens) == 0 && !loopback(host) {
 		return nil, usagef("--addr %s is not loopback and no token is set: add --token-file (or --token, $%s) or bind 127.0.0.1", f.addr, envAdminTokens)
+	}
+	if len(tokens) == 0 && slices.Contains(f.hosts, "*") {
+		return nil, usagef("--allowed-hosts '*' without a token would let any web page its visitor opens drive this server: name the hosts, or add --token-file")
+	}
+	for _, h := range f.hosts {
+		if h == "" || (h != "*" && strings.ContainsAny(h, "/?#@ ")) {
+			return nil, usagef("--allowed-hosts %q: give host names or addresses, such as jobq.internal or 10.0.0.5, without scheme or path", h)
+		}
 	}
 	return tokens, nil
 }
@@ -218,6 +244,7 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 		h, err := admin.New(admin.Options{
 			Client: client, Inspector: jobq.NewInspector(b), Tokens: tokens,
 			MaskKeys: f.maskKeys, MaxBody: f.maxBody, Prefix: f.prefix, Logger: log,
+			AllowedHosts: f.hosts, SecureCookies: f.secure,
 			Sample: ctx, // the chart covers the whole time serve runs
 		})
 		if err != nil {
@@ -228,10 +255,8 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 			return fmt.Errorf("serve: %w", err)
 		}
 		log.Info("jobq serve", "url", "http://"+l.Addr().String()+f.prefix+"/", "db", backend.RedactURL(a.db), "tokens", len(tokens), "worker", f.worker)
-		srv := &http.Server{
-			Handler: mount(f.prefix, h), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-		}
+		// The headers go on every answer, the ones outside --prefix too.
+		srv := httpserve.New(admin.SecurityHeaders(mount(f.prefix, h)), f.readLimit, slog.NewLogLogger(log.Handler(), slog.LevelWarn))
 		done := make(chan error, 2)
 		go func() { done <- httpserve.Until(ctx, srv, l, f.w.shutdownTimeout, "admin") }()
 		running := 1

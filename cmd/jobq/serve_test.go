@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/internal/httpserve"
 	"github.com/jobq/jobq/internal/proctest"
 )
 
@@ -49,6 +50,9 @@ func TestServeRefusals(t *testing.T) {
 		{[]string{"--concurrency", "3"}, "--concurrency only applies with --worker"},
 		{[]string{"--prefix", "admin/"}, "--prefix \"admin/\": use a path such as /admin"},
 		{[]string{"--max-body", "10"}, "--max-body 10"},
+		{[]string{"--allowed-hosts", "*"}, "--allowed-hosts '*' without a token"},
+		{[]string{"--allowed-hosts", "http://jobq.test"}, `--allowed-hosts "http://jobq.test": give host names`},
+		{[]string{"--read-timeout", "10ms"}, "--read-timeout 10ms: use at least 1s"},
 	} {
 		r := run(t, append([]string{"--db", tempDB(t), "serve"}, c.args...)...)
 		if r.err == nil || exitCode(r.err) != exitUsage || !strings.Contains(r.err.Error(), c.want) || strings.Contains(r.err.Error(), "\n") {
@@ -122,6 +126,10 @@ func call(t *testing.T, method, url, token, body string, header ...string) (int,
 		r.Header.Set("Authorization", "Bearer "+secret)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
+		if header[i] == "Host" { // net/http sends r.Host, not a Host header
+			r.Host = header[i+1]
+			continue
+		}
 		r.Header.Set(header[i], header[i+1])
 	}
 	res, err := http.DefaultClient.Do(r)
@@ -209,7 +217,7 @@ func TestServeEnvTokens(t *testing.T) {
 	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
 	}
-	f := serveFlags{addr: "0.0.0.0:8080", maxBody: 1 << 20}
+	f := serveFlags{addr: "0.0.0.0:8080", maxBody: 1 << 20, readLimit: httpserve.DefaultReadTimeout}
 	if _, err := f.check(newRootCmd(io.Discard, io.Discard)); err != nil {
 		t.Fatalf("with tokens in the environment a public address is refused: %v", err)
 	}

@@ -44,6 +44,11 @@ var blocked = []struct {
 	{netip.MustParsePrefix("fc00::/7"), "private"},                // unique local
 	{netip.MustParsePrefix("fec0::/10"), "private"},               // deprecated site-local
 	{netip.MustParsePrefix("100.64.0.0/10"), "carrier-grade NAT"}, // shared address space
+	// Special-purpose IPv4 (RFC 6890): DS-Lite's tunnel ends (192.0.0.0/29)
+	// and the like belong to the operator's network, not the Internet.
+	{netip.MustParsePrefix("192.0.0.0/24"), "IETF protocol assignment"},
+	// RFC 2544: test networks, often left routed inside labs and data centres.
+	{netip.MustParsePrefix("198.18.0.0/15"), "benchmarking"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
@@ -187,11 +192,7 @@ func (e *RefusedError) Error() string {
 	if h, _, _ := net.SplitHostPort(e.Host); h != "" && h != ip.String() && h != e.Addr.Addr().String() {
 		fmt.Fprintf(&b, " (%s resolved to it)", e.Host)
 	}
-	article := "a"
-	if strings.ContainsRune("aeiouAEIOU", rune(e.Reason[0])) {
-		article = "an"
-	}
-	fmt.Fprintf(&b, ": %s is %s %s address, refused unless allowed", ip, article, e.Reason)
+	fmt.Fprintf(&b, ": %s is %s %s address, refused unless allowed", ip, article(e.Reason), e.Reason)
 	if e.Flag == "" {
 		return b.String()
 	}
@@ -205,6 +206,14 @@ func (e *RefusedError) Error() string {
 	}
 	fmt.Fprintf(&b, "; to allow it, add %s (or a CIDR holding %s) to %s", allow, ip, e.Flag)
 	return b.String()
+}
+
+// article is the indefinite article before word, as a reason is read.
+func article(word string) string {
+	if word != "" && strings.ContainsRune("aeiouAEIOU", rune(word[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // Check returns a *RefusedError when the policy does not allow connecting
@@ -228,10 +237,12 @@ func blockReason(ip netip.Addr) string {
 			return b.reason
 		}
 	}
-	// IPv6 forms that carry an IPv4 address a gateway will reach for us.
-	if v4, ok := embedded4(ip); ok {
+	// IPv6 forms that carry an IPv4 address a gateway or relay will reach
+	// for us.
+	form, v4s := embedded4(ip)
+	for _, v4 := range v4s {
 		if r := blockReason(v4); r != "" {
-			return "NAT64 or 6to4 form of a " + r
+			return form + " form of " + article(r) + " " + r
 		}
 	}
 	return ""
@@ -241,21 +252,32 @@ var (
 	nat64     = netip.MustParsePrefix("64:ff9b::/96")
 	nat64Loc  = netip.MustParsePrefix("64:ff9b:1::/48")
 	sixToFour = netip.MustParsePrefix("2002::/16")
+	teredo    = netip.MustParsePrefix("2001::/32")
 )
 
-// embedded4 returns the IPv4 address inside a NAT64 (RFC 6052, last 32
-// bits) or 6to4 (RFC 3056, bits 16-47) address.
-func embedded4(ip netip.Addr) (netip.Addr, bool) {
+// embedded4 returns the name of ip's form and the IPv4 addresses inside
+// it, for a NAT64 (RFC 6052, last 32 bits), 6to4 (RFC 3056, bits 16-47)
+// or Teredo address. A Teredo address (RFC 4380) holds two: the client's, in the last
+// 32 bits with every bit flipped, which a relay sends our packets to, and
+// its server's, in bits 32-63, which a relay contacts to reach a client
+// behind a NAT; either may be made to point inside.
+func embedded4(ip netip.Addr) (form string, v4 []netip.Addr) {
 	b := ip.As16()
 	switch {
 	case !ip.Is6():
-		return netip.Addr{}, false
+		return "", nil
 	case nat64.Contains(ip) || nat64Loc.Contains(ip):
-		return netip.AddrFrom4([4]byte(b[12:16])), true
+		return "NAT64", []netip.Addr{netip.AddrFrom4([4]byte(b[12:16]))}
 	case sixToFour.Contains(ip):
-		return netip.AddrFrom4([4]byte(b[2:6])), true
+		return "6to4", []netip.Addr{netip.AddrFrom4([4]byte(b[2:6]))}
+	case teredo.Contains(ip):
+		client := [4]byte(b[12:16])
+		for i := range client {
+			client[i] ^= 0xff
+		}
+		return "Teredo", []netip.Addr{netip.AddrFrom4(client), netip.AddrFrom4([4]byte(b[4:8]))}
 	}
-	return netip.Addr{}, false
+	return "", nil
 }
 
 // allows reports whether the allow-list opens ip:port, blocked for

@@ -64,9 +64,30 @@ func TestDefaultPolicy(t *testing.T) {
 		"[ff02::1]:80":                "multicast",
 		"255.255.255.255:80":          "reserved or broadcast",
 		"[::127.0.0.1]:80":            "IPv4-compatible",
-		"[64:ff9b::7f00:1]:80":        "NAT64 or 6to4 form of a loopback",
-		"[64:ff9b::a9fe:a9fe]:80":     "NAT64 or 6to4 form of a cloud metadata",
-		"[2002:a00:1::1]:80":          "NAT64 or 6to4 form of a private",
+		"[64:ff9b::7f00:1]:80":        "NAT64 form of a loopback",
+		"[64:ff9b::a9fe:a9fe]:80":     "NAT64 form of a cloud metadata",
+		"[64:ff9b:1::a00:1]:80":       "NAT64 form of a private",
+		"[2002:a00:1::1]:80":          "6to4 form of a private",
+		"192.0.0.1:80":                "IETF protocol assignment",
+		"192.0.0.170:80":              "IETF protocol assignment", // NAT64 prefix discovery (RFC 7050)
+		"198.18.0.1:80":               "benchmarking",
+		"198.19.255.255:80":           "benchmarking",
+		"240.0.0.1:80":                "reserved or broadcast",
+		"[64:ff9b::f000:1]:80":        "NAT64 form of a reserved or broadcast",
+		"[64:ff9b::ffff:ffff]:80":     "NAT64 form of a reserved or broadcast",
+		"[2002:f000:1::1]:80":         "6to4 form of a reserved or broadcast",
+		"[2002:ffff:ffff::1]:80":      "6to4 form of a reserved or broadcast",
+		"[64:ff9b::c612:1]:80":        "NAT64 form of a benchmarking",
+		"[2002:c000:1::1]:80":         "6to4 form of an IETF protocol assignment",
+		// Teredo (RFC 4380): server 65.54.227.120 (4136:e378), flags, port,
+		// then the client's IPv4 with every bit flipped.
+		"[2001:0:4136:e378:8000:63bf:80ff:fffe]:80": "Teredo form of a loopback",              // client ^127.0.0.1
+		"[2001:0:4136:e378:8000:63bf:f5ff:fffe]:80": "Teredo form of a private",               // client ^10.0.0.1
+		"[2001:0:4136:e378:8000:63bf:5601:5601]:80": "Teredo form of a cloud metadata",        // client ^169.254.169.254
+		"[2001:0:4136:e378:8000:63bf:fff:fffe]:80":  "Teredo form of a reserved or broadcast", // client ^240.0.0.1
+		"[2001:0:4136:e378:8000:63bf:0:0]:80":       "Teredo form of a reserved or broadcast", // client ^255.255.255.255
+		"[2001:0:a00:1:8000:63bf:f7f7:f7f7]:80":     "Teredo form of a private",               // server 10.0.0.1, client 8.8.8.8
+		"[2001:0:7f00:1:8000:63bf:f7f7:f7f7]:80":    "Teredo form of a loopback",              // server 127.0.0.1
 	}
 	for addr, reason := range refused {
 		err := check(p, addr, addr)
@@ -78,6 +99,9 @@ func TestDefaultPolicy(t *testing.T) {
 	for _, addr := range []string{
 		"8.8.8.8:443", "172.32.0.1:80", "100.128.0.1:80", "169.255.0.1:80", "203.0.113.7:80",
 		"[2606:4700:4700::1111]:443", "[::ffff:8.8.8.8]:80", "[64:ff9b::808:808]:80", "[2002:808:808::1]:80",
+		"198.20.0.1:80", "198.17.255.255:80", "192.0.1.1:80", "191.255.255.255:80",
+		"[2001:0:4136:e378:8000:63bf:f7f7:f7f7]:80", // Teredo: server 65.54.227.120, client 8.8.8.8
+		"[2001:1::1]:80", // next to Teredo's /32, not in it
 	} {
 		if err := check(p, addr, addr); err != nil {
 			t.Errorf("%s: %v, want allowed", addr, err)
@@ -121,7 +145,7 @@ func TestAllowList(t *testing.T) {
 
 	for _, entries := range [][]string{{"0.0.0.0/0"}, {"internal.example:80"}, {"::/0"}, {"64:ff9b::/96"}} {
 		p := mustNew(t, entries...)
-		for _, addr := range []string{"169.254.169.254:80", "[64:ff9b::a9fe:a9fe]:80"} {
+		for _, addr := range []string{"169.254.169.254:80", "[64:ff9b::a9fe:a9fe]:80", "[2001:0:4136:e378:8000:63bf:5601:5601]:80"} {
 			if err := check(p, "internal.example:80", addr); err == nil {
 				t.Errorf("%v opened the metadata address %s", entries, addr)
 			}

@@ -214,8 +214,16 @@ func normKey(k string) string {
 var urlPassword = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://[^/?#@\s:]*:)[^/?#@\s]+@`)
 
 // urlParam matches a query parameter of a URL in a text: group 1 is what
-// precedes its value, group 2 its name.
-var urlParam = regexp.MustCompile(`([?&]([^=&#\s?]+)=)[^&#\s]*`)
+// precedes its value, group 2 its name. Name and value end at a character
+// a URL cannot hold unencoded ('"', '\', '<', '>', '`', whitespace): that
+// is where a quoted URL ends ("url %q", JSON text, <…>), and what comes
+// after it must stay. A separator may be JSON's escaped & ("\u0026", as
+// encoding/json writes one), since errors quote JSON too.
+var urlParam = regexp.MustCompile(`((?:[?&]|\\u0026)([^=&#?` + urlEnd + `]+)=)[^&#` + urlEnd + `]*`)
+
+// urlEnd are the characters, as a regexp class's body, that cannot stand
+// unencoded in a URL (RFC 3986), so a URL in a text ends before them.
+const urlEnd = `\s"\\<>` + "`"
 
 // Text returns text (an error message, a string value) with the
 // credentials of the URLs in it replaced by ***: the password of their

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,27 @@ func TestMasker(t *testing.T) {
 	} {
 		if got := s.Text(in); got != want {
 			t.Errorf("Text(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestTextStopsAtQuoting: a masked query value ends where the URL does,
+// at a character a URL cannot hold unencoded, so the quote or bracket
+// around a URL in an error or in JSON text is kept.
+func TestTextStopsAtQuoting(t *testing.T) {
+	s := Default
+	quoted := fmt.Sprintf("url %q: bad", "https://h/p?token=abc")
+	for in, want := range map[string]string{
+		quoted:                                  `url "https://h/p?token=***": bad`,
+		`{"url":"https://h/p?token=abc","n":1}`: `{"url":"https://h/p?token=***","n":1}`,
+		`{"url":"https://h/p?a=1&token=abc"}`:   `{"url":"https://h/p?a=1&token=***"}`,
+		`"{\"u\":\"https://h/?token=abc\"}"`:    `"{\"u\":\"https://h/?token=***\"}"`,
+		`see <https://h/?api_key=abc> or ` + "`https://h/?token=abc`": `see <https://h/?api_key=***> or ` + "`https://h/?token=***`",
+		"https://h/?token=abc\tnext":                                  "https://h/?token=***\tnext",
+		`{"next":"https://h/?a=1\u0026token=abc"}`:                    `{"next":"https://h/?a=1\u0026token=***"}`,
+	} {
+		if got := s.Text(in); got != want {
+			t.Errorf("Text(%s) = %s, want %s", in, got, want)
 		}
 	}
 }

@@ -20,8 +20,9 @@ type ClientConfig struct {
 	// MaxAttempts is the attempt limit for jobs enqueued without one.
 	// Defaults to 3.
 	MaxAttempts int
-	// Registry, when set, supplies per-type MaxAttempts defaults. The sync
-	// backend requires it: it runs handlers inside Enqueue.
+	// Registry, when set, supplies each type's declared MaxAttempts (and
+	// refuses a job's own that contradicts it). The sync backend requires
+	// it: it runs handlers inside Enqueue.
 	Registry *Registry
 	// Hooks observe (and may annotate) every enqueue, called in order; see
 	// ClientHooks.
@@ -75,8 +76,8 @@ func (c *Client) Backend() backend.Backend { return c.b }
 
 // JobSpec is one job for EnqueueMany.
 type JobSpec struct {
-	Type    string
-	Payload any // marshalled with encoding/json; []byte and json.RawMessage are taken as JSON text
+	Type    string // may be empty when Payload names its own (Args)
+	Payload any    // marshalled with encoding/json; []byte and json.RawMessage are taken as JSON text
 	Options []EnqueueOption
 }
 
@@ -236,6 +237,9 @@ func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertPa
 // the BeforeEnqueue hooks left it. On error the params still name the
 // job's queue, type and metadata, for the AfterEnqueue hooks.
 func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend.InsertParams, error) {
+	if j.Type == "" {
+		j.Type, _ = kindOfValue(j.Payload) // a payload that names its type
+	}
 	o := enqueueOptions{queue: "default"}
 	for _, opt := range j.Options {
 		opt(&o)
@@ -245,6 +249,9 @@ func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend
 	if err != nil {
 		return ctx, named, err
 	}
+	if msg := kindMismatch(j.Type, j.Payload); msg != "" {
+		return ctx, named, &backend.InputError{Field: "type", Reason: msg}
+	}
 	payload, err := marshalPayload(j.Payload)
 	if err != nil {
 		return ctx, named, err
@@ -252,13 +259,17 @@ func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend
 	if len(payload) > c.cfg.MaxPayloadBytes {
 		return ctx, named, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
 	}
+	if c.cfg.Registry != nil {
+		if h, ok := c.cfg.Registry.lookup(j.Type); ok && h.opts.MaxAttempts > 0 {
+			if o.maxAttempts != 0 && o.maxAttempts != h.opts.MaxAttempts {
+				// Workers apply the type's limit: this one would be ignored.
+				return ctx, named, &backend.InputError{Field: "max attempts", Reason: fmt.Sprintf("%d contradicts the %d that type %q declares (HandlerOptions.MaxAttempts), which workers apply to every job of it", o.maxAttempts, h.opts.MaxAttempts, j.Type)}
+			}
+			o.maxAttempts = h.opts.MaxAttempts
+		}
+	}
 	if o.maxAttempts == 0 {
 		o.maxAttempts = c.cfg.MaxAttempts
-		if c.cfg.Registry != nil {
-			if h, ok := c.cfg.Registry.lookup(j.Type); ok && h.opts.MaxAttempts > 0 {
-				o.maxAttempts = h.opts.MaxAttempts
-			}
-		}
 	}
 	p := backend.InsertParams{
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,

@@ -77,7 +77,9 @@ func TestEnqueueDefaults(t *testing.T) {
 	ctx := context.Background()
 	plain, _ := c.Enqueue(ctx, "other", struct{ A int }{7})
 	typed, _ := c.Enqueue(ctx, "five", nil)
-	explicit, _ := c.Enqueue(ctx, "five", nil, jobq.MaxAttempts(2), jobq.Queue("mail"), jobq.Priority(9))
+	// A type that declares no limit takes a job's own (one that declares
+	// one refuses another: TestTypeMaxAttemptsHolds).
+	explicit, _ := c.Enqueue(ctx, "other", nil, jobq.MaxAttempts(2), jobq.Queue("mail"), jobq.Priority(9))
 	for _, tc := range []struct {
 		id       int64
 		attempts int

@@ -25,8 +25,10 @@ func Queue(name string) EnqueueOption { return func(o *enqueueOptions) { o.queue
 func Priority(p int) EnqueueOption { return func(o *enqueueOptions) { o.priority = p } }
 
 // MaxAttempts is how many times the job is tried before it moves to
-// failed_jobs. Defaults to the type's HandlerOptions.MaxAttempts when the
-// client has a Registry that sets it, else ClientConfig.MaxAttempts (3).
+// failed_jobs. Defaults to ClientConfig.MaxAttempts (3). A type that
+// declares HandlerOptions.MaxAttempts has that limit whatever a job says:
+// workers apply it, and a client with the registry refuses another value
+// here rather than store one that would be ignored.
 func MaxAttempts(n int) EnqueueOption { return func(o *enqueueOptions) { o.maxAttempts = n } }
 
 // Delay makes the job available d after it is enqueued (backend clock).

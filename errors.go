@@ -25,6 +25,11 @@ var (
 	// ErrNotSupported is returned when the backend lacks an optional
 	// capability, e.g. EnqueueTx on a backend without transactions.
 	ErrNotSupported = backend.ErrNotSupported
+	// ErrNoHandler is what an attempt of a job whose type has no handler
+	// registered fails with (an ordinary, retried failure: another
+	// deployment of the workers may know the type). Tests tell such an
+	// attempt, which started nothing, from one that ran.
+	ErrNoHandler = errors.New("no handler registered")
 )
 
 // permanentError marks an error that must not be retried.

@@ -253,7 +253,10 @@ func TestProcessKilledMidJob(t *testing.T) {
 	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
 		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker", row, err)
 	}
-	rescuer := startChild(t, db, dir, 1, 1, time.Second)
+	// The victim's short lease makes the rescue quick; the rescuer's long
+	// one keeps a loaded machine's late heartbeat from expiring attempt 2
+	// too (it was seen re-claimed as attempt 3 under load).
+	rescuer := startChild(t, db, dir, 1, 1, 30*time.Second)
 	eventually(t, 30*time.Second, "the rescuer to finish the job", func() bool { return jobGone(b, id) })
 	rescuer.stop(t)
 	lines := readLedgers(t, victim, rescuer)

@@ -31,9 +31,12 @@ type HandlerOptions struct {
 	// Retry overrides the worker's retry policy for this type, field by
 	// field; the merged policy must be valid (see RetryPolicy).
 	Retry RetryPolicy
-	// MaxAttempts is the default for jobs of this type enqueued through a
-	// client that has this registry. Defaults to ClientConfig.MaxAttempts;
-	// otherwise 1..1000.
+	// MaxAttempts is the attempt limit of every job of this type: a
+	// worker applies it however the job was enqueued (a client without
+	// this registry, 'jobq enqueue', the HTTP API), and a client that has
+	// this registry stores it and refuses a job's own MaxAttempts that
+	// says otherwise. Zero leaves each job its own (ClientConfig.MaxAttempts
+	// unless the job sets one); otherwise 1..1000.
 	MaxAttempts int
 }
 
@@ -109,8 +112,13 @@ func (r *Registry) changed() {
 // Handle registers a typed handler: the job's JSON payload is decoded into a
 // T before fn runs. A payload that does not decode fails the job
 // permanently, since no retry can fix it. The job itself is available
-// through JobFromContext.
+// through JobFromContext. A T that names its own type (Args) must name
+// typ, or Handle panics; HandleArgs spares writing it.
 func Handle[T any](r *Registry, typ string, fn func(ctx context.Context, args T) error, opts ...HandlerOptions) {
+	var zero T
+	if msg := kindMismatch(typ, zero); msg != "" {
+		panic("jobq: Handle: " + msg + "; register it with HandleArgs, which takes the type from Kind")
+	}
 	r.HandleFunc(typ, func(ctx context.Context, job *Job) error {
 		var args T
 		if err := json.Unmarshal(job.Payload, &args); err != nil {
@@ -202,6 +210,9 @@ func (r *Registry) handler(typ string) (h handlerEntry, fn HandlerFunc) {
 type errNoHandler struct{ typ string }
 
 func (e errNoHandler) Error() string { return "no handler registered for type " + e.typ }
+
+// Is lets errors.Is(err, ErrNoHandler) match.
+func (e errNoHandler) Is(target error) bool { return target == ErrNoHandler }
 
 // run executes one attempt: looks the handler up, bounds it with timeout
 // (when > 0), runs it inside the middleware, and turns a panic (of the

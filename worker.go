@@ -155,6 +155,9 @@ type Worker struct {
 	running atomic.Bool
 	busy    atomic.Int64
 	stale   atomic.Int64
+	// warnedLimit holds the types whose jobs arrived with a stored
+	// attempt limit other than the one they declare: warned once each.
+	warnedLimit sync.Map
 }
 
 // NewWorker checks cfg and every handler's options and returns a worker
@@ -477,7 +480,7 @@ var errGoexit = errors.New("the handler called runtime.Goexit (as testing's Fail
 func (r *run) execute(c runner.Claimed) {
 	w, row := r.w, c.Row
 	ref := row.Ref()
-	job := jobFromRow(row)
+	job := w.jobOf(row)
 	ctx, cancel := context.WithCancelCause(r.workCtx)
 	defer cancel(nil)
 	r.extender.Add(ref, c.LeaseDeadline, cancel)
@@ -542,6 +545,27 @@ func waitTime(row *backend.JobRow) time.Duration {
 	return max(0, row.ReservedAt.Sub(row.AvailableAt))
 }
 
+// jobOf is the handler's view of a claimed row, with the attempt limit
+// that applies: the one the type declares (HandlerOptions.MaxAttempts)
+// whatever the job was stored with, since a job enqueued without the
+// registry (jobq enqueue, the HTTP API, a client of another program) was
+// given the client's default. A stored limit that differs is warned about
+// once per type: the lease sweep, which knows only the stored limit, fails
+// a job whose worker died during its last stored attempt.
+func (w *Worker) jobOf(row *backend.JobRow) *Job {
+	job := jobFromRow(row)
+	h, ok := w.reg.lookup(row.Type)
+	if !ok || h.opts.MaxAttempts == 0 || h.opts.MaxAttempts == row.MaxAttempts {
+		return job
+	}
+	job.MaxAttempts = h.opts.MaxAttempts
+	if _, warned := w.warnedLimit.LoadOrStore(row.Type, true); !warned {
+		w.log.Warn("a job was stored with another attempt limit than its type declares: the type's applies; enqueue through a client that has the registry so both agree (a worker dying during the stored limit's last attempt still ends the job there)",
+			"type", row.Type, "job", row.ID, "stored_max_attempts", row.MaxAttempts, "type_max_attempts", h.opts.MaxAttempts)
+	}
+	return job
+}
+
 // decide turns a handler's result into the write for the backend. The
 // error text is normalised here, once, so what hooks see is what is
 // stored.
@@ -559,7 +583,7 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 		ev.Kind = EventReleased
 		item.Release = true
 		return item, ev
-	case IsPermanent(err) || row.Attempts >= row.MaxAttempts:
+	case IsPermanent(err) || row.Attempts >= job.MaxAttempts:
 		ev.Kind = EventFailed
 		item.Outcome.Kind, item.Outcome.Error = backend.OutcomeFail, errorText(err)
 		return item, ev

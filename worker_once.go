@@ -38,7 +38,7 @@ func (w *Worker) RunOne(ctx context.Context) (ev Event, ok bool, err error) {
 		return Event{}, false, nil
 	}
 	row := rows[0]
-	job := jobFromRow(row)
+	job := w.jobOf(row)
 	w.hooks.claimed(ClaimedEvent{Job: job, Wait: waitTime(row)})
 	jc := &jobCtx{job: job, ref: row.Ref(), backend: w.b}
 	w.busy.Add(1)

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -21,6 +22,11 @@ type OpenOptions struct {
 	// that keep nothing beyond the process (memory:, sync:) refuse it with
 	// ErrInvalidInput.
 	Existing bool
+	// Logger receives what a backend says about the store at open, such
+	// as Redis running without persistence. Nil means slog.Default(); a
+	// short command passes one that discards, so the warning comes once
+	// per worker or server rather than on every enqueue.
+	Logger *slog.Logger
 }
 
 var (

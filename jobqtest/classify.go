@@ -6,31 +6,40 @@ import (
 	"testing"
 )
 
-// Class is what a request did with one job type, as the recorder saw it
-// since it was made or last Reset. Classify decides it in this order, the
-// first that holds winning: Ran, Deferred, Skipped, NotWired (the zero
-// value).
+// Class is what a request did with one named part, a job type or a step
+// of its own (see Recorder.Ran), as the recorder saw it since it was made
+// or last Reset. Classify decides it in this order, the first that holds
+// winning: Ran, Deferred, Skipped, NotWired (the zero value); attempts
+// that found no handler for the type make it NotWired unless it also Ran.
 type Class int
 
 const (
-	// NotWired: nothing of the type was seen at all: no insert, no run, no
-	// enqueue point reached (no BeforeEnqueue hook call, no skip mark).
+	// NotWired: the part is not on the request's path: nothing of it was
+	// seen at all (no insert, no run, no enqueue point reached: no
+	// BeforeEnqueue hook call, no skip mark, no OnPath). Also a job type
+	// that has no handler: attempts of it were made (by a worker, or
+	// inline on the sync backend) and each found no handler registered,
+	// so nothing of the part started (Observation.Unhandled), and no
+	// other attempt of it ran a handler.
 	NotWired Class = iota
-	// Ran: a handler of the type started during the request: inside the
-	// enqueue (sync backend), or run by the test (RunQueue, or a Worker
-	// with the recorder's WorkerHooks). Its outcome does not matter: a
-	// failing handler still ran.
+	// Ran: the part was called within the request: a handler of the type
+	// started, inside the enqueue (sync backend) or run by the test
+	// (RunQueue, or a Worker with the recorder's WorkerHooks), or the
+	// test recorded the step with Recorder.Ran. Its outcome does not
+	// matter: a failing handler still ran.
 	Ran
 	// Deferred: no handler of the type ran, and the backend stored at least
 	// one job of it (inserted, not a duplicate, not inline; through
 	// EnqueueTx, found in the backend when observed) to run later.
 	Deferred
-	// Skipped: no handler ran and nothing was stored, but the request
+	// Skipped: the part is on the request's path but was neither called
+	// nor deferred: no handler ran and nothing was stored, but the request
 	// reached the enqueue point of the type: the client saw it (its
 	// BeforeEnqueue hook ran, or Client.Skip or MarkSkipped marked it) or
 	// the backend was asked and stored nothing (a duplicate unique key,
 	// an insert error, an EnqueueTx whose transaction did not commit), or
-	// a hook or validation refused it.
+	// a hook or validation refused it; or the test placed it on the path
+	// with Recorder.OnPath.
 	Skipped
 )
 
@@ -49,21 +58,30 @@ func (c Class) String() string {
 	return fmt.Sprintf("Class(%d)", int(c))
 }
 
-// Observation is everything recorded of one job type since the recorder
-// was made or last Reset, and the class it decides.
+// Observation is everything recorded of one named part (a job type or a
+// step) since the recorder was made or last Reset, and the class it
+// decides.
 type Observation struct {
+	// Type is the job type or the step's name.
 	Type  string
 	Class Class
-	// Reached counts the enqueue points the client saw: BeforeEnqueue
-	// hook calls and skip marks (0 without the recorder's ClientHooks).
+	// Reached counts the times the part was placed on the request's path:
+	// the enqueue points the client saw (BeforeEnqueue hook calls and skip
+	// marks; none without the recorder's ClientHooks) and OnPath calls.
 	Reached  int
 	Enqueues []Enqueue
 	Runs     []Run
+	// Unhandled lists the attempts (by a worker, or inline on the sync
+	// backend) that found no handler registered for the type: the
+	// worker's Started hook fired, but nothing of the part started, so
+	// they are not Runs.
+	Unhandled []Run
 	// Skips lists the enqueue points that stored nothing, with why.
 	Skips []Skip
 }
 
-// Observe returns what was recorded of typ and its class.
+// Observe returns what was recorded of typ (a job type or a step's name)
+// and its class.
 func (r *Recorder) Observe(typ string) Observation {
 	enqueues := r.Enqueues() // outside the lock: it may ask the backend
 	r.mu.Lock()
@@ -84,8 +102,12 @@ func (r *Recorder) Observe(typ string) Observation {
 		}
 	}
 	for _, run := range r.runs {
-		if run.Type == typ {
-			o.Runs = append(o.Runs, run)
+		switch {
+		case run.Type != typ:
+		case !run.Step && r.unhandled[run.k]:
+			o.Unhandled = append(o.Unhandled, run.Run)
+		default:
+			o.Runs = append(o.Runs, run.Run)
 		}
 	}
 	for _, s := range r.marks {
@@ -102,6 +124,9 @@ func (o Observation) decide() Class {
 	if len(o.Runs) > 0 {
 		return Ran
 	}
+	if len(o.Unhandled) > 0 {
+		return NotWired
+	}
 	for _, e := range o.Enqueues {
 		if e.Stored() {
 			return Deferred
@@ -116,13 +141,24 @@ func (o Observation) decide() Class {
 // String describes the observation for a failure message.
 func (o Observation) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "type %q: %s (enqueue point reached %d times by the client hooks)", o.Type, o.Class, o.Reached)
+	fmt.Fprintf(&b, "type %q: %s (on the request's path %d times)", o.Type, o.Class, o.Reached)
 	for _, run := range o.Runs {
+		if run.Step {
+			b.WriteString("\n\tran: called within the request (Recorder.Ran)")
+			continue
+		}
 		where := "by a worker"
 		if run.Inline {
 			where = "inline, inside the enqueue"
 		}
 		fmt.Fprintf(&b, "\n\tran: job %d attempt %d on queue %s, %s", run.JobID, run.Attempt, run.Queue, where)
+	}
+	for _, run := range o.Unhandled {
+		where := "by a worker"
+		if run.Inline {
+			where = "inline, inside the enqueue"
+		}
+		fmt.Fprintf(&b, "\n\tno handler registered: job %d attempt %d on queue %s, %s, started nothing", run.JobID, run.Attempt, run.Queue, where)
 	}
 	for _, e := range o.Enqueues {
 		fmt.Fprintf(&b, "\n\tinsert: %s", e)
@@ -155,8 +191,8 @@ func (e Enqueue) String() string {
 	return s
 }
 
-// Classify returns the class of typ; see Class for the definitions and
-// their order.
+// Classify returns the class of typ, a job type or a step's name; see
+// Class for the definitions and their order.
 func (r *Recorder) Classify(typ string) Class { return r.Observe(typ).Class }
 
 // AssertClass fails t, listing what was recorded of typ, unless its class

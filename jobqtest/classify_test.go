@@ -3,11 +3,15 @@ package jobqtest_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/memory"
 	syncbackend "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/jobqtest"
 )
@@ -229,6 +233,180 @@ func TestAssertClassMessage(t *testing.T) {
 		}
 		if msg := capture(t, func(tb testing.TB) { rec.AssertClass(tb, "thumbnail", jobqtest.Deferred) }); msg != "" {
 			t.Errorf("right class reported %q", msg)
+		}
+	})
+}
+
+// TestSkipReasonAsGiven: a skip reason, from MarkSkipped or Client.Skip,
+// reads back exactly as it was given, with nothing added before it.
+func TestSkipReasonAsGiven(t *testing.T) {
+	eachStoring(t, func(t *testing.T, b backend.Backend) {
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{})
+		rec.MarkSkipped("marked", "", "feature flag off")
+		client.Skip(t.Context(), "small", "image already small", jobq.Queue("media"))
+		for typ, want := range map[string]string{"marked": "feature flag off", "small": "image already small"} {
+			o := rec.Observe(typ)
+			if len(o.Skips) != 1 || o.Skips[0].Reason != want {
+				t.Errorf("%s\nwant one skip with reason exactly %q", o, want)
+				continue
+			}
+			if s := o.String(); !strings.HasSuffix(s, ": "+want) || strings.Contains(s, "skipped: "+want) {
+				t.Errorf("Observation.String() = %q; want the reason %q as given", s, want)
+			}
+		}
+	})
+}
+
+// TestNoHandlerIsNotWired: a job type with no handler at all never counts
+// as ran, though the worker (or the sync backend, inside the enqueue)
+// made attempts of it and its Started hook fired: no handler started, so
+// the part is not wired.
+func TestNoHandlerIsNotWired(t *testing.T) {
+	t.Run("sync", func(t *testing.T) {
+		rec := jobqtest.NewRecorder(syncbackend.New())
+		client := rec.NewClient(t, jobq.ClientConfig{Registry: noop("thumbnail")})
+		if _, err := client.Enqueue(t.Context(), "orphan", nil); err == nil || !strings.Contains(err.Error(), "no handler registered") {
+			t.Fatalf("enqueue of a type without a handler on sync: %v", err)
+		}
+		if _, err := client.Enqueue(t.Context(), "thumbnail", nil); err != nil {
+			t.Fatal(err)
+		}
+		o := rec.Observe("orphan")
+		if o.Class != jobqtest.NotWired || len(o.Runs) != 0 {
+			t.Errorf("%s\nwant not wired, no runs", o)
+		}
+		if len(o.Unhandled) != 1 || !o.Unhandled[0].Inline || !strings.Contains(o.String(), "no handler registered: job") {
+			t.Errorf("%s\nwant the inline attempt listed as unhandled", o)
+		}
+		if runs := rec.Runs(); len(runs) != 1 || runs[0].Type != "thumbnail" {
+			t.Errorf("Runs() = %v, want only the thumbnail's", runs)
+		}
+		rec.AssertClass(t, "thumbnail", jobqtest.Ran)
+	})
+	eachStoring(t, func(t *testing.T, b backend.Backend) {
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{MaxAttempts: 3})
+		for _, typ := range []string{"orphan", "thumbnail"} {
+			if _, err := client.Enqueue(t.Context(), typ, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rec.AssertClass(t, "orphan", jobqtest.Deferred) // a worker elsewhere may know it
+		as := rec.RunQueue(t, noop("thumbnail"), jobq.WorkerConfig{})
+		if u := as.OfType("orphan"); len(u) != 3 || u[2].State != jobqtest.StateFailed {
+			t.Fatalf("attempts of the type without a handler:\n%s", u)
+		}
+		if o := rec.Observe("orphan"); o.Class != jobqtest.NotWired || len(o.Runs) != 0 || len(o.Unhandled) != 3 {
+			t.Errorf("%s\nwant not wired, no runs, 3 unhandled attempts", o)
+		}
+		rec.AssertClass(t, "thumbnail", jobqtest.Ran)
+		// A handler registered later runs the replayed job: ran wins.
+		in := jobq.NewInspector(rec.Backend())
+		if n, _, err := in.ReplayAll(t.Context(), jobq.FailedFilter{}); err != nil || n != 1 {
+			t.Fatalf("replay: %d, %v", n, err)
+		}
+		if as := rec.RunQueue(t, noop("orphan"), jobq.WorkerConfig{}); len(as) != 1 || as[0].State != jobqtest.StateDone {
+			t.Fatalf("after replay: %s", as)
+		}
+		if o := rec.Observe("orphan"); o.Class != jobqtest.Ran || len(o.Runs) != 1 || len(o.Unhandled) != 3 {
+			t.Errorf("%s\nwant ran: the replayed job's attempt 1 (a new claim), beside the 3 unhandled", o)
+		}
+	})
+	t.Run("worker", func(t *testing.T) {
+		b := memory.New(memory.Options{})
+		t.Cleanup(func() { b.Close() })
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{})
+		if _, err := client.Enqueue(t.Context(), "orphan", nil, jobq.MaxAttempts(1)); err != nil {
+			t.Fatal(err)
+		}
+		w, err := jobq.NewWorker(rec.Backend(), noop("thumbnail"), jobq.WorkerConfig{
+			PollInterval: 10 * time.Millisecond, Hooks: []jobq.WorkerHooks{rec.WorkerHooks()},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		deadline := time.Now().Add(10 * time.Second)
+		for len(failedJobs(t, b)) == 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond) // a real worker runs on its own time
+		}
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := len(failedJobs(t, b)); n != 1 {
+			t.Fatalf("%d failed jobs, want the one without a handler", n)
+		}
+		if o := rec.Observe("orphan"); o.Class != jobqtest.NotWired || len(o.Runs) != 0 || len(o.Unhandled) != 1 {
+			t.Errorf("%s\nwant not wired, no runs, 1 unhandled attempt", o)
+		}
+	})
+}
+
+// TestNamedParts: any named part, not only a job type, is recorded as ran
+// (Ran: the controller's own "save" step) or placed on the request's path
+// (OnPath), and classified in the same order as a job type: ran, deferred,
+// skipped, not wired.
+func TestNamedParts(t *testing.T) {
+	eachStoring(t, func(t *testing.T, b backend.Backend) {
+		ctx := t.Context()
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{})
+		rec.OnPath("save", "thumbnail", "validate")
+		rec.Ran("save")
+		rec.Ran("log") // called, though never placed on the path
+		rec.Ran("log")
+		rec.Ran("both")
+		for _, typ := range []string{"thumbnail", "both"} {
+			if _, err := client.Enqueue(ctx, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for part, want := range map[string]jobqtest.Class{
+			"save":      jobqtest.Ran,      // on the path and called
+			"log":       jobqtest.Ran,      // called
+			"both":      jobqtest.Ran,      // called, and a job of it stored: ran wins
+			"thumbnail": jobqtest.Deferred, // on the path, stored
+			"validate":  jobqtest.Skipped,  // on the path, neither called nor deferred
+			"cache":     jobqtest.NotWired, // not on the path
+		} {
+			rec.AssertClass(t, part, want)
+		}
+		o := rec.Observe("save")
+		if len(o.Runs) != 1 || !o.Runs[0].Step || o.Runs[0].JobID != 0 || o.Reached != 1 {
+			t.Errorf("%s\nwant one step run, on the path once", o)
+		}
+		if s := o.String(); !strings.Contains(s, "called within the request") {
+			t.Errorf("Observation.String() = %q, want the step described as called within the request", s)
+		}
+		if o := rec.Observe("log"); len(o.Runs) != 2 || o.Reached != 0 {
+			t.Errorf("%s\nwant two step runs, never on the path", o)
+		}
+		if o := rec.Observe("thumbnail"); o.Reached != 2 {
+			t.Errorf("%s\nwant reached twice: OnPath and the client's enqueue", o)
+		}
+		steps := 0
+		for _, run := range rec.Runs() {
+			if run.Step {
+				steps++
+			}
+		}
+		if steps != 4 {
+			t.Errorf("Runs() = %v, want the 4 step runs", rec.Runs())
+		}
+		// The stored job runs as before; the steps are no jobs.
+		if as := rec.RunQueue(t, noop("thumbnail", "both"), jobq.WorkerConfig{}); len(as) != 2 {
+			t.Fatalf("attempts %s, want the two stored jobs", as)
+		}
+		rec.AssertClass(t, "thumbnail", jobqtest.Ran)
+		rec.Reset()
+		for _, part := range []string{"save", "log", "validate"} {
+			rec.AssertClass(t, part, jobqtest.NotWired)
 		}
 	})
 }

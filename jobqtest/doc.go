@@ -1,7 +1,9 @@
 // Package jobqtest helps users test their own code's relation to the
-// queue: for a named part of a request (a job type), did it run inside the
-// request, was it deferred to the queue, was it on the request's path but
-// skipped, or was it never wired?
+// queue: for a named part of a request (a job type, or a step of the
+// request's own such as "save"), did it run inside the request, was it
+// deferred to the queue, was it on the request's path but skipped, or was
+// it never wired? Recorder.Ran records a step that is not a job as
+// called; Recorder.OnPath places parts on the request's path.
 //
 // Wrap any backend in a Recorder, give the code under test a client on
 // Recorder.Backend (Recorder.NewClient adds the recorder's client hooks),

@@ -17,9 +17,12 @@ import (
 // Recorder wraps a backend (memory, sync, sqlite, postgres, redis) and
 // records, per job type, what a request did with the queue: the jobs it
 // asked the backend to store, the handlers that ran, and the enqueue
-// points it reached without storing anything. Observe and Classify read
-// what was recorded since the recorder was made or last Reset; RunQueue
-// runs the stored jobs in the test's goroutine.
+// points it reached without storing anything. It keeps the same ledger for
+// a named step that is not a job (the controller's own "save"): the test
+// records it as called with Ran, and places parts on the request's path
+// with OnPath. Observe and Classify read what was recorded since the
+// recorder was made or last Reset; RunQueue runs the stored jobs in the
+// test's goroutine.
 //
 // Give Backend() (not the wrapped backend) to the code under test's client,
 // and the recorder's ClientHooks first in its ClientConfig.Hooks (NewClient
@@ -43,21 +46,36 @@ type Recorder struct {
 	inline bool
 	b      backend.Backend
 
-	mu       sync.Mutex
-	enqueues []Enqueue
-	runs     []Run
-	runSeen  map[runKey]bool
-	marks    []Skip // Client.Skip, MarkSkipped and refusals before the backend
-	reached  map[string]int
-	backErrs []error         // errors the wrapped backend's inserts returned
-	queues   map[string]bool // every queue a job was stored in, kept across Reset
-	elapse   bool            // RunQueue is running: retry delays are written as 0
+	mu        sync.Mutex
+	enqueues  []Enqueue
+	runs      []recordedRun
+	runSeen   map[runKey]bool
+	unhandled map[runKey]bool // attempts that found no handler for their type
+	marks     []Skip          // Client.Skip, MarkSkipped and refusals before the backend
+	reached   map[string]int
+	backErrs  []error         // errors the wrapped backend's inserts returned
+	queues    map[string]bool // every queue a job was stored in, kept across Reset
+	elapse    bool            // RunQueue is running: retry delays are written as 0
 }
 
+// runKey identifies one attempt: by its claim's fencing token, since a
+// replayed or released job runs the same (id, attempt) again.
 type runKey struct {
 	id      int64
 	attempt int
+	token   int64 // 0 inline
 	inline  bool
+}
+
+// recordedRun is a Run with the key of its attempt (zero for a step).
+type recordedRun struct {
+	Run
+	k runKey
+}
+
+// jobKey is the key of the attempt of j a worker runs.
+func jobKey(j *jobq.Job) runKey {
+	return runKey{id: j.ID, attempt: j.Attempt, token: j.Token}
 }
 
 // Enqueue is one job the code under test asked the backend to insert.
@@ -97,15 +115,20 @@ func (e Enqueue) Stored() bool { return e.Enqueued() && !e.Inline }
 // backend run without error.
 func (e Enqueue) Enqueued() bool { return e.Err == nil && !e.Duplicate && !e.NotCommitted }
 
-// Run is one attempt of a handler that started while the recorder watched.
+// Run is one attempt of a handler that started while the recorder watched,
+// or one call of a step of the request that is not a job (see Ran).
 type Run struct {
-	JobID   int64
+	JobID int64
+	// Type is the job's type, or the step's name.
 	Type    string
 	Queue   string
 	Attempt int
 	// Inline: it ran inside the enqueue (sync backend); otherwise a worker
 	// ran it (RunQueue, or a Worker given WorkerHooks).
 	Inline bool
+	// Step: not a job but a named step the request called, recorded with
+	// Ran; JobID, Queue and Attempt are zero.
+	Step bool
 }
 
 // Skip is an enqueue point the request reached that stored and ran nothing.
@@ -118,7 +141,7 @@ type Skip struct {
 // NewRecorder wraps inner. It does not take ownership: closing Backend()
 // closes inner, and so does closing inner itself.
 func NewRecorder(inner backend.Backend) *Recorder {
-	r := &Recorder{inner: inner, runSeen: map[runKey]bool{}, reached: map[string]int{}, queues: map[string]bool{}}
+	r := &Recorder{inner: inner, runSeen: map[runKey]bool{}, unhandled: map[runKey]bool{}, reached: map[string]int{}, queues: map[string]bool{}}
 	_, r.inline = inner.(backend.Inline)
 	// A tick of a schedule (ScheduleStore.ScheduleTick, reached through
 	// As) inserts its job unrecorded: the scheduler's jobs are the
@@ -179,21 +202,56 @@ func (r *Recorder) ClientHooks() jobq.ClientHooks {
 
 // WorkerHooks returns the hooks that record the attempts a Worker starts,
 // for tests that run a real Worker on Backend() instead of RunQueue (which
-// installs them itself).
+// installs them itself). An attempt that found no handler for its type is
+// told apart when it ends (see Observation.Unhandled); until then it
+// counts as a run.
 func (r *Recorder) WorkerHooks() jobq.WorkerHooks {
-	return jobq.WorkerHooks{Started: func(ctx context.Context, j *jobq.Job) {
-		r.recordRun(Run{JobID: j.ID, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt})
-	}}
+	return jobq.WorkerHooks{
+		Started: func(ctx context.Context, j *jobq.Job) {
+			r.recordRun(Run{JobID: j.ID, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt}, jobKey(j))
+		},
+		Finished: func(ev jobq.Event) {
+			if ev.Job != nil {
+				r.endRun(jobKey(ev.Job), ev.Err)
+			}
+		},
+	}
 }
 
 // MarkSkipped records that the request reached the enqueue point of typ
 // and stored nothing, for code that cannot call Client.Skip (a fake, a
-// branch in the test itself). queue may be empty.
+// branch in the test itself). queue may be empty. reason reads back
+// exactly as given (Skip.Reason in Observation.Skips).
 func (r *Recorder) MarkSkipped(typ, queue, reason string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reached[typ]++
-	r.marks = append(r.marks, Skip{Type: typ, Queue: queue, Reason: "skipped: " + reason})
+	r.marks = append(r.marks, Skip{Type: typ, Queue: queue, Reason: reason})
+}
+
+// Ran records that the request called the named part itself, a step that
+// is not a job (the controller's own "save"), so that Classify answers
+// Ran for it as for a job type whose handler ran. Call it where the step
+// is called, once per call (Observation.Runs counts them).
+func (r *Recorder) Ran(part string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.runs = append(r.runs, recordedRun{Run: Run{Type: part, Step: true}})
+}
+
+// OnPath places each named part, a job type or a step, on the request's
+// path: the request is meant to reach it. A part on the path that was
+// neither called (Ran, or a handler of it ran) nor deferred is Skipped; a
+// part never placed there, never reached and never run is NotWired. It
+// counts in Observation.Reached like an enqueue point the client reached
+// (an Enqueue or Client.Skip through the recorder's client hooks puts its
+// type on the path by itself).
+func (r *Recorder) OnPath(parts ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, part := range parts {
+		r.reached[part]++
+	}
 }
 
 // Reset forgets everything recorded, to observe the next request alone.
@@ -203,6 +261,7 @@ func (r *Recorder) Reset() {
 	defer r.mu.Unlock()
 	r.enqueues, r.runs, r.marks, r.backErrs = nil, nil, nil, nil
 	r.runSeen = map[runKey]bool{}
+	r.unhandled = map[runKey]bool{}
 	r.reached = map[string]int{}
 }
 
@@ -214,7 +273,7 @@ func (r *Recorder) Enqueues() []Enqueue {
 	es := append([]Enqueue(nil), r.enqueues...)
 	ran := map[int64]bool{}
 	for _, run := range r.runs {
-		if !run.Inline {
+		if !run.Inline && !run.Step {
 			ran[run.JobID] = true
 		}
 	}
@@ -237,23 +296,43 @@ func (r *Recorder) Enqueues() []Enqueue {
 	return es
 }
 
-// Runs returns every handler attempt recorded since the last Reset, in
-// order.
+// Runs returns every handler attempt and every step (see Ran) recorded
+// since the last Reset, in order. An attempt that found no handler for its
+// type is not among them: no handler started.
 func (r *Recorder) Runs() []Run {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Run(nil), r.runs...)
+	var out []Run
+	for _, run := range r.runs {
+		if run.Step || !r.unhandled[run.k] {
+			out = append(out, run.Run)
+		}
+	}
+	return out
 }
 
-func (r *Recorder) recordRun(run Run) {
+// recordRun notes that the attempt k started.
+func (r *Recorder) recordRun(run Run, k runKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	k := runKey{id: run.JobID, attempt: run.Attempt, inline: run.Inline}
 	if r.runSeen[k] {
 		return // the same worker hooks installed twice
 	}
 	r.runSeen[k] = true
-	r.runs = append(r.runs, run)
+	r.runs = append(r.runs, recordedRun{Run: run, k: k})
+}
+
+// endRun notes how the attempt k ended: err says whether it found no
+// handler for its type.
+func (r *Recorder) endRun(k runKey, err error) {
+	if !errors.Is(err, jobq.ErrNoHandler) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.runSeen[k] {
+		r.unhandled[k] = true
+	}
 }
 
 // recordInserts notes one insert call's jobs and results.
@@ -342,8 +421,11 @@ type inlineCap struct{ r *Recorder }
 
 func (c *inlineCap) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
 	c.r.inner.(backend.Inline).SetRunner(func(ctx context.Context, job *backend.JobRow) error {
-		c.r.recordRun(Run{JobID: job.ID, Type: job.Type, Queue: job.Queue, Attempt: job.Attempts, Inline: true})
-		return run(ctx, job)
+		k := runKey{id: job.ID, attempt: job.Attempts, token: job.Token, inline: true}
+		c.r.recordRun(Run{JobID: job.ID, Type: job.Type, Queue: job.Queue, Attempt: job.Attempts, Inline: true}, k)
+		err := run(ctx, job)
+		c.r.endRun(k, err)
+		return err
 	})
 }
 

@@ -104,7 +104,10 @@ func (as Attempts) String() string {
 //
 // cfg.Queues defaults to every queue the recorder saw a job stored in (and
 // "default"); cfg.Logger to a discarding one. The recorder's WorkerHooks
-// are added to cfg.Hooks, so every attempt counts as Ran. On the sync
+// are added to cfg.Hooks, so every attempt counts as Ran, except one that
+// finds no handler in reg for its type (it is reported among the attempts,
+// and retried or failed as a worker would, but nothing of the part
+// started: see Observation.Unhandled). On the sync
 // backend nothing is ever deferred and Drain returns no attempts.
 //
 // Do not run a Worker on the same backend meanwhile: Drain's retries would
@@ -135,6 +138,9 @@ func (r *Recorder) Drain(ctx context.Context, reg *jobq.Registry, cfg jobq.Worke
 		ev, ok, err := w.RunOne(ctx)
 		if ok {
 			out = append(out, attemptOf(ev))
+			if ev.Job != nil { // the Finished hook is skipped when the write failed
+				r.endRun(jobKey(ev.Job), ev.Err)
+			}
 		}
 		if err != nil {
 			return out, fmt.Errorf("drain: %w", err)

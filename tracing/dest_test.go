@@ -2,9 +2,11 @@ package tracing
 
 import (
 	"fmt"
+	"maps"
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -21,13 +23,18 @@ func TestDests(t *testing.T) {
 			t.Fatalf("name %q, want %q", ds.name, "send "+queue)
 		}
 		cfg := trace.NewSpanStartConfig(ds.start...)
-		got := map[string]string{}
+		// Compared as typed values: a number or a list that happened to
+		// print like the string wanted is still wrong.
+		got := map[string]attribute.Value{}
 		for _, a := range cfg.Attributes() {
-			got[string(a.Key)] = a.Value.Emit()
+			got[string(a.Key)] = a.Value
 		}
-		want := map[string]string{"messaging.system": "jobq", "messaging.operation.type": "send", "messaging.operation.name": "send",
-			"messaging.destination.name": queue, "jobq.job.type": typ}
-		if fmt.Sprint(got) != fmt.Sprint(want) || cfg.SpanKind() != trace.SpanKindProducer {
+		want := map[string]attribute.Value{}
+		for k, v := range map[string]string{"messaging.system": "jobq", "messaging.operation.type": "send", "messaging.operation.name": "send",
+			"messaging.destination.name": queue, "jobq.job.type": typ} {
+			want[k] = attribute.StringValue(v)
+		}
+		if !maps.Equal(got, want) || cfg.SpanKind() != trace.SpanKindProducer {
 			t.Fatalf("%s/%s: attributes %v kind %v, want %v and producer", queue, typ, got, cfg.SpanKind(), want)
 		}
 	}

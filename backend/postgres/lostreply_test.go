@@ -70,16 +70,6 @@ func count(t *testing.T, b *Backend, query string, args ...any) int {
 	return n
 }
 
-// tokenOf reads a live job's claim_token from its row.
-func tokenOf(t *testing.T, b *Backend, id int64) int64 {
-	t.Helper()
-	var tok int64
-	if err := b.Pool().QueryRow(t.Context(), "SELECT claim_token FROM "+quoteIdent(b.Schema())+".jobs WHERE id = $1", id).Scan(&tok); err != nil {
-		t.Fatalf("claim_token of job %d: %v", id, err)
-	}
-	return tok
-}
-
 // claimN claims n jobs of queue for a long lease.
 func claimN(t *testing.T, b *Backend, queue string, n int) []*backend.JobRow {
 	t.Helper()

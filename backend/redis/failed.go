@@ -257,33 +257,34 @@ func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCoun
 		return fmt.Errorf("failed job %d: %w", ids[unknown[0]], backend.ErrNotFound)
 	}
 	// Read what the replay needs; a missing job refuses the whole call.
+	// at[k] is the group and the index in ids of the job read by keys[k].
+	type read struct {
+		g *refGroup
+		i int
+	}
 	var keys []string
-	var at []*refGroup
+	var at []read
 	for _, g := range groups {
 		for _, i := range g.items {
 			keys = append(keys, g.q.failedJob(ids[i]))
-			at = append(at, g)
+			at = append(at, read{g, i})
 		}
 	}
 	got, err := b.c.hmgetAll(ctx, keys, "j", "d", "u")
 	if err != nil {
 		return err
 	}
-	var recs []failedRecord
-	k := 0
-	for _, g := range groups {
-		for _, i := range g.items {
-			v := got[k]
-			k++
-			if v[0] == nil {
-				return fmt.Errorf("failed job %d: %w", ids[i], backend.ErrNotFound)
-			}
-			f := fields{v: v}
-			_, typ, _ := f.record(1)
-			recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: typ, uniq: f.str(2)})
-			if f.err != nil {
-				return f.err
-			}
+	recs := make([]failedRecord, 0, len(got))
+	for k, v := range got {
+		g, i := at[k].g, at[k].i
+		if v[0] == nil {
+			return fmt.Errorf("failed job %d: %w", ids[i], backend.ErrNotFound)
+		}
+		f := fields{v: v}
+		_, typ, _ := f.record(1)
+		recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: typ, uniq: f.str(2)})
+		if f.err != nil {
+			return f.err
 		}
 	}
 	return b.replayRecords(ctx, recs, true, counts)

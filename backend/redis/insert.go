@@ -188,10 +188,8 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 		return &params[j]
 	}
 	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.inserted, q.readyList}
-	if ids != nil {
-		for _, id := range ids {
-			keys = append(keys, q.job(id))
-		}
+	for _, id := range ids {
+		keys = append(keys, q.job(id))
 	}
 	// The records share one buffer, sized so that it never moves: each
 	// argument is a slice of it.

@@ -137,7 +137,7 @@ import (
 
 func init() {
 	open := func(ctx context.Context, url string, oo backend.OpenOptions) (backend.Backend, error) {
-		b, err := Open(ctx, url, Options{Existing: oo.Existing})
+		b, err := Open(ctx, url, Options{Existing: oo.Existing, Logger: oo.Logger})
 		if err != nil {
 			return nil, err
 		}

@@ -73,11 +73,20 @@ func TestScriptKeysOneSlot(t *testing.T) {
 		{Ref: rows[3].Ref(), Kind: backend.OutcomeFail, Error: "x"},
 	}})
 	must(err)
+	// A lease left to run out, for the sweep to move: the job released
+	// above, claimed again. (It fails, its one attempt spent: the second
+	// failed job the replay and purge below need.)
 	rows, err = b.JobClaim(ctx, backend.ClaimParams{Queues: []string{rows[0].Queue}, Max: 1, Lease: time.Millisecond})
 	must(err)
+	if len(rows) != 1 {
+		t.Fatalf("claimed %d jobs for the sweep, want 1", len(rows))
+	}
 	time.Sleep(5 * time.Millisecond)
-	_, err = b.LeaseSweep(ctx, backend.SweepParams{})
+	swept, err := b.LeaseSweep(ctx, backend.SweepParams{})
 	must(err)
+	if len(swept.Jobs) != 1 || swept.Jobs[0].Ref != rows[0].Ref() || !swept.Jobs[0].Failed {
+		t.Fatalf("sweep moved %+v; want the expired claim %+v, failed", swept.Jobs, rows[0].Ref())
+	}
 	_, err = b.QueueStats(ctx)
 	must(err)
 	failed, err := b.FailedList(ctx, backend.FailedListParams{})
@@ -105,6 +114,7 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	_, err = b.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: time.Hour})
 	must(err)
 	_, err = b.PruneTurn(ctx, "me", time.Minute)
+	must(err)
 	def := backend.ScheduleDef{Name: "s", Spec: "@every 1s", Queue: "a", Type: "t"}
 	_, err = b.ScheduleUpsert(ctx, []backend.ScheduleDef{def})
 	must(err)

@@ -39,9 +39,11 @@ func (a *app) logger(cmd *cobra.Command, f logFlags) (*slog.Logger, error) {
 	}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(a.errOut, opts)), nil
+		a.storeLog = slog.New(slog.NewTextHandler(a.errOut, opts))
 	case "json":
-		return slog.New(slog.NewJSONHandler(a.errOut, opts)), nil
+		a.storeLog = slog.New(slog.NewJSONHandler(a.errOut, opts))
+	default:
+		return nil, usagef("--log-format %q: use text or json", f.format)
 	}
-	return nil, usagef("--log-format %q: use text or json", f.format)
+	return a.storeLog, nil
 }

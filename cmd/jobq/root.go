@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
@@ -26,6 +27,10 @@ type app struct {
 	// jobs); mask is their Masker, made on first use.
 	maskKeys []string
 	mask     *redact.Masker
+	// storeLog receives the store's warnings at open (Redis without
+	// persistence): the log of a long-running command (worker, serve,
+	// metrics), set by logger; the short ones stay quiet.
+	storeLog *slog.Logger
 }
 
 // masker masks what the commands show of jobs: payloads, metadata and
@@ -82,7 +87,9 @@ func newRootCmd(out, errOut io.Writer) *cobra.Command {
 		Long: `jobq: a background-job queue (worker, enqueue, failed jobs, stats).
 
 --db (or JOBQ_DB) names the store: sqlite:PATH (default sqlite:jobq.db),
-postgres://user@host:5432/db?jobq_schema=NAME. Only migrate, worker, enqueue,
+postgres://user@host:5432/db?jobq_schema=NAME,
+redis://[user:password@]host:6379/0?key_prefix=NAME (rediss:// for TLS),
+memory: or sync:. Only migrate, worker, enqueue,
 demo and serve --worker create a store that is not there yet; stats and failed refuse a
 --db that holds no jobq schema, so a typo is reported instead of created.
 memory: and sync: keep nothing beyond one process: they serve 'jobq demo',
@@ -104,7 +111,7 @@ monitoring plugins instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.`,
 	if def == "" {
 		def = defaultDB
 	}
-	root.PersistentFlags().StringVar(&a.db, "db", def, "backend URL: sqlite:PATH, postgres://…, memory: (env JOBQ_DB)")
+	root.PersistentFlags().StringVar(&a.db, "db", def, "backend URL: sqlite:PATH, postgres://…, redis://…, memory:, sync: (env JOBQ_DB)")
 	// --help shows the default, which JOBQ_DB may have set to a URL with a
 	// password that --db then overrides (so the writers cannot know it).
 	root.PersistentFlags().Lookup("db").DefValue = backend.RedactURL(def)
@@ -188,7 +195,11 @@ const (
 // a missing schema, the command that creates it when the backend's text
 // does not give it.
 func (a *app) open(ctx context.Context, mode openMode) (backend.Backend, error) {
-	b, err := backend.OpenWith(ctx, a.db, backend.OpenOptions{Existing: mode == existingOnly})
+	log := a.storeLog
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	b, err := backend.OpenWith(ctx, a.db, backend.OpenOptions{Existing: mode == existingOnly, Logger: log})
 	if errors.Is(err, backend.ErrNoSchema) && !strings.Contains(err.Error(), "jobq migrate --db") {
 		// The backend says what is missing; the exact command is ours to
 		// give, once.

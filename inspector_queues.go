@@ -48,7 +48,7 @@ func (i *Inspector) PauseQueue(ctx context.Context, queue string) error {
 }
 
 // ResumeQueue resumes a paused queue and wakes idle workers (at once
-// where the backend notifies them; see the README on SQLite).
+// where the backend notifies them; see docs/backends.md on SQLite).
 func (i *Inspector) ResumeQueue(ctx context.Context, queue string) error {
 	c, err := i.controller("resume queue " + queue)
 	if err != nil {

@@ -69,7 +69,7 @@ type WorkerConfig struct {
 	// order; see WorkerHooks.
 	Hooks []WorkerHooks
 	// Schedules are periodic jobs this worker enqueues (see Schedule and
-	// the README's "Periodic jobs"). Run every worker process with the
+	// docs/handlers.md, "Periodic jobs"). Run every worker process with the
 	// same list: each tick is enqueued once across all of them. Without
 	// schedules no scheduler runs. The sync backend has none (and no
 	// workers).

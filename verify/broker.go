@@ -25,7 +25,7 @@ func startBroker(ctx context.Context, kind string) (*privateBroker, error) {
 	case "redis":
 		// appendfsync always: every acknowledged write is on disk before
 		// the reply, so a kill loses nothing acknowledged (see the
-		// README's table of Redis persistence).
+		// table of Redis persistence in docs/backends.md).
 		b.redis, err = localserver.NewRedis("--appendonly", "yes", "--appendfsync", "always")
 		if err == nil {
 			b.redis.SysProcAttr = procAttr()

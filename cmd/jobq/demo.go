@@ -47,25 +47,40 @@ type welcomeArgs struct {
 	To string `json:"to"`
 }
 
+// Kind names the job type, so registering and enqueueing cannot disagree.
+func (welcomeArgs) Kind() string { return demoEmail }
+
 type thumbnailArgs struct {
 	Image      string `json:"image"`
 	Width      int    `json:"width"`
 	SimulateMs int    `json:"simulate_ms"`
 }
 
+// Kind names the job type, so registering and enqueueing cannot disagree.
+func (thumbnailArgs) Kind() string { return demoThumbnail }
+
 type partnerArgs struct {
 	Partner string `json:"partner"`
 	Account string `json:"account"`
 }
+
+// Kind names the job type, so registering and enqueueing cannot disagree.
+func (partnerArgs) Kind() string { return demoPartner }
 
 type chargeArgs struct {
 	Customer    string `json:"customer"`
 	AmountCents int64  `json:"amount_cents"`
 }
 
+// Kind names the job type, so registering and enqueueing cannot disagree.
+func (chargeArgs) Kind() string { return demoCharge }
+
 type reportArgs struct {
 	Report string `json:"report"`
 }
+
+// Kind names the job type, so registering and enqueueing cannot disagree.
+func (reportArgs) Kind() string { return demoReport }
 
 func (a *app) newDemoCmd() *cobra.Command {
 	return &cobra.Command{
@@ -88,25 +103,25 @@ seconds.`,
 }
 
 // demoRegistry registers the sample handlers. Each is an ordinary typed
-// handler, written as a user would.
+// handler on args that name their own type, written as a user would.
 func demoRegistry() *jobq.Registry {
 	reg := jobq.NewRegistry()
-	jobq.Handle(reg, demoEmail, func(ctx context.Context, args welcomeArgs) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, args welcomeArgs) error {
 		return pause(ctx, time.Duration(5+len(args.To))*time.Millisecond) // "send" it
 	})
-	jobq.Handle(reg, demoThumbnail, func(ctx context.Context, args thumbnailArgs) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, args thumbnailArgs) error {
 		return pause(ctx, time.Duration(args.SimulateMs)*time.Millisecond)
 	})
-	jobq.Handle(reg, demoPartner, func(ctx context.Context, args partnerArgs) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, args partnerArgs) error {
 		if job, _ := jobq.JobFromContext(ctx); job.Attempt <= 2 {
 			return fmt.Errorf("call %s API: 503 Service Unavailable", args.Partner)
 		}
 		return pause(ctx, 20*time.Millisecond)
 	})
-	jobq.Handle(reg, demoCharge, func(ctx context.Context, args chargeArgs) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, args chargeArgs) error {
 		return pause(ctx, 30*time.Millisecond)
 	})
-	jobq.Handle(reg, demoReport, func(ctx context.Context, args reportArgs) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, args reportArgs) error {
 		return fmt.Errorf("build %s report: connect to warehouse db.internal:5432: connection refused", args.Report)
 	}, jobq.HandlerOptions{MaxAttempts: 3})
 	return reg
@@ -132,21 +147,23 @@ func demoJobs() []jobq.JobSpec {
 	add := func(to *[]jobq.JobSpec, typ string, payload any) {
 		*to = append(*to, jobq.JobSpec{Type: typ, Payload: payload, Options: []jobq.EnqueueOption{jobq.Queue(demoQueue)}})
 	}
+	// Type "": each payload names its own (Kind).
 	for i, name := range []string{"ada", "grace", "alan", "edsger", "barbara", "ken", "dennis", "margaret", "donald", "frances", "john", "radia"} {
-		add(&emails, demoEmail, welcomeArgs{To: fmt.Sprintf("%s%d@example.com", name, i+1)})
+		add(&emails, "", welcomeArgs{To: fmt.Sprintf("%s%d@example.com", name, i+1)})
 	}
 	for i := range 5 {
-		add(&thumbs, demoThumbnail, thumbnailArgs{Image: fmt.Sprintf("uploads/photo-%d.jpg", i+1), Width: 256, SimulateMs: 1000 + 250*i})
+		add(&thumbs, "", thumbnailArgs{Image: fmt.Sprintf("uploads/photo-%d.jpg", i+1), Width: 256, SimulateMs: 1000 + 250*i})
 	}
 	for _, p := range []string{"acme", "globex", "initech"} {
-		add(&partners, demoPartner, partnerArgs{Partner: p, Account: "acct-" + p})
+		add(&partners, "", partnerArgs{Partner: p, Account: "acct-" + p})
 	}
-	add(&charges, demoCharge, chargeArgs{Customer: "cus_1001", AmountCents: 1999})
+	add(&charges, "", chargeArgs{Customer: "cus_1001", AmountCents: 1999})
 	// Valid JSON, so Enqueue takes it, but the amount is a string: the
-	// typed handler cannot decode it, and no retry can fix that.
+	// typed handler cannot decode it, and no retry can fix that. Raw
+	// JSON names no type: it is given.
 	add(&charges, demoCharge, json.RawMessage(`{"customer":"cus_1002","amount_cents":"49.90"}`))
-	add(&charges, demoCharge, chargeArgs{Customer: "cus_1003", AmountCents: 500})
-	add(&reports, demoReport, reportArgs{Report: "revenue"})
+	add(&charges, "", chargeArgs{Customer: "cus_1003", AmountCents: 500})
+	add(&reports, "", reportArgs{Report: "revenue"})
 
 	var out []jobq.JobSpec
 	for kinds := [][]jobq.JobSpec{thumbs, partners, charges, reports, emails}; len(out) < 24; {

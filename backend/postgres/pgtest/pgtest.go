@@ -24,7 +24,7 @@ import (
 // EnvURL names the environment variable that overrides DefaultURL.
 const EnvURL = "JOBQ_TEST_POSTGRES_URL"
 
-// DefaultURL is the shared development server (see DEVELOPERS.md).
+// DefaultURL is the shared development server (see docs/contributing.md).
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/test"
 
 var (

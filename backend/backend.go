@@ -53,9 +53,15 @@ type Backend interface {
 	// carries the existing job's ID and Duplicate = true.
 	JobInsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 
-	// JobClaim reserves up to params.Max due pending jobs from params.Queues,
-	// ordered by priority (higher first) then ID (older first), in one atomic
-	// step: no two callers ever receive the same job while it is reserved.
+	// JobClaim reserves up to params.Max due pending jobs from params.Queues
+	// in claim order, in one atomic step: no two callers ever receive the
+	// same job while it is reserved. Claim order is priority (higher
+	// first), then due time (AvailableAt, earlier first: when the job
+	// became available, so a retried, released or rescued job waits behind
+	// the jobs that were due before it came back, and a scheduled one
+	// behind the jobs due before its time), then ID (older first); due
+	// times compare at the backend's resolution (a microsecond on the
+	// durable ones).
 	// Each returned row has Attempts already incremented, Status reserved,
 	// LeaseUntil = now + params.Lease and a Token greater than any earlier
 	// claim of the job had. It returns an empty slice, not an error, when

@@ -92,7 +92,7 @@ func (as Attempts) String() string {
 
 // Drain runs the jobs that are due on the recorder's backend until none
 // is, in the calling goroutine: no worker goroutine, no sleep. Each
-// attempt claims the next due job (priority, then age) and runs it with
+// attempt claims the next due job (priority, then due time, then id) and runs it with
 // reg's handler and middleware, cfg's timeout and retry policy and the
 // type's HandlerOptions, through jobq.Worker.RunOne, so a failure is
 // retried, or moved to failed jobs, exactly as a worker would. Backoff

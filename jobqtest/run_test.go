@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -54,7 +55,10 @@ func TestBounded(t *testing.T) {
 
 		start := time.Now()
 		as := rec.RunQueue(t, reg, jobq.WorkerConfig{})
-		if took := time.Since(start); took > 8*time.Second {
+		// Waiting out five's two backoffs would take at least 24s (10s
+		// and 20s, less 20% jitter): a bound under that shows they were
+		// not waited, with room for a loaded machine (it was 8s).
+		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("RunQueue took %s: it waited out the backoff", took)
 		}
 		if once.Load() != 2 || five.Load() != 3 {
@@ -346,4 +350,38 @@ func TestSQLiteRollback(t *testing.T) {
 		t.Fatalf("attempts %s", as)
 	}
 	rec.AssertClass(t, "committed", jobqtest.Ran) // gone from the backend, but it ran
+}
+
+// TestRetryGoesBehindEarlierDue: the lesson's worker puts a failed job back
+// at the end, and the order it measures is "flaky attempt 1, thumbnail
+// attempt 1, flaky attempt 2": a retry is due when it comes back, after
+// the thumbnail enqueued before it, and claims go by due time.
+func TestRetryGoesBehindEarlierDue(t *testing.T) {
+	eachStoring(t, func(t *testing.T, b backend.Backend) {
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{})
+		var order []string
+		reg := jobq.NewRegistry()
+		reg.HandleFunc("flaky", func(ctx context.Context, j *jobq.Job) error {
+			order = append(order, fmt.Sprintf("flaky attempt %d", j.Attempt))
+			if j.Attempt == 1 {
+				return errors.New("first attempt fails")
+			}
+			return nil
+		})
+		reg.HandleFunc("thumbnail", func(ctx context.Context, j *jobq.Job) error {
+			order = append(order, fmt.Sprintf("thumbnail attempt %d", j.Attempt))
+			return nil
+		})
+		for _, typ := range []string{"flaky", "thumbnail"} {
+			if _, err := client.Enqueue(t.Context(), typ, nil); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(2 * time.Millisecond) // distinct due times on every clock
+		}
+		rec.RunQueue(t, reg, jobq.WorkerConfig{})
+		if got := strings.Join(order, ", "); got != "flaky attempt 1, thumbnail attempt 1, flaky attempt 2" {
+			t.Fatalf("order %s", got)
+		}
+	})
 }

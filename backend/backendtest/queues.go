@@ -283,7 +283,7 @@ func testQueues(t *testing.T, h Harness) {
 		insertIDs(t, b, ps...)
 		perWindow := map[int64]int{}
 		var claimed []*backend.JobRow
-		eventually(t, 10*time.Second, "every job to be claimed window by window", func() bool {
+		eventually(t, waitLimit, "every job to be claimed window by window", func() bool {
 			rows := claim(t, b, 10, longLease, "w")
 			for _, r := range rows {
 				w, _ := backend.RateWindow(r.ReservedAt, period)
@@ -422,12 +422,14 @@ func testQueues(t *testing.T, h Harness) {
 		for range jobs {
 			enqueue(t, b, "slow")
 		}
-		// Two workers of 8 slots each, polling every 2s: by polls alone
-		// the 24 jobs would take over 12s (2 per poll); only the wake-ups
-		// of freed slots finish them within 10s (well under 1s when the
-		// machine is quiet).
-		stops := []func(){runWorkerPoll(t, b, reg, 2*time.Second), runWorkerPoll(t, b, reg, 2*time.Second)}
-		eventually(t, 10*time.Second, "every job to run (freed slots wake the workers)", func() bool { return len(stats(t, b)) == 0 })
+		// Two workers of 8 slots each, polling every 20s: by polls alone
+		// the 24 jobs would take about two minutes (2 per poll); only the
+		// wake-ups of freed slots finish them within waitLimit (well
+		// under 1s when the machine is quiet). The polls were every 2s
+		// and the bound 10s, which a loaded machine (-race, a CPU hog)
+		// can come near: slower polls let the bound be generous.
+		stops := []func(){runWorkerPoll(t, b, reg, 20*time.Second), runWorkerPoll(t, b, reg, 20*time.Second)}
+		eventually(t, waitLimit, "every job to run (freed slots wake the workers)", func() bool { return len(stats(t, b)) == 0 })
 		for _, stop := range stops {
 			stop()
 		}

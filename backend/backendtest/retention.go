@@ -109,12 +109,18 @@ func testRetention(t *testing.T, h Harness) {
 			oldCancelled = insertOne(t, b, job("k", "t"))
 			wantCancel(t, c, []int64{oldCancelled}, backend.CancelCancelled)
 		}
-		time.Sleep(1500 * time.Millisecond)
+		// The recent job must still be younger than the cut when the
+		// prune runs, however late a loaded machine runs it: with a 1s
+		// cut a stall of a second after its completion (-race, a CPU
+		// hog) pruned it too. 5s leaves room; the old ones are older
+		// than the cut by the sleep's extra half second.
+		const cut = 5 * time.Second
+		time.Sleep(cut + 500*time.Millisecond)
 		recent := insertOne(t, b, job("k", "t"))
 		completeFresh(t, b, keepDone(claimOne(t, b, "k").Ref()))
-		n, err := r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCompleted, OlderThan: time.Second})
+		n, err := r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCompleted, OlderThan: cut})
 		if err != nil || n != 1 {
-			t.Fatalf("FinishedPrune(completed, 1s) = %d, %v; want 1", n, err)
+			t.Fatalf("FinishedPrune(completed, %s) = %d, %v; want 1", cut, n, err)
 		}
 		got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted}))
 		if !slices.Equal(got, []int64{recent}) {
@@ -122,9 +128,9 @@ func testRetention(t *testing.T, h Harness) {
 		}
 		if c != nil {
 			wantFinished(t, r, backend.FinishedCancelled, oldCancelled) // another state: untouched
-			n, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: time.Second})
+			n, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: cut})
 			if err != nil || n != 1 {
-				t.Fatalf("FinishedPrune(cancelled, 1s) = %d, %v; want 1", n, err)
+				t.Fatalf("FinishedPrune(cancelled, %s) = %d, %v; want 1", cut, n, err)
 			}
 		}
 		_, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCompleted})
@@ -196,7 +202,10 @@ func testRetention(t *testing.T, h Harness) {
 			}
 			return ok
 		}
-		if !turn("a", 2*time.Second) || turn("b", time.Hour) || !turn("a", 2*time.Second) {
+		// a's turn lasts 10s (it was 2s), so that b's call comes within
+		// it however late a loaded machine makes it; the wait for the
+		// turn to lapse below is a failure deadline.
+		if !turn("a", 10*time.Second) || turn("b", time.Hour) || !turn("a", 10*time.Second) {
 			t.Fatal("PruneTurn: want a to take and renew the turn and b refused meanwhile")
 		}
 		eventually(t, waitLimit, "b to take the turn a stopped renewing", func() bool { return turn("b", time.Hour) })

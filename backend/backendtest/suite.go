@@ -48,6 +48,7 @@ func Run(t *testing.T, h Harness) {
 		{"Insert", testInsert},
 		{"Unique", testUnique},
 		{"Claim", testClaim},
+		{"ClaimOrder", testClaimOrder},
 		{"Complete", testComplete},
 		{"Fence", testFence},
 		{"Lease", testLease},

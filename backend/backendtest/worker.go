@@ -29,7 +29,7 @@ func testWorker(t *testing.T, h Harness) {
 		})
 		id := enqueue(t, b, "boom", jobq.MaxAttempts(3))
 		stop := runWorker(t, b, reg)
-		eventually(t, 10*time.Second, "the job to fail", func() bool { return len(failedList(t, b, backend.FailedListParams{})) == 1 })
+		eventually(t, waitLimit, "the job to fail", func() bool { return len(failedList(t, b, backend.FailedListParams{})) == 1 })
 		stop()
 		f := failedByJob(t, b, id)
 		if runs.Load() != 3 || f.Attempts != 3 || f.Error != "boom 3" {
@@ -50,7 +50,7 @@ func testWorker(t *testing.T, h Harness) {
 		})
 		id := enqueue(t, b, "flaky")
 		stop := runWorker(t, b, reg)
-		eventually(t, 10*time.Second, "the job to finish", func() bool {
+		eventually(t, waitLimit, "the job to finish", func() bool {
 			_, err := b.JobGet(t.Context(), id)
 			return errors.Is(err, backend.ErrNotFound)
 		})
@@ -69,7 +69,7 @@ func testWorker(t *testing.T, h Harness) {
 		})
 		id := enqueue(t, b, "bad", jobq.MaxAttempts(5))
 		stop := runWorker(t, b, reg)
-		eventually(t, 10*time.Second, "the job to fail", func() bool { return len(failedList(t, b, backend.FailedListParams{})) == 1 })
+		eventually(t, waitLimit, "the job to fail", func() bool { return len(failedList(t, b, backend.FailedListParams{})) == 1 })
 		stop()
 		if f := failedByJob(t, b, id); runs.Load() != 1 || f.Attempts != 1 || !strings.Contains(f.Error, "malformed") {
 			t.Fatalf("ran %d times, failed row %+v; want one run", runs.Load(), f)
@@ -108,7 +108,7 @@ func testWorker(t *testing.T, h Harness) {
 		}
 		insert(t, b, ps...)
 		stop := runWorker(t, b, reg)
-		eventually(t, 30*time.Second, "all jobs to finish", func() bool { return len(stats(t, b)) == 0 })
+		eventually(t, waitLimit, "all jobs to finish", func() bool { return len(stats(t, b)) == 0 })
 		stop()
 		mu.Lock()
 		defer mu.Unlock()

@@ -11,7 +11,7 @@ import (
 // jobs in a heap ordered by due time, promoted lazily when a claim or a
 // stats call looks at the queue.
 type queue struct {
-	ready     minHeap[*backend.JobRow] // pending and due: priority desc, ID asc
+	ready     minHeap[*backend.JobRow] // pending and due: claim order (claimsBefore)
 	scheduled minHeap[*backend.JobRow] // pending, due later: AvailableAt asc, ID asc
 	reserved  int
 	failed    int // rows in failed_jobs for this queue
@@ -24,10 +24,16 @@ func newQueue() *queue {
 	}
 }
 
-// claimsBefore is the claim order: higher priority first, then older.
+// claimsBefore is the claim order: higher priority first, then the job
+// due first (AvailableAt, so a retried or released job waits behind the
+// jobs that were due before it came back, whatever its ID), then older.
+// A job's AvailableAt does not change while it is in the ready heap.
 func claimsBefore(a, b *backend.JobRow) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
+	}
+	if !a.AvailableAt.Equal(b.AvailableAt) {
+		return a.AvailableAt.Before(b.AvailableAt)
 	}
 	return a.ID < b.ID
 }

@@ -208,7 +208,7 @@ func TestLostReplyClaim(t *testing.T) {
 		t.Fatalf("job %d is not held by the lost claim: %s", id, tables(t, b))
 	}
 	lost := backend.JobRef{ID: id, Attempt: 1, Token: 1} // what the claim would have returned
-	waitFor(t, 10*time.Second, "the sweep to rescue the job", func() bool {
+	waitFor(t, time.Minute, "the sweep to rescue the job", func() bool {
 		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
 		if err != nil {
 			t.Fatalf("LeaseSweep: %v", err)
@@ -355,7 +355,7 @@ func TestInsertRoundsAllOrNothing(t *testing.T) {
 				done <- result{res, err}
 			}()
 			// The batch's first round waits for the holder's key.
-			waitFor(t, 10*time.Second, "the insert to wait for the holder", func() bool {
+			waitFor(t, time.Minute, "the insert to wait for the holder", func() bool {
 				var n int
 				err := b.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 					WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND query LIKE '%' || $1 || '%'`, b.Schema()).Scan(&n)

@@ -186,11 +186,11 @@ func TestListenerLogRedactsSecrets(t *testing.T) {
 	b := openSchema(t, u.String(), Options{Schema: owner.Schema(), NoVacuum: true, Logger: logger})
 	_, cancel := b.Subscribe([]string{"q"})
 	defer cancel()
-	waitFor(t, 10*time.Second, "the listener to connect", func() bool { return b.listener.pid.Load() != 0 })
+	waitFor(t, time.Minute, "the listener to connect", func() bool { return b.listener.pid.Load() != 0 })
 
 	execTest(t, "ALTER ROLE "+role+" NOLOGIN")
 	execTest(t, "SELECT pg_terminate_backend($1)", int32(b.listener.pid.Load()))
-	waitFor(t, 15*time.Second, "the listener to log a refused reconnection", func() bool {
+	waitFor(t, time.Minute, "the listener to log a refused reconnection", func() bool {
 		for _, l := range logs.at(slog.LevelWarn) {
 			if strings.Contains(l.Text, "not permitted to log in") {
 				return true

@@ -177,7 +177,9 @@ const sqlNotify = `
 SELECT set_config('synchronous_commit', 'off', true),
        (SELECT count(pg_notify({channel}, q || ' ' || $2)) FROM unnest($1::text[]) AS q)`
 
-// sqlClaim reserves up to $2 due pending jobs of the queues $1.
+// sqlClaim reserves up to $2 due pending jobs of the queues $1, in claim
+// order: highest priority, then earliest available_at (the time the job
+// became due), then lowest id.
 //
 //	$1 queues text[], $2 max int, $3 lease_us bigint
 //
@@ -208,13 +210,13 @@ WITH picked AS MATERIALIZED (
 	FROM (SELECT u.name FROM unnest($1::text[]) AS u(name)
 	      WHERE u.name <> ALL (ARRAY(SELECT queue FROM {schema}.queue_settings))) AS q(name)
 	CROSS JOIN LATERAL (
-		SELECT id, priority FROM {schema}.jobs
+		SELECT id, priority, available_at FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
-		ORDER BY priority DESC, id
+		ORDER BY priority DESC, available_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
 	) c
-	ORDER BY c.priority DESC, c.id
+	ORDER BY c.priority DESC, c.available_at, c.id
 	LIMIT $2
 )
 UPDATE {schema}.jobs j

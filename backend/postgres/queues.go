@@ -71,7 +71,7 @@ allow AS (
 picked AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
 	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)
-	ORDER BY priority DESC, id
+	ORDER BY priority DESC, available_at, id
 	LIMIT (SELECT coalesce(max(n), $2::int) FROM allow)
 	FOR UPDATE SKIP LOCKED
 ),

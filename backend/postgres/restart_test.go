@@ -24,7 +24,7 @@ func TestServerRestart(t *testing.T) {
 	held := claimOne(t, b, "q")
 	ch, cancel := b.Subscribe([]string{"q"})
 	defer cancel()
-	waitFor(t, 10*time.Second, "the listener to connect", func() bool { return b.listener.pid.Load() != 0 })
+	waitFor(t, time.Minute, "the listener to connect", func() bool { return b.listener.pid.Load() != 0 })
 	pid := b.listener.pid.Load()
 	drain(ch) // the wake-up of the first connect
 

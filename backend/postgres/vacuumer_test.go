@@ -103,7 +103,7 @@ func makeDead(t *testing.T, b *Backend, n int) {
 	t.Helper()
 	insertN(t, b, "q", n)
 	execTest(t, "DELETE FROM "+quoteIdent(b.Schema())+".jobs")
-	waitFor(t, 15*time.Second, "the statistics to show the dead rows", func() bool {
+	waitFor(t, time.Minute, "the statistics to show the dead rows", func() bool {
 		dead, _, _ := jobsTableStats(t, b)
 		return dead >= int64(n)
 	})

@@ -111,7 +111,7 @@ func TestWorkerBadErrorTextDoesNotStall(t *testing.T) {
 	}
 	// The retry waits an hour; until then the job is pending with the
 	// normalised text of its first attempt.
-	pollEvery(t, 50*time.Millisecond, 10*time.Second, "the nul job's retry to be written", func() bool {
+	pollEvery(t, 50*time.Millisecond, time.Minute, "the nul job's retry to be written", func() bool {
 		row, err := b.JobGet(t.Context(), retryID)
 		return err == nil && row.Status == backend.StatusPending && row.Attempts == 1
 	})

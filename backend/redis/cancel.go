@@ -98,7 +98,7 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 func cancelKeys(q *queueKeys) []string {
 	return []string{
 		q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
-		q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList,
+		q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList, q.readyOld,
 	}
 }
 

@@ -18,11 +18,12 @@ const (
 	claimHeader = 5
 )
 
-// JobClaim reserves up to params.Max ready jobs. From one queue that is
-// one script call. From several it is two pipelined rounds: the first
-// looks at each queue's best jobs (promoting due delayed ones), the second
-// claims from each queue its share of the best params.Max across them, so
-// priority then ID order holds across queues as of the first round.
+// JobClaim reserves up to params.Max ready jobs in claim order: priority,
+// then the time each became due, then ID. From one queue that is one
+// script call. From several it is two pipelined rounds: the first looks at
+// each queue's best jobs (promoting due delayed ones), the second claims
+// from each queue its share of the best params.Max across them, so the
+// order holds across queues as of the first round.
 func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
 	if err := b.begin("claim"); err != nil {
 		return nil, err
@@ -58,14 +59,15 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved}, args: []any{max, promoteLimit}}
+		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved, k.readyOld}, args: []any{max, promoteLimit}}
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
 	}
 	type best struct {
 		queue string
-		score float64
+		score float64 // -priority
+		due   int64   // µs since 1970
 		id    int64
 	}
 	var all []best
@@ -81,21 +83,29 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 		if err != nil {
 			return nil, err
 		}
+		if len(v)%3 != 0 {
+			return nil, fmt.Errorf("peek %s: unexpected reply", queues[i])
+		}
 		f := fields{v: v}
-		for j := 0; j+1 < len(v); j += 2 {
-			score, err := strconv.ParseFloat(f.str(j+1), 64)
-			if err != nil {
-				return nil, fmt.Errorf("peek %s: unexpected score %v", queues[i], v[j+1])
+		for j := 0; j+2 < len(v); j += 3 {
+			score, err1 := strconv.ParseFloat(f.str(j+1), 64)
+			due, err2 := strconv.ParseInt(f.str(j+2), 10, 64)
+			if err1 != nil || err2 != nil {
+				return nil, fmt.Errorf("peek %s: unexpected score %v or due time %v", queues[i], v[j+1], v[j+2])
 			}
-			all = append(all, best{queue: queues[i], score: score, id: f.id(j, idx)})
+			all = append(all, best{queue: queues[i], score: score, due: due, id: f.id(j, idx)})
 		}
 		if f.err != nil {
 			return nil, f.err
 		}
 	}
-	// Scores are -priority; equal ones order by ID.
+	// Claim order: scores are -priority; equal ones order by due time,
+	// then by ID (IDs grow with time across queues too).
 	slices.SortFunc(all, func(x, y best) int {
 		if c := cmp.Compare(x.score, y.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.due, y.due); c != 0 {
 			return c
 		}
 		return cmp.Compare(x.id, y.id)
@@ -116,7 +126,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 		queues = append(queues, q)
 		calls = append(calls, &evalCall{
 			s:    scriptClaim,
-			keys: []string{k.ready, k.readyList, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings},
+			keys: []string{k.ready, k.readyList, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings, k.readyOld},
 			args: []any{n, lease, promoteLimit, k.channel, b.origin},
 		})
 	}
@@ -144,6 +154,9 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 		if len(shares) > 1 {
 			slices.SortFunc(rows, func(x, y *backend.JobRow) int {
 				if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
+					return c
+				}
+				if c := x.AvailableAt.Compare(y.AvailableAt); c != 0 {
 					return c
 				}
 				return cmp.Compare(x.ID, y.ID)
@@ -283,3 +296,33 @@ func (b *Backend) readByID(ctx context.Context, id int64, key func(*queueKeys, i
 
 // leaseMicros is a lease as whole µs for a script.
 func leaseMicros(d time.Duration) string { return strconv.FormatInt(microsCeil(d), 10) }
+
+// adoptLimit bounds the jobs one call of the script "adopt" moves.
+const adoptLimit = 1000
+
+// adoptReady moves the ready jobs of every queue from the ready set of
+// layout 4 into that of layout 5 (see LayoutVersion), in calls of at most
+// adoptLimit jobs, so no call blocks the server for long.
+func (b *Backend) adoptReady(ctx context.Context) error {
+	queues, err := b.reg.all(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range queues {
+		k := b.keys.queue(name)
+		for {
+			res, err := b.c.eval(ctx, scriptAdopt, []string{k.readyOld, k.ready, k.jobPrefix}, []any{adoptLimit})
+			if err != nil {
+				return fmt.Errorf("queue %s: %w", name, err)
+			}
+			n, err := asInt(res)
+			if err != nil {
+				return fmt.Errorf("queue %s: %w", name, err)
+			}
+			if n < adoptLimit {
+				break
+			}
+		}
+	}
+	return nil
+}

@@ -116,7 +116,8 @@ func newKeyspace(prefix string) *keyspace {
 type queueKeys struct {
 	name      string
 	meta      string // t: the last ID time part handed out
-	ready     string // p
+	ready     string // q: ready jobs in claim order (priority, due time, ID)
+	readyOld  string // p: layout 4's ready set, only read to move its jobs into q (adopt in scripts.lua)
 	readyList string // l: ready jobs of priority 0 without options but metadata, IDs minted in the script
 	readyAt   string // o
 	counts    string // n
@@ -150,7 +151,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	}
 	base := ks.prefix + ":{" + q + "}:"
 	k = &queueKeys{
-		name: q, meta: base + "t", ready: base + "p", readyList: base + "l", readyAt: base + "o", counts: base + "n",
+		name: q, meta: base + "t", ready: base + "q", readyOld: base + "p", readyList: base + "l", readyAt: base + "o", counts: base + "n",
 		delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
 		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",

@@ -42,7 +42,7 @@ func TestSingleInsertList(t *testing.T) {
 		}
 		return hexN(uint64(v>>1), 13), v&1 == 1
 	}
-	// want checks the members of l (in order) and the sizes of p and o.
+	// want checks the members of l (in order) and the sizes of q and o.
 	want := func(step string, list []string, ready, readyAt int64) {
 		t.Helper()
 		l, err := b.c.rdb.Do(ctx, b.c.rdb.B().Lrange().Key(q.readyList).Start(0).Stop(-1).Build()).AsStrSlice()
@@ -55,7 +55,7 @@ func TestSingleInsertList(t *testing.T) {
 			t.Fatal(err1, err2)
 		}
 		if !slices.Equal(l, list) || np != ready || no != readyAt {
-			t.Fatalf("%s: l %v, ZCARD p %d, ZCARD o %d; want l %v, p %d, o %d", step, l, np, no, list, ready, readyAt)
+			t.Fatalf("%s: l %v, ZCARD q %d, ZCARD o %d; want l %v, q %d, o %d", step, l, np, no, list, ready, readyAt)
 		}
 	}
 

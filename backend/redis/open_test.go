@@ -102,22 +102,24 @@ func TestOpenExisting(t *testing.T) {
 		return c.Do(t.Context(), c.B().Set().Key(prefix+":schema").Value(v).Build()).Error()
 	}
 
-	// Layouts 2 (before the ready list) and 3 (before claim tokens) are
-	// valid data of layout 4, but a build must be kept from reading a
-	// prefix of a layout it does not know: Existing refuses it, pointing
-	// at migrate, which raises the marker and keeps the jobs.
-	for _, old := range []string{"2", "3"} {
+	// Layouts 2 (before the ready list), 3 (before claim tokens) and 4
+	// (before the ready set in claim order) are raised in place, but a
+	// build must be kept from reading a prefix of a layout it does not
+	// know: Existing refuses it, pointing at migrate, which moves the
+	// ready jobs (TestMigrateLayout4), raises the marker and keeps the
+	// jobs.
+	for _, old := range []string{"2", "3", "4"} {
 		if err := setSchema(old); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := Open(t.Context(), url, Options{KeyPrefix: prefix, Existing: true, Logger: quiet}); !errors.Is(err, backend.ErrNoSchema) || !strings.Contains(err.Error(), "jobq migrate") {
 			t.Fatalf("Existing open of layout %s: %v; want ErrNoSchema naming jobq migrate", old, err)
 		}
-		if v, err := b.Migrate(t.Context()); err != nil || v != 4 {
-			t.Fatalf("Migrate of layout %s = %d, %v; want 4", old, v, err)
+		if v, err := b.Migrate(t.Context()); err != nil || v != LayoutVersion {
+			t.Fatalf("Migrate of layout %s = %d, %v; want %d", old, v, err, LayoutVersion)
 		}
-		if got, _ := c.Do(t.Context(), c.B().Get().Key(prefix+":schema").Build()).ToString(); got != "4" {
-			t.Fatalf("marker after Migrate of layout %s = %q; want 4", old, got)
+		if got, _ := c.Do(t.Context(), c.B().Get().Key(prefix+":schema").Build()).ToString(); got != fmt.Sprint(LayoutVersion) {
+			t.Fatalf("marker after Migrate of layout %s = %q; want %d", old, got, LayoutVersion)
 		}
 		if row, err := ro.JobGet(t.Context(), id); err != nil || row.Queue != "q" {
 			t.Fatalf("JobGet after the upgrade from layout %s = %+v, %v", old, row, err)

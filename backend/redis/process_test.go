@@ -493,7 +493,7 @@ func startedList(t *testing.T, rdb rueidis.Client, prefix string) []started {
 
 // TestProcessKilledMidJob: a worker process killed with SIGKILL in the
 // middle of a job leaves it reserved on attempt 1; another process claims
-// it again once the lease (1s, by the Redis clock) has run out, not
+// it again once the lease (10s, by the Redis clock) has run out, not
 // before, and completes it as attempt 2; nothing is lost or failed.
 func TestProcessKilledMidJob(t *testing.T) {
 	t.Parallel()
@@ -502,7 +502,13 @@ func TestProcessKilledMidJob(t *testing.T) {
 	rdb := testClient(t, url)
 	ids := enqueueJobs(t, b, "hang-first", 1)
 	id := ids[0]
-	s := workerSettings{URL: url, Prefix: b.KeyPrefix(), Concurrency: 1, Lease: time.Second, Strict: true}
+	// The leases were 1s: a heartbeat (every third of the lease) late by
+	// more than 667ms, which a loaded machine makes, let a live worker's
+	// own sweep take its job back (the victim's before the kill, the
+	// rescuer's attempt 2 as an attempt 3). The victim's 10s lease
+	// tolerates a heartbeat 6s late and is what the rescue waits out;
+	// the rescuer's is longer still, as nothing waits for it to run out.
+	s := workerSettings{URL: url, Prefix: b.KeyPrefix(), Concurrency: 1, Lease: 10 * time.Second, Strict: true}
 
 	victim := startWorker(t, s)
 	pollAlive(t, []*proctest.Proc{victim}, 20*time.Millisecond, 30*time.Second, "the victim to start the job", func() bool {
@@ -515,8 +521,9 @@ func TestProcessKilledMidJob(t *testing.T) {
 		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker on attempt 1", row, err)
 	}
 
+	s.Lease = 30 * time.Second
 	rescuer := startWorker(t, s)
-	pollAlive(t, []*proctest.Proc{rescuer}, 20*time.Millisecond, 30*time.Second, "the rescuer to complete the job", func() bool {
+	pollAlive(t, []*proctest.Proc{rescuer}, 20*time.Millisecond, 90*time.Second, "the rescuer to complete the job", func() bool {
 		return ledgerLen(t.Context(), rdb, b.KeyPrefix()) > 0
 	})
 	rescuer.Stop(t)

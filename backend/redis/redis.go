@@ -36,13 +36,17 @@
 //
 // # Data
 //
-// Per queue: ready jobs in a sorted set scored -priority with the 16-hex-digit
-// ID as member, so that equal scores order by ID; the same jobs by due time
-// (for QueueStats.OldestDue); besides, the ready jobs of priority 0 with
-// no options that plain enqueues wrote (single ones, and the batches of
-// one queue whose IDs the script mints), in a list in ID order (an RPUSH
-// costs the enqueue less than two sorted-set inserts; claims merge the
-// list with the sorted set in priority-then-ID order); delayed and
+// Per queue: ready jobs in a sorted set in claim order, scored -priority
+// with the time the job became due (14 hex digits of µs) and its ID as
+// member, so that equal scores order by due time, then by ID (a double
+// score cannot hold priority and a µs due time exactly: 53 bits); the same
+// jobs by due time (for QueueStats.OldestDue); besides, the ready jobs of
+// priority 0 with no options that plain enqueues wrote (single ones, and
+// the batches of one queue whose IDs the script mints), in a list in ID
+// order, which is their due order too (an RPUSH costs the enqueue less
+// than two sorted-set inserts; claims merge the list with the sorted set
+// in claim order, reading a listed job's creation time when they must
+// compare it with a sorted one of priority 0); delayed and
 // backing-off jobs by due time, promoted into the ready set inside the
 // claim script (at most 1000 a call); reserved jobs by lease deadline
 // (the sweeper's index); failed jobs by failed ID; and one hash per job
@@ -159,8 +163,15 @@ func init() {
 // hash, the fence of every holder's write: a layout-3 build claims without
 // raising it, so a layout-4 holder whose claim it took over would still
 // match, and the marker keeps it out; Migrate raises 2 and 3 to 4 in place
-// (their jobs have no k, read as 0: never claimed under a token).
-const LayoutVersion = 4
+// (their jobs have no k, read as 0: never claimed under a token). Layout
+// 5 orders the ready set by priority, then due time, then ID: its members
+// carry the due time, so it is a new key (q) beside layout 4's (p, members
+// the bare IDs). Migrate moves the jobs of p into q; claims move any that
+// a layout-4 process still running puts in p later, and a layout-4
+// process never sees q, so neither build strands the other's jobs while
+// both run (the old one claims only what it readied itself, in its old
+// order). The marker keeps layout-4 builds from starting on the prefix.
+const LayoutVersion = 5
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -362,9 +373,11 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 
 // Migrate writes the layout marker of the key prefix and returns its
 // version. Redis creates every other key when it is first written, so
-// there is nothing else to set up, and a layout-2 or 3 prefix is raised to
-// 4 as it stands. It fails with backend.ErrSchemaTooNew,
-// writing nothing, when the prefix was written by a newer jobq.
+// there is nothing else to set up for a new prefix; a layout-2, 3 or 4
+// prefix has its ready jobs moved into the ready set of layout 5 (see
+// LayoutVersion), queue by queue, before the marker is raised. It fails
+// with backend.ErrSchemaTooNew, writing nothing, when the prefix was
+// written by a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if b.closed.Load() {
 		return 0, fmt.Errorf("migrate: %w", backend.ErrClosed)
@@ -385,6 +398,11 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 		}
 		if used[0] {
 			return 0, fmt.Errorf("migrate: key prefix %q holds queues of layout %d, written by a development build of jobq whose jobs this build cannot read: drain them with that build, then delete the prefix's keys", b.opts.KeyPrefix, v)
+		}
+	}
+	if ok && v < 5 {
+		if err := b.adoptReady(ctx); err != nil {
+			return 0, b.fail("migrate", err)
 		}
 	}
 	if !ok || v < LayoutVersion {

@@ -171,7 +171,7 @@ func (b *Backend) jobList(ctx context.Context, params backend.JobListParams, lim
 			return nil, err
 		}
 		q := b.keys.queue(name)
-		res, err := b.c.eval(ctx, scriptJobList, []string{q.ready, q.delayed, q.reserved, q.jobPrefix, q.readyList}, []any{
+		res, err := b.c.eval(ctx, scriptJobList, []string{q.ready, q.delayed, q.reserved, q.jobPrefix, q.readyList, q.readyOld}, []any{
 			string(params.State), upperTS(params.BeforeID, idx), params.Filter.Type,
 			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
 		})

@@ -22,6 +22,7 @@ var (
 	scriptInsert1    = mustScript("insert1")
 	scriptPeek       = mustScript("peek")
 	scriptClaim      = mustScript("claim")
+	scriptAdopt      = mustScript("adopt")
 	scriptComplete   = mustScript("complete")
 	scriptExtend     = mustScript("extend")
 	scriptRelease    = mustScript("release")
@@ -50,7 +51,7 @@ var (
 
 // allScripts lists every script, for loading them at open.
 var allScripts = []*script{
-	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptComplete,
+	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,

@@ -4,18 +4,24 @@
 --
 -- Key layout (P is the key prefix, Q a queue name; see keys.go):
 --   P:{Q}:t        string the last ID time part handed out in Q
---   P:{Q}:p        zset   ready jobs: score -priority, member the ID's time
---                         part ts as 13 hex digits (so equal scores order by
---                         ID; within a queue ts alone tells jobs apart)
+--   P:{Q}:q        zset   ready jobs in claim order: score -priority,
+--                         member the time the job became due and its ID
+--                         (see rmember), so equal scores order by due time,
+--                         then by ID
 --   P:{Q}:l        list   ready jobs of priority 0 without options but
 --                         metadata that insert1 or insert wrote, minting
---                         their IDs, by ID (the ts as in p), oldest
+--                         their IDs, by ID (the ts as in q), oldest
 --                         first: the cheapest
 --                         enqueue (RPUSH, no zset). The ready set is
---                         p ∪ l, a job in at most one; claims take both
+--                         q ∪ l, a job in at most one; claims take both
 --                         in one order (see pick). l's jobs have no member
---                         in o: their available time is their created time
---   P:{Q}:o        zset   when the ready jobs of p became available (µs
+--                         in o: their available time is their created time,
+--                         and as they are appended as they are created, l
+--                         is in due time order too
+--   P:{Q}:p        zset   layout 4's ready set (score -priority, member the
+--                         ID): only read, to move its jobs into q (see
+--                         adopt); empty once no layout-4 process writes it
+--   P:{Q}:o        zset   when the ready jobs of q became available (µs
 --                         since 1970), for QueueStats.OldestDue: a member
 --                         per ready job (its ID), except that the jobs one
 --                         insert made ready now share one member '#<µs>',
@@ -115,6 +121,22 @@ end
 local function tshex(ts) return string.format('%013x', ts) end
 
 --- helper
+-- rmember is a ready job's member in q: the time it became due (its
+-- available time av, µs since 1970, clamped to 0 .. 2^53 - 1) as 14 hex
+-- digits, then its ID. q scores by -priority and Redis orders equal scores
+-- by member, byte by byte: so by due time, then by ID (claim order). One
+-- score cannot hold all three: a double is exact to 53 bits, and the
+-- priority's 11 leave 42, about 51 days of µs. rid is a member's ID (its
+-- last 13 characters: a member of p is the ID alone), rdue its due time.
+local function rmember(av, id)
+  local t = tonumber(av)
+  if t < 0 then t = 0 elseif t > 9007199254740991 then t = 9007199254740991 end
+  return string.format('%014x', t) .. id
+end
+local function rid(m) return string.sub(m, -13) end
+local function rdue(m) return tonumber(string.sub(m, 1, 14), 16) end
+
+--- helper
 -- reserve hands out n consecutive ts values of one queue (key: the string
 -- holding the last one handed out) and returns the first, max(now, last +
 -- 1): one SET … GET when the clock is past the last one (the usual case),
@@ -165,9 +187,9 @@ local function zrem(key, members)
 end
 
 --- helper
--- A moves collects jobs becoming ready (p, o; or l: IDs to append, which
+-- A moves collects jobs becoming ready (q, o; or l: IDs to append, which
 -- only a script minting them above every ID in l may add) or delayed (d);
--- flush adds them and publishes the wake-ups: "n" when the ready set (p
+-- flush adds them and publishes the wake-ups: "n" when the ready set (q
 -- and l) goes from empty to non-empty (an idle worker last saw it empty,
 -- so no other case needs one), "d" when a delayed job is due before every
 -- earlier one. It returns woke (1 or 0) and the new earliest due time as
@@ -175,7 +197,7 @@ end
 local function moves() return { p = {}, o = {}, d = {}, l = {} } end
 local function ready(mv, id, pr, av)
   local p, o = mv.p, mv.o
-  p[#p + 1] = -tonumber(pr); p[#p + 1] = id
+  p[#p + 1] = -tonumber(pr); p[#p + 1] = rmember(av, id)
   o[#o + 1] = av; o[#o + 1] = id
 end
 local function later(mv, id, av)
@@ -300,29 +322,74 @@ local function promote(kp, ko, kd, jprefix, now, limit)
 end
 
 --- helper
--- pick merges the best ready jobs of p and l in claim order (priority,
--- then ID): best is p's first members with their scores (ZRANGE …
--- WITHSCORES), head l's first entries (all priority 0: score 0). p's
--- higher priorities (score < 0) come first, then the priority-0 jobs of
--- both by ID (compared as numbers: Lua's string order follows the
--- server's locale), then p's lower priorities. It returns up to take picks
--- {ID, score, ...}, whether each is p's (inp[k] for the k-th pick), and
--- how many are p's and l's: a prefix of each, so ZPOPMIN and LTRIM take
--- them.
-local function pick(best, head, take)
-  local out, inp, i, j = {}, {}, 1, 1
+-- adopt moves up to limit jobs from kp, the ready set of layout 4 (score
+-- -priority, member the ID), into kq, the ready set in claim order, each
+-- under the time it became due (its av, or c when it has none). Migrate
+-- moves them all (script "adopt"); claims and peeks move what a layout-4
+-- process that is still running readied since, so nothing it leaves in p
+-- is stranded once it stops (it claims from p and l alone: q's jobs wait
+-- for this build's workers). It returns how many it moved.
+local function adopt(kp, kq, jprefix, limit)
+  if redis.call('EXISTS', kp) == 0 then return 0 end
+  local old = redis.call('ZRANGE', kp, 0, limit - 1, 'WITHSCORES')
+  local add, ids = {}, {}
+  for i = 1, #old, 2 do
+    local v = redis.call('HMGET', jprefix .. old[i], 'av', 'c', 'lu')
+    if v[2] and (not v[3] or v[3] == '') then
+      add[#add + 1] = old[i + 1]; add[#add + 1] = rmember(v[1] or v[2], old[i])
+    end
+    ids[#ids + 1] = old[i]
+  end
+  zrem(kp, ids)
+  zadd(kq, add)
+  return #ids
+end
+
+--- helper
+-- pick merges the best ready jobs of q and l in claim order (priority,
+-- then due time, then ID): best is q's first members with their scores
+-- (ZRANGE … WITHSCORES), head l's first IDs (all priority 0: score 0, due
+-- since created: their field c, read from the hashes under jprefix when
+-- the merge must compare one, or when withdue asks for every pick's due
+-- time). q's higher priorities (score < 0) come first, then the
+-- priority-0 jobs of both by due time and ID (compared as numbers: Lua's
+-- string order follows the server's locale), then q's lower priorities.
+-- It returns up to take picks {ID, score, due µs ('' for an l job whose
+-- due time it did not read), ...}, whether each is q's (inp[k] for the
+-- k-th pick), and how many are q's and l's: a prefix of each, so ZPOPMIN
+-- and LTRIM take them.
+local function pick(best, head, take, jprefix, withdue)
+  local out, inp, i, j, hdue = {}, {}, 1, 1, nil
+  local function headdue()
+    if not hdue then hdue = tonumber(redis.call('HGET', jprefix .. head[j], 'c') or '0') end
+    return hdue
+  end
   while #inp < take do
-    local s = best[i + 1] and tonumber(best[i + 1])
-    if s and (not head[j] or s < 0 or (s == 0 and tonumber(best[i], 16) < tonumber(head[j], 16))) then
-      out[#out + 1] = best[i]; out[#out + 1] = best[i + 1]
+    local m, h = best[i], head[j]
+    local fromq
+    if not m then
+      if not h then break end
+      fromq = false
+    else
+      local s = tonumber(best[i + 1])
+      if not h or s ~= 0 then
+        fromq = not h or s < 0
+      else
+        local d, hd = rdue(m), headdue()
+        fromq = d < hd or (d == hd and tonumber(rid(m), 16) < tonumber(h, 16))
+      end
+    end
+    if fromq then
+      out[#out + 1] = rid(m); out[#out + 1] = best[i + 1]; out[#out + 1] = n2s(rdue(m))
       inp[#inp + 1] = true
       i = i + 2
-    elseif head[j] then
-      out[#out + 1] = head[j]; out[#out + 1] = '0'
+    else
+      local d = ''
+      if withdue or hdue then d = n2s(headdue()) end
+      out[#out + 1] = h; out[#out + 1] = '0'; out[#out + 1] = d
       inp[#inp + 1] = false
       j = j + 1
-    else
-      break
+      hdue = nil
     end
   end
   return out, inp, (i - 1) / 2, j - 1
@@ -427,11 +494,11 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 -- that are ready now, of priority 0 and without options but metadata go
 -- to l, like insert1's: those IDs are above every ID in l (all minted
 -- from t inside scripts, strictly increasing), so l stays in ID order,
--- and an RPUSH costs less than the ZADDs to p and o (and claims then
+-- and an RPUSH costs less than the ZADDs to q and o (and claims then
 -- take l alone, LPOP). Given IDs were minted before the call, maybe
 -- before IDs already in l, whose order they would break: those jobs go to
--- p, as do jobs with other options.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
+-- q, as do jobs with other options.
+-- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
 --   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
 --   the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
@@ -449,6 +516,7 @@ local ob = 5 + n
 local opts = {}
 for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
 local given = #KEYS > 8
+local nowp = rmember(now, '') -- the q member of a job ready now, but its ID
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
@@ -469,7 +537,7 @@ for i = 1, n do
     -- (it is most of a batch insert's time).
     call('HSET', k, 'd', d, 'c', nows)
     if given then
-      mp[#mp + 1] = '0'; mp[#mp + 1] = id
+      mp[#mp + 1] = '0'; mp[#mp + 1] = nowp .. id
       nf = nf + 1
       fresh[nf] = id
     else
@@ -492,11 +560,11 @@ for i = 1, n do
     call('HSET', k, unpack(f))
     if av == now and pr == '0' and u == '' and not given then
       -- Metadata alone (a trace context, say) changes nothing of the
-      -- job's place: it goes to l with the plain jobs. In p, a traced 1 %
+      -- job's place: it goes to l with the plain jobs. In q, a traced 1 %
       -- of a batch kept every claim off l's fast path.
       ml[#ml + 1] = id
     elseif av == now then
-      mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = id
+      mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = nowp .. id
       nf = nf + 1
       fresh[nf] = id
     elseif av < now then
@@ -522,7 +590,7 @@ return { first, woke, due }
 -- Inserts one job of priority 0 into one queue, ready now and without
 -- options (no run at, delay, unique key or metadata): the usual single
 -- enqueue, and the one whose cost is a round trip's. It is TIME, SET (the
--- ID), HSET, INCR, RPUSH l, and only when l was empty ZCARD p (PUBLISH
+-- ID), HSET, INCR, RPUSH l, and only when l was empty ZCARD q (PUBLISH
 -- when that is 0 too): no zset, and no member of o. l stays in ID order:
 -- the ID is minted from t, strictly increasing, and appended in the same
 -- script, and only insert appends to l otherwise, under the same rule.
@@ -532,7 +600,7 @@ return { first, woke, due }
 -- (INFO commandstats, on a machine where Asynq's enqueue script takes
 -- 17); what remains is mostly TIME, SET and INCR, the Redis clock and the
 -- insert counter.
--- KEYS[1] t  KEYS[2] p  KEYS[3] l  KEYS[4] job key prefix  KEYS[5] i
+-- KEYS[1] t  KEYS[2] q  KEYS[3] l  KEYS[4] job key prefix  KEYS[5] i
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] its record (field d)
 -- Returns ts * 2 + woke: the ID's ts (< 2^51, so the sum is exact) and
 -- 1 when it published a wake-up.
@@ -556,24 +624,25 @@ return ts * 2
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.
--- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
---   KEYS[6] s  KEYS[7] r
+-- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
+--   KEYS[6] s  KEYS[7] r  KEYS[8] p
 -- ARGV[1] max  ARGV[2] promotion limit
--- Returns {ID, score, ID, score, ...}: up to max ready jobs of p and l,
---   best first (score -priority: '0' for l's), no more than the queue's
+-- Returns {ID, score, due µs, ...}: up to max ready jobs of q and l, best
+--   first (score -priority: '0' for l's), no more than the queue's
 --   settings let a claim take now.
 local now = now_us()
+adopt(KEYS[8], KEYS[1], KEYS[5], tonumber(ARGV[2]))
 promote(KEYS[1], KEYS[3], KEYS[4], KEYS[5], now, tonumber(ARGV[2]))
 local take = allowance(KEYS[6], KEYS[7], now, tonumber(ARGV[1]))
 if take == 0 then return {} end
 local best = redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
 local head = redis.call('LRANGE', KEYS[2], 0, take - 1)
-if #head == 0 then return best end
-return (pick(best, head, take))
+return (pick(best, head, take, KEYS[5], true))
 
 --- script: claim
--- Reserves up to max ready jobs of one queue (p and l), best first, after
--- promoting due delayed jobs (at most the promotion limit per call).
+-- Reserves up to max ready jobs of one queue (q and l), best first, after
+-- promoting due delayed jobs (at most the promotion limit per call, and
+-- as many of layout 4's ready set p: see adopt).
 -- Takes no more than the queue's settings allow (KEYS[8], see allowance)
 -- and counts what it took in the rate window. Each claim gives its job the
 -- token k = max(k + 1, now µs): above every earlier claim's while the hash
@@ -583,8 +652,8 @@ return (pick(best, head, take))
 -- for claims of one job within a µs, or after the clock went back), so the
 -- time floor keeps the next token above it. Tokens stay below 2^53, so
 -- Lua's doubles hold them exactly.
--- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] r
---   KEYS[7] job key prefix  KEYS[8] s
+-- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] r
+--   KEYS[7] job key prefix  KEYS[8] s  KEYS[9] p
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
@@ -594,18 +663,19 @@ return (pick(best, head, take))
 --   when absent).
 local now = now_us()
 local nows = n2s(now)
+adopt(KEYS[9], KEYS[1], KEYS[7], tonumber(ARGV[3]))
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
 local was = np + nl
 local promoted = promote(KEYS[1], KEYS[3], KEYS[5], KEYS[7], now, tonumber(ARGV[3]))
 local take, ctl, win, used = allowance(KEYS[8], KEYS[6], now, tonumber(ARGV[1]))
 -- took lists the IDs taken, best first; inp[i] tells whether took[i] came
--- from p (only those have o bookkeeping, for unready).
+-- from q (only those have o bookkeeping, for unready).
 local took, inp, left = {}, {}, nil
 if take > 0 then
   if nl == 0 then
     local popped = redis.call('ZPOPMIN', KEYS[1], take)
     for i = 1, #popped, 2 do
-      took[#took + 1] = popped[i]; inp[#took] = true
+      took[#took + 1] = rid(popped[i]); inp[#took] = true
     end
   elseif np == 0 and promoted == 0 then
     -- Only l holds ready jobs: the usual case of single enqueues.
@@ -614,10 +684,10 @@ if take > 0 then
   else
     local picks, kp, kl
     picks, inp, kp, kl = pick(redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES'),
-      redis.call('LRANGE', KEYS[2], 0, take - 1), take)
+      redis.call('LRANGE', KEYS[2], 0, take - 1), take, KEYS[7], false)
     if kp > 0 then redis.call('ZPOPMIN', KEYS[1], kp) end
     if kl > 0 then redis.call('LTRIM', KEYS[2], kl, -1) end
-    for i = 1, #picks, 2 do took[#took + 1] = picks[i] end
+    for i = 1, #picks, 3 do took[#took + 1] = picks[i] end
     nl = nl - kl
   end
 end
@@ -665,12 +735,21 @@ if ctl then
 end
 return out
 
+--- script: adopt
+-- Moves up to limit jobs of one queue from p, layout 4's ready set, into
+-- q (see adopt): Migrate's step from layout 4 to 5, repeated until p is
+-- empty.
+-- KEYS[1] p  KEYS[2] q  KEYS[3] job key prefix
+-- ARGV[1] limit
+-- Returns how many it moved (integer): 0 once p is empty.
+return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
+
 --- script: complete
 -- Applies outcomes of attempts of one queue, each fenced: it applies only
 -- while the job is reserved (lu ~= '') under the given token (k). A job
 -- whose cancel was requested (cx) ends cancelled whatever the outcome,
 -- when the token matches: an earlier claim's write is stale all the same.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
+-- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
 --   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
 --   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix  KEYS[14] l
 --   KEYS[15..] job keys, one per outcome
@@ -749,7 +828,7 @@ return lost
 -- first max-free releases of a job un-count its attempt; later ones count
 -- it, and on its last attempt move the job to the failed set. A job whose
 -- cancel was requested (cx) ends cancelled instead.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
+-- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] kx  KEYS[8] kxt  KEYS[9] c
 --   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12..] job keys, one
 --   per ref
@@ -807,7 +886,7 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 -- Returns up to limit expired reserved jobs of one queue to ready, or,
 -- with their attempts spent, moves them to the failed set. Jobs whose
 -- cancel was requested (cx) end cancelled instead.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] r  KEYS[5] f
+-- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] job key prefix  KEYS[8] kx
 --   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix  KEYS[12] l
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
@@ -852,8 +931,8 @@ return { out, released, woke, cancelled }
 
 --- script: stats
 -- Counts one queue's jobs by state.
--- KEYS[1] p  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
---   KEYS[7] job key prefix
+-- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
+--   KEYS[7] job key prefix  KEYS[8] p
 -- Returns {pending (ready, and delayed ones already due), scheduled,
 --   reserved, failed, oldest due µs or ''}.
 local now = now_us()
@@ -872,7 +951,7 @@ local d1 = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if d1[2] and tonumber(d1[2]) <= now then older(d1[2]) end
 if oldest then oldest = n2s(oldest) else oldest = '' end
 return {
-  redis.call('ZCARD', KEYS[1]) + redis.call('LLEN', KEYS[2]) + due,
+  redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[8]) + redis.call('LLEN', KEYS[2]) + due,
   redis.call('ZCARD', KEYS[4]) - due,
   redis.call('ZCARD', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
@@ -939,7 +1018,7 @@ return #del
 -- is still above every earlier claim's, so a holder from before the
 -- failure stays stale. With ARGV[3] = '1' it is all or nothing: if any
 -- named failed job is missing, nothing moves.
--- KEYS[1] p  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
+-- KEYS[1] q  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
 --   job key
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
@@ -1070,9 +1149,10 @@ return 1
 -- ready jobs, as Asynq and BullMQ pay to cancel a waiting job; cancelling
 -- a pending job is an operator's act, rare next to inserts and claims,
 -- which the list makes cheaper.
--- KEYS[1] p  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
+-- KEYS[1] q  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
 --   KEYS[7] kx  KEYS[8] kxt  KEYS[9] job key prefix
 --   KEYS[10] finished key prefix  KEYS[11] failed key prefix  KEYS[12] l
+--   KEYS[13] p
 -- ARGV the IDs
 -- Returns {{outcome, attempts, ... per ID}, {ID, unique key, ... of jobs
 --   cancelled holding a unique key}}; outcome as backend.CancelOutcome (1
@@ -1092,7 +1172,9 @@ for i = 1, #ARGV do
       redis.call('ZADD', KEYS[6], 0, id)
       out[#out + 1] = 2
     else
-      if redis.call('ZREM', KEYS[1], id) == 1 then
+      -- A ready job's member in q is its due time and ID; one a layout-4
+      -- process readied since the last claim is in p by ID.
+      if redis.call('ZREM', KEYS[1], rmember(v[5] or v[6], id)) == 1 or redis.call('ZREM', KEYS[13], id) == 1 then
         rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
       elseif redis.call('ZREM', KEYS[4], id) == 0 then
         redis.call('LREM', KEYS[12], 1, id)
@@ -1170,7 +1252,8 @@ return out
 --- script: joblist
 -- Lists live jobs of one queue in one state, newest (highest ID) first.
 -- It reads the whole state's set: an operator's call, not a hot path.
--- KEYS[1] p  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix  KEYS[5] l
+-- KEYS[1] q  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix  KEYS[5] l
+--   KEYS[6] p
 -- ARGV[1] state ('pending', 'scheduled' or 'reserved')  ARGV[2] exclusive
 --   upper ID ('' none)  ARGV[3] type ('' any)  ARGV[4] since µs ('' none)
 --   ARGV[5] until µs ('' none)  ARGV[6] limit
@@ -1178,8 +1261,11 @@ return out
 local nows = n2s(now_us())
 local ids = {}
 if ARGV[1] == 'pending' then
-  ids = redis.call('ZRANGE', KEYS[1], 0, -1)
-  local more = redis.call('LRANGE', KEYS[5], 0, -1)
+  local ms = redis.call('ZRANGE', KEYS[1], 0, -1)
+  for i = 1, #ms do ids[i] = rid(ms[i]) end
+  local more = redis.call('ZRANGE', KEYS[6], 0, -1)
+  for i = 1, #more do ids[#ids + 1] = more[i] end
+  more = redis.call('LRANGE', KEYS[5], 0, -1)
   for i = 1, #more do ids[#ids + 1] = more[i] end
   more = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nows)
   for i = 1, #more do ids[#ids + 1] = more[i] end
@@ -1258,7 +1344,7 @@ return out
 --- script: tick
 -- Enqueues one tick of a schedule: advances its last tick, only forward,
 -- and inserts the tick's job (ready now, or delayed), atomically.
--- KEYS[1] t  KEYS[2] p  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
+-- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
 --   prefix  KEYS[7] ts  KEYS[8] i  KEYS[9] l
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
 --   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs

@@ -136,7 +136,7 @@ func (b *Backend) stats(ctx context.Context) ([]backend.QueueStats, error) {
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.jobPrefix}}
+		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.jobPrefix, k.readyOld}}
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err

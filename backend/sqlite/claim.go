@@ -78,10 +78,13 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 			b.limits.WakeAt(l.queue, l.next)
 		}
 	}
-	// RETURNING yields rows in no defined order.
+	// RETURNING yields rows in no defined order: put them in claim order.
 	sort.Slice(jobs, func(i, k int) bool {
 		if jobs[i].Priority != jobs[k].Priority {
 			return jobs[i].Priority > jobs[k].Priority
+		}
+		if !jobs[i].AvailableAt.Equal(jobs[k].AvailableAt) {
+			return jobs[i].AvailableAt.Before(jobs[k].AvailableAt)
 		}
 		return jobs[i].ID < jobs[k].ID
 	})

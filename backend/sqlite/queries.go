@@ -91,9 +91,9 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 
 // claimSQL returns the claim statement for n distinct queues. Parameters:
 // ?1 now, ?2 lease_until, ?3 max jobs, ?4.. the queue names. It reserves up
-// to ?3 due pending jobs, highest priority then lowest ID first, counting
-// the attempt and raising the claim token, and returns them (claimColumns,
-// in no particular order).
+// to ?3 due pending jobs in claim order (highest priority, then earliest
+// available_at, then lowest ID), counting the attempt and raising the claim
+// token, and returns them (claimColumns, in no particular order).
 //
 // The limit is written "?3 + 0" because SQLite re-prepares a statement
 // whose bound LIMIT value changed (it feeds the planner), and the claimer's
@@ -103,6 +103,9 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 // With one queue the subquery walks jobs_claim in order and stops at the
 // limit. With several, each queue's arm is limited on its own index range
 // before the arms are merged, so a claim never sorts a whole backlog.
+// Within a priority the index holds the due jobs first (available_at
+// ascending), so the walk reaches the jobs scheduled for later only once
+// it has taken every due job of that priority.
 func claimSQL(n int) string {
 	var sb strings.Builder
 	sb.WriteString(`UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
@@ -111,20 +114,20 @@ WHERE id IN (`)
 	if n == 1 {
 		sb.WriteString(`SELECT id FROM jobs
 	WHERE status = 'pending' AND queue = ?4 AND available_at <= ?1
-	ORDER BY priority DESC, id LIMIT ?3 + 0`)
+	ORDER BY priority DESC, available_at, id LIMIT ?3 + 0`)
 	} else {
 		sb.WriteString(`SELECT id FROM (`)
 		for i := range n {
 			if i > 0 {
 				sb.WriteString("\n\tUNION ALL ")
 			}
-			sb.WriteString(`SELECT id, priority FROM (SELECT id, priority FROM jobs
+			sb.WriteString(`SELECT id, priority, available_at FROM (SELECT id, priority, available_at FROM jobs
 		WHERE status = 'pending' AND queue = ?`)
 			sb.WriteString(strconv.Itoa(4 + i))
 			sb.WriteString(` AND available_at <= ?1
-		ORDER BY priority DESC, id LIMIT ?3 + 0)`)
+		ORDER BY priority DESC, available_at, id LIMIT ?3 + 0)`)
 		}
-		sb.WriteString("\n\tORDER BY priority DESC, id LIMIT ?3 + 0)")
+		sb.WriteString("\n\tORDER BY priority DESC, available_at, id LIMIT ?3 + 0)")
 	}
 	sb.WriteString(`)
 RETURNING ` + claimColumns)

@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"testing"
@@ -218,15 +217,7 @@ func claimOrderOf(t *testing.T, b backend.Backend, ids ...int64) []int64 {
 	for i, id := range ids {
 		rows[i] = get(t, b, id)
 	}
-	slices.SortFunc(rows, func(x, y *backend.JobRow) int {
-		if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
-			return c
-		}
-		if c := x.AvailableAt.Compare(y.AvailableAt); c != 0 {
-			return c
-		}
-		return cmp.Compare(x.ID, y.ID)
-	})
+	backend.SortClaimOrder(rows)
 	out := make([]int64, len(rows))
 	for i, r := range rows {
 		out[i] = r.ID

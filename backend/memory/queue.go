@@ -28,15 +28,7 @@ func newQueue() *queue {
 // due first (AvailableAt, so a retried or released job waits behind the
 // jobs that were due before it came back, whatever its ID), then older.
 // A job's AvailableAt does not change while it is in the ready heap.
-func claimsBefore(a, b *backend.JobRow) bool {
-	if a.Priority != b.Priority {
-		return a.Priority > b.Priority
-	}
-	if !a.AvailableAt.Equal(b.AvailableAt) {
-		return a.AvailableAt.Before(b.AvailableAt)
-	}
-	return a.ID < b.ID
-}
+func claimsBefore(a, b *backend.JobRow) bool { return backend.CompareClaimOrder(a, b) < 0 }
 
 func dueBefore(a, b *backend.JobRow) bool {
 	if !a.AvailableAt.Equal(b.AvailableAt) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,15 +56,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		jobs = more
 	}
 	// RETURNING yields rows in no defined order: put them in claim order.
-	sort.Slice(jobs, func(i, j int) bool {
-		if jobs[i].Priority != jobs[j].Priority {
-			return jobs[i].Priority > jobs[j].Priority
-		}
-		if !jobs[i].AvailableAt.Equal(jobs[j].AvailableAt) {
-			return jobs[i].AvailableAt.Before(jobs[j].AvailableAt)
-		}
-		return jobs[i].ID < jobs[j].ID
-	})
+	backend.SortClaimOrder(jobs)
 	return jobs, nil
 }
 

@@ -152,15 +152,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 	}
 	if len(rows) > 0 {
 		if len(shares) > 1 {
-			slices.SortFunc(rows, func(x, y *backend.JobRow) int {
-				if c := cmp.Compare(y.Priority, x.Priority); c != 0 {
-					return c
-				}
-				if c := x.AvailableAt.Compare(y.AvailableAt); c != 0 {
-					return c
-				}
-				return cmp.Compare(x.ID, y.ID)
-			})
+			backend.SortClaimOrder(rows)
 		}
 		return rows, first
 	}

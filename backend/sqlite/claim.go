@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -79,15 +78,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		}
 	}
 	// RETURNING yields rows in no defined order: put them in claim order.
-	sort.Slice(jobs, func(i, k int) bool {
-		if jobs[i].Priority != jobs[k].Priority {
-			return jobs[i].Priority > jobs[k].Priority
-		}
-		if !jobs[i].AvailableAt.Equal(jobs[k].AvailableAt) {
-			return jobs[i].AvailableAt.Before(jobs[k].AvailableAt)
-		}
-		return jobs[i].ID < jobs[k].ID
-	})
+	backend.SortClaimOrder(jobs)
 	return jobs, nil
 }
 

@@ -58,8 +58,11 @@ func runCancelChild() int {
 		say("stopped %d %d %s", j.ID, j.Attempt, cause)
 		return nil
 	})
+	// An hour's lease puts the refused heartbeat, the fallback that
+	// would also tell a handler of its cancel, 20 minutes after each
+	// claim: every cancel the test sees came through the poll.
 	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
-		Concurrency: 4, PollInterval: 20 * time.Millisecond, Logger: quietLog,
+		Concurrency: 4, PollInterval: 20 * time.Millisecond, Logger: quietLog, Lease: time.Hour,
 		Retry: jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond},
 	})
 	if err != nil {
@@ -143,7 +146,7 @@ func testProcessCancel(t *testing.T, db string) {
 
 	wait := func(prefix string) cancelLine {
 		t.Helper()
-		timeout := time.After(20 * time.Second)
+		timeout := time.After(settle)
 		for {
 			select {
 			case l := <-lines:
@@ -182,7 +185,7 @@ func testProcessCancel(t *testing.T, db string) {
 		delays = append(delays, l.at.Sub(at))
 	}
 	// Every job ends cancelled, none retried nor failed.
-	eventually(t, 10*time.Second, "the jobs to end cancelled", func() bool {
+	eventually(t, settle, "the jobs to end cancelled", func() bool {
 		fs, err := ins.FinishedPage(ctx, jobq.StateCancelled, jobq.JobFilter{}, 100, 0)
 		return err == nil && len(fs) == jobs
 	})
@@ -207,11 +210,13 @@ func testProcessCancel(t *testing.T, db string) {
 	slices.Sort(delays)
 	t.Logf("%s: cancel to handler's context, %d jobs in another process: min %s, median %s, max %s",
 		strings.SplitN(db, ":", 2)[0], jobs, delays[0].Round(time.Millisecond), delays[len(delays)/2].Round(time.Millisecond), delays[len(delays)-1].Round(time.Millisecond))
-	// The children keep the default lease (30 s), so their refused
-	// heartbeat, the fallback, comes every 10 s: a cancel within 2 s came
-	// through the poll (every 250 ms). 1 s was once exceeded (1.02 s)
-	// under the race detector on a loaded 2-core machine.
-	if max := delays[len(delays)-1]; max > 2*time.Second {
-		t.Fatalf("slowest cancel took %s to reach its handler, want within 2s (all: %v)", max, delays)
+	// The children's refused heartbeat, the fallback, comes 20 minutes
+	// after a claim (an hour's lease), so every cancel seen here came
+	// through the poll (every 250 ms) whatever it took: the bound only
+	// catches a poll that stalls. It was 1 s, exceeded once (1.02 s) under
+	// the race detector on a loaded 2-core machine, then 2 s, which a
+	// child starved for a moment by a CPU hog can exceed as well.
+	if max := delays[len(delays)-1]; max > 30*time.Second {
+		t.Fatalf("slowest cancel took %s to reach its handler, want within 30s (all: %v)", max, delays)
 	}
 }

@@ -40,6 +40,12 @@ func TestCancelRunningJob(t *testing.T) {
 			var events []jobq.EventKind
 			evCh := make(chan jobq.EventKind, 10)
 			cfg := fastConfig()
+			// The heartbeat's refusal, the fallback, is an hour's third
+			// away, so the cancel can reach the handler only through the
+			// poll (every 250ms): the wait below needs no tight bound to
+			// show that (it was "within a second", which a loaded machine
+			// can miss), and the lease cannot run out meanwhile.
+			cfg.Lease = time.Hour
 			cfg.Hooks = []jobq.WorkerHooks{{Finished: func(e jobq.Event) { evCh <- e.Kind }}}
 			id, err := mustClient(t, b, jobq.ClientConfig{}).Enqueue(context.Background(), "long", nil, jobq.MaxAttempts(5))
 			if err != nil {
@@ -48,7 +54,6 @@ func TestCancelRunningJob(t *testing.T) {
 			startWorker(t, b, reg, cfg)
 			<-started
 			ins := jobq.NewInspector(b)
-			at := time.Now()
 			res, err := ins.Cancel(context.Background(), id)
 			if err != nil || len(res) != 1 || res[0].Outcome != jobq.CancelRequested {
 				t.Fatalf("Cancel = %+v, %v; want requested", res, err)
@@ -58,14 +63,11 @@ func TestCancelRunningJob(t *testing.T) {
 				if !errors.Is(c, jobq.ErrJobCancelled) {
 					t.Fatalf("handler's context cause = %v, want ErrJobCancelled", c)
 				}
-				if d := time.Since(at); d > time.Second {
-					t.Fatalf("cancel reached the handler after %s, want within a second", d)
-				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(settle):
 				t.Fatal("handler's context was not cancelled")
 			}
 			events = append(events, <-evCh)
-			eventually(t, 5*time.Second, "the job to end", func() bool { return jobGone(b, id) })
+			eventually(t, settle, "the job to end", func() bool { return jobGone(b, id) })
 			fs, err := ins.FinishedPage(context.Background(), jobq.StateCancelled, jobq.JobFilter{}, 0, 0)
 			if err != nil || len(fs) != 1 || fs[0].ID != id || fs[0].Attempts != 1 {
 				t.Fatalf("cancelled jobs = %+v, %v; want job %d after 1 attempt", fs, err, id)
@@ -115,10 +117,10 @@ func TestCancelThroughHeartbeat(t *testing.T) {
 		if !errors.Is(c, jobq.ErrJobCancelled) {
 			t.Fatalf("cause = %v, want ErrJobCancelled", c)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(settle): // a failure deadline: heartbeats come every 100ms
 		t.Fatal("the heartbeat did not tell the handler")
 	}
-	eventually(t, 5*time.Second, "the job to end", func() bool { return jobGone(b, id) })
+	eventually(t, settle, "the job to end", func() bool { return jobGone(b, id) })
 	if len(failedJobs(t, b)) != 0 {
 		t.Fatal("a cancelled job failed")
 	}
@@ -168,7 +170,7 @@ func TestRetention(t *testing.T) {
 		cfg := fastConfig()
 		cfg.Retention = ret
 		startWorker(t, b, reg, cfg)
-		eventually(t, 5*time.Second, "the jobs to finish", func() bool {
+		eventually(t, settle, "the jobs to finish", func() bool {
 			s, _ := b.QueueStats(context.Background())
 			return len(s) == 0 || (s[0].Pending == 0 && s[0].Reserved == 0)
 		})
@@ -194,12 +196,12 @@ func TestRetention(t *testing.T) {
 		_, ins := run(t, jobq.Retention{Completed: 300 * time.Millisecond, PruneInterval: 50 * time.Millisecond}, 5, "ok")
 		// All 5 may be pruned already on a slow machine; kept for at
 		// least the retention, then gone.
-		eventually(t, 5*time.Second, "the completed jobs to be pruned", func() bool { return completed(t, ins) == 0 })
+		eventually(t, settle, "the completed jobs to be pruned", func() bool { return completed(t, ins) == 0 })
 	})
 	t.Run("on keeps for the retention", func(t *testing.T) {
 		t.Parallel()
 		_, ins := run(t, jobq.Retention{Completed: time.Hour, PruneInterval: 50 * time.Millisecond}, 5, "ok")
-		eventually(t, 5*time.Second, "5 completed jobs", func() bool { return completed(t, ins) == 5 })
+		eventually(t, settle, "5 completed jobs", func() bool { return completed(t, ins) == 5 })
 		time.Sleep(200 * time.Millisecond)
 		if n := completed(t, ins); n != 5 {
 			t.Fatalf("kept %d completed jobs after some prunes, want 5", n)
@@ -208,7 +210,7 @@ func TestRetention(t *testing.T) {
 	t.Run("failed cap", func(t *testing.T) {
 		t.Parallel()
 		b, _ := run(t, jobq.Retention{FailedMaxCount: 2, PruneInterval: 50 * time.Millisecond}, 6, "bad")
-		eventually(t, 5*time.Second, "the failed jobs to be capped at 2", func() bool { return len(failedJobs(t, b)) == 2 })
+		eventually(t, settle, "the failed jobs to be capped at 2", func() bool { return len(failedJobs(t, b)) == 2 })
 		f := failedJobs(t, b)
 		// The memory backend numbers failed rows 1, 2, … as jobs fail.
 		if f[0].ID != 6 || f[1].ID != 5 {

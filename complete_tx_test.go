@@ -68,7 +68,7 @@ func TestCompleteTx(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	eventually(t, 10*time.Second, "the job to be completed", func() bool { return jobGone(b, id) })
+	eventually(t, settle, "the job to be completed", func() bool { return jobGone(b, id) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -91,7 +91,13 @@ func TestCompleteTx(t *testing.T) {
 func TestCompleteTxRollbackKeepsLease(t *testing.T) {
 	t.Parallel()
 	b, db := ledgerStore(t)
-	const lease = 400 * time.Millisecond
+	// The lease was 400ms: a heartbeat (every third of it) late by more
+	// than 267ms, which a loaded machine can make, let the job be rescued
+	// while the handler still ran, and the test failed for the machine.
+	// 3s tolerates a heartbeat 2s late; the handler waits for the event
+	// that matters (its first lease over, the job still its own) rather
+	// than for a multiple of the lease.
+	const lease = 3 * time.Second
 	write := func(ctx context.Context, j *jobq.Job, commit bool) error {
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -114,15 +120,38 @@ func TestCompleteTxRollbackKeepsLease(t *testing.T) {
 	result := make(chan error, 2)
 	reg.HandleFunc("post", func(ctx context.Context, j *jobq.Job) error {
 		runs.Add(1)
-		err := write(ctx, j, false)
+		first, err := b.JobGet(ctx, j.ID)
+		if err != nil {
+			result <- err
+			return err
+		}
+		err = write(ctx, j, false)
 		if err == nil {
 			// Retry the transaction after more than a lease, as a
-			// handler backing off from a conflict would.
-			select {
-			case <-ctx.Done():
-				err = context.Cause(ctx)
-			case <-time.After(3 * lease):
-				err = write(ctx, j, true)
+			// handler backing off from a conflict would: once the lease
+			// the job had when the handler started has run out and the
+			// job is still reserved on attempt 1, under a lease the
+			// heartbeat extended past it. With no heartbeat that moment
+			// never comes (the sweep takes the job back), and the
+			// handler gives up after settle.
+			err = errors.New("the job was not held past its first lease")
+			deadline := time.After(settle)
+		wait:
+			for {
+				row, gerr := b.JobGet(ctx, j.ID)
+				if gerr == nil && row.Status == backend.StatusReserved && row.Attempts == 1 &&
+					row.LeaseUntil.After(first.LeaseUntil) && time.Now().After(first.LeaseUntil) {
+					err = write(ctx, j, true)
+					break
+				}
+				select {
+				case <-ctx.Done():
+					err = context.Cause(ctx)
+					break wait
+				case <-deadline:
+					break wait
+				case <-time.After(10 * time.Millisecond):
+				}
 			}
 		}
 		result <- err
@@ -141,10 +170,10 @@ func TestCompleteTxRollbackKeepsLease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the handler's second transaction: %v; want it to complete the job it still holds", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(2 * settle): // the handler's own wait is bounded by settle
 		t.Fatal("the handler did not finish")
 	}
-	eventually(t, 5*time.Second, "the job to be completed", func() bool { return jobGone(b, id) })
+	eventually(t, settle, "the job to be completed", func() bool { return jobGone(b, id) })
 	stop()
 	var rows int
 	if err := db.QueryRow(`SELECT count(*) FROM ledger WHERE job_id = ?`, id).Scan(&rows); err != nil || rows != 1 {

@@ -90,6 +90,14 @@ func startWorker(t *testing.T, b backend.Backend, reg *jobq.Registry, cfg jobq.W
 	return stop
 }
 
+// settle is the failure deadline of a wait for an event that takes
+// milliseconds on a quiet machine (a job to end, a row to appear, a hook
+// to fire). It is no bound on how fast the event comes, so it is
+// generous: under -race, -cpu 1 and a CPU hog such events can take
+// seconds, and a 5s deadline made the suite fail for a busy machine
+// rather than a bug (issue 27).
+const settle = time.Minute
+
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()

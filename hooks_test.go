@@ -172,7 +172,7 @@ func TestWrittenLateCancel(t *testing.T) {
 		t.Fatalf("cancel: %+v, %v; want requested", res, err)
 	}
 	close(release)
-	eventually(t, 5*time.Second, "the outcome written", func() bool {
+	eventually(t, settle, "the outcome written", func() bool {
 		log.mu.Lock()
 		defer log.mu.Unlock()
 		return len(log.written) == 1

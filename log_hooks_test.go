@@ -64,7 +64,7 @@ func TestOutcomeLogs(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
 	stop := startWorker(t, b, reg, cfg)
-	eventually(t, 5*time.Second, "4 attempts and 2 rescues", func() bool {
+	eventually(t, settle, "4 attempts and 2 rescues", func() bool {
 		return written.Load() == 4 && strings.Count(buf.String(), "lease expired") == 2
 	})
 	stop()
@@ -179,7 +179,7 @@ func TestErrorTextCutMasked(t *testing.T) {
 	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
 	stop := startWorker(t, b, reg, cfg)
-	eventually(t, 5*time.Second, "both attempts", func() bool { return written.Load() == 2 })
+	eventually(t, settle, "both attempts", func() bool { return written.Load() == 2 })
 	stop()
 
 	failed, err := jobq.NewInspector(b).FailedPage(t.Context(), jobq.FailedFilter{}, 10, 0)

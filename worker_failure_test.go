@@ -408,14 +408,14 @@ func TestWorkerHandlerGoexit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- w.Run(ctx) }()
-	eventually(t, 10*time.Second, "both jobs to be done", func() bool { return jobGone(b, first) && jobGone(b, second) })
+	eventually(t, settle, "both jobs to be done", func() bool { return jobGone(b, first) && jobGone(b, second) })
 	cancel()
 	select {
 	case err := <-ran:
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(settle):
 		t.Fatal("Run did not return: the slot of the handler that called Goexit was never freed")
 	}
 	if got, _ := lastErr.Load().(string); exits.Load() != 1 || !strings.Contains(got, "runtime.Goexit") {

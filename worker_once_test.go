@@ -131,7 +131,7 @@ func TestRunOneRefusedWhileRunning(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
-	eventually(t, 5*time.Second, "RunOne to be refused", func() bool {
+	eventually(t, settle, "RunOne to be refused", func() bool {
 		_, _, err := w.RunOne(context.Background())
 		return err != nil
 	})

@@ -30,7 +30,7 @@ func TestWorkerExactAttempts(t *testing.T) {
 			t.Fatal(err)
 		}
 		stop := startWorker(t, b, reg, fastConfig())
-		eventually(t, 5*time.Second, "the job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
+		eventually(t, settle, "the job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
 		stop()
 		if got := runs.Load(); got != 3 {
 			t.Fatalf("handler ran %d times, want 3", got)
@@ -68,7 +68,7 @@ func TestWorkerExactAttempts(t *testing.T) {
 		if a := <-done; a != 2 {
 			t.Fatalf("succeeded on attempt %d, want 2", a)
 		}
-		eventually(t, 5*time.Second, "the job to be deleted", func() bool { return jobGone(b, id) })
+		eventually(t, settle, "the job to be deleted", func() bool { return jobGone(b, id) })
 		if runs.Load() != 2 || len(failedJobs(t, b)) != 0 {
 			t.Fatalf("runs = %d, failed = %d; want 2 runs and no failed job", runs.Load(), len(failedJobs(t, b)))
 		}
@@ -109,7 +109,7 @@ func TestWorkerFailureKinds(t *testing.T) {
 				t.Fatal(err)
 			}
 			stop := startWorker(t, b, reg, fastConfig())
-			eventually(t, 5*time.Second, "the job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
+			eventually(t, settle, "the job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
 			stop()
 			f := failedJobs(t, b)[0]
 			if f.JobID != id || !strings.Contains(f.Error, tc.wantErr) || runs.Load() != tc.wantRuns {
@@ -147,7 +147,7 @@ func TestWorkerBackoff(t *testing.T) {
 			t.Fatalf("attempt %d ran as attempt %d", n, got)
 		}
 		var row *backend.JobRow
-		eventually(t, 5*time.Second, "the retry to be scheduled", func() bool {
+		eventually(t, settle, "the retry to be scheduled", func() bool {
 			row, err = b.JobGet(context.Background(), id)
 			return err == nil && row.Status == backend.StatusPending && row.Attempts == n
 		})
@@ -165,7 +165,7 @@ func TestWorkerBackoff(t *testing.T) {
 		clock.Advance(gap)
 	}
 	<-attempts
-	eventually(t, 5*time.Second, "the last attempt to fail the job", func() bool { return len(failedJobs(t, b)) == 1 })
+	eventually(t, settle, "the last attempt to fail the job", func() bool { return len(failedJobs(t, b)) == 1 })
 }
 
 func TestWorkerRetryAfter(t *testing.T) {
@@ -181,7 +181,7 @@ func TestWorkerRetryAfter(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, b, reg, fastConfig())
-	eventually(t, 5*time.Second, "the retry to be scheduled", func() bool {
+	eventually(t, settle, "the retry to be scheduled", func() bool {
 		row, err := b.JobGet(context.Background(), id)
 		return err == nil && row.Attempts == 1 && row.Status == backend.StatusPending
 	})
@@ -206,7 +206,7 @@ func TestWorkerJobTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	startWorker(t, b, reg, fastConfig())
-	eventually(t, 5*time.Second, "the timed-out job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
+	eventually(t, settle, "the timed-out job to fail", func() bool { return len(failedJobs(t, b)) == 1 })
 	if e := failedJobs(t, b)[0].Error; !strings.Contains(e, "deadline exceeded") {
 		t.Fatalf("error %q, want a deadline", e)
 	}
@@ -315,7 +315,7 @@ func TestWorkerConcurrencyBound(t *testing.T) {
 	cfg := fastConfig()
 	cfg.Concurrency = 7
 	stop := startWorker(t, b, reg, cfg)
-	eventually(t, 10*time.Second, "all jobs to finish", func() bool {
+	eventually(t, settle, "all jobs to finish", func() bool {
 		s, _ := b.QueueStats(context.Background())
 		return len(s) == 0
 	})

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -114,6 +116,11 @@ func TestServeSlowBody(t *testing.T) {
 	_ = conn.SetReadDeadline(time.Now().Add(90 * time.Second))
 	_, err = io.Copy(io.Discard, conn) // until the server closes it
 	took := time.Since(start)
+	// A close with our unread bytes in the server's buffer arrives as a
+	// reset: cut off all the same. Only the read deadline means still open.
+	if errors.Is(err, syscall.ECONNRESET) {
+		err = nil
+	}
 	if err != nil || took > 60*time.Second {
 		t.Fatalf("slow body: connection still open after %s (%v), want it closed at the 2 s read timeout", took.Round(time.Millisecond), err)
 	}

@@ -328,17 +328,7 @@ func TestNoHandlerIsNotWired(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(failedJobs(t, b)) == 0 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond) // a real worker runs on its own time
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		runUntil(t, w, func() bool { return len(failedJobs(t, b)) > 0 })
 		if n := len(failedJobs(t, b)); n != 1 {
 			t.Fatalf("%d failed jobs, want the one without a handler", n)
 		}

@@ -126,3 +126,21 @@ func capture(t *testing.T, fn func(tb testing.TB)) string {
 	defer f.mu.Unlock()
 	return strings.Join(f.errors, "\n")
 }
+
+// runUntil runs w, as a real worker runs on its own time, until done
+// holds (or a minute passes: the caller's assertions then say what is
+// missing), then stops it.
+func runUntil(t *testing.T, w *jobq.Worker, done func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx) }()
+	deadline := time.Now().Add(time.Minute)
+	for !done() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+}

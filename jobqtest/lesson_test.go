@@ -83,17 +83,7 @@ func TestRealWorkerHooks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- w.Run(ctx) }()
-		deadline := time.Now().Add(10 * time.Second)
-		for rec.Classify("thumbnail") != jobqtest.Ran && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond) // a real worker runs on its own time
-		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
+		runUntil(t, w, func() bool { return rec.Classify("thumbnail") == jobqtest.Ran })
 		rec.AssertClass(t, "thumbnail", jobqtest.Ran)
 		if !thumbs.Exists("cat.png") {
 			t.Fatal("worker ran the type but no thumbnail exists")

@@ -52,7 +52,7 @@ func fastConfig() jobq.WorkerConfig {
 		Concurrency:     4,
 		PollInterval:    5 * time.Millisecond,
 		Retry:           jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond, NoJitter: true},
-		Lease:           5 * time.Second,
+		Lease:           30 * time.Second, // long: a loaded machine must not lose a claim; tests of rescue set their own
 		SweepInterval:   50 * time.Millisecond,
 		ShutdownTimeout: 5 * time.Second,
 		Logger:          quietLog,

@@ -194,7 +194,7 @@ func TestOpenUnavailable(t *testing.T) {
 	if strings.Contains(err.Error(), "s3cret-pw") {
 		t.Fatalf("error shows the password: %v", err)
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 30*time.Second {
 		t.Fatalf("Open of a stopped server took %s", took)
 	}
 }
@@ -244,7 +244,7 @@ func TestServerRestart(t *testing.T) {
 	}
 	srv.Start()
 	var err error
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		// A batch over two queues runs as a pipeline of scripts.
 		_, err = b.JobInsertMany(t.Context(), []backend.InsertParams{
@@ -287,13 +287,14 @@ func TestServerPaused(t *testing.T) {
 	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), "did not answer within 1s") {
 		t.Fatalf("insert into a paused server: %v; want ErrUnavailable saying it did not answer within 1s", err)
 	}
-	if took < timeout || took > 3*timeout {
+	// The upper side allows for a loaded machine; the lower side is the point.
+	if took < timeout || took > 10*timeout {
 		t.Fatalf("insert into a paused server failed after %s; want about the call timeout, %s", took, timeout)
 	}
 	srv.Resume()
 	paused = false
 	var n int
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
 		if err == nil {

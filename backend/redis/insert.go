@@ -397,9 +397,11 @@ func (b *Backend) mintIDs(ctx context.Context, groups []*insertGroup, n int) err
 			}
 			calls[i] = &evalCall{s: scriptMint, keys: []string{g.q.meta}, args: []any{count, least}}
 		}
+		start := time.Now()
 		if err := b.c.evalAll(ctx, calls, false); err != nil {
 			return err
 		}
+		took := time.Since(start)
 		firsts := make([]int64, len(groups))
 		agreed := true
 		for i := range groups {
@@ -430,7 +432,11 @@ func (b *Backend) mintIDs(ctx context.Context, groups []*insertGroup, n int) err
 		if try == 8 {
 			return fmt.Errorf("%w: the queues of a batch did not agree on its IDs after %d rounds", backend.ErrUnavailable, try+1)
 		}
-		// Past every queue's last ID, with room for a round trip.
-		least = slices.Max(firsts) + int64(n) + int64(time.Millisecond/time.Microsecond)<<try
+		// Past every queue's last ID, with room for a round trip: twice
+		// the last one's time (a loaded machine makes it long, and a
+		// proposal the clocks pass before it lands cannot agree), at
+		// least a millisecond, doubling each round.
+		room := max(2*took, time.Millisecond)
+		least = slices.Max(firsts) + int64(n) + int64(room/time.Microsecond)<<try
 	}
 }

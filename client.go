@@ -153,7 +153,9 @@ func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any,
 // job stays reserved until its lease expires and runs again. It returns
 // ErrNotFound when the
 // job's lease was lost (roll back then), and ErrNotSupported on backends
-// without it.
+// without it. A workflow task completed this way succeeds with no result:
+// one SetResult recorded is dropped, so a task whose dependants read its
+// result should let the worker complete it.
 func CompleteTx(ctx context.Context, tx any) error {
 	jc, ok := ctx.Value(jobCtxKey{}).(*jobCtx)
 	if !ok {
@@ -237,6 +239,13 @@ func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertPa
 // the BeforeEnqueue hooks left it. On error the params still name the
 // job's queue, type and metadata, for the AfterEnqueue hooks.
 func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend.InsertParams, error) {
+	ctx, p, _, err := c.jobParam(ctx, j, false)
+	return ctx, p, err
+}
+
+// jobParam is param for a plain job (task false: dependency options are
+// refused) or a workflow task (task true: they are returned).
+func (c *Client) jobParam(ctx context.Context, j JobSpec, task bool) (context.Context, backend.InsertParams, []backend.Dep, error) {
 	if j.Type == "" {
 		j.Type, _ = kindOfValue(j.Payload) // a payload that names its type
 	}
@@ -247,23 +256,26 @@ func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend
 	ctx, err := c.beforeEnqueue(ctx, j.Type, &o)
 	named := backend.InsertParams{Queue: o.queue, Type: j.Type, Metadata: o.metadata}
 	if err != nil {
-		return ctx, named, err
+		return ctx, named, nil, err
+	}
+	if o.hasDeps && !task {
+		return ctx, named, nil, &backend.InputError{Field: "options", Reason: "After and AfterEnded are for workflow tasks: add the job to a jobq.Workflow"}
 	}
 	if msg := kindMismatch(j.Type, j.Payload); msg != "" {
-		return ctx, named, &backend.InputError{Field: "type", Reason: msg}
+		return ctx, named, nil, &backend.InputError{Field: "type", Reason: msg}
 	}
 	payload, err := marshalPayload(j.Payload)
 	if err != nil {
-		return ctx, named, err
+		return ctx, named, nil, err
 	}
 	if len(payload) > c.cfg.MaxPayloadBytes {
-		return ctx, named, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
+		return ctx, named, nil, &backend.InputError{Field: "payload", Reason: fmt.Sprintf("%d bytes is over the %d-byte limit (ClientConfig.MaxPayloadBytes)", len(payload), c.cfg.MaxPayloadBytes)}
 	}
 	if c.cfg.Registry != nil {
 		if h, ok := c.cfg.Registry.lookup(j.Type); ok && h.opts.MaxAttempts > 0 {
 			if o.maxAttempts != 0 && o.maxAttempts != h.opts.MaxAttempts {
 				// Workers apply the type's limit: this one would be ignored.
-				return ctx, named, &backend.InputError{Field: "max attempts", Reason: fmt.Sprintf("%d contradicts the %d that type %q declares (HandlerOptions.MaxAttempts), which workers apply to every job of it", o.maxAttempts, h.opts.MaxAttempts, j.Type)}
+				return ctx, named, nil, &backend.InputError{Field: "max attempts", Reason: fmt.Sprintf("%d contradicts the %d that type %q declares (HandlerOptions.MaxAttempts), which workers apply to every job of it", o.maxAttempts, h.opts.MaxAttempts, j.Type)}
 			}
 			o.maxAttempts = h.opts.MaxAttempts
 		}
@@ -276,7 +288,7 @@ func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
 		Metadata: o.metadata,
 	}
-	return ctx, p, backend.ValidateInsert(p)
+	return ctx, p, o.deps, backend.ValidateInsert(p)
 }
 
 // beforeEnqueue lets the BeforeEnqueue hooks see the job, add to its

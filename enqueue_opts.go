@@ -1,6 +1,10 @@
 package jobq
 
-import "time"
+import (
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
 
 // EnqueueOption adjusts one Enqueue call.
 type EnqueueOption func(*enqueueOptions)
@@ -13,6 +17,12 @@ type enqueueOptions struct {
 	runAt       time.Time
 	uniqueKey   string
 	metadata    map[string]string
+	// deps are a workflow task's dependencies (After, AfterEnded);
+	// hasDeps is set by either option, even naming no task, so a plain
+	// enqueue that was given one is refused rather than silently run
+	// without waiting.
+	deps    []backend.Dep
+	hasDeps bool
 }
 
 // Queue puts the job on the named queue. Defaults to "default". Names are 1
@@ -59,5 +69,30 @@ func Metadata(m map[string]string) EnqueueOption {
 		for k, v := range m {
 			o.metadata[k] = v
 		}
+	}
+}
+
+// After makes a workflow task wait until the named tasks of the same
+// workflow have succeeded; if one of them fails or is cancelled, this task
+// is cancelled without running (and so are the tasks that wait on it with
+// After), since its input will never exist. Use it for tasks that consume
+// their dependencies' results. It applies only to jobs added to a
+// Workflow: Enqueue and its siblings refuse it.
+func After(names ...string) EnqueueOption {
+	return func(o *enqueueOptions) { o.addDeps(backend.DepCancel, names) }
+}
+
+// AfterEnded makes a workflow task wait until the named tasks have ended,
+// however they ended, and run then: for clean-up, reports and joins that
+// must hear of every branch, failed ones included (Dependencies tells the
+// handler how each ended). It applies only to jobs added to a Workflow.
+func AfterEnded(names ...string) EnqueueOption {
+	return func(o *enqueueOptions) { o.addDeps(backend.DepContinue, names) }
+}
+
+func (o *enqueueOptions) addDeps(policy backend.DepPolicy, names []string) {
+	o.hasDeps = true
+	for _, n := range names {
+		o.deps = append(o.deps, backend.Dep{Task: n, Policy: policy})
 	}
 }

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +56,14 @@ type jobCtx struct {
 	// completedInTx is set once CompleteTx deleted the job inside the
 	// handler's transaction; the worker then writes no outcome of its own.
 	completedInTx atomic.Bool
+	// result is what SetResult recorded last (nil: none); the worker
+	// sends it with the attempt's done outcome only (attachResult).
+	result atomic.Pointer[[]byte]
+	// deps are the task's dependency outcomes once read (depsRead), kept
+	// for the attempt so a fan-in reads them from the backend once.
+	depsMu   sync.Mutex
+	deps     []backend.TaskOutcome
+	depsRead bool
 }
 
 // JobFromContext returns the job a handler's context belongs to, for typed

@@ -47,6 +47,10 @@ type Retention struct {
 // defaultCancelledRetention is how long cancelled jobs are kept by default.
 const defaultCancelledRetention = 24 * time.Hour
 
+// defaultWorkflowRetention is how long ended workflows are kept by default
+// (WorkerConfig.WorkflowRetention).
+const defaultWorkflowRetention = 7 * 24 * time.Hour
+
 // withDefaults checks r and fills its defaults.
 func (r Retention) withDefaults() (Retention, error) {
 	for _, d := range []struct {
@@ -75,7 +79,9 @@ func (r Retention) asked() bool {
 	return r.Completed > 0 || r.FailedMaxAge > 0 || r.FailedMaxCount > 0
 }
 
-// pruner returns the worker's prune loop, nil when b keeps nothing.
+// pruner returns the worker's prune loop, nil when b keeps nothing. It
+// prunes ended workflows too when b runs them (every backend that does
+// keeps finished jobs, so has the prune turn).
 func (w *Worker) pruner() *runner.Pruner {
 	ret, ok := backend.As[backend.Retainer](w.b)
 	if !ok {
@@ -86,6 +92,7 @@ func (w *Worker) pruner() *runner.Pruner {
 		Interval: r.PruneInterval, Holder: pruneHolder(),
 		Completed: r.Completed, Cancelled: r.Cancelled,
 		FailedMaxAge: r.FailedMaxAge, FailedMaxCount: r.FailedMaxCount,
+		Workflows: max(0, w.cfg.WorkflowRetention),
 	}, w.log)
 }
 

@@ -49,6 +49,15 @@ type WorkerConfig struct {
 	// waits after a claim that found several jobs but not a full batch, so
 	// the next claim carries more. Defaults to 2ms; negative disables it.
 	ClaimCooldown time.Duration
+	// WorkflowRetention is how long workflows that succeeded or were
+	// cancelled are kept, with their tasks and results, before the prune
+	// loop (see Retention: one worker at a time, every PruneInterval)
+	// deletes them: long enough to inspect a finished run, short enough
+	// that the workflow tables do not grow forever. Failed workflows are
+	// never pruned (a failed task may still be replayed), nor running
+	// ones. Defaults to 7 days; negative keeps them forever. Only
+	// backends that run workflows (backend.Workflower) have any.
+	WorkflowRetention time.Duration
 	// ShutdownTimeout is how long in-flight jobs may run on after Run's
 	// context is cancelled before their contexts are cancelled and they are
 	// released back to pending. Defaults to 10s.
@@ -228,6 +237,9 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.ClaimCooldown == 0 {
 		c.ClaimCooldown = 2 * time.Millisecond
+	}
+	if c.WorkflowRetention == 0 {
+		c.WorkflowRetention = defaultWorkflowRetention
 	}
 	if c.CancelPollInterval == 0 {
 		c.CancelPollInterval = 250 * time.Millisecond
@@ -520,6 +532,7 @@ func (r *run) finish(ctx context.Context, c runner.Claimed, jc *jobCtx, err erro
 		item.Release = false
 		item.Outcome = backend.Outcome{Ref: ref, Kind: backend.OutcomeFail, Error: backend.CancelledError}
 	}
+	jc.attachResult(&item.Outcome)
 	ev.Duration = took
 	item.Job, item.Err, item.Took = job, err, took
 	// A job the handler completed in its own transaction is gone: writing

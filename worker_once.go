@@ -64,6 +64,7 @@ func (w *Worker) finishOne(ctx context.Context, jc *jobCtx, row *backend.JobRow,
 	job := jc.job
 	w.busy.Add(-1)
 	item, ev := w.decide(ctx, row, job, herr)
+	jc.attachResult(&item.Outcome)
 	ev.Duration = took
 	item.Job, item.Err, item.Took = job, herr, took
 	inTx := herr == nil && jc.completedInTx.Load()

@@ -46,6 +46,10 @@ func (s *server) apiRoutes() []apiRoute {
 		{"POST", "/api/v1/queues/{queue}/resume", ScopeAdmin, s.resumeQueue},
 		{"PUT", "/api/v1/queues/{queue}/limits", ScopeAdmin, s.setLimits},
 
+		{"GET", "/api/v1/workflows", ScopeRead, s.listWorkflows},
+		{"GET", "/api/v1/workflows/{id}", ScopeRead, s.getWorkflow},
+		{"POST", "/api/v1/workflows/{id}/cancel", ScopeAdmin, s.cancelWorkflow},
+
 		{"GET", "/api/v1/schedules", ScopeRead, s.listSchedules},
 		{"GET", "/api/v1/schedules/{name}", ScopeRead, s.getSchedule},
 	}

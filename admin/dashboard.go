@@ -82,6 +82,7 @@ func (s *server) newDashboard() *dashboard {
 	s.handle("POST /queues/{queue}/pause", ScopeAdmin, d.post(d.pause))
 	s.handle("POST /queues/{queue}/resume", ScopeAdmin, d.post(d.resume))
 	s.handle("POST /jobs/{id}/cancel", ScopeAdmin, d.post(d.cancel))
+	d.registerWorkflows()
 	return d
 }
 
@@ -128,7 +129,7 @@ func assetVersion() string {
 
 // pageNames are the templates under web/templates, each rendered inside
 // layout.html.
-var pageNames = []string{"overview", "queues", "jobs", "job", "failed", "failed_job", "schedules", "login", "message"}
+var pageNames = []string{"overview", "queues", "jobs", "job", "failed", "failed_job", "schedules", "workflows", "workflow", "login", "message"}
 
 // parsePages parses every page with the layout; a broken template is a
 // build defect, caught by any test that renders a page.

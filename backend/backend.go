@@ -263,6 +263,10 @@ type Outcome struct {
 	// UTF-8, NUL bytes and a megabyte of panic stack included (see
 	// PrepareOutcomes).
 	Error string
+	// Result (OutcomeDone only) is the JSON the handler recorded, at most
+	// MaxResultBytes: a workflow task's dependants read it (see
+	// Workflower). Backends ignore it for a job that is not a task's.
+	Result []byte
 	// Keep (OutcomeDone only) keeps the job among the finished jobs as
 	// completed instead of deleting it; only backends implementing
 	// Retainer honour it, the others delete the job as usual.
@@ -378,7 +382,9 @@ type FailedReplayParams struct {
 // ReplayResult counts a replay.
 type ReplayResult struct {
 	Replayed int
-	Skipped  int // left in failed_jobs: their unique key is held by a live job
+	// Skipped counts jobs left in failed_jobs: their unique key is held
+	// by a live job, or they are tasks of a workflow a user cancelled.
+	Skipped int
 	// ByType counts the replayed jobs per queue and type (their counts add
 	// up to Replayed), in no particular order, each queue and type once:
 	// what a replay by filter moved, for metrics.

@@ -270,6 +270,12 @@ func ValidateClaim(p ClaimParams) error {
 // ValidateOutcome checks one outcome: a known kind, and a retry delay that
 // is not negative.
 func ValidateOutcome(o Outcome) error {
+	if o.Result != nil && o.Kind != OutcomeDone {
+		return &InputError{Field: "result", Reason: "only a done outcome carries a result"}
+	}
+	if err := ValidateResult(o.Result); err != nil {
+		return err
+	}
 	switch o.Kind {
 	case OutcomeDone, OutcomeFail:
 	case OutcomeRetry:

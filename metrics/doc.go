@@ -45,10 +45,17 @@
 //	jobq_workers_capacity{queue}                     slots of this process's workers serving the queue
 //	jobq_queue_stats_up                              1 when the last depth read succeeded
 //	jobq_queue_stats_duration_seconds                how long the last depth read took
+//	jobq_workflows{state}                            workflows by state: running, succeeded, failed, cancelled
+//	jobq_workflow_tasks_waiting                      tasks of running workflows waiting for their dependencies
 //	jobq_build_info{version,goversion}               always 1
 //
-// The labels are only queue and type, never job IDs or payloads. The type
-// label is bounded by Options.MaxTypes (default 100): further types count
+// The workflow gauges come with the depth gauges (ObserveQueues) when
+// the backend runs workflows, read the same way (one
+// Inspector.WorkflowStats per scrape at most, cached), and are absent
+// otherwise.
+//
+// The labels are only queue, type and state, never job IDs or payloads.
+// The type label is bounded by Options.MaxTypes (default 100): further types count
 // under OverflowType. Every counter and histogram of a worker's queues and
 // its registry's types exists at zero from AddWorker on, and all the
 // counters of a queue and type are made together, so rates and ratios see

@@ -361,7 +361,10 @@ func (m *Metrics) AddWorker(w *jobq.Worker, reg *jobq.Registry) {
 // (jobq_queue_jobs, jobq_queue_oldest_due_timestamp_seconds), read with
 // one Inspector.Stats per scrape at most and cached for
 // Options.StatsCache. The queues named here, and those of added workers,
-// are exported at zero when they hold no job. Call it once.
+// are exported at zero when they hold no job. When the backend runs
+// workflows, it also exports their gauges (jobq_workflows,
+// jobq_workflow_tasks_waiting), read and cached the same way. Call it
+// once.
 func (m *Metrics) ObserveQueues(in *jobq.Inspector, queues ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -374,6 +377,10 @@ func (m *Metrics) ObserveQueues(in *jobq.Inspector, queues ...string) error {
 	d := newDepthCollector(in, m.opts, m.knownQueues)
 	if err := m.opts.Registry.Register(d); err != nil {
 		return fmt.Errorf("register jobq queue depth: %w", err)
+	}
+	if err := m.opts.Registry.Register(newWorkflowCollector(in, m.opts)); err != nil {
+		m.opts.Registry.Unregister(d)
+		return fmt.Errorf("register jobq workflow gauges: %w", err)
 	}
 	m.depth = d
 	return nil

@@ -67,6 +67,7 @@ func Run(t *testing.T, h Harness) {
 		{"Retention", testRetention},
 		{"Schedule", testSchedule},
 		{"Inserted", testInserted},
+		{"Workflow", testWorkflow},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

@@ -43,9 +43,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		case backend.OutcomeDone:
 			if o.Keep {
 				b.finishReserved(j, backend.FinishedCompleted, now)
-				continue
+			} else {
+				b.removeLive(j)
 			}
-			b.removeLive(j)
+			// A task's job that is done ends its task with its result
+			// (failed and cancelled ends are hooked in toFailed and keep).
+			b.taskJobEnded(j.ID, backend.TaskSucceeded, "", o.Result, now)
 		case backend.OutcomeRetry:
 			j.LastError = o.Error
 			b.unreserve(j, now.Add(o.RetryDelay), now)

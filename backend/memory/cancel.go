@@ -121,4 +121,10 @@ func (b *Backend) keep(j *backend.JobRow, state backend.FinishedState, now time.
 		CreatedAt:   j.CreatedAt,
 		FinishedAt:  now,
 	}
+	// Every job that ends cancelled passes here (JobCancel of a pending
+	// job, a cancelling job's holder reporting, the sweep): a task's job
+	// ends its task in the same critical section.
+	if state == backend.FinishedCancelled {
+		b.taskJobEnded(j.ID, backend.TaskCancelled, jobCancelledReason, nil, now)
+	}
 }

@@ -139,6 +139,11 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			res.Skipped++
 			continue
 		}
+		// A task of a workflow a user cancelled stays failed for good.
+		if b.taskReplayRefused(f.JobID) {
+			res.Skipped++
+			continue
+		}
 		b.addPending(&backend.JobRow{
 			ID:          f.JobID,
 			Queue:       f.Queue,
@@ -153,6 +158,9 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			UniqueKey:   f.UniqueKey,
 			Metadata:    f.Metadata,
 		}, now)
+		// A task's job back to live reopens its task and its workflow in
+		// the same critical section (a no-op for a plain job).
+		b.taskReplayed(f.JobID, now)
 		moved = append(moved, f)
 		woken[f.Queue] = true
 		byType[backend.TypeCount{Queue: f.Queue, Type: f.Type}]++

@@ -3,6 +3,7 @@ package memory
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -29,26 +30,36 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 				continue
 			}
 		}
-		b.lastJobID++
-		j := &backend.JobRow{
-			ID:          b.lastJobID,
-			Queue:       p.Queue,
-			Type:        p.Type,
-			Payload:     append([]byte(nil), p.Payload...),
-			MaxAttempts: p.MaxAttempts,
-			Priority:    p.Priority,
-			Status:      backend.StatusPending,
-			AvailableAt: p.AvailableAt(now),
-			CreatedAt:   now,
-			UniqueKey:   p.UniqueKey,
-			Metadata:    cloneMetadata(p.Metadata),
-		}
-		b.addPending(j, now)
+		j := b.newJob(p, now)
 		woken[p.Queue] = true
 		out[i] = backend.InsertResult{ID: j.ID}
 	}
 	b.wake(woken)
 	return out, nil
+}
+
+// newJob stores p, validated, as a new pending job with the next ID. It
+// is the one insert path, shared by JobInsertMany and the release of a
+// workflow task (workflow.go), so IDs, the inserted count and the queue
+// index behave the same for both; the caller wakes p.Queue's subscribers.
+// Called with b.mu held.
+func (b *Backend) newJob(p backend.InsertParams, now time.Time) *backend.JobRow {
+	b.lastJobID++
+	j := &backend.JobRow{
+		ID:          b.lastJobID,
+		Queue:       p.Queue,
+		Type:        p.Type,
+		Payload:     append([]byte(nil), p.Payload...),
+		MaxAttempts: p.MaxAttempts,
+		Priority:    p.Priority,
+		Status:      backend.StatusPending,
+		AvailableAt: p.AvailableAt(now),
+		CreatedAt:   now,
+		UniqueKey:   p.UniqueKey,
+		Metadata:    cloneMetadata(p.Metadata),
+	}
+	b.addPending(j, now)
+	return j
 }
 
 // JobClaim implements backend.Backend. It merges the named queues' ready

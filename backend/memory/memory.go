@@ -75,6 +75,9 @@ type Backend struct {
 	control    map[string]*control             // paused or limited queues, see queues.go
 	limits     *limitwake.Tracker              // wakes a rate-limited queue when its next window starts
 	schedules  map[string]*backend.ScheduleRow // see schedule.go
+	// wf holds the workflows and the index from a task's job ID to its
+	// task, which the paths that end a job consult (see workflow.go).
+	wf workflowStore
 }
 
 var (
@@ -123,6 +126,7 @@ func (b *Backend) Close() error {
 	b.limits.Close()
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
 	b.failed, b.failedByID, b.finished = nil, nil, nil
+	b.wf = workflowStore{}
 	return nil
 }
 
@@ -225,6 +229,9 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 	b.failed = append(b.failed, f)
 	b.failedByID[f.ID] = f
 	b.queue(f.Queue).failed++
+	// Every move to failed_jobs passes here: a task's job that fails ends
+	// its task in the same critical section.
+	b.taskJobEnded(j.ID, backend.TaskFailed, msg, nil, now)
 }
 
 // cloneJob copies a row for a caller, so callers never share state with the

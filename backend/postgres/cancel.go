@@ -16,31 +16,47 @@ var (
 	_ backend.Retainer  = (*Backend)(nil)
 )
 
-// JobCancel implements backend.Canceller in one statement (see sqlCancel).
+// JobCancel implements backend.Canceller with one statement (see
+// sqlCancel), in a transaction that also ends the tasks whose jobs it
+// cancelled (see endTasks): a job cancelled before it ran ends its
+// workflow task in the same step.
 func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
 	const op = "cancel jobs"
 	if err := backend.ValidateCancelIDs(ids); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	byID := make(map[int64]backend.CancelResult, len(ids))
+	var due []string
 	err := b.do(ctx, op, func(ctx context.Context) error {
 		clear(byID)
-		rows, err := b.pool.Query(ctx, b.rq.cancel, ids)
-		if err != nil {
+		return b.inTx(ctx, func(tx pgx.Tx) error {
+			rows, err := tx.Query(ctx, b.rq.cancel, ids)
+			if err != nil {
+				return err
+			}
+			var r backend.CancelResult
+			var outcome int32
+			var wf pgtype.Int8
+			var ends []taskEnd
+			_, err = pgx.ForEachRow(rows, []any{&r.ID, &outcome, &r.Attempt, &wf}, func() error {
+				r.Outcome = backend.CancelOutcome(outcome)
+				byID[r.ID] = r
+				if wf.Valid {
+					ends = append(ends, taskEnd{workflow: wf.Int64, job: r.ID, state: backend.TaskCancelled, reason: backend.CancelledError})
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			due, err = b.endTasks(ctx, pgxRows(tx), false, ends)
 			return err
-		}
-		var r backend.CancelResult
-		var outcome int32
-		_, err = pgx.ForEachRow(rows, []any{&r.ID, &outcome, &r.Attempt}, func() error {
-			r.Outcome = backend.CancelOutcome(outcome)
-			byID[r.ID] = r
-			return nil
 		})
-		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	b.wake(due)
 	out := make([]backend.CancelResult, len(ids))
 	for i, id := range ids {
 		r, ok := byID[id]
@@ -76,24 +92,33 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 
 // finishCancelled ends the cancelling claims among refs as cancelled and
 // returns them. A ref of an earlier claim of a cancelling job ends
-// nothing: it is stale.
-func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (map[claimKey]bool, error) {
+// nothing: it is stale. It leaves the claims of tasks' jobs still held
+// (reserved or cancelling) alone and returns them apart, for settleTasks
+// (workflow_end.go).
+func (b *Backend) finishCancelled(ctx context.Context, refs []backend.JobRef) (map[claimKey]bool, []claimKey, error) {
 	ids, tokens := refArrays(refs)
 	done := map[claimKey]bool{}
+	var tasks []claimKey
 	err := b.do(ctx, "end cancelled jobs", func(ctx context.Context) error {
 		clear(done)
+		tasks = tasks[:0]
 		rows, err := b.pool.Query(ctx, b.rq.finishCancelled, ids, tokens)
 		if err != nil {
 			return err
 		}
 		var k claimKey
-		_, err = pgx.ForEachRow(rows, []any{&k.id, &k.token}, func() error {
-			done[k] = true
+		var task bool
+		_, err = pgx.ForEachRow(rows, []any{&k.id, &k.token, &task}, func() error {
+			if task {
+				tasks = append(tasks, k)
+			} else {
+				done[k] = true
+			}
 			return nil
 		})
 		return err
 	})
-	return done, err
+	return done, tasks, err
 }
 
 // FinishedList implements backend.Retainer.

@@ -64,45 +64,65 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 		var step replayStep
 		args := append(filterArgs(params.Filter), after, backend.ChunkSize)
 		err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...))
+		var tasks taskReplay
+		if err == nil && len(step.tasks) > 0 {
+			// The chunk left the jobs of workflow tasks: they come back
+			// with their tasks in a transaction (workflow_replay.go).
+			tasks, err = b.replayTaskRows(ctx, step.tasks)
+		}
 		if err == nil {
-			res.Replayed += int(step.replayed)
-			res.Skipped += int(step.matched - step.replayed)
+			res.Replayed += int(step.replayed) + tasks.replayed
+			res.Skipped += int(step.matched-step.replayed) - len(step.tasks) + tasks.matched - tasks.replayed
 			for i, q := range step.queues {
 				byType[backend.TypeCount{Queue: q, Type: step.types[i]}] += int(step.counts[i])
 			}
+			tasks.addTypes(byType)
 			b.wake(step.due())
 		}
 		return step.last, step.matched, err
 	})
-	for k, n := range byType {
-		k.Count = n
-		res.ByType = append(res.ByType, k)
-	}
+	res.ByType = typeCounts(byType)
 	return res, err
 }
 
-// replayIDs replays the listed failed jobs, all or none.
+// replayIDs replays the listed failed jobs, all or none. The jobs of
+// workflow tasks among them come back, with their tasks, in the same
+// transaction (workflow_replay.go).
 func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backend.ReplayResult, error) {
 	var step replayStep
-	err := b.do(ctx, op, func(ctx context.Context) error {
-		return b.inTx(ctx, func(tx pgx.Tx) error {
-			if err := step.scan(tx.QueryRow(ctx, b.q.failedReplayIDs, ids)); err != nil {
+	var tasks taskReplay
+	err := retryRace(func() error {
+		return b.do(ctx, op, func(ctx context.Context) error {
+			tasks = taskReplay{}
+			return b.inTx(ctx, func(tx pgx.Tx) error {
+				if err := step.scan(tx.QueryRow(ctx, b.q.failedReplayIDs, ids)); err != nil {
+					return err
+				}
+				if int(step.matched) < len(ids) {
+					return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(step.matched), len(ids), backend.ErrNotFound)
+				}
+				if len(step.tasks) == 0 {
+					return nil
+				}
+				var err error
+				tasks, err = b.replayTasks(ctx, tx, step.tasks)
 				return err
-			}
-			if int(step.matched) < len(ids) {
-				return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(step.matched), len(ids), backend.ErrNotFound)
-			}
-			return nil
+			})
 		})
 	})
 	if err != nil {
 		return backend.ReplayResult{}, err
 	}
-	res := backend.ReplayResult{Replayed: int(step.replayed), Skipped: int(step.matched - step.replayed)}
+	replayed := int(step.replayed) + tasks.replayed
+	res := backend.ReplayResult{Replayed: replayed, Skipped: int(step.matched) - replayed}
+	byType := map[backend.TypeCount]int{}
 	for i, q := range step.queues {
-		res.ByType = append(res.ByType, backend.TypeCount{Queue: q, Type: step.types[i], Count: int(step.counts[i])})
+		byType[backend.TypeCount{Queue: q, Type: step.types[i]}] += int(step.counts[i])
 	}
+	tasks.addTypes(byType)
+	res.ByType = typeCounts(byType)
 	b.wake(step.due())
+	b.wake(tasks.due)
 	return res, nil
 }
 
@@ -112,10 +132,11 @@ type replayStep struct {
 	matched, replayed int64
 	queues, types     []string
 	counts            []int64
+	tasks             []int64 // failed_jobs ids of tasks' jobs, left to replayTasks
 }
 
 func (s *replayStep) scan(row pgx.Row) error {
-	return row.Scan(&s.last, &s.matched, &s.replayed, &s.queues, &s.types, &s.counts)
+	return row.Scan(&s.last, &s.matched, &s.replayed, &s.queues, &s.types, &s.counts, &s.tasks)
 }
 
 // due returns the queues that got a job back, each once.

@@ -150,16 +150,30 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	}
 	if len(res.Stale) > 0 {
 		// Refused outcomes of cancelling claims end them cancelled.
-		cancelled, err := b.finishCancelled(ctx, res.Stale)
+		cancelled, tasks, err := b.finishCancelled(ctx, res.Stale)
 		if err != nil {
 			return backend.CompleteResult{}, err
 		}
-		if len(cancelled) > 0 {
+		// The statement left tasks' jobs alone: they end with their tasks
+		// in a transaction of their own (workflow_end.go).
+		taskCancelled, applied, err := b.settleStale(ctx, "complete jobs", tasks, func(k claimKey) taskClaim {
+			o := outcomes[sent[k]]
+			kind := kindCode(o.Kind)
+			if o.Kind == backend.OutcomeDone && o.Keep {
+				kind = kindDoneKeep
+			}
+			return taskClaim{ref: o.Ref, kind: kind, err: o.Error, result: o.Result}
+		})
+		if err != nil {
+			return backend.CompleteResult{}, err
+		}
+		if len(cancelled)+len(taskCancelled)+len(applied) > 0 {
 			stale := res.Stale[:0]
 			for _, r := range res.Stale {
-				if cancelled[keyOf(r)] {
+				switch k := keyOf(r); {
+				case cancelled[k] || taskCancelled[k]:
 					res.Cancelled = append(res.Cancelled, r)
-				} else {
+				case !applied[k]:
 					stale = append(stale, r)
 				}
 			}
@@ -243,14 +257,23 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 	if len(rest) == 0 {
 		return res, nil
 	}
-	cancelled, err := b.finishCancelled(ctx, rest)
+	cancelled, tasks, err := b.finishCancelled(ctx, rest)
+	if err != nil {
+		return backend.CompleteResult{}, err
+	}
+	// sqlRelease left tasks' jobs that spend their last attempt: they end
+	// with their tasks in a transaction of their own (workflow_end.go).
+	taskCancelled, applied, err := b.settleStale(ctx, "release jobs", tasks, func(k claimKey) taskClaim {
+		return taskClaim{ref: backend.JobRef{ID: k.id, Token: k.token}, kind: kindRelease, err: backend.ReleasedError}
+	})
 	if err != nil {
 		return backend.CompleteResult{}, err
 	}
 	for _, r := range rest {
-		if cancelled[keyOf(r)] {
+		switch k := keyOf(r); {
+		case cancelled[k] || taskCancelled[k]:
 			res.Cancelled = append(res.Cancelled, r)
-		} else {
+		case !applied[k]:
 			res.Stale = append(res.Stale, r)
 		}
 	}
@@ -265,6 +288,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	var res backend.SweepResult
+	var tasksWait bool // expired claims of tasks' jobs, left to sweepTasks
 	// The expired leases and the cancelled jobs' ends go in one round
 	// trip: the sweep runs every few seconds in every worker.
 	err = b.do(ctx, "sweep leases", func(ctx context.Context) error {
@@ -282,12 +306,21 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			})
 		}
 		if err == nil {
-			err = br.QueryRow().Scan(&res.Cancelled)
+			err = br.QueryRow().Scan(&res.Cancelled, &tasksWait)
 		}
 		return errors.Join(err, br.Close())
 	})
 	if err != nil {
 		return backend.SweepResult{}, err
+	}
+	if tasksWait {
+		// Each ends with its task in a transaction (workflow_end.go).
+		swept, cancelled, err := b.sweepTasks(ctx, limit)
+		if err != nil {
+			return backend.SweepResult{}, err
+		}
+		res.Jobs = append(res.Jobs, swept...)
+		res.Cancelled += cancelled
 	}
 	var due []string
 	seen := map[string]bool{}

@@ -270,6 +270,7 @@ WITH input AS MATERIALIZED (
 done AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 1 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	  AND j.workflow_id IS NULL -- a task's job ends with its task: settleTasks (workflow_end.go)
 	RETURNING j.id, j.claim_token
 ),
 retried AS (
@@ -285,7 +286,7 @@ retried AS (
 ),
 failed AS (
 	DELETE FROM {schema}.jobs j USING input i
-	WHERE i.kind = 3 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	WHERE i.kind = 3 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved' AND j.workflow_id IS NULL
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
 	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token
 ),
@@ -310,11 +311,12 @@ SELECT ARRAY(SELECT id FROM settled)::bigint[],
 //
 //	$1 id bigint, $2 token bigint
 //
-// Returns the command tag: 1 row when the claim was still held, 0 when the
-// fence failed.
+// Returns (workflow_id) when the claim was still held (NULL for a job that
+// is no task's), no row when the fence failed.
 const sqlCompleteOne = `
 DELETE FROM {schema}.jobs
-WHERE id = $1 AND claim_token = $2 AND status = 'reserved'`
+WHERE id = $1 AND claim_token = $2 AND status = 'reserved'
+RETURNING workflow_id -- a task's job: JobCompleteTx ends the task in the same transaction`
 
 // sqlExtendLease moves lease_until of held jobs to now() + $3.
 //
@@ -363,7 +365,7 @@ released AS (
 dead AS (
 	DELETE FROM {schema}.jobs j USING ref r
 	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
-	  AND j.releases >= $3 AND j.attempts >= j.max_attempts
+	  AND j.releases >= $3 AND j.attempts >= j.max_attempts AND j.workflow_id IS NULL -- tasks: settleTasks
 	RETURNING j.id, r.token, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
 	          j.unique_key, j.created_at, j.metadata, j.claim_token
 ),
@@ -394,7 +396,7 @@ SELECT ARRAY(SELECT id FROM matched ORDER BY id, token)::bigint[],
 const sqlSweep = `
 WITH expired AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
-	WHERE status = 'reserved' AND lease_until < now()
+	WHERE status = 'reserved' AND lease_until < now() AND (workflow_id IS NULL OR attempts < max_attempts) -- see sweepTasks
 	ORDER BY lease_until
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -556,7 +558,8 @@ const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHE
 // replayed bigint, queues text[], types text[], counts bigint[]): the
 // highest failed_jobs id selected (NULL when none), how many were selected
 // and moved, and the moved jobs counted per queue and type (the three
-// arrays side by side, NULL when none moved).
+// arrays side by side, NULL when none moved), then the selected jobs of
+// workflow tasks (failed_jobs ids bigint[]), which it leaves to replayTasks.
 const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
@@ -564,7 +567,7 @@ ins AS (
 	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
 	       now(), created_at, error, unique_key, 0, metadata, claim_token
-	FROM sel
+	FROM sel WHERE workflow_id IS NULL -- a task's: replayTasks (workflow_replay.go), named below
 	ORDER BY id
 	ON CONFLICT DO NOTHING
 	RETURNING id
@@ -576,7 +579,7 @@ del AS (
 	RETURNING f.queue, f.type
 )
 SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
-       g.queues, g.types, g.counts
+       g.queues, g.types, g.counts, ARRAY(SELECT id FROM sel WHERE workflow_id IS NOT NULL ORDER BY id)
 FROM (SELECT array_agg(queue) AS queues, array_agg(type) AS types, array_agg(n) AS counts
       FROM (SELECT queue, type, count(*) AS n FROM del GROUP BY queue, type) c) g`
 

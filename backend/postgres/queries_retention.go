@@ -33,6 +33,7 @@ var sqlCompleteKeep = mustReplace(mustReplace(sqlComplete,
 	"settled AS (", `kept AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 4 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	  AND j.workflow_id IS NULL -- a task's job ends with its task: settleTasks (workflow_end.go)
 	RETURNING j.*
 ),
 kept_moved AS (
@@ -57,19 +58,27 @@ func mustReplace(s, old, new string) string {
 //
 //	$1 id bigint[], $2 token bigint[]
 //
-// Returns (id, claim_token) of each claim it ended. kept, a
-// data-modifying CTE, runs whether or not it is read.
+// Returns (id, claim_token, false) of each claim it ended. kept, a
+// data-modifying CTE, runs whether or not it is read. A task's job is
+// left alone: its claim, when still held (reserved or cancelling) under
+// that token, is returned as (id, claim_token, true) for settleTasks
+// (workflow_end.go), which ends the job with its task.
 var sqlFinishCancelled = `
-WITH moved AS (
-	DELETE FROM {schema}.jobs j
-	USING (SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS t(id, token)) r
-	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'cancelling'
+WITH r AS (
+	SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS t(id, token)
+),
+moved AS (
+	DELETE FROM {schema}.jobs j USING r
+	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'cancelling' AND j.workflow_id IS NULL
 	RETURNING j.*
 ),
 kept AS (
 	` + finishInsert("moved", "cancelled") + `
 )
-SELECT id, claim_token FROM moved`
+SELECT id, claim_token, false FROM moved
+UNION ALL
+SELECT j.id, j.claim_token, true FROM {schema}.jobs j JOIN r ON j.id = r.id AND j.claim_token = r.token
+WHERE j.workflow_id IS NOT NULL AND j.status IN ('reserved', 'cancelling')`
 
 // sqlSweepCancelled ends up to $1 cancelling jobs whose lease expired (the
 // holder never reported) as cancelled; SKIP LOCKED shares the work between
@@ -77,11 +86,13 @@ SELECT id, claim_token FROM moved`
 //
 //	$1 limit int
 //
-// Returns one row: the number ended.
+// Returns one row: the number ended, and whether expired claims of tasks'
+// jobs wait for sweepTasks (workflow_end.go): this statement and sqlSweep
+// leave those to it, which ends each job with its task in one transaction.
 var sqlSweepCancelled = `
 WITH expired AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
-	WHERE status = 'cancelling' AND lease_until < now()
+	WHERE status = 'cancelling' AND lease_until < now() AND workflow_id IS NULL
 	ORDER BY lease_until
 	LIMIT $1
 	FOR UPDATE SKIP LOCKED
@@ -94,16 +105,21 @@ moved AS (
 kept AS (
 	` + finishInsert("moved", "cancelled") + `
 )
-SELECT count(*) FROM kept`
+SELECT count(*),
+       EXISTS (SELECT 1 FROM {schema}.jobs WHERE lease_until < now() AND workflow_id IS NOT NULL
+               AND (status = 'cancelling' OR status = 'reserved' AND attempts >= max_attempts))
+FROM kept`
 
 // sqlCancel cancels the listed jobs: pending ones move to finished_jobs
 // as cancelled, reserved ones become cancelling.
 //
 //	$1 ids bigint[]
 //
-// Returns (id bigint, outcome int, attempts int) per distinct id: outcome
-// is backend.CancelOutcome's value (1 cancelled, 2 requested, 3 already,
-// 4 completed, 5 failed, 6 not found). The live rows are locked first, so
+// Returns (id bigint, outcome int, attempts int, workflow_id bigint) per
+// distinct id: outcome is backend.CancelOutcome's value (1 cancelled, 2
+// requested, 3 already, 4 completed, 5 failed, 6 not found); workflow_id,
+// set for a task's job this statement cancelled, tells JobCancel to end the
+// task in the same transaction. The live rows are locked first, so
 // a concurrent claim or completion is waited for and seen.
 var sqlCancel = `
 WITH ids AS (
@@ -135,9 +151,10 @@ SELECT i.id,
             WHEN f.state = 'completed' THEN 4
             WHEN EXISTS (SELECT 1 FROM {schema}.failed_jobs x WHERE x.job_id = i.id) THEN 5
             ELSE 6 END,
-       coalesce(l.attempts, f.attempts, 0)
+       coalesce(l.attempts, f.attempts, 0), m.workflow_id
 FROM ids i
 LEFT JOIN live l ON l.id = i.id
+LEFT JOIN moved m ON m.id = i.id
 LEFT JOIN {schema}.finished_jobs f ON f.id = i.id`
 
 // sqlCancelling lists the cancelling claims (jobs_cancelling_idx).

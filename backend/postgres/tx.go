@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -41,44 +42,39 @@ func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.
 
 // JobCompleteTx implements backend.TxCompleter: it deletes the held job
 // inside the handler's transaction, so the handler's writes and the job's
-// completion commit (or roll back) together. It returns backend.ErrNotFound
-// when the claim (ref's token) is no longer held (rescued after its lease,
-// released, re-claimed, cancelled or already completed); the caller should
-// then roll back. tx is as for
+// completion commit (or roll back) together; the job of a workflow task
+// ends its task (succeeded, without a result) in that transaction too,
+// and the jobs that releases wake workers at its commit. It returns
+// backend.ErrNotFound when the claim (ref's token) is no longer held
+// (rescued after its lease, released, re-claimed, cancelled or already
+// completed); the caller should then roll back. tx is as for
 // JobInsertManyTx. The deleted row stays locked until the transaction ends,
 // so the lease sweep and other holders wait for it rather than race it.
 func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef) error {
 	op := fmt.Sprintf("complete job %d in tx", ref.ID)
-	var exec func(ctx context.Context) (int64, error)
-	switch t := tx.(type) {
-	case pgx.Tx:
-		exec = func(ctx context.Context) (int64, error) {
-			tag, err := t.Exec(ctx, b.q.completeOne, ref.ID, ref.Token)
-			return tag.RowsAffected(), err
-		}
-	case *sql.Tx:
-		if t == nil {
-			return fmt.Errorf("%s: %w", op, txTypeError(tx))
-		}
-		exec = func(ctx context.Context) (int64, error) {
-			res, err := t.ExecContext(ctx, b.q.completeOne, ref.ID, ref.Token)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		}
-	default:
-		return fmt.Errorf("%s: %w", op, txTypeError(tx))
+	query, err := txQuerier(tx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	return b.doInTx(ctx, op, func(ctx context.Context) error {
-		n, err := exec(ctx)
+		// sqlCompleteOne returns the job's workflow_id (NULL for a job
+		// that is no task's); no row when the claim is not held.
+		held := false
+		var wf pgtype.Int8
+		err := query(ctx, b.q.completeOne, []any{ref.ID, ref.Token}, []any{&wf}, func() error {
+			held = true
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if n == 0 {
+		if !held {
 			return fmt.Errorf("attempt %d (claim token %d) is not held: %w", ref.Attempt, ref.Token, backend.ErrNotFound)
 		}
-		return nil
+		if wf.Valid {
+			_, err = b.endTasks(ctx, query, true, []taskEnd{{workflow: wf.Int64, job: ref.ID, state: backend.TaskSucceeded}})
+		}
+		return err
 	})
 }
 

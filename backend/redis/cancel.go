@@ -40,7 +40,8 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		args := make([]any, 0, len(g.items))
+		args := make([]any, 0, 2+len(g.items))
+		args = append(args, q.channel, b.origin)
 		for _, i := range g.items {
 			args = append(args, tsHex(ids[i]))
 		}
@@ -55,10 +56,13 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 		}
 		g := groups[gi]
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 2 {
+		if err != nil || len(v) != 4 {
 			first = cmpErr(first, fmt.Errorf("cancel %s: unexpected reply", g.q.name))
 			continue
 		}
+		// Tasks released by a cancelled task's end (DepContinue).
+		w := fields{v: v}
+		b.notifier.local(g.q.name, w.int(2) == 1, w.int64(3))
 		res, err := asSlice(v[0])
 		if err != nil || len(res) != 2*len(g.items) {
 			first = cmpErr(first, fmt.Errorf("cancel %s: unexpected reply", g.q.name))
@@ -99,6 +103,7 @@ func cancelKeys(q *queueKeys) []string {
 	return []string{
 		q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
 		q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList, q.readyOld,
+		q.base(), // a task's job ends its task (workflows.lua)
 	}
 }
 

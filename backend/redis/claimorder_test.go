@@ -68,8 +68,8 @@ func TestMigrateLayout4(t *testing.T) {
 	if _, err := Open(ctx, testURL(t), Options{KeyPrefix: b.KeyPrefix(), Existing: true, Logger: quiet}); !errors.Is(err, backend.ErrNoSchema) {
 		t.Fatalf("Existing open of layout 4: %v; want ErrNoSchema", err)
 	}
-	if v, err := b.Migrate(ctx); err != nil || v != 5 {
-		t.Fatalf("Migrate = %d, %v; want 5", v, err)
+	if v, err := b.Migrate(ctx); err != nil || v != LayoutVersion {
+		t.Fatalf("Migrate = %d, %v; want %d", v, err, LayoutVersion)
 	}
 	if card(q.readyOld) != 0 || card(q.ready) != 3 {
 		t.Fatalf("after Migrate: p %d, q %d; want 0, 3", card(q.readyOld), card(q.ready))

@@ -55,6 +55,17 @@ func outcomeKind(o backend.Outcome) string {
 	return "d"
 }
 
+// outcomeText is the last argument of an outcome to the script complete:
+// the error of a retry or fail, the result of a done (a task's, for its
+// dependants; nothing reads a done's error), so that no outcome costs an
+// argument more.
+func outcomeText(o backend.Outcome) any {
+	if o.Kind == backend.OutcomeDone {
+		return o.Result
+	}
+	return o.Error
+}
+
 // JobComplete applies outcomes with one script call per queue, pipelined.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
 	if err := b.begin("complete"); err != nil {
@@ -92,16 +103,17 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := make([]string, 0, 14+len(g.items))
+		keys := make([]string, 0, 15+len(g.items))
+		// base: a task's job ends its task (workflows.lua).
 		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix,
-			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList)
+			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList, q.base())
 		args := make([]any, 0, 4+5*len(g.items))
 		args = append(args, q.channel, b.origin, len(g.items))
 		for _, i := range g.items {
 			o := outcomes[i]
 			keys = append(keys, q.job(o.Ref.ID))
 			args = append(args, tsHex(o.Ref.ID), o.Ref.Token, outcomeKind(o),
-				strconv.FormatInt(microsCeil(o.RetryDelay), 10), o.Error)
+				strconv.FormatInt(microsCeil(o.RetryDelay), 10), outcomeText(o))
 		}
 		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
 	}
@@ -275,7 +287,7 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 	for gi, g := range groups {
 		q := g.q
 		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix,
-			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList}
+			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList, q.base()}
 		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
 		for _, i := range g.items {
 			keys = append(keys, q.job(refs[i].ID))

@@ -366,6 +366,8 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 			keys = append(keys, k.failedJob(r.fid), k.job(r.jobID))
 			args = append(args, tsHex(r.fid), tsHex(r.jobID))
 		}
+		// Last, base: a task's replay reopens its task (workflows.lua).
+		keys = append(keys, k.base())
 		calls[i] = &evalCall{s: scriptReplay, keys: keys, args: args}
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
@@ -399,7 +401,14 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 		}
 		moved := map[int]bool{}
 		for j := 2; j < len(v); j++ {
-			k := f.int(j) - 1
+			item := f.int(j)
+			if item < 0 && -item <= len(recs) {
+				// A negated item number: a task of a workflow a user
+				// cancelled, left failed.
+				counts.skipped++
+				continue
+			}
+			k := item - 1
 			if k < 0 || k >= len(recs) {
 				return fmt.Errorf("replay %s: unexpected item number %v", order[i], v[j])
 			}

@@ -92,6 +92,15 @@
 // of the same job): a replay sent again while the first one's reply was
 // lost leaves the key with the live job.
 //
+// # Workflows
+//
+// Backend implements backend.Workflower (workflow.go, workflows.lua). A
+// workflow's keys are in the slot of its queue, and all its tasks must be
+// in that one queue (WorkflowInsert refuses others): the script that ends
+// a task's job ends the task and releases its dependants' jobs, all in one
+// slot, atomically. Listing, stats, checks and prunes of workflows run one
+// script per queue.
+//
 // # Lost replies
 //
 // A script whose reply was lost (a timeout, a dropped connection) may have
@@ -171,7 +180,14 @@ func init() {
 // process never sees q, so neither build strands the other's jobs while
 // both run (the old one claims only what it readied itself, in its old
 // order). The marker keeps layout-4 builds from starting on the prefix.
-const LayoutVersion = 5
+// Layout 6 adds workflows (workflows.lua): new keys, and the field w of a
+// task's job hash, which obliges whatever ends or replays the job to end
+// or reopen its task in the same script. A layout-5 build would end such
+// a job and leave its task active for good (its workflow never ends), or
+// replay it and leave its task failed, so the marker keeps it out; Migrate
+// raises 5 to 6 in place (layout-5 data is valid layout-6 data without
+// workflows).
+const LayoutVersion = 6
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -375,9 +391,10 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 // version. Redis creates every other key when it is first written, so
 // there is nothing else to set up for a new prefix; a layout-2, 3 or 4
 // prefix has its ready jobs moved into the ready set of layout 5 (see
-// LayoutVersion), queue by queue, before the marker is raised. It fails
-// with backend.ErrSchemaTooNew, writing nothing, when the prefix was
-// written by a newer jobq.
+// LayoutVersion), queue by queue, before the marker is raised (a layout-5
+// prefix needs nothing but the marker). It fails with
+// backend.ErrSchemaTooNew, writing nothing, when the prefix was written by
+// a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if b.closed.Load() {
 		return 0, fmt.Errorf("migrate: %w", backend.ErrClosed)

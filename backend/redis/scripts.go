@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// scriptsSource is every Lua script of the backend, one file with a header
-// per script (KEYS, ARGV, return value).
+// scriptsSource is the Lua scripts of the backend, one file with a header
+// per script (KEYS, ARGV, return value); those of workflows are in
+// workflowsSource (workflow_scripts.go).
 //
 //go:embed scripts.lua
 var scriptsSource string
@@ -57,6 +58,9 @@ var allScripts = []*script{
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
 	scriptSchedule, scriptTick, scriptTickMove,
+	// workflow_scripts.go
+	scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats,
+	scriptWfCheck, scriptWfPrune,
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it
@@ -66,9 +70,12 @@ type helper struct {
 	names []string
 }
 
-// parsedScripts maps each "--- script: NAME" section of scriptsSource to
-// its body; parsedHelpers are the "--- helper" blocks, in order.
-var parsedScripts, parsedHelpers = parseScripts(scriptsSource)
+// parsedScripts maps each "--- script: NAME" section of scriptsSource and
+// workflowsSource (workflow_scripts.go) to its body; parsedHelpers are the
+// "--- helper" blocks, in order: those of workflowsSource last, so they
+// may use the others, and any script may use them (the scripts that end
+// jobs end workflow tasks).
+var parsedScripts, parsedHelpers = parseScripts(scriptsSource, workflowsSource)
 
 var (
 	definedName = regexp.MustCompile(`(?m)^local (?:function )?([A-Za-z_][A-Za-z0-9_]*)`)
@@ -78,9 +85,19 @@ var (
 	comment = regexp.MustCompile(`--[^\n]*`)
 )
 
-func parseScripts(src string) (map[string]string, []helper) {
+func parseScripts(srcs ...string) (map[string]string, []helper) {
 	scripts := map[string]string{}
 	var helpers []helper
+	for _, src := range srcs {
+		helpers = parseSource(src, scripts, helpers)
+	}
+	return scripts, helpers
+}
+
+// parseSource adds the scripts of one file to scripts and returns helpers
+// with its helpers appended. Text before its first "--- " line is the
+// file's comment, part of nothing.
+func parseSource(src string, scripts map[string]string, helpers []helper) []helper {
 	kind, name := "", ""
 	var body strings.Builder
 	end := func() {
@@ -107,7 +124,7 @@ func parseScripts(src string) (map[string]string, []helper) {
 		body.WriteString(line)
 	}
 	end()
-	return scripts, helpers
+	return helpers
 }
 
 // withHelpers returns body preceded by the helpers it uses, directly or

@@ -1,6 +1,7 @@
--- jobq's Redis scripts: every state change of the backend is one of these,
--- run atomically by EVALSHA. scripts.go splits this file at the "--- script:
--- NAME" lines and prepends the prelude to each script.
+-- jobq's Redis scripts: every state change of the backend is one of these
+-- (or of workflows.lua's), run atomically by EVALSHA. scripts.go splits
+-- this file at the "--- script: NAME" lines and prepends the prelude to
+-- each script.
 --
 -- Key layout (P is the key prefix, Q a queue name; see keys.go):
 --   P:{Q}:t        string the last ID time part handed out in Q
@@ -67,6 +68,8 @@
 --                         so the tick's compare-and-set and its job's insert
 --                         are one script; "tickmove" carries a record over
 --                         when a schedule's queue changes
+--   P:{Q}:wf:<id>, P:{Q}:wt:<id>, P:{Q}:wfs, wfr, wft, wfn, wj
+--                         workflows whose tasks are in Q (workflows.lua)
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
 -- so each runs in one Cluster slot. Scripts that must build job keys from
 -- IDs they read (claim, sweep) or mint (insert, fail) get the key prefix
@@ -81,9 +84,11 @@
 -- '' IS the reserved state), k the fencing token of the job's latest claim
 -- (absent: 0, never claimed; see claim), cx the µs a reserved job's cancel
 -- was requested (absent otherwise: every write of its holder is then
--- refused and ends the job cancelled). A failed job's hash adds j (its job
--- ID) and keeps e as the error, and k, so that a replayed job's tokens
--- still only grow; its failed_at is the time part of its failed ID.
+-- refused and ends the job cancelled), w the workflow task whose job it is
+-- (absent for a plain job; see workflows.lua: every script that ends or
+-- replays a job reads it). A failed job's hash adds j (its job ID) and
+-- keeps e as the error, and k, so that a replayed job's tokens still only
+-- grow; its failed_at is the time part of its failed ID.
 --
 -- The fence: a holder's write (complete, extend, release) applies only
 -- while the job is reserved and its k is the token the holder's claim
@@ -463,6 +468,54 @@ local function allowance(s, r, now, want)
   return math.max(take, 0), v, win, used
 end
 
+--- helper
+-- cancel1 cancels the job id of one queue, K being the KEYS of the script
+-- "cancel" (which see; wfcancel shares it): a pending job ends cancelled
+-- at once, a reserved one gets cx and joins the cancelling set. It returns
+-- the outcome (as backend.CancelOutcome), the attempts, and the field w of
+-- a task's job that ended cancelled (nil otherwise), whose task the caller
+-- ends; a job ended holding a unique key is appended to released (ID,
+-- key), one that left q to rids and ravs (for unready). A job in l leaves
+-- it by LREM, unless inl is given: then its ID is appended there, for the
+-- caller to take out of l with others in one walk (see wfcancel).
+local function cancel1(K, id, now, released, rids, ravs, inl)
+  local k = K[9] .. id
+  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w')
+  local a = v[4] or '0'
+  if v[1] then
+    if v[3] then
+      return 3, a
+    elseif v[2] and v[2] ~= '' then
+      redis.call('HSET', k, 'cx', n2s(now))
+      redis.call('ZADD', K[6], 0, id)
+      return 2, a
+    end
+    -- A ready job's member in q is its due time and ID; one a layout-4
+    -- process readied since the last claim is in p by ID.
+    if redis.call('ZREM', K[1], rmember(v[5] or v[6], id)) == 1 or redis.call('ZREM', K[13], id) == 1 then
+      rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
+    elseif redis.call('ZREM', K[4], id) == 0 then
+      if inl then
+        inl[#inl + 1] = id
+      else
+        redis.call('LREM', K[12], 1, id)
+      end
+    end
+    finish(k, id, K[10], K[7], K[8], nil, 'cancelled', now)
+    if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
+    return 1, a, v[8] or nil
+  end
+  local y = redis.call('HMGET', K[10] .. id, 's', 'a')
+  if y[1] == 'cancelled' then return 3, y[2] or '0' end
+  if y[1] == 'completed' then return 4, y[2] or '0' end
+  -- A failed ID is minted after its job's ID: look above it only.
+  local fids = redis.call('ZRANGEBYLEX', K[5], '(' .. id, '+')
+  for j = 1, #fids do
+    if redis.call('HGET', K[11] .. fids[j], 'j') == id then return 5, '0' end
+  end
+  return 6, '0'
+end
+
 --- script: register
 -- Registers a queue and returns its index, the low 12 bits of its IDs.
 -- KEYS[1] P:queues  (fields "n:<name>" -> index, "i:<index>" -> name, "last")
@@ -752,10 +805,14 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 -- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
 --   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
 --   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix  KEYS[14] l
---   KEYS[15..] job keys, one per outcome
+--   KEYS[15] the queue's key prefix (workflows.lua)  KEYS[16..] job keys,
+--   one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
 --   then per outcome, 5 values: ID, token, kind ('d' done, 'k' done and
---   kept, 'r' retry, 'f' fail), retry delay µs, error text
+--   kept, 'r' retry, 'f' fail), retry delay µs, error text (retry, fail)
+--   or result JSON (done: what a task's dependants read)
+-- A job that ends and is a workflow task's (field w) ends its task here,
+-- releasing or cancelling its dependants (job_ended in workflows.lua).
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
 --   that ended holding a unique key}, woke, due µs or -1, {outcome numbers
 --   that ended their job cancelled}}.
@@ -767,8 +824,8 @@ local stale, released, gone, failed, cancelled = {}, {}, {}, {}, {}
 for i = 1, n do
   local b = 4 + (i - 1) * 5
   local id, kind = ARGV[b], ARGV[b + 2]
-  local k = KEYS[14 + i]
-  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx')
+  local k = KEYS[15 + i]
+  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx', 'w')
   if not v[2] or v[2] == '' or v[1] ~= ARGV[b + 1] then
     stale[#stale + 1] = i
   elseif v[5] then
@@ -776,6 +833,7 @@ for i = 1, n do
     finish(k, id, KEYS[13], KEYS[10], KEYS[11], KEYS[12], 'cancelled', now)
     cancelled[#cancelled + 1] = i
     if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+    if v[6] then wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 'c', 'cancelled', nil) end
   else
     gone[#gone + 1] = id
     if kind == 'r' then
@@ -794,6 +852,13 @@ for i = 1, n do
         redis.call('DEL', k)
       end
       if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+      if v[6] then
+        if kind == 'f' then
+          wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 'f', ARGV[b + 4], nil)
+        else
+          wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 's', nil, ARGV[b + 4])
+        end
+      end
     end
   end
 end
@@ -830,8 +895,8 @@ return lost
 -- cancel was requested (cx) ends cancelled instead.
 -- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] kx  KEYS[8] kxt  KEYS[9] c
---   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12..] job keys, one
---   per ref
+--   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12] the queue's key
+--   prefix (workflows.lua)  KEYS[13..] job keys, one per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, token
 -- Returns {{i, ... of the refs that no longer matched (stale)}, {ID,
@@ -840,13 +905,13 @@ return lost
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
-local mint = minter(KEYS[1], now, #KEYS - 11)
+local mint = minter(KEYS[1], now, #KEYS - 12)
 local mv = moves()
 local stale, cancelled, released, gone, failed = {}, {}, {}, {}, {}
-for i = 1, #KEYS - 11 do
-  local k = KEYS[11 + i]
+for i = 1, #KEYS - 12 do
+  local k = KEYS[12 + i]
   local id = ARGV[3 + 2 * i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx', 'k')
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx', 'k', 'w')
   local a = tonumber(v[1] or '0')
   if v[2] and v[2] ~= '' and v[8] == ARGV[4 + 2 * i] then
     gone[#gone + 1] = id
@@ -855,6 +920,7 @@ for i = 1, #KEYS - 11 do
       finish(k, id, KEYS[10], KEYS[7], KEYS[8], KEYS[9], 'cancelled', now)
       cancelled[#cancelled + 1] = i
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
+      if v[9] then wf_lib().job_ended(KEYS[12], now, mv, id, v[9], 'c', 'cancelled', nil) end
     elseif rel <= free then
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[5] or '0', nows)
@@ -866,6 +932,7 @@ for i = 1, #KEYS - 11 do
       to_failed(k, id, KEYS[6], fid, ARGV[4])
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
+      if v[9] then wf_lib().job_ended(KEYS[12], now, mv, id, v[9], 'f', ARGV[4], nil) end
     end
   else
     stale[#stale + 1] = i
@@ -873,7 +940,8 @@ for i = 1, #KEYS - 11 do
 end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
-local woke = flush(mv, KEYS[2], KEYS[11], KEYS[3], '', ARGV[1], ARGV[2], now)
+-- d: a task released above may be delayed.
+local woke = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
 return { stale, released, woke, cancelled }
 
 --- script: expired
@@ -889,6 +957,7 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 -- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
 --   KEYS[6] failed key prefix  KEYS[7] job key prefix  KEYS[8] kx
 --   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix  KEYS[12] l
+--   KEYS[13] the queue's key prefix (workflows.lua)
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
 -- Returns {{ID, attempt, token, type, failed (1 or 0), ...}: the claims
@@ -903,11 +972,12 @@ local out, released, failed, cancelled = {}, {}, {}, 0
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx', 'k')
+  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx', 'k', 'w')
   if v[2] and v[5] then
     finish(k, id, KEYS[11], KEYS[8], KEYS[9], KEYS[10], 'cancelled', now)
     cancelled = cancelled + 1
     if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+    if v[7] then wf_lib().job_ended(KEYS[13], now, mv, id, v[7], 'c', 'cancelled', nil) end
   elseif v[2] then
     local a = tonumber(v[1] or '0')
     local ma, typ = string.match(v[2], '^(%d+) ([^\n]*)')
@@ -921,12 +991,14 @@ for i = 1, #exp do
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
       out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 1
       if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+      if v[7] then wf_lib().job_ended(KEYS[13], now, mv, id, v[7], 'f', ARGV[4], nil) end
     end
   end
 end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
-local woke = flush(mv, KEYS[2], KEYS[12], KEYS[3], '', ARGV[1], ARGV[2], now)
+-- d: a task released above may be delayed.
+local woke = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
 return { out, released, woke, cancelled }
 
 --- script: stats
@@ -1017,22 +1089,32 @@ return #del
 -- attempts and releases reset to 0, and keeping k: the next claim's token
 -- is still above every earlier claim's, so a holder from before the
 -- failure stays stale. With ARGV[3] = '1' it is all or nothing: if any
--- named failed job is missing, nothing moves.
+-- named failed job is missing, nothing moves. A workflow task's job
+-- (field w) reopens its task and what its failure cancelled, here
+-- (replayed in workflows.lua), unless a user cancelled its workflow (or
+-- it was pruned, being cancelled): then it stays failed (skipped).
 -- KEYS[1] q  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
---   job key
+--   job key  then the queue's key prefix (workflows.lua)
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
 -- Returns {-1, item number} when all or nothing found one missing, else
---   {number moved, woke, then the item numbers (1-based) moved}.
+--   {number moved, woke, then the item numbers (1-based) moved, then
+--   the negated item numbers skipped (their workflow was cancelled)}.
 local now = now_us()
 local nows = n2s(now)
-local n = (#KEYS - 4) / 2
+local n = (#KEYS - 5) / 2
+local base = KEYS[#KEYS]
 local strict = ARGV[3] == '1'
-local prs = {}
+local prs, wvs, skipped = {}, {}, {}
 for i = 1, n do
-  local v = redis.call('HMGET', KEYS[3 + 2 * i], 'j', 'pr')
+  local v = redis.call('HMGET', KEYS[3 + 2 * i], 'j', 'pr', 'w')
   if v[1] == ARGV[3 + 2 * i] then
-    prs[i] = v[2] or '0'
+    if v[3] and wf_lib().unreplayable(base, v[3]) then
+      skipped[#skipped + 1] = -i
+    else
+      prs[i] = v[2] or '0'
+      wvs[i] = v[3]
+    end
   elseif strict then
     return { -1, i }
   end
@@ -1048,12 +1130,15 @@ for i = 1, n do
       ready(mv, id, prs[i], nows)
       gone[#gone + 1] = ARGV[2 + 2 * i]
       out[#out + 1] = i
+      if wvs[i] then wf_lib().replayed(base, now, mv, id, wvs[i]) end
     end
   end
 end
 zrem(KEYS[3], gone)
 out[1] = #gone
-out[2] = flush(mv, KEYS[1], KEYS[4], KEYS[2], '', ARGV[1], ARGV[2], now)
+-- d: a task the replay released may be delayed.
+out[2] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)
+for _, x in ipairs(skipped) do out[#out + 1] = x end
 return out
 
 --- script: ureserve
@@ -1152,61 +1237,27 @@ return 1
 -- KEYS[1] q  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
 --   KEYS[7] kx  KEYS[8] kxt  KEYS[9] job key prefix
 --   KEYS[10] finished key prefix  KEYS[11] failed key prefix  KEYS[12] l
---   KEYS[13] p
--- ARGV the IDs
+--   KEYS[13] p  KEYS[14] the queue's key prefix (workflows.lua)
+-- ARGV[1] channel  ARGV[2] origin  then the IDs
 -- Returns {{outcome, attempts, ... per ID}, {ID, unique key, ... of jobs
---   cancelled holding a unique key}}; outcome as backend.CancelOutcome (1
---   cancelled, 2 requested, 3 already, 4 completed, 5 failed, 6 unknown).
+--   cancelled holding a unique key}, woke, due µs or -1}; outcome as
+--   backend.CancelOutcome (1 cancelled, 2 requested, 3 already, 4
+--   completed, 5 failed, 6 unknown). A task's job cancelled while pending
+--   ends its task, which may release dependants (DepContinue): woke and
+--   due are their wake-ups'.
 local now = now_us()
+local mv = moves()
 local out, released, rids, ravs = {}, {}, {}, {}
-for i = 1, #ARGV do
+for i = 3, #ARGV do
   local id = ARGV[i]
-  local k = KEYS[9] .. id
-  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u')
-  local a = v[4] or '0'
-  if v[1] then
-    if v[3] then
-      out[#out + 1] = 3
-    elseif v[2] and v[2] ~= '' then
-      redis.call('HSET', k, 'cx', n2s(now))
-      redis.call('ZADD', KEYS[6], 0, id)
-      out[#out + 1] = 2
-    else
-      -- A ready job's member in q is its due time and ID; one a layout-4
-      -- process readied since the last claim is in p by ID.
-      if redis.call('ZREM', KEYS[1], rmember(v[5] or v[6], id)) == 1 or redis.call('ZREM', KEYS[13], id) == 1 then
-        rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
-      elseif redis.call('ZREM', KEYS[4], id) == 0 then
-        redis.call('LREM', KEYS[12], 1, id)
-      end
-      finish(k, id, KEYS[10], KEYS[7], KEYS[8], nil, 'cancelled', now)
-      if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
-      out[#out + 1] = 1
-    end
-  else
-    local y = redis.call('HMGET', KEYS[10] .. id, 's', 'a')
-    a = y[2] or '0'
-    if y[1] == 'cancelled' then
-      out[#out + 1] = 3
-    elseif y[1] == 'completed' then
-      out[#out + 1] = 4
-    else
-      -- A failed ID is minted after its job's ID: look above it only.
-      local res, fids = 6, redis.call('ZRANGEBYLEX', KEYS[5], '(' .. id, '+')
-      for j = 1, #fids do
-        if redis.call('HGET', KEYS[11] .. fids[j], 'j') == id then
-          res = 5
-          break
-        end
-      end
-      out[#out + 1] = res
-      a = '0'
-    end
-  end
-  out[#out + 1] = a
+  local res, a, wv = cancel1(KEYS, id, now, released, rids, ravs)
+  out[#out + 1] = res; out[#out + 1] = a
+  -- A task's pending job ends its task, in this script (workflows.lua).
+  if wv then wf_lib().job_ended(KEYS[14], now, mv, id, wv, 'c', 'cancelled', nil) end
 end
 unready(KEYS[2], KEYS[3], rids, ravs)
-return { out, released }
+local woke, due = flush(mv, KEYS[1], KEYS[12], KEYS[2], KEYS[4], ARGV[1], ARGV[2], now)
+return { out, released, woke, due }
 
 --- script: cancelling
 -- Lists the cancelling claims of one queue.

@@ -132,6 +132,8 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(b.c.set(ctx, b.keys.schema, "4"))
 	_, err = b.Migrate(ctx)
 	must(err)
+	// Workflows (workflow_test.go).
+	exerciseWorkflows(t, b)
 
 	calls := b.c.slots.called()
 	for _, s := range allScripts {

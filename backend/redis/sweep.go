@@ -62,7 +62,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 		calls = append(calls, &evalCall{
 			s: scriptSweep,
 			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
-				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix, k.readyList},
+				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix, k.readyList, k.base()},
 			args: []any{k.channel, b.origin, take, leaseExpired},
 		})
 		swept = append(swept, q)

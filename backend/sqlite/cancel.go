@@ -19,9 +19,14 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 	}
 	now := micros(b.now())
 	out := make([]backend.CancelResult, len(ids))
+	// A cancelled task's job cancels its task, whose DepContinue
+	// dependants may be released: their queues are woken after the commit.
+	woken := map[string]struct{}{}
 	err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+		clear(woken)
+		wt := &wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
 		for i, id := range ids {
-			r, err := b.cancelOne(ctx, tx, id, now)
+			r, err := b.cancelOne(ctx, tx, id, now, wt)
 			if err != nil {
 				return fmt.Errorf("job %d: %w", id, err)
 			}
@@ -32,10 +37,13 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 	if err != nil {
 		return nil, err
 	}
+	b.hub.notify(woken)
 	return out, nil
 }
 
-func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64) (backend.CancelResult, error) {
+// cancelOne cancels job id inside tx; a pending job of a workflow task
+// ends its task through wt.
+func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64, wt *wfTx) (backend.CancelResult, error) {
 	r := backend.CancelResult{ID: id}
 	var status string
 	var attempts int64
@@ -51,8 +59,14 @@ func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64) (bac
 			if _, err := tx.ExecContext(ctx, qFinishPending, id, string(backend.FinishedCancelled), now); err != nil {
 				return r, err
 			}
-			if _, err := tx.ExecContext(ctx, qJobDelete, id); err != nil {
+			wf, err := deleteJob(ctx, tx, nil, id)
+			if err != nil {
 				return r, err
+			}
+			if wf != 0 {
+				if err := wt.jobCancelled(id); err != nil {
+					return r, err
+				}
 			}
 			r.Outcome = backend.CancelCancelled
 		default:

@@ -47,12 +47,20 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		var done, retry *sql.Stmt
 		fails := failMover{ctx: rowCtx, tx: tx, st: st}
 		fin := finisher{ctx: rowCtx, tx: tx, st: st}
+		// The task of a workflow task's job ends with it, in this
+		// transaction (see wfTx); other jobs never touch it.
+		wt := wfTx{ctx: rowCtx, tx: tx, st: st, now: now, woken: woken}
 		// refused sorts an outcome the fence refused: the cancelling
 		// claim it names ends cancelled, anything else is stale.
 		refused := func(o backend.Outcome) error {
-			cancelled, err := fin.move(fin.cancelStmt(), o.Ref.ID, o.Ref.Token, backend.FinishedCancelled, nowUS)
+			cancelled, wf, err := fin.move(fin.cancelStmt(), o.Ref.ID, o.Ref.Token, backend.FinishedCancelled, nowUS)
 			if err != nil {
 				return err
+			}
+			if wf != 0 {
+				if err := wt.jobCancelled(o.Ref.ID); err != nil {
+					return err
+				}
 			}
 			if cancelled {
 				res.Cancelled = append(res.Cancelled, o.Ref)
@@ -70,9 +78,14 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			switch o.Kind {
 			case backend.OutcomeDone:
 				if o.Keep {
-					moved, err := fin.move(fin.keepStmt(), id, tok, backend.FinishedCompleted, nowUS)
+					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.FinishedCompleted, nowUS)
 					if err != nil {
 						return err
+					}
+					if wf != 0 {
+						if err := wt.jobDone(id, o.Result); err != nil {
+							return err
+						}
 					}
 					applied = moved
 					break
@@ -85,7 +98,11 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					return err
 				}
 				if n, _ := r.RowsAffected(); n == 0 {
-					applied = false
+					// Stale, or a workflow task's job, which
+					// qCompleteDone leaves to doneTask.
+					if applied, err = wt.doneTask(id, tok, o.Result); err != nil {
+						return err
+					}
 				}
 			case backend.OutcomeRetry:
 				if retry == nil {
@@ -102,9 +119,14 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					woken[queue] = struct{}{}
 				}
 			case backend.OutcomeFail:
-				moved, err := fails.move(id, tok, o.Error, nowUS)
+				moved, wf, err := fails.move(id, tok, o.Error, nowUS)
 				if err != nil {
 					return err
+				}
+				if wf != 0 {
+					if err := wt.jobFailed(id, o.Error); err != nil {
+						return err
+					}
 				}
 				applied = moved
 			}
@@ -179,6 +201,8 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		release := tx.StmtContext(ctx, st.release)
 		fails := failMover{ctx: ctx, tx: tx, st: st}
 		fin := finisher{ctx: ctx, tx: tx, st: st}
+		// A task's job that ends here ends its task (see wfTx).
+		wt := wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
 		for _, ref := range refs {
 			id, tok := ref.ID, ref.Token
 			var queue string
@@ -191,16 +215,26 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				return err
 			}
 			// Stale, or its last attempt is spent: the fenced move tells.
-			moved, err := fails.move(id, tok, backend.ReleasedError, now)
+			moved, wf, err := fails.move(id, tok, backend.ReleasedError, now)
 			if err != nil {
 				return err
+			}
+			if wf != 0 {
+				if err := wt.jobFailed(id, backend.ReleasedError); err != nil {
+					return err
+				}
 			}
 			if moved {
 				continue
 			}
 			// The cancelling claim it names ends cancelled.
-			if moved, err = fin.move(fin.cancelStmt(), id, tok, backend.FinishedCancelled, now); err != nil {
+			if moved, wf, err = fin.move(fin.cancelStmt(), id, tok, backend.FinishedCancelled, now); err != nil {
 				return err
+			}
+			if wf != 0 {
+				if err := wt.jobCancelled(id); err != nil {
+					return err
+				}
 			}
 			if moved {
 				res.Cancelled = append(res.Cancelled, ref)
@@ -229,22 +263,46 @@ type failMover struct {
 
 // move copies the job into failed_jobs with error text and deletes it, if
 // the claim with token still holds it (the fence); moved is false when it
-// does not.
-func (m *failMover) move(id, token int64, text string, now int64) (moved bool, err error) {
+// does not. wf is the job's workflow_id, 0 unless it is a workflow task's
+// (whose task the caller then ends).
+func (m *failMover) move(id, token int64, text string, now int64) (moved bool, wf int64, err error) {
 	if m.copy == nil {
 		m.copy, m.del = m.tx.StmtContext(m.ctx, m.st.failCopy), m.tx.StmtContext(m.ctx, m.st.jobDelete)
 	}
 	r, err := m.copy.ExecContext(m.ctx, id, token, text, now)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if n, _ := r.RowsAffected(); n == 0 {
-		return false, nil
+		return false, 0, nil
 	}
-	if _, err := m.del.ExecContext(m.ctx, id); err != nil {
-		return false, err
+	wf, err = deleteJob(m.ctx, m.tx, m.del, id)
+	return err == nil, wf, err
+}
+
+// deleteJob deletes job id, which a copy into failed_jobs or finished_jobs
+// just found, with del (qJobDelete bound to tx; nil runs its text) and
+// returns its workflow_id: 0 for a job that is no workflow task's, the
+// common case, which costs what the delete did before workflows.
+func deleteJob(ctx context.Context, tx *sql.Tx, del *sql.Stmt, id int64) (int64, error) {
+	var r sql.Result
+	var err error
+	if del != nil {
+		r, err = del.ExecContext(ctx, id)
+	} else {
+		r, err = tx.ExecContext(ctx, qJobDelete, id)
 	}
-	return true, nil
+	if err != nil {
+		return 0, err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 1 {
+		return 0, err
+	}
+	var wf sql.NullInt64
+	if err := tx.QueryRowContext(ctx, qJobDeleteTask, id).Scan(&wf); err != nil {
+		return 0, fmt.Errorf("delete job %d: %w", id, err)
+	}
+	return wf.Int64, nil
 }
 
 // finisher moves jobs into finished_jobs inside one write transaction,
@@ -272,20 +330,20 @@ func (f *finisher) cancelStmt() *sql.Stmt {
 
 // move copies the job into finished_jobs as state with copy (qFinishKeep
 // or qFinishCancelled, whose fence names the claim by its token) and
-// deletes it; moved is false when the fence refused.
-func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.FinishedState, now int64) (moved bool, err error) {
+// deletes it; moved is false when the fence refused. wf is the job's
+// workflow_id, 0 unless it is a workflow task's (whose task the caller
+// then ends).
+func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.FinishedState, now int64) (moved bool, wf int64, err error) {
 	r, err := copy.ExecContext(f.ctx, id, string(state), now, token)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	if n, _ := r.RowsAffected(); n == 0 {
-		return false, nil
+		return false, 0, nil
 	}
 	if f.del == nil {
 		f.del = f.tx.StmtContext(f.ctx, f.st.jobDelete)
 	}
-	if _, err := f.del.ExecContext(f.ctx, id); err != nil {
-		return false, err
-	}
-	return true, nil
+	wf, err = deleteJob(f.ctx, f.tx, f.del, id)
+	return err == nil, wf, err
 }

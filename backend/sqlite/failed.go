@@ -109,9 +109,13 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 // and byType and adding the queues of replayed jobs to woken.
 func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64, res *backend.ReplayResult, woken map[string]struct{}, byType map[backend.TypeCount]int) error {
 	replay, del, exists := tx.StmtContext(ctx, st.replay), tx.StmtContext(ctx, st.failedDelete), tx.StmtContext(ctx, st.failedExists)
+	// A replayed task's job brings its task back (see wfTx.restore).
+	wt := wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
 	for _, id := range ids {
 		var queue, typ string
-		err := replay.QueryRowContext(ctx, id, now).Scan(&queue, &typ)
+		var wf sql.NullInt64
+		var jobID int64
+		err := replay.QueryRowContext(ctx, id, now).Scan(&queue, &typ, &wf, &jobID)
 		if errors.Is(err, sql.ErrNoRows) {
 			var one int
 			switch err := exists.QueryRowContext(ctx, id).Scan(&one); {
@@ -128,6 +132,12 @@ func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64
 		}
 		if _, err := del.ExecContext(ctx, id); err != nil {
 			return err
+		}
+		if wf.Valid {
+			// The job kept its ID, which its task still names.
+			if err := wt.restore(jobID); err != nil {
+				return err
+			}
 		}
 		res.Replayed++
 		woken[queue] = struct{}{}

@@ -143,8 +143,19 @@ RETURNING ` + claimColumns)
 // (see qFinishCancelled).
 
 // qCompleteDone: ?1 id, ?2 claim_token (the fence). Deletes the job if this
-// claim still holds it; RowsAffected is 0 when stale.
-const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
+// claim still holds it and it is no workflow task's; RowsAffected is 0
+// when stale or a task's job, which qCompleteDoneTask then tells apart.
+// The workflow_id test keeps the common path an Exec: reading the column
+// back through RETURNING made every done cost more CPU.
+const qCompleteDone = `DELETE FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL
+	AND workflow_id IS NULL`
+
+// qCompleteDoneTask: ?1 id, ?2 claim_token (the fence). qCompleteDone for
+// a workflow task's job, run when qCompleteDone deleted nothing. Returns
+// its workflow_id (its task then ends in the same transaction), or no row
+// when stale.
+const qCompleteDoneTask = `DELETE FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL
+RETURNING workflow_id`
 
 // qCompleteRetry: ?1 id, ?2 claim_token (the fence), ?3 available_at,
 // ?4 last_error. Returns the job to pending; returns its queue, or no row
@@ -156,15 +167,23 @@ RETURNING queue`
 
 // qFailCopy: ?1 id, ?2 claim_token (the fence), ?3 error, ?4 failed_at.
 // Copies the held job into failed_jobs, its claim token with it (a replay
-// brings it back); RowsAffected is 0 when stale. qJobDelete must follow in
-// the same transaction.
+// brings it back), and its workflow_id (a replay must know a task's job);
+// RowsAffected is 0 when stale. qJobDelete must follow in the same
+// transaction.
 const qFailCopy = `INSERT INTO failed_jobs
-	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
-SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token, workflow_id
 FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
-// qJobDelete: ?1 id. Deletes the job unconditionally (after qFailCopy).
-const qJobDelete = `DELETE FROM jobs WHERE id = ?1`
+// qJobDelete: ?1 id. Deletes the job (after qFailCopy or a copy into
+// finished_jobs) unless it is a workflow task's; RowsAffected is 0 for a
+// task's job, which qJobDeleteTask then deletes (see qCompleteDone).
+const qJobDelete = `DELETE FROM jobs WHERE id = ?1 AND workflow_id IS NULL`
+
+// qJobDeleteTask: ?1 id. Deletes a workflow task's job after qJobDelete
+// deleted nothing. Returns its workflow_id, so the caller ends its task in
+// the same transaction.
+const qJobDeleteTask = `DELETE FROM jobs WHERE id = ?1 RETURNING workflow_id`
 
 // qExtendLease: ?1 id, ?2 claim_token (the fence), ?3 lease_until. Returns
 // nothing; RowsAffected is 0 when the lease was lost.
@@ -293,17 +312,22 @@ const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
 // reset, keeping its metadata and its claim token (never reset: the
-// holder from before the failure must stay stale), unless a live job holds
-// that ID or its unique key. Returns the queue and type, or no row when
+// holder from before the failure must stay stale) and its workflow_id,
+// unless a live job holds that ID or its unique key, or it is the task of
+// a workflow that was cancelled (or pruned, which only a cancelled one
+// with a failed task can be): a cancelled workflow stays cancelled.
+// Returns the queue, type, workflow_id (NULL unless a task's: its task is
+// then restored in the same transaction) and job ID, or no row when
 // skipped (or the ID does not exist).
 const qReplay = `INSERT INTO jobs
-	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token)
-SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token
+	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id)
+SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token, f.workflow_id
 FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)
 	AND (f.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = f.unique_key))
-RETURNING queue, type`
+	AND (f.workflow_id IS NULL OR EXISTS (SELECT 1 FROM workflows w WHERE w.id = f.workflow_id AND w.state != 'cancelled'))
+RETURNING queue, type, workflow_id, id`
 
 // qFailedDelete: ?1 failed_jobs id. RowsAffected is 0 when it does not exist.
 const qFailedDelete = `DELETE FROM failed_jobs WHERE id = ?1`

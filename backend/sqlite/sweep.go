@@ -60,12 +60,20 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		rescue := tx.StmtContext(ctx, st.sweepRescue)
 		fails := failMover{ctx: ctx, tx: tx, st: st}
 		fin := finisher{ctx: ctx, tx: tx, st: st}
+		// A task's job that ends here ends its task (see wfTx).
+		wt := wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
 		for _, e := range found {
 			if e.cancelling {
 				// Its holder let the lease run out after the cancel:
 				// the job ends cancelled, never rescued.
-				if _, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.FinishedCancelled, now); err != nil {
+				_, wf, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.FinishedCancelled, now)
+				if err != nil {
 					return err
+				}
+				if wf != 0 {
+					if err := wt.jobCancelled(e.id); err != nil {
+						return err
+					}
 				}
 				res.Cancelled++
 				continue
@@ -78,8 +86,14 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 				res.Rescued++
 				woken[e.queue] = struct{}{}
 			} else {
-				if _, err := fails.move(e.id, e.token, leaseExpiredError, now); err != nil {
+				_, wf, err := fails.move(e.id, e.token, leaseExpiredError, now)
+				if err != nil {
 					return err
+				}
+				if wf != 0 {
+					if err := wt.jobFailed(e.id, leaseExpiredError); err != nil {
+						return err
+					}
 				}
 				res.Failed++
 			}

@@ -67,7 +67,18 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 		return b.mapErr(ctx, op, err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%s: its claim (attempt %d, token %d) is not held: %w", op, ref.Attempt, ref.Token, backend.ErrNotFound)
+		// Stale, or a workflow task's job: its task ends (succeeded,
+		// without a result) in the caller's transaction too, releasing
+		// its dependants there; their workers find them at their next
+		// poll, as for JobInsertManyTx.
+		w := &wfTx{ctx: ctx, tx: t, now: b.now()}
+		held, err := w.doneTask(ref.ID, ref.Token, nil)
+		if err != nil {
+			return b.mapErr(ctx, op, err)
+		}
+		if !held {
+			return fmt.Errorf("%s: its claim (attempt %d, token %d) is not held: %w", op, ref.Attempt, ref.Token, backend.ErrNotFound)
+		}
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -69,6 +70,10 @@ over a --crit-* threshold CRITICAL. With no threshold flags the check is
 --max-failed 0 warns of any failed job and --crit-failed 0 makes one
 critical.
 
+On a backend that runs workflows, the check also recomputes the counts
+that release waiting tasks; a stored count that differs (a broken
+invariant: a task might never run) is CRITICAL whatever the thresholds.
+
 Exit codes: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN. UNKNOWN is both a
 backend that cannot be read within --timeout (down, unreachable, no jobq
 schema) and a mistake in the command line: unlike the other commands,
@@ -93,9 +98,17 @@ and the backend's error otherwise. It never creates a store.`,
 			ctx, cancel := context.WithTimeoutCause(cmd.Context(), f.timeout, fmt.Errorf("no answer within --timeout %s", f.timeout))
 			defer cancel()
 			var stats []jobq.QueueStats
+			var drift []jobq.WorkflowDrift
 			err := a.withBackend(ctx, existingOnly, func(b backend.Backend) error {
+				in := jobq.NewInspector(b)
 				var err error
-				stats, err = jobq.NewInspector(b).Stats(ctx)
+				if stats, err = in.Stats(ctx); err != nil {
+					return err
+				}
+				drift, err = in.WorkflowCheck(ctx)
+				if errors.Is(err, jobq.ErrNoWorkflows) {
+					return nil // nothing to check
+				}
 				return err
 			})
 			if err != nil {
@@ -105,6 +118,7 @@ and the backend's error otherwise. It never creates a store.`,
 				return a.checkUnknown("%s", firstLine(a.redact(err).Error(), 500))
 			}
 			state, line := f.judge(stats, time.Now())
+			state, line = judgeDrift(state, line, drift)
 			fmt.Fprintln(a.out, "JOBQ "+checkStates[state]+" - "+line)
 			return exitWith(state)
 		},
@@ -256,3 +270,25 @@ func (f *checkFlags) judge(stats []jobq.QueueStats, now time.Time) (int, string)
 
 // num formats a performance value without exponent or trailing zeros.
 func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// maxDriftShown bounds the drifts named on check's one line.
+const maxDriftShown = 3
+
+// judgeDrift makes a workflow count that differs from its recomputation
+// (Inspector.WorkflowCheck) CRITICAL, whatever the thresholds: a broken
+// invariant of the store, not a load to wait out, and a task whose count
+// is wrong may never be released. The line names the first drifts.
+func judgeDrift(state int, line string, drift []jobq.WorkflowDrift) (int, string) {
+	if len(drift) == 0 {
+		return state, line
+	}
+	shown := make([]string, 0, maxDriftShown)
+	for _, d := range drift[:min(len(drift), maxDriftShown)] {
+		shown = append(shown, d.String())
+	}
+	text := "workflow counts drifted (critical): " + strings.Join(shown, "; ")
+	if n := len(drift) - len(shown); n > 0 {
+		text += fmt.Sprintf("; %d more", n)
+	}
+	return checkCritical, text + "; " + line
+}

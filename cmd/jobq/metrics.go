@@ -30,7 +30,9 @@ func (a *app) newMetricsCmd() *cobra.Command {
 		Short: "Serve the queue depths of --db to Prometheus, without running jobs (a sidecar)",
 		Long: `Serve the queue depths of --db to Prometheus on --addr until SIGTERM or
 Ctrl-C: jobq_queue_jobs{queue,state} (pending, scheduled, reserved, failed)
-and jobq_queue_oldest_due_timestamp_seconds{queue} on /metrics, with
+and jobq_queue_oldest_due_timestamp_seconds{queue} on /metrics (and, on
+backends with workflows, jobq_workflows{state} and
+jobq_workflow_tasks_waiting), with
 /healthz (200 while the process runs) and /readyz (200 while --db answers).
 It runs no jobs, so one such process can watch queues whose workers export
 only their own counters ('jobq worker --metrics-addr … --metrics-depth=false'),

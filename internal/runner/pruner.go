@@ -18,6 +18,7 @@ type PrunerConfig struct {
 	Cancelled      time.Duration // cancelled jobs older than this
 	FailedMaxAge   time.Duration // failed jobs older than this
 	FailedMaxCount int           // failed jobs beyond the newest this many
+	Workflows      time.Duration // ended workflows older than this, when the backend runs them
 }
 
 // Pruner deletes finished and failed jobs past their retention, one pass
@@ -55,22 +56,26 @@ func (p *Pruner) RunOnce(ctx context.Context) {
 	if !mine {
 		return
 	}
+	wf, hasWorkflows := backend.As[backend.Workflower](p.b)
 	steps := []struct {
 		what string
 		on   bool
 		run  func() (int, error)
 	}{
-		{"completed", p.cfg.Completed > 0, func() (int, error) {
+		{"completed jobs", p.cfg.Completed > 0, func() (int, error) {
 			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCompleted, OlderThan: p.cfg.Completed})
 		}},
-		{"cancelled", p.cfg.Cancelled > 0, func() (int, error) {
+		{"cancelled jobs", p.cfg.Cancelled > 0, func() (int, error) {
 			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: p.cfg.Cancelled})
 		}},
-		{"failed (age)", p.cfg.FailedMaxAge > 0, func() (int, error) {
+		{"failed jobs (age)", p.cfg.FailedMaxAge > 0, func() (int, error) {
 			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{OlderThan: p.cfg.FailedMaxAge}})
 		}},
-		{"failed (count)", p.cfg.FailedMaxCount > 0, func() (int, error) {
+		{"failed jobs (count)", p.cfg.FailedMaxCount > 0, func() (int, error) {
 			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{KeepNewest: p.cfg.FailedMaxCount})
+		}},
+		{"workflows", hasWorkflows && p.cfg.Workflows > 0, func() (int, error) {
+			return wf.WorkflowPrune(ctx, p.cfg.Workflows)
 		}},
 	}
 	for _, s := range steps {
@@ -80,9 +85,9 @@ func (p *Pruner) RunOnce(ctx context.Context) {
 		n, err := s.run()
 		switch {
 		case err != nil && ctx.Err() == nil:
-			p.log.Warn("prune "+s.what+" jobs", "pruned", n, "err", err)
+			p.log.Warn("prune "+s.what, "pruned", n, "err", err)
 		case n > 0:
-			p.log.Info("pruned "+s.what+" jobs", "jobs", n)
+			p.log.Info("pruned "+s.what, "count", n)
 		}
 	}
 }

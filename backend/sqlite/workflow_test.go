@@ -1,0 +1,557 @@
+package sqlite
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// The workflow tests of this backend: what the conformance suite does not
+// reach (the stored columns, the wake-ups and the inserted counter of a
+// release, a caller's transaction, a count left wrong on purpose, the
+// query plans, the migration of an existing file) and the large shapes,
+// timed.
+
+func openWF(t testing.TB) *Backend {
+	t.Helper()
+	b, err := Open(t.Context(), filepath.Join(t.TempDir(), "jobq.db"), Options{})
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
+// wfTask is a task of queue "w" whose type is its name, depending on deps
+// with DepCancel.
+func wfTask(name string, deps ...string) backend.TaskParams {
+	p := backend.TaskParams{Name: name, Job: backend.InsertParams{Queue: "w", Type: name, Payload: []byte(`{}`), MaxAttempts: 3}}
+	for _, d := range deps {
+		p.Deps = append(p.Deps, backend.Dep{Task: d})
+	}
+	return p
+}
+
+func insertWF(t testing.TB, b *Backend, tasks ...backend.TaskParams) int64 {
+	t.Helper()
+	res, err := b.WorkflowInsert(t.Context(), backend.WorkflowParams{Name: "test", Tasks: tasks})
+	if err != nil {
+		t.Fatalf("WorkflowInsert: %v", err)
+	}
+	return res.ID
+}
+
+// claimAll claims up to max jobs of queue "w" and returns them by type.
+func claimAll(t testing.TB, b *Backend, max int) map[string]*backend.JobRow {
+	t.Helper()
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"w"}, Max: max, Lease: time.Hour})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	got := make(map[string]*backend.JobRow, len(rows))
+	for _, r := range rows {
+		got[r.Type] = r
+	}
+	return got
+}
+
+// finish applies one outcome of kind to each job, failing on a stale one.
+func finish(t testing.TB, b *Backend, kind backend.OutcomeKind, rows ...*backend.JobRow) {
+	t.Helper()
+	outs := make([]backend.Outcome, len(rows))
+	for i, r := range rows {
+		outs[i] = backend.Outcome{Ref: r.Ref(), Kind: kind, Error: "broke"}
+	}
+	res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs})
+	if err != nil || len(res.Stale)+len(res.Cancelled) != 0 {
+		t.Fatalf("JobComplete: %+v, %v", res, err)
+	}
+}
+
+// taskStates returns the workflow's task states by name, checking that no
+// count drifted.
+func taskStates(t testing.TB, b *Backend, id int64) (*backend.Workflow, map[string]backend.TaskState) {
+	t.Helper()
+	wf, err := b.WorkflowGet(t.Context(), id)
+	if err != nil {
+		t.Fatalf("WorkflowGet: %v", err)
+	}
+	states := make(map[string]backend.TaskState, len(wf.Tasks))
+	for _, tk := range wf.Tasks {
+		states[tk.Name] = tk.State
+	}
+	if drift, err := b.WorkflowCheck(t.Context()); err != nil || len(drift) != 0 {
+		t.Fatalf("WorkflowCheck = %v, %v; want no drift", drift, err)
+	}
+	return wf, states
+}
+
+func wantStates(t testing.TB, b *Backend, id int64, want string) *backend.Workflow {
+	t.Helper()
+	wf, states := taskStates(t, b, id)
+	var got []string
+	for _, tk := range wf.Tasks {
+		got = append(got, tk.Name+"="+string(states[tk.Name]))
+	}
+	if strings.Join(got, " ") != want {
+		t.Fatalf("workflow %d (%s): tasks %s, want %s", id, wf.State, strings.Join(got, " "), want)
+	}
+	return wf
+}
+
+// TestWorkflowChainStoresAndWakes: a task's job carries its workflow's ID
+// (in jobs and in failed_jobs), a release wakes the queue's subscribers
+// and counts as an inserted job, and a job that is no task's has none.
+func TestWorkflowChainStoresAndWakes(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	plain, err := b.JobInsertMany(ctx, []backend.InsertParams{{Queue: "p", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := insertWF(t, b, wfTask("a"), wfTask("b", "a"), wfTask("c", "b"))
+	jobWF := func(table string, job int64) (wf sql.NullInt64) {
+		t.Helper()
+		col := "id"
+		if table == "failed_jobs" {
+			col = "job_id"
+		}
+		if err := b.w.QueryRowContext(ctx, `SELECT workflow_id FROM `+table+` WHERE `+col+` = ?`, job).Scan(&wf); err != nil {
+			t.Fatalf("%s %d: %v", table, job, err)
+		}
+		return wf
+	}
+	if wf := jobWF("jobs", plain[0].ID); wf.Valid {
+		t.Fatalf("a plain job has workflow_id %d", wf.Int64)
+	}
+	before, err := b.JobsInserted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake, stop := b.Subscribe([]string{"w"})
+	defer stop()
+	select { // the insert's own wake-up
+	case <-wake:
+	default:
+	}
+	a := claimAll(t, b, 10)["a"]
+	if wf := jobWF("jobs", a.ID); wf.Int64 != id {
+		t.Fatalf("task a's job has workflow_id %v, want %d", wf, id)
+	}
+	finish(t, b, backend.OutcomeDone, a)
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("releasing b woke no subscriber of its queue")
+	}
+	if after, err := b.JobsInserted(ctx); err != nil || after != before+1 {
+		t.Fatalf("JobsInserted after a release = %d, %v; want %d", after, err, before+1)
+	}
+	wantStates(t, b, id, "a=succeeded b=active c=waiting")
+	bj := claimAll(t, b, 10)["b"]
+	finish(t, b, backend.OutcomeFail, bj)
+	if wf := jobWF("failed_jobs", bj.ID); wf.Int64 != id {
+		t.Fatalf("task b's failed job has workflow_id %v, want %d", wf, id)
+	}
+	wf := wantStates(t, b, id, "a=succeeded b=failed c=cancelled")
+	if wf.State != backend.WorkflowFailed || wf.FinishedAt.IsZero() {
+		t.Fatalf("workflow = %s finished %v, want failed with a time", wf.State, wf.FinishedAt)
+	}
+}
+
+// TestWorkflowFanInFanOut: one root, 1,000 parts released by its
+// completion at once, and a join released by the last part, worked by 4
+// goroutines claiming and completing in batches: every part runs once,
+// the join once after all of them.
+func TestWorkflowFanInFanOut(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	b := openWF(t)
+	tasks := []backend.TaskParams{wfTask("root")}
+	var parts []string
+	for i := range n {
+		parts = append(parts, fmt.Sprintf("p%04d", i))
+		tasks = append(tasks, wfTask(parts[i], "root"))
+	}
+	tasks = append(tasks, wfTask("join", parts...))
+	start := time.Now()
+	id := insertWF(t, b, tasks...)
+	inserted := time.Since(start)
+
+	start = time.Now()
+	finish(t, b, backend.OutcomeDone, claimAll(t, b, 1)["root"])
+	fanOut := time.Since(start)
+	if wf, _ := taskStates(t, b, id); wf.Counts.Active != n || wf.Counts.Waiting != 1 {
+		t.Fatalf("after the root: %+v, want %d active and the join waiting", wf.Counts, n)
+	}
+
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var joinEarly atomic.Bool
+	var wg sync.WaitGroup
+	start = time.Now()
+	for range 4 {
+		wg.Go(func() {
+			for {
+				rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"w"}, Max: 25, Lease: time.Hour})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(rows) == 0 {
+					return
+				}
+				outs := make([]backend.Outcome, len(rows))
+				mu.Lock()
+				for i, r := range rows {
+					seen[r.Type]++
+					if r.Type == "join" && len(seen) < n+1 {
+						joinEarly.Store(true)
+					}
+					outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone, Result: []byte(`1`)}
+				}
+				mu.Unlock()
+				if res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs}); err != nil || len(res.Stale) != 0 {
+					t.Errorf("complete: %+v, %v", res, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	fanIn := time.Since(start)
+	if joinEarly.Load() {
+		t.Fatal("the join was claimed before every part had run")
+	}
+	if len(seen) != n+1 {
+		t.Fatalf("%d distinct tasks ran after the root, want %d", len(seen), n+1)
+	}
+	for name, k := range seen {
+		if k != 1 {
+			t.Fatalf("task %s ran %d times", name, k)
+		}
+	}
+	wf, _ := taskStates(t, b, id)
+	if wf.State != backend.WorkflowSucceeded || wf.Counts.Succeeded != n+2 {
+		t.Fatalf("workflow %s %+v, want succeeded with %d tasks", wf.State, wf.Counts, n+2)
+	}
+	deps, err := b.WorkflowDeps(t.Context(), wf.Tasks[len(wf.Tasks)-1].JobID)
+	if err != nil || len(deps) != n || deps[0].Name != "p0000" || string(deps[n-1].Result) != "1" {
+		t.Fatalf("WorkflowDeps(join) = %d deps, %v", len(deps), err)
+	}
+	t.Logf("%d tasks: insert %v, root's done releasing %d %v, %d parts and the join worked by 4 claimers %v", n+2, inserted, n, fanOut, n, fanIn)
+}
+
+// TestWorkflowCancelCascade: each way a task's job ends badly cancels its
+// DepCancel dependants down the graph, with reasons naming the cause, and
+// releases its DepContinue ones.
+func TestWorkflowCancelCascade(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	cont := func(p backend.TaskParams, deps ...string) backend.TaskParams {
+		for _, d := range deps {
+			p.Deps = append(p.Deps, backend.Dep{Task: d, Policy: backend.DepContinue})
+		}
+		return p
+	}
+	// A failed outcome: b, c, e cancelled; d (continue on a) runs; e
+	// continues on d but depends on c with DepCancel.
+	id := insertWF(t, b, wfTask("a"), wfTask("b", "a"), wfTask("c", "b"), cont(wfTask("d"), "a"), cont(wfTask("e", "c"), "d"))
+	finish(t, b, backend.OutcomeFail, claimAll(t, b, 1)["a"])
+	wf := wantStates(t, b, id, "a=failed b=cancelled d=active c=cancelled e=cancelled")
+	for name, want := range map[string]string{
+		"a": "broke",
+		"b": backend.DepCancelReason("a", backend.TaskFailed),
+		"c": backend.DepCancelReason("b", backend.TaskCancelled),
+		"e": backend.DepCancelReason("c", backend.TaskCancelled),
+	} {
+		for _, tk := range wf.Tasks {
+			if tk.Name == name && (tk.Reason != want || tk.FinishedAt.IsZero()) {
+				t.Errorf("task %s: reason %q finished %v, want %q and a time", name, tk.Reason, tk.FinishedAt, want)
+			}
+		}
+	}
+	finish(t, b, backend.OutcomeDone, claimAll(t, b, 1)["d"])
+	if wf := wantStates(t, b, id, "a=failed b=cancelled d=succeeded c=cancelled e=cancelled"); wf.State != backend.WorkflowFailed {
+		t.Fatalf("workflow %s, want failed", wf.State)
+	}
+
+	// JobCancel of a pending task's job, and WorkflowCancel of one with
+	// a held job, a pending job and a waiting task.
+	id = insertWF(t, b, wfTask("x"), wfTask("y", "x"), cont(wfTask("z"), "x"))
+	wf, _ = taskStates(t, b, id)
+	if res, err := b.JobCancel(ctx, []int64{wf.Tasks[0].JobID}); err != nil || res[0].Outcome != backend.CancelCancelled {
+		t.Fatalf("JobCancel = %+v, %v", res, err)
+	}
+	wantStates(t, b, id, "x=cancelled y=cancelled z=active")
+
+	id = insertWF(t, b, wfTask("h"), wfTask("q"), wfTask("after", "h", "q"))
+	held := claimAll(t, b, 10)
+	if held["z"] == nil || held["h"] == nil || held["q"] == nil {
+		t.Fatalf("claimed %v, want z, h and q", held)
+	}
+	finish(t, b, backend.OutcomeRetry, held["q"]) // q pending again
+	res, err := b.WorkflowCancel(ctx, id)
+	if err != nil || !res.Changed || res.Cancelled != 2 || res.Requested != 1 {
+		t.Fatalf("WorkflowCancel = %+v, %v; want q and after cancelled, h requested", res, err)
+	}
+	wf = wantStates(t, b, id, "h=cancelled q=cancelled after=cancelled")
+	for _, tk := range wf.Tasks {
+		if tk.Reason != backend.CancelReasonWorkflow {
+			t.Errorf("task %s reason %q, want %q", tk.Name, tk.Reason, backend.CancelReasonWorkflow)
+		}
+	}
+	// h's holder reports done: the job ends cancelled, its task stays
+	// as the cancel left it.
+	out, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: held["h"].Ref(), Kind: backend.OutcomeDone}}})
+	if err != nil || len(out.Cancelled) != 1 {
+		t.Fatalf("late done of a cancelled workflow's task = %+v, %v", out, err)
+	}
+	wantStates(t, b, id, "h=cancelled q=cancelled after=cancelled")
+}
+
+// TestWorkflowReplayRestore: a replay brings back what the failure
+// cancelled, and a dependant that counted the failed task down through
+// DepContinue waits for it again (its count is recomputed, not left one
+// short, which would release it before the replayed task ends).
+func TestWorkflowReplayRestore(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	d := wfTask("d", "x")
+	d.Deps = append(d.Deps, backend.Dep{Task: "a", Policy: backend.DepContinue})
+	id := insertWF(t, b, wfTask("a"), wfTask("x"), wfTask("b", "a"), wfTask("c", "b"), d)
+	got := claimAll(t, b, 10)
+	finish(t, b, backend.OutcomeFail, got["a"])
+	// Stored in topological order: a, x, b, d, c.
+	wantStates(t, b, id, "a=failed x=active b=cancelled d=waiting c=cancelled")
+	var failedID int64
+	if err := b.w.QueryRowContext(ctx, `SELECT id FROM failed_jobs WHERE job_id = ?`, got["a"].ID).Scan(&failedID); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{failedID}})
+	if err != nil || res.Replayed != 1 {
+		t.Fatalf("replay = %+v, %v", res, err)
+	}
+	wf := wantStates(t, b, id, "a=active x=active b=waiting d=waiting c=waiting")
+	if dt := wf.Tasks[3]; dt.Name != "d" || strings.Join(dt.WaitingOn, ",") != "x,a" {
+		t.Fatalf("task %s waits on %v, want d waiting on x and a", dt.Name, dt.WaitingOn)
+	}
+	finish(t, b, backend.OutcomeDone, got["x"])
+	wantStates(t, b, id, "a=active x=succeeded b=waiting d=waiting c=waiting")
+	finish(t, b, backend.OutcomeDone, claimAll(t, b, 10)["a"])
+	next := claimAll(t, b, 10)
+	if len(next) != 2 || next["b"] == nil || next["d"] == nil {
+		t.Fatalf("after the replayed task: claimed %v, want b and d", next)
+	}
+	finish(t, b, backend.OutcomeDone, next["b"], next["d"])
+	finish(t, b, backend.OutcomeDone, claimAll(t, b, 10)["c"])
+	if wf := wantStates(t, b, id, "a=succeeded x=succeeded b=succeeded d=succeeded c=succeeded"); wf.State != backend.WorkflowSucceeded {
+		t.Fatalf("workflow %s, want succeeded", wf.State)
+	}
+}
+
+// TestWorkflowTx: a workflow inserted in a caller's transaction exists if
+// and only if it commits, and JobCompleteTx of a task's job ends the task
+// and releases its dependant in that transaction.
+func TestWorkflowTx(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	app, err := sql.Open("sqlite", "file:"+b.path+"?_txlock=immediate&_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer app.Close()
+	params := backend.WorkflowParams{Tasks: []backend.TaskParams{wfTask("a"), wfTask("b", "a")}}
+	tx, err := app.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.WorkflowInsertTx(ctx, tx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.WorkflowGet(ctx, res.ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("workflow of a rolled back tx: %v, want ErrNotFound", err)
+	}
+	if _, err := b.JobGet(ctx, res.Jobs["a"]); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("task job of a rolled back tx: %v, want ErrNotFound", err)
+	}
+	if tx, err = app.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err = b.WorkflowInsertTx(ctx, tx, params); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	a := claimAll(t, b, 10)["a"]
+	if a == nil || a.ID != res.Jobs["a"] {
+		t.Fatalf("claimed %v, want task a's job %d", a, res.Jobs["a"])
+	}
+	if tx, err = app.BeginTx(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.JobCompleteTx(ctx, tx, a.Ref()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	wantStates(t, b, res.ID, "a=succeeded b=active")
+	if _, err := b.WorkflowInsertTx(ctx, "not a tx", params); !errors.Is(err, backend.ErrInvalidInput) {
+		t.Fatalf("WorkflowInsertTx of a string: %v, want ErrInvalidInput", err)
+	}
+}
+
+// TestWorkflowCheckReports: counts set wrong behind the backend's back are
+// reported, each once, and nothing else.
+func TestWorkflowCheckReports(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	id := insertWF(t, b, wfTask("a"), wfTask("b"), wfTask("c", "a", "b"))
+	if _, err := b.w.ExecContext(ctx, `UPDATE workflow_tasks SET waiting = 5 WHERE workflow_id = ? AND name = 'c'`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.w.ExecContext(ctx, `UPDATE workflows SET unfinished = 7 WHERE id = ?`, id); err != nil {
+		t.Fatal(err)
+	}
+	drift, err := b.WorkflowCheck(ctx)
+	want := []backend.WorkflowDrift{{WorkflowID: id, Stored: 7, Want: 3}, {WorkflowID: id, Task: "c", Stored: 5, Want: 2}}
+	if err != nil || fmt.Sprint(drift) != fmt.Sprint(want) {
+		t.Fatalf("WorkflowCheck = %v, %v; want %v", drift, err, want)
+	}
+}
+
+// TestWorkflowPruneChunks: a prune takes whole workflows in chunks of
+// about backend.ChunkSize tasks and deletes their tasks and edges with
+// them.
+func TestWorkflowPruneChunks(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	ctx := t.Context()
+	for range 3 {
+		tasks := []backend.TaskParams{wfTask("root")}
+		for i := range 600 {
+			tasks = append(tasks, wfTask(fmt.Sprintf("t%d", i), "root"))
+		}
+		id := insertWF(t, b, tasks...)
+		if res, err := b.WorkflowCancel(ctx, id); err != nil || res.Cancelled != 601 {
+			t.Fatalf("WorkflowCancel = %+v, %v", res, err)
+		}
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n, err := b.WorkflowPrune(ctx, time.Millisecond); err != nil || n != 3 {
+		t.Fatalf("WorkflowPrune = %d, %v; want 3", n, err)
+	}
+	for _, table := range []string{"workflows", "workflow_tasks", "workflow_edges"} {
+		var n int
+		if err := b.w.QueryRowContext(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s after the prune: %d rows, %v", table, n, err)
+		}
+	}
+}
+
+// TestWorkflowQueryPlans pins the statements run per task ended or
+// released to keys and indexes that find the task's own rows, so no task
+// end reads the rest of its workflow.
+func TestWorkflowQueryPlans(t *testing.T) {
+	t.Parallel()
+	b := openWF(t)
+	for _, c := range []struct {
+		name, query string
+		args        []any
+		want        []string
+		not         []string
+	}{
+		{"task end", qTaskEnd, []any{1, "succeeded", nil, "", nil, 1},
+			[]string{"workflow_tasks_job (job_id=?)"}, []string{"SCAN"}},
+		{"count down", qEdgesCountDown, []any{1, 1, 0},
+			[]string{"sqlite_autoindex_workflow_tasks_1 (workflow_id=? AND idx=?)", "workflow_edges USING PRIMARY KEY (workflow_id=? AND from_idx=?)"}, []string{"SCAN workflow"}},
+		{"cancel dependants", qEdgesCancel, []any{1, 1, "r", 1},
+			[]string{"sqlite_autoindex_workflow_tasks_1 (workflow_id=? AND idx=?)"}, []string{"SCAN workflow"}},
+		{"release", qTasksToRelease, []any{1, "[1]"},
+			[]string{"sqlite_autoindex_workflow_tasks_1 (workflow_id=? AND idx=?)"}, []string{"SCAN workflow"}},
+		{"activate", qTaskActivate, []any{1, 1, 1},
+			[]string{"(workflow_id=? AND idx=?)"}, []string{"SCAN"}},
+		{"reach", qTasksDepCancelledFrom, []any{1, 1},
+			[]string{"SEARCH e USING PRIMARY KEY (workflow_id=? AND from_idx=?)"}, []string{"SCAN e", "SCAN t"}},
+		{"recount", qTasksRecount, []any{1, "[1]"},
+			[]string{"sqlite_autoindex_workflow_tasks_1 (workflow_id=? AND idx=?)", "workflow_edges_to (workflow_id=? AND to_idx=?)"}, []string{"SCAN workflow"}},
+		{"check waiting", qCheckWaiting, nil,
+			[]string{"workflow_edges_to (workflow_id=? AND to_idx=?)"}, []string{"SCAN"}},
+		{"deps", qTaskDepOutcomes, []any{1, 1},
+			[]string{"workflow_edges_to (workflow_id=? AND to_idx=?)"}, []string{"SCAN", "TEMP B-TREE"}},
+		{"replay", qReplay, []any{1, 1},
+			[]string{"SEARCH w USING INTEGER PRIMARY KEY"}, []string{"SCAN"}},
+	} {
+		plan := queryPlan(t, b, c.query, c.args...)
+		for _, s := range c.want {
+			if !strings.Contains(plan, s) {
+				t.Errorf("%s: plan lacks %q:\n%s", c.name, s, plan)
+			}
+		}
+		for _, s := range c.not {
+			if strings.Contains(plan, s) {
+				t.Errorf("%s: plan has %q:\n%s", c.name, s, plan)
+			}
+		}
+	}
+}
+
+// BenchmarkWorkflowClaimComplete: BenchmarkClaimComplete's loop (claim
+// 100, complete them as done in one call) over workflow tasks: each
+// completion ends its task and counts down the join of its workflow of
+// 1,000 parts, whose last part releases it. The cost of a task over a
+// plain job's.
+func BenchmarkWorkflowClaimComplete(b *testing.B) {
+	const batch, parts = 100, 1000
+	be := openWF(b)
+	ctx := b.Context()
+	total := 0
+	for total < b.N*batch {
+		tasks := make([]backend.TaskParams, 0, parts+1)
+		var names []string
+		for i := range parts {
+			names = append(names, fmt.Sprintf("p%d", i))
+			tasks = append(tasks, wfTask(names[i]))
+		}
+		tasks = append(tasks, wfTask("join", names...))
+		tasks[parts].Job.Queue = "joins"
+		insertWF(b, be, tasks...)
+		total += parts
+	}
+	outcomes := make([]backend.Outcome, 0, batch)
+	b.ResetTimer()
+	for range b.N {
+		rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"w"}, Max: batch, Lease: time.Minute})
+		if err != nil || len(rows) != batch {
+			b.Fatalf("claimed %d jobs, %v; want %d", len(rows), err, batch)
+		}
+		outcomes = outcomes[:0]
+		for _, r := range rows {
+			outcomes = append(outcomes, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone})
+		}
+		if res, err := be.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes}); err != nil || len(res.Stale) != 0 {
+			b.Fatalf("complete: %+v, %v", res, err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}

@@ -99,7 +99,9 @@ func (i *Inspector) Failed(ctx context.Context, id int64) (*FailedJob, error) {
 
 // Replay moves the given failed jobs back to pending with attempts reset and
 // returns how many were replayed and how many were skipped because a live
-// job now holds their unique key. An unknown ID is ErrNotFound.
+// job now holds their unique key or they are tasks of a workflow a user
+// cancelled. A replayed workflow task brings back, in the same step, the
+// tasks its failure cancelled. An unknown ID is ErrNotFound.
 func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped int, err error) {
 	if len(ids) == 0 {
 		return 0, 0, fmt.Errorf("%w: name at least one failed job to replay", ErrInvalidInput)

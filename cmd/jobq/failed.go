@@ -221,7 +221,7 @@ func (a *app) newFailedRetryCmd() *cobra.Command {
 				}
 				fmt.Fprintf(a.out, "replayed %d, skipped %d\n", replayed, skipped)
 				if skipped > 0 {
-					fmt.Fprintln(a.errOut, "skipped jobs stay failed: a live job holds their unique key")
+					fmt.Fprintln(a.errOut, "skipped jobs stay failed: a live job holds their unique key, or they are tasks of a workflow a user cancelled")
 				}
 				return nil
 			})

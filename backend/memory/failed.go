@@ -106,6 +106,11 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 	for _, f := range rows {
 		gone[f.ID] = true
 		delete(b.failedByID, f.ID)
+		// A purged failed task of a pruned workflow was the last thing
+		// that kept its task entry (see WorkflowPrune).
+		if t := b.wf.byJob[f.JobID]; t != nil && b.wf.byID[t.wf.id] == nil {
+			delete(b.wf.byJob, f.JobID)
+		}
 		b.queue(f.Queue).failed--
 		b.dropIfEmpty(f.Queue)
 	}

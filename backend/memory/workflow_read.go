@@ -197,9 +197,8 @@ func (b *Backend) WorkflowCheck(ctx context.Context) ([]backend.WorkflowDrift, e
 // failed_jobs becomes a plain job.
 func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (int, error) {
 	const op = "prune workflows"
-	if olderThan <= 0 {
-		// Like FinishedPrune: "everything finished" is never a default.
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "older than", Reason: fmt.Sprintf("%s: must be positive", olderThan)})
+	if err := backend.ValidateWorkflowPrune(olderThan); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	if err := b.lock(ctx, op); err != nil {
 		return 0, err

@@ -117,8 +117,8 @@ func (b *Backend) WorkflowCancel(ctx context.Context, id int64) (backend.Workflo
 // workflow's locks along with many others.
 func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (int, error) {
 	const op = "prune workflows"
-	if olderThan <= 0 {
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "older than", Reason: fmt.Sprintf("%s: must be positive", olderThan)})
+	if err := backend.ValidateWorkflowPrune(olderThan); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	total := 0
 	for {

@@ -87,8 +87,8 @@ func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (i
 	if err := b.checkOpen(op); err != nil {
 		return 0, err
 	}
-	if olderThan <= 0 {
-		return 0, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "older than", Reason: fmt.Sprintf("%s: must be positive", olderThan)})
+	if err := backend.ValidateWorkflowPrune(olderThan); err != nil {
+		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	cutoff := micros(b.now().Add(-olderThan))
 	total := 0

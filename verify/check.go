@@ -15,6 +15,7 @@ type finalState struct {
 	failed []*backend.FailedJob      // the run queue's failed jobs
 	live   map[int64]*backend.JobRow // the jobs still live
 	stats  backend.QueueStats        // the run queue's counts
+	wf     *wfState                  // the workflow workload's; nil for lone jobs
 }
 
 // attemptKey names one claim as the history sees it: the process that
@@ -123,6 +124,9 @@ func check(recs []*record, fs finalState, maxAttempts int, run string, maxAnomal
 	c.index()
 	c.checkJobs()
 	c.checkCounts()
+	if fs.wf != nil {
+		c.checkWorkflows()
+	}
 	c.summarise()
 }
 
@@ -581,6 +585,9 @@ func (c *checker) summarise() {
 			Detail: fmt.Sprintf("most claims of one job %d; allowance %d + %d free releases", r.MostAttempts, c.maxAttempts, backend.MaxFreeReleases)},
 		{Name: "backend counts agree", Anomalies: n(AnomalyCounts, AnomalyUnknownFailed),
 			Detail: fmt.Sprintf("failed %d (history %d); %d pending, %d scheduled, %d reserved", r.BackendFailed, r.Failed, c.fs.stats.Pending, c.fs.stats.Scheduled, c.fs.stats.Reserved)},
+	}
+	if c.fs.wf != nil {
+		r.Checks = append(r.Checks, c.workflowChecks(n)...)
 	}
 	for i := range r.Checks {
 		r.Checks[i].OK = r.Checks[i].Anomalies == 0

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
 
 // Fault is one kind of fault Run injects while the workers run.
@@ -96,8 +97,19 @@ type Config struct {
 	// needs it. DB must then be empty.
 	Broker string
 
-	// Jobs is how many jobs to enqueue. Defaults to 2000.
+	// Jobs is how many jobs to enqueue. Defaults to 2000; with
+	// Workflows it is Workflows × (FanOut + 1) and must be left 0.
 	Jobs int
+	// Workflows, when set, makes the workload workflows instead of lone
+	// jobs: each is FanOut parts (default 10) and a join that waits for
+	// all of them, every task a verification job. The checks then also
+	// show that a join ran only after all its parts succeeded, that
+	// exactly one join completed per workflow that succeeded, and that no
+	// workflow was left running. A share of the workflows (2 %) has a
+	// part failing for good: they must end failed with their join never
+	// run.
+	Workflows int
+	FanOut    int
 	// Procs is how many worker processes run at once (on memory:,
 	// in-process workers). Defaults to 3.
 	Procs int
@@ -137,7 +149,9 @@ type Config struct {
 	// the run; they heartbeat every third of it and sweep every quarter.
 	// Defaults to 2s.
 	Lease time.Duration
-	// MaxAttempts is every job's attempt limit. Defaults to 4.
+	// MaxAttempts is every job's attempt limit. Defaults to 4, and to 10
+	// with Workflows: a task whose attempts the kills spend fails its
+	// whole workflow.
 	MaxAttempts int
 	// SlowShare is the share of jobs that work one to two and a half
 	// leases (the rest work a few milliseconds). Defaults to 0.02; a
@@ -202,6 +216,29 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("the sync backend runs each job inside Enqueue and has no workers; verify sqlite:, postgres://, redis:// or memory:")
 	default:
 		return bad("backend URL scheme %q: verify sqlite:PATH, postgres://…, redis://… or memory:", scheme)
+	}
+	if c.Workflows < 0 || c.FanOut < 0 {
+		return bad("Workflows %d and FanOut %d must not be negative", c.Workflows, c.FanOut)
+	}
+	if c.Workflows > 0 {
+		if c.Jobs != 0 {
+			return bad("both Jobs (%d) and Workflows (%d) are set: a workflow run's jobs are its workflows' tasks, so give one of them", c.Jobs, c.Workflows)
+		}
+		if c.FanOut == 0 {
+			c.FanOut = 10
+		}
+		if c.FanOut+1 > backend.MaxWorkflowTasks {
+			return bad("FanOut %d: a workflow holds at most %d tasks, the join included", c.FanOut, backend.MaxWorkflowTasks)
+		}
+		if c.Workflows > 1_000_000 {
+			return bad("Workflows %d: use at most 1000000", c.Workflows)
+		}
+		c.Jobs = c.Workflows * (c.FanOut + 1)
+		if c.MaxAttempts == 0 {
+			c.MaxAttempts = 10
+		}
+	} else if c.FanOut != 0 {
+		return bad("FanOut %d without Workflows: set Workflows too", c.FanOut)
 	}
 	ints := []struct {
 		name string

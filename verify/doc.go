@@ -16,6 +16,12 @@
 //     claim token (the fence), and its handler's context is cancelled with
 //     jobq.ErrLeaseLost as soon as the worker can know.
 //
+// With Config.Workflows the workload is workflows of FanOut parts and a
+// join, and three more checks run: every join was claimed only after all
+// its parts had succeeded, exactly one join completed per workflow that
+// succeeded (none in one that failed), and no workflow is left running
+// or with a stored count that WorkflowCheck finds off.
+//
 // Run is what `jobq verify` runs. Worker processes are a program that
 // calls WorkerMain (the jobq command's hidden `verify worker`), named by
 // Config.WorkerCommand.

@@ -23,6 +23,12 @@ type payload struct {
 	Ms   int64  `json:"ms"`             // how long each attempt works
 	Fail int    `json:"fail,omitempty"` // the first attempts that fail on purpose
 	Perm bool   `json:"perm,omitempty"` // fails for good at its first attempt
+	// A workflow task (the workflow workload) also names its workflow:
+	// its number, which send of it this is (a send whose reply was lost
+	// is sent again, and may have been inserted twice), and the task.
+	WF   int64  `json:"wf,omitempty"`
+	Try  int    `json:"try,omitempty"`
+	Task string `json:"task,omitempty"`
 }
 
 // The workload's mix. Transient failures take one or two attempts, fewer

@@ -36,29 +36,45 @@ type producer struct {
 	plan         func(seq int64) payload
 	events       *historyWriter
 
-	mu    sync.Mutex
-	acked map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
+	// The workflow workload (fanOut > 0): n counts workflows, each of
+	// fanOut parts and a join, planned from rng.
+	fanOut int
+	rng    *rand.Rand
+	slow   float64
+	lease  time.Duration
+
+	mu      sync.Mutex
+	acked   map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
+	wfAcked map[int64]int64 // workflow ID -> number: the workflows acknowledged
+	wfPerm  map[int64]bool  // the numbers of the workflows with a part failing for good
 
 	enqueued atomic.Int64 // jobs acknowledged so far
 	retries  atomic.Int64 // batches sent again
 }
 
 func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.Rand, events *historyWriter) *producer {
-	return &producer{
+	p := &producer{
 		client: client, queue: queue, runID: run, n: cfg.Jobs,
 		spread:      time.Duration(float64(cfg.Duration) * enqueueShare),
 		maxAttempts: cfg.MaxAttempts, events: events,
 		plan: func(seq int64) payload {
 			return planJob(rng, run, seq, cfg.SlowShare, cfg.Lease)
 		},
-		acked: make(map[int64]int64, cfg.Jobs),
+		rng: rng, slow: cfg.SlowShare, lease: cfg.Lease,
+		acked:   make(map[int64]int64, cfg.Jobs),
+		wfAcked: map[int64]int64{}, wfPerm: map[int64]bool{},
 	}
+	if cfg.Workflows > 0 {
+		p.n, p.fanOut = cfg.Workflows, cfg.FanOut
+	}
+	return p
 }
 
 // uniqueKey is job seq's unique key.
 func (p *producer) uniqueKey(seq int64) string { return p.queue + "-" + strconv.FormatInt(seq, 10) }
 
-// run enqueues every job, on schedule, until done or ctx ends.
+// run enqueues every job (or workflow), on schedule, until done or ctx
+// ends.
 func (p *producer) run(ctx context.Context) error {
 	start := time.Now()
 	t := time.NewTicker(enqueueTick)
@@ -71,7 +87,11 @@ func (p *producer) run(ctx context.Context) error {
 		}
 		for next < target {
 			k := min(target-next, maxBatch)
-			if err := p.insert(ctx, next, k); err != nil {
+			insert := p.insert
+			if p.fanOut > 0 {
+				insert = p.insertWorkflows
+			}
+			if err := insert(ctx, next, k); err != nil {
 				return err
 			}
 			next += k

@@ -87,6 +87,14 @@ type Report struct {
 	// clock the skew fault set ahead or behind.
 	ClaimsAhead, ClaimsBehind int
 
+	// The workflow workload's counts (Config.Workflows): the workflows
+	// acknowledged, and those a send whose reply was lost inserted too;
+	// how they ended; the joins' claims and completions; and the
+	// WorkflowCheck runs while the workers ran.
+	Workflows, WorkflowsExtra                                             int
+	WorkflowsSucceeded, WorkflowsFailedOnPurpose, WorkflowsFailedByFaults int
+	JoinStarts, JoinsDone, WorkflowChecks                                 int
+
 	// Injected counts the faults by kind: kill, pause, cut, blackhole,
 	// latency, restart, and skew (processes started with a skewed clock).
 	Injected map[string]int
@@ -112,10 +120,11 @@ type Check struct {
 
 // Anomaly is one broken promise.
 type Anomaly struct {
-	Kind   string // one of the Anomaly constants
-	Job    int64  // 0 when it is about the queue
-	Detail string
-	Lines  []string // the history lines behind it, "file:line: text"
+	Kind     string // one of the Anomaly constants
+	Job      int64  // 0 when it is about the queue or a workflow
+	Workflow int64  // the workflow's ID, for a workflow's anomaly
+	Detail   string
+	Lines    []string // the history lines behind it, "file:line: text"
 }
 
 // OK reports whether every check held.
@@ -147,8 +156,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	c := r.Config
 	fmt.Fprintf(bw, "jobq verify  run %s  %s  queue %s\n", r.RunID, r.Backend, r.Queue)
-	fmt.Fprintf(bw, "workload     %d jobs, %d worker processes x %d, %s, lease %s, max attempts %d, seed %d\n",
-		c.Jobs, c.Procs, c.Concurrency, c.Duration, c.Lease, c.MaxAttempts, c.Seed)
+	work := fmt.Sprintf("%d jobs", c.Jobs)
+	if c.Workflows > 0 {
+		work = fmt.Sprintf("%d workflows of %d parts and a join (%d jobs)", c.Workflows, c.FanOut, c.Jobs)
+	}
+	fmt.Fprintf(bw, "workload     %s, %d worker processes x %d, %s, lease %s, max attempts %d, seed %d\n",
+		work, c.Procs, c.Concurrency, c.Duration, c.Lease, c.MaxAttempts, c.Seed)
 	fmt.Fprintf(bw, "faults       %s\n", r.faultLine())
 	if r.Unfenced {
 		fmt.Fprintf(bw, "build        UNFENCED (jobq_unfenced tag): outcomes are written to whatever claim holds the job; expect anomalies\n")
@@ -170,6 +183,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("jobs", "%d acknowledged, %d more from batches sent again; %d enqueue retries", r.Enqueued, r.Extra, r.EnqueueRetries)
 	row("ended", "%d done, %d done unconfirmed, %d failed (%d on purpose, %d lease expired, %d attempts spent)",
 		r.Done, r.DoneUnconfirmed, r.Failed, r.FailedOnPurpose, r.FailedLeaseExpired, r.FailedAttemptsSpent)
+	if c.Workflows > 0 {
+		row("workflows", "%d acknowledged, %d more from sends again; %d succeeded, %d failed on purpose, %d failed by faults; %d join claims, %d join completions; %d WorkflowCheck runs",
+			r.Workflows, r.WorkflowsExtra, r.WorkflowsSucceeded, r.WorkflowsFailedOnPurpose, r.WorkflowsFailedByFaults, r.JoinStarts, r.JoinsDone, r.WorkflowChecks)
+	}
 	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
 	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)
 	row("fence", "%d outcomes refused as stale (%d after a failed try), %d handlers cancelled with ErrLeaseLost, %d jobs rescued by sweeps", r.Refused, r.MaybeApplied, r.LeaseLost, r.Rescued)
@@ -192,9 +209,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if n := r.AnomalyCount(""); n > 0 {
 		fmt.Fprintf(bw, "\nANOMALIES: %d\n", n)
 		for _, a := range r.Anomalies {
-			if a.Job != 0 {
+			switch {
+			case a.Job != 0:
 				fmt.Fprintf(bw, "\n%s job %d: %s\n", a.Kind, a.Job, a.Detail)
-			} else {
+			case a.Workflow != 0:
+				fmt.Fprintf(bw, "\n%s workflow %d: %s\n", a.Kind, a.Workflow, a.Detail)
+			default:
 				fmt.Fprintf(bw, "\n%s: %s\n", a.Kind, a.Detail)
 			}
 			for _, l := range a.Lines {

@@ -312,6 +312,9 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 	if cfg.Progress != nil {
 		r.side.Start(ctx, lifecycle.Component{Name: "progress", Run: r.progress})
 	}
+	if cfg.Workflows > 0 {
+		r.side.Start(ctx, lifecycle.Component{Name: "workflow check", Run: r.checkWorkflows})
+	}
 	prodCtx, stopProd := context.WithCancel(ctx)
 	prodDone := make(chan error, 1)
 	go func() { prodDone <- r.prod.run(prodCtx) }()
@@ -465,11 +468,17 @@ func (r *verifier) verdict(ctx context.Context, drained bool, drain time.Duratio
 }
 
 // finalState reads what the backend holds of the run: its counts, its
-// failed jobs, and the jobs still live among those the history does not
-// show ended.
+// failed jobs, the jobs still live among those the history does not
+// show ended, and its workflows.
 func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, error) {
 	fs := finalState{acked: r.prod.ackedJobs(), live: map[int64]*backend.JobRow{}}
 	var err error
+	if r.cfg.Workflows > 0 {
+		if fs.wf, err = r.workflowState(ctx); err != nil {
+			return fs, err
+		}
+		fs.wf.ackTasks(fs.acked)
+	}
 	if fs.stats, err = r.queueStats(ctx); err != nil {
 		return fs, fmt.Errorf("verify: read the queue's counts: %w", err)
 	}

@@ -51,11 +51,19 @@ func mustVerify(t *testing.T, cfg Config) *Report {
 		t.Fatalf("anomalies found:\n%s", b.String())
 	}
 	t.Logf("\n%s", b.String())
-	if rep.Enqueued != cfg.Jobs {
-		t.Errorf("%d jobs acknowledged, want %d", rep.Enqueued, cfg.Jobs)
+	jobs := rep.Config.Jobs
+	if cfg.Workflows > 0 {
+		// A failed workflow's join is cancelled before it has a job.
+		jobs -= rep.WorkflowsFailedOnPurpose + rep.WorkflowsFailedByFaults
+		if rep.Workflows != cfg.Workflows || rep.JoinsDone != rep.WorkflowsSucceeded || rep.WorkflowsSucceeded == 0 {
+			t.Errorf("%d workflows acknowledged (want %d), %d succeeded, %d joins done", rep.Workflows, cfg.Workflows, rep.WorkflowsSucceeded, rep.JoinsDone)
+		}
 	}
-	if got := rep.Done + rep.DoneUnconfirmed + rep.Failed; got < cfg.Jobs {
-		t.Errorf("%d jobs ended, want at least %d", got, cfg.Jobs)
+	if rep.Enqueued != jobs {
+		t.Errorf("%d jobs acknowledged, want %d", rep.Enqueued, jobs)
+	}
+	if got := rep.Done + rep.DoneUnconfirmed + rep.Failed; got < jobs {
+		t.Errorf("%d jobs ended, want at least %d", got, jobs)
 	}
 	if rep.HistoryDir != "" {
 		t.Errorf("the history of a clean run was kept in %s", rep.HistoryDir)
@@ -110,6 +118,42 @@ func TestRunRedisKillPauseProxy(t *testing.T) {
 	t.Parallel()
 	rep := mustVerify(t, short(storetest.Durable[2].URL(t), FaultKill, FaultPause, FaultProxy))
 	wantInjected(t, rep, "kill", "pause", "cut", "blackhole")
+}
+
+// workflows turns a short run into the workflow workload: 30 workflows
+// of 5 parts and a join, the kills every 200 ms.
+func workflows(cfg Config) Config {
+	cfg.Jobs, cfg.Workflows, cfg.FanOut = 0, 30, 5
+	cfg.KillEvery = 200 * time.Millisecond
+	return cfg
+}
+
+func TestRunMemoryWorkflows(t *testing.T) {
+	t.Parallel()
+	cfg := workflows(short("memory:"))
+	cfg.Faults, cfg.WorkerCommand = []Fault{}, nil
+	rep := mustVerify(t, cfg)
+	if rep.JoinStarts == 0 || rep.WorkflowChecks == 0 {
+		t.Errorf("%d joins started, %d WorkflowCheck runs", rep.JoinStarts, rep.WorkflowChecks)
+	}
+}
+
+func TestRunSQLiteWorkflowsKill(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, workflows(short(storetest.Durable[0].URL(t), FaultKill)))
+	wantInjected(t, rep, "kill")
+}
+
+func TestRunPostgresWorkflowsKillProxy(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, workflows(short(storetest.Durable[1].URL(t), FaultKill, FaultProxy)))
+	wantInjected(t, rep, "kill", "cut")
+}
+
+func TestRunRedisWorkflowsKillProxy(t *testing.T) {
+	t.Parallel()
+	rep := mustVerify(t, workflows(short(storetest.Durable[2].URL(t), FaultKill, FaultProxy)))
+	wantInjected(t, rep, "kill", "cut")
 }
 
 func TestRunPrivateRedisRestart(t *testing.T) {
@@ -181,6 +225,9 @@ func TestConfigRefusals(t *testing.T) {
 		{"no worker command", Config{DB: "sqlite:x.db"}, "WorkerCommand"},
 		{"short pause", Config{DB: "sqlite:x.db", Lease: time.Second, PauseFor: time.Second, WorkerCommand: cmd}, "longer than the lease"},
 		{"negative jobs", Config{DB: "memory:", Jobs: -1}, "Jobs -1 is negative"},
+		{"jobs and workflows", Config{DB: "memory:", Jobs: 10, Workflows: 10}, "give one of them"},
+		{"fan-out alone", Config{DB: "memory:", FanOut: 3}, "set Workflows too"},
+		{"fan-out too big", Config{DB: "memory:", Workflows: 1, FanOut: 10000}, "at most 10000 tasks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.cfg.withDefaults()

@@ -193,7 +193,11 @@ func (h *historyWriter) handle(ctx context.Context, job *jobq.Job) error {
 	if err != nil {
 		return jobq.Permanent(fmt.Errorf("verify payload: %w", err))
 	}
-	h.write(evStart, num("job", job.ID), num("seq", p.Seq), num("att", int64(job.Attempt)), num("tok", job.Token), num("pid", h.pid))
+	fields := []field{num("job", job.ID), num("seq", p.Seq), num("att", int64(job.Attempt)), num("tok", job.Token), num("pid", h.pid)}
+	if p.Task != "" {
+		fields = append(fields, taskFields(ctx, p)...)
+	}
+	h.write(evStart, fields...)
 	err = perform(ctx, job, p)
 	h.write(evEnd, num("job", job.ID), num("att", int64(job.Attempt)), num("tok", job.Token), num("pid", h.pid), str("res", result(ctx, err)))
 	return err

@@ -64,6 +64,15 @@ Redis a queue keeps one of its key prefix's 4,095 indexes for good and every
 run makes a new queue: give verify a prefix of its own
 (redis://host:6379/0?key_prefix=jobq-verify).
 
+--workflows N makes the workload N workflows instead of lone jobs: each is
+--fan-out parts (10) and a join that waits for all of them, and 2 % of them
+have a part that fails for good. The checks then also show that every join
+was claimed only after all its parts had succeeded, that exactly one join
+completed per workflow that succeeded (none in one that failed), and that no
+workflow is left running, with the stored counts checked every second
+(WorkflowCheck). Its tasks get 10 attempts unless --max-attempts says
+otherwise.
+
 Every worker records each attempt's start and end, each claim, and what
 became of each outcome in a history file; at the end, once the faults have
 stopped and the queue has drained (--drain-timeout), verify checks the
@@ -79,6 +88,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 		Example: `  jobq verify
   jobq verify --db postgres://app@db:5432/app --jobs 20000 --procs 4 --concurrency 25 --duration 60s
   jobq verify --broker redis --faults kill,pause,proxy,restart --duration 30s
+  jobq verify --workflows 1000 --faults kill --kill-every 200ms --duration 2m --slow 0
   jobq verify --db memory: --faults none`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -91,6 +101,8 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl := cmd.Flags()
 	c := &f.cfg
 	fl.IntVarP(&c.Jobs, "jobs", "n", 2000, "jobs to enqueue")
+	fl.IntVar(&c.Workflows, "workflows", 0, "enqueue this many workflows (--fan-out parts and a join each) instead of --jobs")
+	fl.IntVar(&c.FanOut, "fan-out", 10, "parts of each workflow, with --workflows")
 	fl.IntVar(&c.Procs, "procs", 3, "worker processes (in-process workers on memory:)")
 	fl.IntVar(&c.Concurrency, "concurrency", 10, "jobs each worker runs at once")
 	fl.DurationVar(&c.Duration, "duration", 15*time.Second, "how long the faults go on (jobs are enqueued over the first 80 %)")
@@ -146,6 +158,9 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 			return usagef("--%s %d must be greater than zero", v.name, v.v)
 		}
 	}
+	if err := f.checkWorkflows(cmd); err != nil {
+		return err
+	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -180,6 +195,36 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 		return usagef("--faults %q: %s", f.faults, trimVerify(err.Error()))
 	}
 	c.Faults = faults
+	return nil
+}
+
+// checkWorkflows turns --workflows and --fan-out into the Config's: a
+// workflow run's jobs are its tasks (so --jobs is refused with it), and
+// its attempt limit defaults to the Config's for workflows unless
+// --max-attempts is given.
+func (f *verifyFlags) checkWorkflows(cmd *cobra.Command) error {
+	c := &f.cfg
+	fl := cmd.Flags()
+	if !fl.Changed("workflows") {
+		if fl.Changed("fan-out") {
+			return usagef("--fan-out %d needs --workflows: it is the number of parts of each workflow", c.FanOut)
+		}
+		c.FanOut = 0
+		return nil
+	}
+	if c.Workflows <= 0 {
+		return usagef("--workflows %d must be greater than zero", c.Workflows)
+	}
+	if c.FanOut <= 0 {
+		return usagef("--fan-out %d must be greater than zero", c.FanOut)
+	}
+	if fl.Changed("jobs") {
+		return usagef("--jobs and --workflows are both given: a workflow run's jobs are its workflows' tasks (--workflows × (--fan-out + 1)), so give one of them")
+	}
+	c.Jobs = 0
+	if !fl.Changed("max-attempts") {
+		c.MaxAttempts = 0 // the workflow default, 10
+	}
 	return nil
 }
 

@@ -100,6 +100,15 @@ func TestVerifyMemoryInProcess(t *testing.T) {
 	}
 }
 
+func TestVerifyWorkflowsInProcess(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--db", "memory:", "verify", "--faults", "none", "--workflows", "20", "--fan-out", "4", "--procs", "2", "--duration", "500ms", "--slow", "0")
+	if r.code() != 0 || !strings.Contains(r.out, "20 workflows of 4 parts and a join (100 jobs)") || !strings.Contains(r.out, "max attempts 10") ||
+		!strings.Contains(r.out, "one join completion per workflow  ok") {
+		t.Fatalf("exit %d (%v)\nstdout:\n%s\nstderr:\n%s", r.code(), r.err, r.out, r.errOut)
+	}
+}
+
 func TestVerifyUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -116,6 +125,10 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{[]string{"verify", "--kill-every", "0s"}, "--kill-every 0s must be greater than zero"},
 		{[]string{"verify", "--slow", "2"}, "--slow 2: use a share from 0 to 1"},
 		{[]string{"--db", "sqlite:x.db", "verify", "--lease", "1s", "--pause-for", "1s"}, "longer than the lease"},
+		{[]string{"verify", "--workflows", "10", "--jobs", "5"}, "--jobs and --workflows are both given"},
+		{[]string{"verify", "--fan-out", "5"}, "--fan-out 5 needs --workflows"},
+		{[]string{"verify", "--workflows", "0"}, "--workflows 0 must be greater than zero"},
+		{[]string{"verify", "--workflows", "1", "--fan-out", "10000"}, "at most 10000 tasks"},
 		{[]string{"verify", "worker"}, "started by jobq verify"},
 		{[]string{"verify", "extra"}, "takes no arguments"},
 	} {

@@ -28,8 +28,8 @@ const (
 	AnomalyStuckWorkflow = "STUCK WORKFLOW"
 	// AnomalyWorkflowState: a workflow ended in a state its tasks'
 	// outcomes do not give (succeeded with a part failing for good,
-	// cancelled though nobody cancelled it, a failed one whose join is
-	// not cancelled).
+	// cancelled though nobody cancelled it, failed with a join neither
+	// failed nor cancelled, or with a failed join though a part failed).
 	AnomalyWorkflowState = "WORKFLOW STATE"
 	// AnomalyWorkflowLost: an acknowledged workflow is gone.
 	AnomalyWorkflowLost = "WORKFLOW LOST"

@@ -61,19 +61,10 @@ func runCancelChild() int {
 	// An hour's lease puts the refused heartbeat, the fallback that
 	// would also tell a handler of its cancel, 20 minutes after each
 	// claim: every cancel the test sees came through the poll.
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Concurrency: 4, PollInterval: 20 * time.Millisecond, Logger: quietLog, Lease: time.Hour,
 		Retry: jobq.RetryPolicy{Base: time.Millisecond, Max: time.Millisecond},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 3
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
+	}, nil)
 }
 
 // cancelLine is one line a cancel child printed and when the test read it.

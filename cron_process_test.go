@@ -60,21 +60,12 @@ func runCronChild() int {
 		_, err := fmt.Fprintf(ledger, "%s %d\n", j.Metadata[jobq.MetadataTick], os.Getpid())
 		return err
 	})
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Queues: []string{"cron"}, Concurrency: 2, PollInterval: 50 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logFile, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Schedules: []jobq.Schedule{{Name: "every-second", Spec: "@every 1s", Type: "cron.tick",
 			Options: []jobq.EnqueueOption{jobq.Queue("cron")}}},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cron child:", err)
-		return 3
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "cron child:", err)
-		return 1
-	}
-	return 0
+	}, nil)
 }
 
 // TestCronProcesses: four worker processes sharing one store, with a

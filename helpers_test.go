@@ -3,8 +3,10 @@ package jobq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -137,3 +139,24 @@ func jobGone(b backend.Backend, id int64) bool {
 type logBuffer struct{ proctest.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// runChildWorker is the end of every worker process's main (the test
+// binary re-executed): it makes a worker with cfg, calls ready (when not
+// nil) once the worker is made, and runs it until ctx ends. It returns
+// the process's exit code: 3 when the worker cannot be made or ready
+// fails, 1 when Run fails, 0 after a clean stop.
+func runChildWorker(ctx context.Context, b backend.Backend, reg *jobq.Registry, cfg jobq.WorkerConfig, ready func() error) int {
+	w, err := jobq.NewWorker(b, reg, cfg)
+	if err == nil && ready != nil {
+		err = ready()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 3
+	}
+	if err := w.Run(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 1
+	}
+	return 0
+}

@@ -75,19 +75,10 @@ func runChild() int {
 	})
 	conc, _ := strconv.Atoi(os.Getenv(childConcEnv))
 	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Concurrency: conc, Lease: lease, PollInterval: 20 * time.Millisecond,
 		SweepInterval: 100 * time.Millisecond, Logger: quietLog,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 3
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
+	}, nil)
 }
 
 type child struct {

@@ -103,19 +103,10 @@ func runCtlChild() int {
 		_, err := fmt.Fprintf(ledger, "%d %d %d %d %d %d %d\n", j.ID, j.Attempt, start.UnixNano(), end.UnixNano(), ct.claimed.UnixNano(), ct.seen.UnixNano(), os.Getpid())
 		return err
 	})
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Queues: []string{os.Getenv(ctlQueueEnv)}, Concurrency: ctlSlots, Logger: quietLog,
 		Hooks: []jobq.WorkerHooks{hooks},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 3
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
+	}, nil)
 }
 
 // bumpMu serializes this process's handlers: an flock is held by the open

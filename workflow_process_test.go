@@ -120,24 +120,16 @@ func runWorkflowChild() int {
 			kill()
 		}
 	}}
-	w, err := jobq.NewWorker(b, reg, jobq.WorkerConfig{
+	// The "up" line tells the test the worker is made: work it
+	// enqueues next finds every process.
+	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Queues: []string{wfQueue}, Concurrency: conc, PollInterval: 20 * time.Millisecond,
 		Lease: 2 * time.Second, SweepInterval: 200 * time.Millisecond, Logger: quietLog,
 		Hooks: []jobq.WorkerHooks{hooks},
+	}, func() error {
+		_, err := fmt.Fprintf(ledger, "up %d\n", os.Getpid())
+		return err
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 3
-	}
-	if _, err := fmt.Fprintf(ledger, "up %d\n", os.Getpid()); err != nil {
-		fmt.Fprintln(os.Stderr, "child: ledger:", err)
-		return 3
-	}
-	if err := w.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	return 0
 }
 
 // wfRun is one test's store, its worker processes and their ledgers.

@@ -37,11 +37,9 @@ type producer struct {
 	events       *historyWriter
 
 	// The workflow workload (fanOut > 0): n counts workflows, each of
-	// fanOut parts and a join, planned from rng.
+	// fanOut parts and a join, as planWF plans workflow n.
 	fanOut int
-	rng    *rand.Rand
-	slow   float64
-	lease  time.Duration
+	planWF func(n int64) (tasks []payload, perm bool)
 
 	mu      sync.Mutex
 	acked   map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
@@ -60,7 +58,9 @@ func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.R
 		plan: func(seq int64) payload {
 			return planJob(rng, run, seq, cfg.SlowShare, cfg.Lease)
 		},
-		rng: rng, slow: cfg.SlowShare, lease: cfg.Lease,
+		planWF: func(n int64) ([]payload, bool) {
+			return planWorkflow(rng, run, n, cfg.FanOut, cfg.SlowShare, cfg.Lease)
+		},
 		acked:   make(map[int64]int64, cfg.Jobs),
 		wfAcked: map[int64]int64{}, wfPerm: map[int64]bool{},
 	}

@@ -137,7 +137,7 @@ func taskFields(ctx context.Context, p payload) []field {
 func (p *producer) insertWorkflows(ctx context.Context, from, k int) error {
 	for i := range k {
 		n := int64(from + i + 1)
-		tasks, perm := planWorkflow(p.rng, p.runID, n, p.fanOut, p.slow, p.lease)
+		tasks, perm := p.planWF(n)
 		if err := p.insertWorkflow(ctx, n, tasks, perm); err != nil {
 			return err
 		}

@@ -109,9 +109,10 @@ func DependencyResult(ctx context.Context, name string, v any) error {
 			continue
 		}
 		switch {
-		case d.State != backend.TaskSucceeded && d.Reason != "":
-			return fmt.Errorf("result of dependency %q: %w: it is %s (%s)", name, ErrNoResult, d.State, d.Reason)
 		case d.State != backend.TaskSucceeded:
+			// Not its Reason: that is another job's error, which this
+			// job's error (and its logs) must not carry; Dependencies
+			// gives it to a handler that wants it.
 			return fmt.Errorf("result of dependency %q: %w: it is %s", name, ErrNoResult, d.State)
 		case d.Result == nil:
 			return fmt.Errorf("result of dependency %q: %w: it succeeded without calling SetResult", name, ErrNoResult)

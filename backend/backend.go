@@ -103,7 +103,9 @@ type Backend interface {
 	// attempts < max_attempts go back to pending, available now; the others
 	// move to failed_jobs with the error "lease expired". At most
 	// params.Limit jobs are handled per call (0 means a backend default).
-	// The result names every job it moved (SweepResult.Jobs).
+	// The result names every job it moved (SweepResult.Jobs). A call that
+	// fails after part of its work committed (PostgreSQL sweeps tasks'
+	// jobs in a second transaction) returns that part with the error.
 	LeaseSweep(ctx context.Context, params SweepParams) (SweepResult, error)
 
 	// JobGet returns one live job (pending or reserved) by ID, or ErrNotFound.

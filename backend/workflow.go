@@ -10,7 +10,7 @@ import (
 
 // Workflower is implemented by backends that run workflows: graphs of
 // named tasks, each an ordinary job, where a task waits until the tasks it
-// depends on have ended (sqlite, postgres, memory).
+// depends on have ended (sqlite, postgres, redis, memory).
 //
 // # The model
 //
@@ -236,7 +236,7 @@ type WorkflowTask struct {
 	// nil when none).
 	Result []byte
 	// Reason says why the task failed (the job's error) or was cancelled
-	// ("cancelled: dependency X failed", "workflow cancelled", ...).
+	// (`dependency "X" failed`, "workflow cancelled", ...).
 	Reason     string
 	FinishedAt time.Time // zero unless ended
 }

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -49,6 +50,11 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 				}
 			}
 		})
+		// A lost release leaves nothing to claim: the workers give up
+		// once nothing came for waitLimit, rather than spin until the
+		// test binary's timeout.
+		var lastClaim atomic.Int64
+		lastClaim.Store(time.Now().UnixNano())
 		var workers sync.WaitGroup
 		for range 4 {
 			workers.Go(func() {
@@ -78,8 +84,13 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 						outs = append(outs, done(r.Ref()))
 					}
 					if len(outs) == 0 {
+						if idle := time.Since(time.Unix(0, lastClaim.Load())); idle > waitLimit {
+							t.Errorf("nothing to claim for %s with %d parts done and no join: the join was never released", idle.Round(time.Second), parts.Load())
+							return
+						}
 						continue
 					}
+					lastClaim.Store(time.Now().UnixNano())
 					res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs})
 					if err != nil {
 						t.Errorf("JobComplete: %v", err)

@@ -106,9 +106,11 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 	for _, f := range rows {
 		gone[f.ID] = true
 		delete(b.failedByID, f.ID)
-		// A purged failed task of a pruned workflow was the last thing
-		// that kept its task entry (see WorkflowPrune).
-		if t := b.wf.byJob[f.JobID]; t != nil && b.wf.byID[t.wf.id] == nil {
+		// A failed task of a cancelled workflow is never replayed (and
+		// a pruned workflow with failed tasks was cancelled): once its
+		// failed row is gone, so is the last use of its task entry (see
+		// WorkflowPrune), whether the workflow was pruned yet or not.
+		if t := b.wf.byJob[f.JobID]; t != nil && t.wf.state == backend.WorkflowCancelled {
 			delete(b.wf.byJob, f.JobID)
 		}
 		b.queue(f.Queue).failed--

@@ -112,7 +112,9 @@ func (b *Backend) WorkflowDeps(ctx context.Context, jobID int64) ([]backend.Task
 	}
 	defer b.mu.Unlock()
 	t := b.wf.byJob[jobID]
-	if t == nil {
+	if t == nil || b.wf.byID[t.wf.id] != t.wf {
+		// A pruned workflow's failed task keeps its entry (see
+		// WorkflowPrune), but the workflow is gone.
 		return nil, fmt.Errorf("%s: %w (not a workflow task's job)", op, backend.ErrNotFound)
 	}
 	out := make([]backend.TaskOutcome, len(t.deps))

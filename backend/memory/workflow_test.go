@@ -163,7 +163,12 @@ func (h *wfh) fail(names ...string) {
 // replay replays the failed row of the job of task name.
 func (h *wfh) replay(id int64, name string) backend.ReplayResult {
 	h.t.Helper()
-	jobID := h.task(id, name).JobID
+	return h.replayJob(h.task(id, name).JobID)
+}
+
+// replayJob replays the failed row of job jobID.
+func (h *wfh) replayJob(jobID int64) backend.ReplayResult {
+	h.t.Helper()
 	rows, err := h.b.FailedList(h.t.Context(), backend.FailedListParams{Limit: 1000})
 	if err != nil {
 		h.t.Fatal(err)
@@ -177,7 +182,7 @@ func (h *wfh) replay(id int64, name string) backend.ReplayResult {
 			return res
 		}
 	}
-	h.t.Fatalf("task %s's job %d is not in failed_jobs", name, jobID)
+	h.t.Fatalf("job %d is not in failed_jobs", jobID)
 	return backend.ReplayResult{}
 }
 
@@ -681,5 +686,35 @@ func TestWorkflowClosed(t *testing.T) {
 		if !errors.Is(err, backend.ErrClosed) {
 			t.Errorf("call %d after Close: %v, want ErrClosed", i+1, err)
 		}
+	}
+}
+
+// TestWorkflowPrunedFailedTask: a cancelled workflow with a failed task,
+// pruned. The failed task's job no longer reads as a task's (its
+// workflow is gone), and its failed row still replays as skipped.
+func TestWorkflowPrunedFailedTask(t *testing.T) {
+	t.Parallel()
+	h := newWF(t)
+	ctx := t.Context()
+	id := h.insert(wfTask("x"), wfTask("y"))
+	rows := h.claimExactly("x", "y")
+	h.complete(backend.Outcome{Ref: rows["x"].Ref(), Kind: backend.OutcomeFail, Error: "x broke"})
+	if _, err := h.b.WorkflowCancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	h.complete(backend.Outcome{Ref: rows["y"].Ref(), Kind: backend.OutcomeDone})
+	h.want(id, backend.WorkflowCancelled, "x=failed y=cancelled")
+	if _, err := h.b.WorkflowDeps(ctx, rows["x"].ID); err != nil {
+		t.Fatalf("deps of the failed task's job before the prune: %v", err)
+	}
+	h.clock.Add(2 * time.Hour)
+	if n, err := h.b.WorkflowPrune(ctx, time.Hour); err != nil || n != 1 {
+		t.Fatalf("prune = %d, %v; want 1", n, err)
+	}
+	if _, err := h.b.WorkflowDeps(ctx, rows["x"].ID); !errors.Is(err, backend.ErrNotFound) {
+		t.Fatalf("deps of a pruned workflow's failed task: %v, want ErrNotFound", err)
+	}
+	if res := h.replayJob(rows["x"].ID); res.Skipped != 1 || res.Replayed != 0 {
+		t.Fatalf("replay of a pruned cancelled workflow's failed task = %+v, want skipped", res)
 	}
 }

@@ -63,21 +63,29 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	err := b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
 		var step replayStep
 		args := append(filterArgs(params.Filter), after, backend.ChunkSize)
-		err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...))
+		if err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...)); err != nil {
+			return step.last, step.matched, err
+		}
+		// The plain jobs the statement replayed are committed: they are
+		// counted and woken now, since a retry of this chunk (after the
+		// tasks' transaction below failed) no longer matches them. What
+		// it left in failed_jobs, it matches again: that is counted once
+		// the chunk succeeds.
+		res.Replayed += int(step.replayed)
+		for i, q := range step.queues {
+			byType[backend.TypeCount{Queue: q, Type: step.types[i]}] += int(step.counts[i])
+		}
+		b.wake(step.due())
 		var tasks taskReplay
-		if err == nil && len(step.tasks) > 0 {
+		if len(step.tasks) > 0 {
 			// The chunk left the jobs of workflow tasks: they come back
 			// with their tasks in a transaction (workflow_replay.go).
 			tasks, err = b.replayTaskRows(ctx, step.tasks)
 		}
 		if err == nil {
-			res.Replayed += int(step.replayed) + tasks.replayed
+			res.Replayed += tasks.replayed
 			res.Skipped += int(step.matched-step.replayed) - len(step.tasks) + tasks.matched - tasks.replayed
-			for i, q := range step.queues {
-				byType[backend.TypeCount{Queue: q, Type: step.types[i]}] += int(step.counts[i])
-			}
 			tasks.addTypes(byType)
-			b.wake(step.due())
 		}
 		return step.last, step.matched, err
 	})

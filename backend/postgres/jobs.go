@@ -313,12 +313,13 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	if err != nil {
 		return backend.SweepResult{}, err
 	}
+	var taskErr error
 	if tasksWait {
 		// Each ends with its task in a transaction (workflow_end.go).
+		// Should that fail, the plain jobs above are swept (committed)
+		// all the same: they are reported and woken, with the error.
 		swept, cancelled, err := b.sweepTasks(ctx, limit)
-		if err != nil {
-			return backend.SweepResult{}, err
-		}
+		taskErr = err
 		res.Jobs = append(res.Jobs, swept...)
 		res.Cancelled += cancelled
 	}
@@ -336,7 +337,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		}
 	}
 	b.wake(due)
-	return res, nil
+	return res, taskErr
 }
 
 // JobGet implements backend.Backend.

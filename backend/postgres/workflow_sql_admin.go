@@ -13,7 +13,10 @@ const sqlWorkflowState = `SELECT state FROM {schema}.workflows WHERE id = $1`
 // sqlWorkflowCancelLock locks, for WorkflowCancel, in this order: the live
 // jobs of the workflow's active tasks (by id), then every task of the
 // workflow (by idx). Ending a task locks its job first and its tasks
-// after, so the two never wait on each other in a circle.
+// after, the same order. A task released between the two statements has
+// a job the first did not lock, which the cancel then locks after the
+// tasks: that rare case can deadlock with the job's own end, and the
+// deadlock (40P01) is retried by b.do like any other.
 //
 //	$1 workflow_id bigint
 //
@@ -55,7 +58,7 @@ SET state = 'cancelled', unfinished = 0, finished_at = now(),
 WHERE id = $1 AND state = 'running'`
 
 // taskColumns is the task column list of sqlWorkflowGet, in the order
-// scanTask reads it.
+// readWorkflow reads it.
 const taskColumns = `t.idx, t.name, t.state, t.job_id, t.queue, t.type, t.priority, t.result, t.reason, t.finished_at`
 
 // sqlWorkflowGet reads a workflow and its tasks in one snapshot.

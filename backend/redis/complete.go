@@ -303,7 +303,7 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 4 {
+		if err != nil || len(v) != 5 {
 			first = cmpErr(first, fmt.Errorf("release %s: unexpected reply", groups[gi].q.name))
 			continue
 		}
@@ -314,7 +314,7 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 		first = cmpErr(first, err)
 		held = append(held, h...)
 		f := fields{v: v}
-		b.notifier.local(g.q.name, f.int(2) == 1, -1)
+		b.notifier.local(g.q.name, f.int(2) == 1, int64(f.int(4)))
 		first = cmpErr(first, f.err)
 	}
 	b.releaseUnique(ctx, held)

@@ -399,8 +399,11 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 			}
 			continue
 		}
+		if len(v) < 3 {
+			return fmt.Errorf("replay %s: unexpected reply", order[i])
+		}
 		moved := map[int]bool{}
-		for j := 2; j < len(v); j++ {
+		for j := 3; j < len(v); j++ {
 			item := f.int(j)
 			if item < 0 && -item <= len(recs) {
 				// A negated item number: a task of a workflow a user
@@ -420,7 +423,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 				unmoved[r.jobID] = true
 			}
 		}
-		b.notifier.local(order[i], f.int(1) == 1, -1)
+		b.notifier.local(order[i], f.int(1) == 1, int64(f.int(2)))
 		if f.err != nil {
 			return f.err
 		}

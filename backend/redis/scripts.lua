@@ -901,7 +901,8 @@ return lost
 --   of a counted release  then per ref: ID, token
 -- Returns {{i, ... of the refs that no longer matched (stale)}, {ID,
 --   unique key, ... of jobs failed or ended holding a unique key}, woke,
---   {i, ... of the refs that ended cancelled}}, i counting refs from 1.
+--   {i, ... of the refs that ended cancelled}, due}, i counting refs from
+--   1; due is flush's (a released task may be delayed).
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
@@ -941,8 +942,8 @@ end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
 -- d: a task released above may be delayed.
-local woke = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
-return { stale, released, woke, cancelled }
+local woke, due = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
+return { stale, released, woke, cancelled, due }
 
 --- script: expired
 -- Counts reserved jobs of one queue whose lease has expired.
@@ -962,7 +963,8 @@ return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 --   ('lease expired')
 -- Returns {{ID, attempt, token, type, failed (1 or 0), ...}: the claims
 --   whose lease expired, {ID, unique key, ... of jobs failed or cancelled
---   holding a unique key}, woke, cancelled}.
+--   holding a unique key}, woke, cancelled, due}; due is flush's (a
+--   released task may be delayed).
 local now = now_us()
 local nows = n2s(now)
 local mv = moves()
@@ -998,8 +1000,8 @@ end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
 -- d: a task released above may be delayed.
-local woke = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
-return { out, released, woke, cancelled }
+local woke, due = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
+return { out, released, woke, cancelled, due }
 
 --- script: stats
 -- Counts one queue's jobs by state.
@@ -1098,7 +1100,8 @@ return #del
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
 -- Returns {-1, item number} when all or nothing found one missing, else
---   {number moved, woke, then the item numbers (1-based) moved, then
+--   {number moved, woke, due (ms until the first delayed job it
+--   released is due, -1 for none), then the item numbers (1-based) moved, then
 --   the negated item numbers skipped (their workflow was cancelled)}.
 local now = now_us()
 local nows = n2s(now)
@@ -1120,7 +1123,7 @@ for i = 1, n do
   end
 end
 local mv = moves()
-local out, gone = { 0, 0 }, {}
+local out, gone = { 0, 0, -1 }, {}
 for i = 1, n do
   if prs[i] then
     local jk, id = KEYS[4 + 2 * i], ARGV[3 + 2 * i]
@@ -1137,7 +1140,7 @@ end
 zrem(KEYS[3], gone)
 out[1] = #gone
 -- d: a task the replay released may be delayed.
-out[2] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)
+out[2], out[3] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)
 for _, x in ipairs(skipped) do out[#out + 1] = x end
 return out
 

@@ -79,7 +79,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 4 {
+		if err != nil || len(v) != 5 {
 			first = cmpErr(first, fmt.Errorf("sweep %s: unexpected reply", swept[i]))
 			continue
 		}
@@ -108,7 +108,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 		first = cmpErr(first, err)
 		held = append(held, h...)
 		w := fields{v: v}
-		b.notifier.local(swept[i], w.int(2) == 1, -1)
+		b.notifier.local(swept[i], w.int(2) == 1, int64(w.int(4)))
 		res.Cancelled += w.int(3)
 	}
 	b.releaseUnique(ctx, held)

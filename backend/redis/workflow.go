@@ -133,7 +133,7 @@ func (b *Backend) workflowInsert(ctx context.Context, params backend.WorkflowPar
 	}
 	v, err := asSlice(res)
 	if err != nil || len(v) < 3 || len(v)%2 != 1 {
-		return nil, fmt.Errorf("insert workflow into %s: unexpected reply %v", queue, res)
+		return nil, fmt.Errorf("insert workflow into %s: unexpected reply (%T)", queue, res)
 	}
 	f := fields{v: v}
 	out := &backend.WorkflowInserted{ID: f.id(0, idx), Jobs: map[string]int64{}}
@@ -193,7 +193,7 @@ func (b *Backend) workflowCancel(ctx context.Context, id int64) (backend.Workflo
 	}
 	v, err := asSlice(res)
 	if err != nil || len(v) < 1 {
-		return out, fmt.Errorf("unexpected reply %v", res)
+		return out, fmt.Errorf("unexpected reply (%T)", res)
 	}
 	f := fields{v: v}
 	switch {
@@ -204,12 +204,16 @@ func (b *Backend) workflowCancel(ctx context.Context, id int64) (backend.Workflo
 	case f.int(0) == 1 && len(v) == 3:
 		out = backend.WorkflowCancelResult{Changed: true, State: backend.WorkflowCancelled, Cancelled: f.int(1), Requested: f.int(2)}
 	default:
-		return out, fmt.Errorf("unexpected reply %v", res)
+		return out, fmt.Errorf("unexpected reply (%T)", res)
 	}
 	if f.err != nil {
 		return backend.WorkflowCancelResult{}, f.err
 	}
-	if out.Requested > 0 {
+	// A workflow found cancelled already may be this call's own, sent
+	// again after its reply was lost before the counter was raised: raise
+	// it again (as JobCancel does for CancelAlready), or its running
+	// tasks' workers would hear only at their next full scan.
+	if out.Requested > 0 || (!out.Changed && out.State == backend.WorkflowCancelled) {
 		if err := b.c.incr(ctx, b.keys.cancels); err != nil {
 			return out, fmt.Errorf("tell workers of the cancel requests (cancelling again does): %w", err)
 		}

@@ -37,7 +37,7 @@ var taskStates = map[string]backend.TaskState{
 func pairMap(v any) (map[string]string, error) {
 	s, err := asSlice(v)
 	if err != nil || len(s)%2 != 0 {
-		return nil, fmt.Errorf("unexpected reply %v, want field and value pairs", v)
+		return nil, fmt.Errorf("unexpected reply (%T), want field and value pairs", v)
 	}
 	f := fields{v: s}
 	m := make(map[string]string, len(s)/2)
@@ -141,7 +141,7 @@ func (b *Backend) workflowGet(ctx context.Context, id int64) (*backend.Workflow,
 		return nil, backend.ErrNotFound
 	}
 	if len(v) != 2 {
-		return nil, fmt.Errorf("unexpected reply %v", res)
+		return nil, fmt.Errorf("unexpected reply (%T)", res)
 	}
 	wf, err := pairMap(v[0])
 	if err != nil {
@@ -311,7 +311,7 @@ func (b *Backend) workflowDeps(ctx context.Context, jobID int64) ([]backend.Task
 	}
 	v, err := asSlice(res)
 	if err != nil || len(v) < 1 || len(v)%5 != 1 {
-		return nil, fmt.Errorf("unexpected reply %v", res)
+		return nil, fmt.Errorf("unexpected reply (%T)", res)
 	}
 	f := fields{v: v}
 	if f.int(0) != 1 {

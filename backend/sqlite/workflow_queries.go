@@ -11,14 +11,12 @@ import (
 // statement covers any number of tasks: one statement resolves every
 // outgoing edge of a task, a fan-out of 1,000 included.
 
-// Cancel causes of a cancelled task (workflow_tasks.cancel_cause): only a
+// Cancel causes of a cancelled task (workflow_tasks.cancel_cause): 'dep'
+// (a dependency with DepCancel failed or was cancelled) and 'user'
+// (WorkflowCancel), written by the statements below, and causeJob. Only a
 // task cancelled because of a dependency comes back when the failed task
 // that caused it is replayed.
-const (
-	causeDep  = "dep"  // a dependency with DepCancel failed or was cancelled
-	causeUser = "user" // WorkflowCancel
-	causeJob  = "job"  // the task's own job was cancelled
-)
+const causeJob = "job" // the task's own job was cancelled
 
 // --- insert ---
 

@@ -38,17 +38,19 @@ func (s *LeaseSweeper) Run(ctx context.Context) {
 func (s *LeaseSweeper) RunOnce(ctx context.Context) {
 	for ctx.Err() == nil {
 		res, err := s.b.LeaseSweep(ctx, backend.SweepParams{Limit: sweepPage})
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("sweep expired leases", "err", err)
-			}
-			return
-		}
+		// A failed sweep may still report what it committed before it
+		// failed (see backend.Backend.LeaseSweep).
 		if res.Rescued+res.Failed > 0 {
 			s.log.Info("rescued jobs with expired leases", "rescued", res.Rescued, "failed", res.Failed)
 			if s.onSweep != nil {
 				s.onSweep(res)
 			}
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("sweep expired leases", "err", err)
+			}
+			return
 		}
 		if res.Rescued+res.Failed < sweepPage {
 			return

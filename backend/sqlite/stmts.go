@@ -37,6 +37,10 @@ type stmts struct {
 	rateUpdate    *sql.Stmt
 	finishKeep    *sql.Stmt
 	finishCancel  *sql.Stmt
+	// wf holds the workflow statements of the completion paths by their
+	// text (see wfTx.stmt): a batch that ends tasks would otherwise parse
+	// each of them again.
+	wf map[string]*sql.Stmt
 	// read connections
 	jobGet    *sql.Stmt
 	failedGet *sql.Stmt
@@ -99,8 +103,35 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		*p.dst = s
 		st.prepared = append(st.prepared, s)
 	}
+	st.wf = make(map[string]*sql.Stmt, len(wfHotQueries))
+	for _, q := range wfHotQueries {
+		s, err := b.w.PrepareContext(ctx, q)
+		if err != nil {
+			_ = st.close()
+			return nil, fmt.Errorf("prepare statements: %w", err)
+		}
+		st.wf[q] = s
+		st.prepared = append(st.prepared, s)
+	}
 	b.st = st
 	return st, nil
+}
+
+// wfHotQueries are the statements with which a completion, a sweep or a
+// cancel ends a task, resolves its edges and releases its dependants.
+var wfHotQueries = []string{
+	qCompleteDoneTask, qTaskEnd, qEdgesCountDown, qEdgesCancel, qWorkflowTasksEnded,
+	qTasksToRelease, qTaskActivate, qJobsSetWorkflow,
+}
+
+// wfStmt returns the prepared workflow statement with text query, if it is
+// one of wfHotQueries and st is not nil.
+func (st *stmts) wfStmt(query string) (*sql.Stmt, bool) {
+	if st == nil {
+		return nil, false
+	}
+	s, ok := st.wf[query]
+	return s, ok
 }
 
 // insertStmt returns the prepared insertSQL(n, metadata), or nil when

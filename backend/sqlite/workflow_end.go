@@ -21,10 +21,11 @@ import (
 // The completion paths call it only for a task's job: their usual deletes
 // skip a job whose workflow_id is set (qCompleteDone, qJobDelete), and only
 // then does a second statement delete it and return the workflow, so a job
-// that is not a task's costs what it did before workflows. Its statements
-// are prepared on the transaction at first use (in a caller's transaction
-// the backend's prepared statements cannot be used) and reused for the
-// rest of it, so a batch of task jobs pays each preparation once.
+// that is not a task's costs what it did before workflows. The statements
+// of the completion paths are the backend's, prepared once; the others
+// (and all in a caller's transaction, where the backend's cannot be used)
+// are prepared on the transaction at first use and reused for the rest of
+// it.
 type wfTx struct {
 	ctx context.Context
 	tx  *sql.Tx
@@ -38,14 +39,21 @@ type wfTx struct {
 	prep  map[string]*sql.Stmt
 }
 
-// stmt returns query prepared on the transaction.
+// stmt returns query bound to the transaction: the backend's statement
+// prepared once (see wfHotQueries), or else one prepared on the
+// transaction.
 func (w *wfTx) stmt(query string) (*sql.Stmt, error) {
 	if s, ok := w.prep[query]; ok {
 		return s, nil
 	}
-	s, err := w.tx.PrepareContext(w.ctx, query)
-	if err != nil {
-		return nil, err
+	s, shared := w.st.wfStmt(query)
+	if shared {
+		s = w.tx.StmtContext(w.ctx, s)
+	} else {
+		var err error
+		if s, err = w.tx.PrepareContext(w.ctx, query); err != nil {
+			return nil, err
+		}
 	}
 	if w.prep == nil {
 		w.prep = make(map[string]*sql.Stmt)

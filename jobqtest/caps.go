@@ -10,7 +10,8 @@ import "github.com/jobq/jobq/backend"
 // one type per combination of the two, below. Every other capability
 // (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
 // ScheduleStore, and any added later) the runtime finds with backend.As
-// through recBackend.Unwrap, straight on the wrapped backend.
+// through recBackend.Unwrap, on the wrapped backend; the workflow ones on
+// the recording links of that chain (see chain).
 
 // recInline is the recorder's backend over an Inline backend.
 type recInline struct {

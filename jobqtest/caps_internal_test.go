@@ -177,6 +177,10 @@ func asCaps(b backend.Backend) []string {
 	has("Retainer", ok)
 	_, ok = backend.As[backend.ScheduleStore](b)
 	has("ScheduleStore", ok)
+	_, ok = backend.As[backend.Workflower](b)
+	has("Workflower", ok)
+	_, ok = backend.As[backend.WorkflowTxInserter](b)
+	has("WorkflowTxInserter", ok)
 	return out
 }
 
@@ -315,9 +319,9 @@ func TestRealBackendsCapabilities(t *testing.T) {
 		b    backend.Backend
 		want string
 	}{
-		{"memory", mem, "[Notifier QueueController Canceller Retainer ScheduleStore]"},
+		{"memory", mem, "[Notifier QueueController Canceller Retainer ScheduleStore Workflower]"},
 		{"sync", syncbackend.New(), "[Inline QueueController]"},
-		{"sqlite", sq, "[TxInserter Notifier Migrator TxCompleter QueueController Canceller Retainer ScheduleStore]"},
+		{"sqlite", sq, "[TxInserter Notifier Migrator TxCompleter QueueController Canceller Retainer ScheduleStore Workflower WorkflowTxInserter]"},
 	} {
 		if got := fmt.Sprint(asCaps(c.b)); got != c.want {
 			t.Errorf("%s has %s, want %s", c.name, got, c.want)

@@ -2,6 +2,7 @@ package jobqtest_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -141,6 +142,43 @@ func runUntil(t *testing.T, w *jobq.Worker, done func() bool) {
 	}
 	cancel()
 	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sqliteAndDB opens a SQLite backend on a new file and a database/sql
+// handle of the application's own on the same file, for transactions that
+// enqueue.
+func sqliteAndDB(t *testing.T) (*sqlite.Backend, *sql.DB) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "jobq.db")
+	b, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return b, db
+}
+
+// inTx runs f in a transaction of db, then commits or rolls it back.
+func inTx(t *testing.T, db *sql.DB, commit bool, f func(tx *sql.Tx)) {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f(tx)
+	if commit {
+		err = tx.Commit()
+	} else {
+		err = tx.Rollback()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,7 +20,8 @@ import (
 // points it reached without storing anything. It keeps the same ledger for
 // a named step that is not a job (the controller's own "save"): the test
 // records it as called with Ran, and places parts on the request's path
-// with OnPath. Observe and Classify read what was recorded since the
+// with OnPath. A workflow's tasks (EnqueueWorkflow) are recorded as
+// enqueues of their types, one per task. Observe and Classify read what was recorded since the
 // recorder was made or last Reset; RunQueue runs the stored jobs in the
 // test's goroutine.
 //
@@ -31,8 +32,9 @@ import (
 // such a type reads as not wired.
 //
 // Backend() has backend.Inline and backend.TxInserter exactly when the
-// wrapped backend has them, and records what goes through them. Every
-// other optional capability (Notifier, Migrator, TxCompleter,
+// wrapped backend has them, and records what goes through them; so it does
+// with backend.Workflower and backend.WorkflowTxInserter, found with
+// backend.As as the client finds them. Every other optional capability (Notifier, Migrator, TxCompleter,
 // QueueController, Canceller, Retainer, ScheduleStore) it leaves to the
 // wrapped backend: Backend() is a backend.Unwrapper, and jobq finds them
 // with backend.As. Code of your own that needs one of those should use
@@ -88,8 +90,17 @@ type Enqueue struct {
 	RunAt     time.Time
 	Metadata  map[string]string
 	// ID is the stored job's ID, or for a duplicate the live job holding
-	// its unique key; 0 when the insert failed.
+	// its unique key; 0 when the insert failed, and for a workflow task
+	// that waited for its dependencies (its job is made at its release).
 	ID int64
+	// Workflow is the ID of the workflow this job is a task of
+	// (EnqueueWorkflow, EnqueueWorkflowTx), Task the task's name; 0 and
+	// "" for a job enqueued alone.
+	Workflow int64
+	Task     string
+	// Waiting: a workflow task with dependencies, stored to run once they
+	// have ended.
+	Waiting bool
 	// Duplicate: nothing was stored, a live job holds UniqueKey.
 	Duplicate bool
 	// Err is the insert call's error: nothing of that call was stored (on
@@ -146,7 +157,7 @@ func NewRecorder(inner backend.Backend) *Recorder {
 	// A tick of a schedule (ScheduleStore.ScheduleTick, reached through
 	// As) inserts its job unrecorded: the scheduler's jobs are the
 	// workers' own, not something a request did.
-	r.b = compose(&recBackend{Backend: inner, r: r}, inner)
+	r.b = compose(&recBackend{Backend: inner, r: r, next: chain(r, inner)}, inner)
 	return r
 }
 
@@ -266,8 +277,9 @@ func (r *Recorder) Reset() {
 }
 
 // Enqueues returns every insert recorded since the last Reset, in order.
-// A job inserted in a transaction (EnqueueTx) that has not run is looked
-// up in the backend, to tell a commit from a rollback (NotCommitted).
+// A job inserted in a transaction (EnqueueTx, EnqueueWorkflowTx) that has
+// not run is looked up in the backend, to tell a commit from a rollback
+// (NotCommitted).
 func (r *Recorder) Enqueues() []Enqueue {
 	r.mu.Lock()
 	es := append([]Enqueue(nil), r.enqueues...)
@@ -279,7 +291,17 @@ func (r *Recorder) Enqueues() []Enqueue {
 	}
 	r.mu.Unlock()
 	for i, e := range es {
-		if !e.InTx || e.Err != nil || e.Duplicate || ran[e.ID] {
+		if !e.InTx || e.Err != nil || e.Duplicate || (e.ID != 0 && ran[e.ID]) {
+			continue
+		}
+		if e.Workflow != 0 {
+			ok, err := r.workflowCommitted(context.Background(), e)
+			switch {
+			case errors.Is(err, backend.ErrNotFound):
+				es[i].NotCommitted = true
+			case err == nil:
+				es[i].NotCommitted = !ok
+			}
 			continue
 		}
 		// A backend may give a rolled-back insert's ID to a later job
@@ -339,6 +361,12 @@ func (r *Recorder) endRun(k runKey, err error) {
 func (r *Recorder) recordInserts(params []backend.InsertParams, res []backend.InsertResult, err error, inTx bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.appendInserts(params, res, err, inTx)
+}
+
+// appendInserts is recordInserts under r.mu; the call's enqueues are the
+// last len(params) of r.enqueues.
+func (r *Recorder) appendInserts(params []backend.InsertParams, res []backend.InsertResult, err error, inTx bool) {
 	if err != nil {
 		r.backErrs = append(r.backErrs, err)
 	}
@@ -382,11 +410,15 @@ func (r *Recorder) setElapse(on bool) {
 type recBackend struct {
 	backend.Backend
 	r *Recorder
+	// next is the wrapped backend, behind the links that record its
+	// workflow capabilities (see chain).
+	next backend.Backend
 }
 
-// Unwrap returns the wrapped backend, for backend.As to find the
-// capabilities the recorder does not intercept.
-func (b *recBackend) Unwrap() backend.Backend { return b.Backend }
+// Unwrap returns the wrapped backend (through the recorder's workflow
+// links), for backend.As to find the capabilities the recorder does not
+// intercept.
+func (b *recBackend) Unwrap() backend.Backend { return b.next }
 
 // JobInsertMany records the jobs and their results.
 func (b *recBackend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {

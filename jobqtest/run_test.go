@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,7 +12,6 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	"github.com/jobq/jobq/backend/sqlite"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -241,17 +239,7 @@ func TestDelayedJobsFollowTheClock(t *testing.T) {
 // a transaction is recorded as such.
 func TestSQLiteTransactions(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "jobq.db")
-	b, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	b, db := sqliteAndDB(t)
 	if _, err := db.Exec(`CREATE TABLE thumbs (image TEXT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -307,36 +295,16 @@ func TestSQLiteTransactions(t *testing.T) {
 // though SQLite gives the next job (committed) the same ID.
 func TestSQLiteRollback(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "jobq.db")
-	b, err := sqlite.Open(t.Context(), path, sqlite.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	b, db := sqliteAndDB(t)
 	rec := jobqtest.NewRecorder(b)
 	client := rec.NewClient(t, jobq.ClientConfig{})
 	for _, commit := range []bool{false, true} {
-		tx, err := db.Begin()
-		if err != nil {
-			t.Fatal(err)
-		}
 		typ := map[bool]string{false: "rolled-back", true: "committed"}[commit]
-		if _, err := client.EnqueueTx(t.Context(), tx, typ, nil); err != nil {
-			t.Fatal(err)
-		}
-		if commit {
-			err = tx.Commit()
-		} else {
-			err = tx.Rollback()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		inTx(t, db, commit, func(tx *sql.Tx) {
+			if _, err := client.EnqueueTx(t.Context(), tx, typ, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 	o := rec.Observe("rolled-back")
 	if o.Class != jobqtest.Skipped || len(o.Skips) != 1 || !strings.Contains(o.Skips[0].Reason, "did not commit") || !o.Enqueues[0].NotCommitted {

@@ -21,9 +21,9 @@ import (
 // a named step that is not a job (the controller's own "save"): the test
 // records it as called with Ran, and places parts on the request's path
 // with OnPath. A workflow's tasks (EnqueueWorkflow) are recorded as
-// enqueues of their types, one per task. Observe and Classify read what was recorded since the
-// recorder was made or last Reset; RunQueue runs the stored jobs in the
-// test's goroutine.
+// enqueues of their types, one per task. Observe and Classify read what
+// was recorded since the recorder was made or last Reset; RunQueue runs
+// the stored jobs in the test's goroutine.
 //
 // Give Backend() (not the wrapped backend) to the code under test's client,
 // and the recorder's ClientHooks first in its ClientConfig.Hooks (NewClient
@@ -34,8 +34,9 @@ import (
 // Backend() has backend.Inline and backend.TxInserter exactly when the
 // wrapped backend has them, and records what goes through them; so it does
 // with backend.Workflower and backend.WorkflowTxInserter, found with
-// backend.As as the client finds them. Every other optional capability (Notifier, Migrator, TxCompleter,
-// QueueController, Canceller, Retainer, ScheduleStore) it leaves to the
+// backend.As as the client finds them. Every other optional capability
+// (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
+// ScheduleStore) it leaves to the
 // wrapped backend: Backend() is a backend.Unwrapper, and jobq finds them
 // with backend.As. Code of your own that needs one of those should use
 // backend.As too; a direct type assertion on Backend() fails. Jobs that

@@ -36,12 +36,11 @@ import (
 // with backend.Workflower and backend.WorkflowTxInserter, found with
 // backend.As as the client finds them. Every other optional capability
 // (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
-// ScheduleStore) it leaves to the
-// wrapped backend: Backend() is a backend.Unwrapper, and jobq finds them
-// with backend.As. Code of your own that needs one of those should use
-// backend.As too; a direct type assertion on Backend() fails. Jobs that
-// schedule ticks insert are not recorded: they are the workers' enqueues,
-// not a request's.
+// ScheduleStore) it leaves to the wrapped backend: Backend() is a
+// backend.Unwrapper, and jobq finds them with backend.As. Code of your own
+// that needs one of those should use backend.As too; a direct type
+// assertion on Backend() fails. Jobs that schedule ticks insert are not
+// recorded: they are the workers' enqueues, not a request's.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {

@@ -49,14 +49,16 @@ type WorkerConfig struct {
 	// waits after a claim that found several jobs but not a full batch, so
 	// the next claim carries more. Defaults to 2ms; negative disables it.
 	ClaimCooldown time.Duration
-	// WorkflowRetention is how long workflows that succeeded or were
-	// cancelled are kept, with their tasks and results, before the prune
-	// loop (see Retention: one worker at a time, every PruneInterval)
-	// deletes them: long enough to inspect a finished run, short enough
-	// that the workflow tables do not grow forever. Failed workflows are
-	// never pruned (a failed task may still be replayed), nor running
-	// ones. Defaults to 7 days; negative keeps them forever. Only
-	// backends that run workflows (backend.Workflower) have any.
+	// WorkflowRetention is how long workflows that ended are kept, with
+	// their tasks and results, before the prune loop (see Retention: one
+	// worker at a time, every PruneInterval) deletes them: long enough to
+	// inspect a finished run, short enough that the workflow tables do
+	// not grow forever. A failed workflow is kept while a failed task of
+	// it may still be replayed (its failed job is in the failed jobs),
+	// then pruned as the others, its age counted from when it ended;
+	// running ones never are. Defaults to 7 days; negative keeps them
+	// forever. Only backends that run workflows (backend.Workflower) have
+	// any.
 	WorkflowRetention time.Duration
 	// ShutdownTimeout is how long in-flight jobs may run on after Run's
 	// context is cancelled before their contexts are cancelled and they are

@@ -87,11 +87,14 @@ type Workflower interface {
 	// depends on it). It only reads.
 	WorkflowCheck(ctx context.Context) ([]WorkflowDrift, error)
 
-	// WorkflowPrune deletes workflows that succeeded or were cancelled
-	// more than olderThan ago by the backend's clock, with their tasks,
-	// and returns how many. Running and failed workflows are never
-	// deleted: a failed one may still be replayed. olderThan must be
-	// positive (an *InputError, Field "older than", otherwise).
+	// WorkflowPrune deletes workflows that ended more than olderThan ago
+	// by the backend's clock, with their tasks, and returns how many:
+	// those that succeeded or were cancelled, and those that failed and
+	// can no longer be replayed, none of their tasks' jobs being among
+	// the failed jobs (each was purged, or the workflow failed through a
+	// cancelled job). Running workflows are never deleted, nor failed
+	// ones with a task whose failed job is still there. olderThan must
+	// be positive (an *InputError, Field "older than", otherwise).
 	WorkflowPrune(ctx context.Context, olderThan time.Duration) (int, error)
 }
 

@@ -496,8 +496,9 @@ func testWorkflowCancel(t *testing.T, h Harness) {
 	})
 }
 
-// testWorkflowRetention: prune deletes only succeeded and cancelled
-// workflows; lists and stats count by state.
+// testWorkflowRetention: prune deletes succeeded and cancelled workflows,
+// and failed ones none of whose tasks can be replayed; lists and stats
+// count by state.
 func testWorkflowRetention(t *testing.T, h Harness) {
 	parallel(t, h, "PruneAndList", func(t *testing.T, b backend.Backend) {
 		w := workflower(t, b)
@@ -570,6 +571,91 @@ func testWorkflowRetention(t *testing.T, h Harness) {
 		runTasks(t, b, "r")
 		runTasks(t, b, "s")
 		wantWorkflow(t, w, running, backend.WorkflowSucceeded)
+	})
+
+	parallel(t, h, "PruneFailedOnceNotReplayable", func(t *testing.T, b backend.Backend) {
+		// A failed workflow stays while a task of it can be replayed (its
+		// failed job is among the failed jobs). Once none can, because
+		// each such job was purged (by ID or by filter) or because the
+		// workflow failed through a cancelled job, it is pruned like a
+		// succeeded one.
+		w := workflower(t, b)
+		failRoot := func(root string) (int64, *backend.FailedJob) {
+			t.Helper()
+			id := wfInsert(t, w, task(root), task(root+"2", root))
+			r := wantClaimed(t, b, root)[root]
+			completeFresh(t, b, fail(r.Ref(), "broke"))
+			wantWorkflow(t, w, id, backend.WorkflowFailed)
+			return id, failedByJob(t, b, r.ID)
+		}
+		byID, failedA := failRoot("a")
+		byFilter, _ := failRoot("f")
+		kept, failedK := failRoot("k")
+		two := wfInsert(t, w, task("m"), task("n"), task("o", "m", "n"))
+		mn := wantClaimed(t, b, "m", "n")
+		completeFresh(t, b, fail(mn["m"].Ref(), "broke"), fail(mn["n"].Ref(), "broke"))
+		failedM := failedByJob(t, b, mn["m"].ID)
+		wantWorkflow(t, w, two, backend.WorkflowFailed)
+		prunable := 0
+		var viaCancel int64
+		if c, ok := b.(backend.Canceller); ok {
+			res, err := w.WorkflowInsert(t.Context(), backend.WorkflowParams{Name: "wf", Tasks: []backend.TaskParams{task("c"), task("c2", "c")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			viaCancel = res.ID
+			if _, err := c.JobCancel(t.Context(), []int64{res.Jobs["c"]}); err != nil {
+				t.Fatal(err)
+			}
+			wantWorkflow(t, w, viaCancel, backend.WorkflowFailed)
+			prunable = 1
+		}
+
+		time.Sleep(20 * time.Millisecond) // finished_at strictly before now
+		if n, err := w.WorkflowPrune(t.Context(), time.Millisecond); err != nil || n != prunable {
+			t.Fatalf("prune = %d, %v; want %d (only a workflow failed through a cancelled job)", n, err, prunable)
+		}
+		if viaCancel != 0 {
+			if _, err := w.WorkflowGet(t.Context(), viaCancel); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("workflow %d failed through a cancelled job, pruned: %v, want ErrNotFound", viaCancel, err)
+			}
+		}
+		for _, p := range []struct {
+			params backend.FailedPurgeParams
+			want   int
+		}{
+			{backend.FailedPurgeParams{IDs: []int64{failedA.ID, failedM.ID}}, 2},
+			{backend.FailedPurgeParams{Filter: backend.FailedFilter{Type: "f"}}, 1},
+		} {
+			if n, err := b.FailedPurge(t.Context(), p.params); err != nil || n != p.want {
+				t.Fatalf("FailedPurge(%+v) = %d, %v; want %d", p.params, n, err, p.want)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+		if n, err := w.WorkflowPrune(t.Context(), time.Millisecond); err != nil || n != 2 {
+			t.Fatalf("prune after the purges = %d, %v; want 2 (the workflows whose failed jobs are all gone)", n, err)
+		}
+		for _, id := range []int64{byID, byFilter} {
+			if _, err := w.WorkflowGet(t.Context(), id); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("workflow %d with no failed job left: %v, want ErrNotFound", id, err)
+			}
+		}
+		// Two with one of its two failed jobs left, and kept with its
+		// own, stay and can still be replayed.
+		wantWorkflow(t, w, two, backend.WorkflowFailed)
+		if st, err := w.WorkflowStats(t.Context()); err != nil || st.Failed != 2 {
+			t.Fatalf("WorkflowStats = %+v, %v; want 2 failed", st, err)
+		}
+		if rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedK.ID}}); err != nil || !sameReplay(rr, backend.ReplayResult{Replayed: 1}) {
+			t.Fatalf("replay of kept's failed task = %+v, %v", rr, err)
+		}
+		wantTasks(t, w, kept, map[string]backend.TaskState{"k": backend.TaskActive, "k2": backend.TaskWaiting})
+		runTasks(t, b, "k")
+		runTasks(t, b, "k2")
+		wantWorkflow(t, w, kept, backend.WorkflowSucceeded)
+		if drift, err := w.WorkflowCheck(t.Context()); err != nil || len(drift) != 0 {
+			t.Fatalf("WorkflowCheck = %v, %v", drift, err)
+		}
 	})
 
 	parallel(t, h, "PruneDuringLongWorkflow", func(t *testing.T, b backend.Backend) {

@@ -107,7 +107,7 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 		gone[f.ID] = true
 		delete(b.failedByID, f.ID)
 		// A failed task of a cancelled workflow is never replayed (and
-		// a pruned workflow with failed tasks was cancelled): once its
+		// a pruned workflow with failed rows left was cancelled): once its
 		// failed row is gone, so is the last use of its task entry (see
 		// WorkflowPrune), whether the workflow was pruned yet or not.
 		if t := b.wf.byJob[f.JobID]; t != nil && t.wf.state == backend.WorkflowCancelled {

@@ -209,16 +209,30 @@ func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (i
 	cutoff := b.now().Add(-olderThan)
 	s := &b.wf
 	n := 0
+	// The jobs in failed_jobs: a failed workflow with a task among them
+	// can still be replayed and stays.
+	inFailed := make(map[int64]bool, len(b.failed))
+	for _, f := range b.failed {
+		inFailed[f.JobID] = true
+	}
+	replayable := func(w *workflow) bool {
+		for _, t := range w.tasks {
+			if t.state == backend.TaskFailed && inFailed[t.jobID] {
+				return true
+			}
+		}
+		return false
+	}
 	s.list = slices.DeleteFunc(s.list, func(w *workflow) bool {
-		if (w.state != backend.WorkflowSucceeded && w.state != backend.WorkflowCancelled) || !w.finishedAt.Before(cutoff) {
+		if w.state == backend.WorkflowRunning || !w.finishedAt.Before(cutoff) ||
+			(w.state == backend.WorkflowFailed && replayable(w)) {
 			return false
 		}
 		for _, t := range w.tasks {
-			// A failed task's job stays in failed_jobs: its entry stays
-			// too, so that a replay still finds its workflow cancelled
-			// and refuses (a workflow pruned is succeeded or cancelled,
-			// and only a cancelled one can have failed tasks).
-			if t.jobID != 0 && t.state != backend.TaskFailed {
+			// A failed task's job still in failed_jobs (a cancelled
+			// workflow's) keeps its entry, so that a replay still finds
+			// its workflow cancelled and refuses.
+			if t.jobID != 0 && !inFailed[t.jobID] {
 				delete(s.byJob, t.jobID)
 			}
 		}

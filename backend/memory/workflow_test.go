@@ -607,7 +607,9 @@ func TestWorkflowCancel(t *testing.T) {
 }
 
 // TestWorkflowPrune: only succeeded and cancelled workflows older than
-// the cutoff by the backend's clock go, with their tasks.
+// the cutoff by the backend's clock go, with their tasks (a failed one
+// whose failed job is still there stays; see the conformance suite for
+// the rest).
 func TestWorkflowPrune(t *testing.T) {
 	t.Parallel()
 	h := newWF(t)

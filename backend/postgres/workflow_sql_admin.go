@@ -160,10 +160,17 @@ SELECT x.workflow_id, x.name, x.stored, x.want FROM (
 WHERE x.stored <> x.want
 ORDER BY x.workflow_id, x.idx`
 
-// sqlWorkflowPrune deletes a chunk of the succeeded and cancelled
-// workflows that finished more than $1 microseconds ago, with their tasks
-// and edges: the oldest by id whose tasks, counted in id order, start
-// within $2 (at least one workflow, whatever its size).
+// sqlWorkflowPrune deletes a chunk of the workflows that finished more
+// than $1 microseconds ago and may go (succeeded, cancelled, or failed
+// with no task whose failed job is still in failed_jobs: nothing left to
+// replay), with their tasks and edges: the oldest by id whose tasks,
+// counted in id order, start within $2 (at least one workflow, whatever
+// its size). A failed workflow's failed job cannot come back once it is
+// gone (a task's job fails and its workflow ends in one transaction), so
+// the snapshot that found none stays true for the deletes. The failed ones
+// are a branch of their own so that NOT EXISTS is planned as an anti-join
+// (under an OR it would be a subplan hashing every failed task, or run
+// per workflow without an index).
 //
 //	$1 older_than_us bigint, $2 chunk int
 //
@@ -171,8 +178,16 @@ ORDER BY x.workflow_id, x.idx`
 const sqlWorkflowPrune = `
 WITH cand AS MATERIALIZED (
 	SELECT id, tasks, sum(tasks) OVER (ORDER BY id) AS upto
-	FROM {schema}.workflows
-	WHERE state IN ('succeeded', 'cancelled') AND finished_at < now() - $1::bigint * interval '1 microsecond'
+	FROM (
+		SELECT id, tasks FROM {schema}.workflows
+		WHERE state IN ('succeeded', 'cancelled') AND finished_at < now() - $1::bigint * interval '1 microsecond'
+		UNION ALL
+		SELECT id, tasks FROM {schema}.workflows w
+		WHERE state = 'failed' AND finished_at < now() - $1::bigint * interval '1 microsecond'
+			AND NOT EXISTS (
+				SELECT 1 FROM {schema}.workflow_tasks t JOIN {schema}.failed_jobs f ON f.job_id = t.job_id
+				WHERE t.workflow_id = w.id AND t.state = 'failed')
+	) c
 	ORDER BY id
 	LIMIT $2
 ),

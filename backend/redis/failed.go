@@ -481,6 +481,8 @@ func (b *Backend) purgeIDs(ctx context.Context, ids []int64) (int, error) {
 			keys = append(keys, g.q.failedJob(ids[j]))
 			args = append(args, tsHex(ids[j]))
 		}
+		// Last, base: a task's failed job counts in its workflow (workflows.lua).
+		keys = append(keys, g.q.base())
 		calls[i] = &evalCall{s: scriptPurge, keys: keys, args: args}
 	}
 	err = b.c.evalAll(ctx, calls, false)
@@ -532,7 +534,7 @@ func (b *Backend) purgeFilter(ctx context.Context, filter backend.FailedFilter, 
 			cursor = tsBelow(upper, idx)
 		}
 		for {
-			res, err := b.c.eval(ctx, scriptPurgeScan, []string{k.failed, k.xPrefix},
+			res, err := b.c.eval(ctx, scriptPurgeScan, []string{k.failed, k.xPrefix, k.base()},
 				[]any{cursor, fa.before, fa.older, fa.typ, backend.ChunkSize, scanBudget})
 			if err != nil {
 				return total, err

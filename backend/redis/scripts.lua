@@ -1060,28 +1060,41 @@ return out
 
 --- script: purgescan
 -- Deletes failed jobs of one queue matching a filter, newest first below
--- the bound: at most limit of them, examining at most budget entries.
--- KEYS[1] f  KEYS[2] failed key prefix
+-- the bound: at most limit of them, examining at most budget entries. A
+-- workflow task's job (field w) is counted out of its workflow (purged in
+-- workflows.lua), whose last one lets a failed workflow be pruned.
+-- KEYS[1] f  KEYS[2] failed key prefix  KEYS[3] the queue's key prefix
+--   (workflows.lua)
 -- ARGV[1..4] as failedscan  ARGV[5] most deleted  ARGV[6] most examined
 -- Returns {cursor ('' when exhausted), number deleted}.
 local limit = tonumber(ARGV[5])
 local del = {}
 local cursor = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
+  local v = redis.call('HMGET', fk, 'j', 'w')
   redis.call('DEL', fk)
   del[#del + 1] = fid
+  if v[2] then wf_lib().purged(KEYS[3], v[1], v[2]) end
   return #del < limit
 end)
 zrem(KEYS[1], del)
 return { cursor, #del }
 
 --- script: purge
--- Deletes the named failed jobs of one queue; unknown ones are ignored.
--- KEYS[1] f  KEYS[2..] failed keys, one per ID
--- ARGV failed IDs, in the order of KEYS[2..]
+-- Deletes the named failed jobs of one queue; unknown ones are ignored. A
+-- workflow task's job (field w) is counted out of its workflow, as in
+-- purgescan.
+-- KEYS[1] f  then per ID its failed key  then the queue's key prefix
+--   (workflows.lua)
+-- ARGV failed IDs, in the order of their keys
 -- Returns how many were deleted (integer).
 local del = {}
+local base = KEYS[#KEYS]
 for i = 1, #ARGV do
-  if redis.call('DEL', KEYS[1 + i]) == 1 then del[#del + 1] = ARGV[i] end
+  local v = redis.call('HMGET', KEYS[1 + i], 'j', 'w')
+  if redis.call('DEL', KEYS[1 + i]) == 1 then
+    del[#del + 1] = ARGV[i]
+    if v[2] then wf_lib().purged(base, v[1], v[2]) end
+  end
 end
 zrem(KEYS[1], del)
 return #del

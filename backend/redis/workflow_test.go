@@ -446,3 +446,110 @@ func TestWorkflowLargest(t *testing.T) {
 		t.Fatalf("%d jobs pending after the cancel, want none", st["big"])
 	}
 }
+
+// TestWorkflowPruneFailedCount: the count of a workflow's failed jobs
+// (field fj) behind WorkflowPrune. A purge of the failed job of a
+// cancelled workflow already pruned does not bring the workflow back; a
+// workflow from before fj existed starts it at its failed tasks, so that
+// it is pruned once it surely has no failed job left, and never before.
+func TestWorkflowPruneFailedCount(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	const q = "pf"
+	k := b.keys.queue(q)
+	wfKey := func(id int64) string { return k.base() + "wf:" + tsHex(id) }
+	// failBoth fails the jobs of a workflow's two independent tasks a and
+	// b, a first, and returns the failed records by type; with
+	// cancelBetween the workflow is cancelled after a failed, so b's job
+	// ends cancelled.
+	failBoth := func(id int64, cancelBetween bool) map[string]*backend.FailedJob {
+		t.Helper()
+		rows := claimN(t, b, 2, time.Minute, q)
+		for i, r := range rows {
+			if i == 1 && cancelBetween {
+				if res, err := b.WorkflowCancel(ctx, id); err != nil || !res.Changed {
+					t.Fatalf("WorkflowCancel = %+v, %v", res, err)
+				}
+			}
+			res, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "broke"}}})
+			if err != nil || len(res.Stale) != 0 || (len(res.Cancelled) == 1) != (i == 1 && cancelBetween) {
+				t.Fatalf("fail %s = %+v, %v", r.Type, res, err)
+			}
+		}
+		failed, err := b.FailedList(ctx, backend.FailedListParams{Filter: backend.FailedFilter{Queue: q}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*backend.FailedJob{}
+		for _, f := range failed {
+			out[f.Type] = f
+		}
+		return out
+	}
+	purge := func(f *backend.FailedJob) {
+		t.Helper()
+		if n, err := b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{f.ID}}); err != nil || n != 1 {
+			t.Fatalf("FailedPurge(%d) = %d, %v", f.ID, n, err)
+		}
+	}
+	prune := func(want int) {
+		t.Helper()
+		time.Sleep(3 * time.Millisecond)
+		if n, err := b.WorkflowPrune(ctx, time.Millisecond); err != nil || n != want {
+			t.Fatalf("WorkflowPrune = %d, %v; want %d", n, err, want)
+		}
+	}
+	field := func(id int64, f string) string {
+		t.Helper()
+		h, err := b.c.hgetAll(ctx, wfKey(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h[f]
+	}
+
+	// Cancelled with a failed task (fj 1): pruned; its failed job then
+	// purges to nothing.
+	ins := wfInsertT(t, b, wtask(q, "a"), wtask(q, "b"))
+	failed := failBoth(ins.ID, true)
+	if got := field(ins.ID, "fj"); got != "1" {
+		t.Fatalf("cancelled workflow's fj = %q, want 1", got)
+	}
+	prune(1)
+	purge(failed["a"])
+	for _, h := range []string{"wf", "wt"} {
+		if keys := keysUnder(t, testURL(t), k.base()+h); len(keys) != 0 {
+			t.Fatalf("the purge after the prune left %v", keys)
+		}
+	}
+
+	// From before fj: both failed jobs there, fj absent. One purge leaves
+	// one (kept), the next none (pruned).
+	ins = wfInsertT(t, b, wtask(q, "a"), wtask(q, "b"))
+	failed = failBoth(ins.ID, false)
+	if err := b.c.do(ctx, b.c.rdb.B().Hdel().Key(wfKey(ins.ID)).Field("fj").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	purge(failed["a"])
+	prune(0)
+	if got := field(ins.ID, "fj"); got != "1" {
+		t.Fatalf("fj from the failed tasks = %q, want 1", got)
+	}
+	purge(failed["b"])
+	prune(1)
+
+	// From before fj, one failed job purged before it: both failed tasks
+	// count, so the last purge leaves it kept rather than risk pruning a
+	// workflow that can be replayed.
+	ins = wfInsertT(t, b, wtask(q, "a"), wtask(q, "b"))
+	failed = failBoth(ins.ID, false)
+	purge(failed["a"])
+	if err := b.c.do(ctx, b.c.rdb.B().Hdel().Key(wfKey(ins.ID)).Field("fj").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	purge(failed["b"])
+	prune(0)
+	if st, err := b.WorkflowStats(ctx); err != nil || st.Failed != 1 || st.Cancelled != 0 {
+		t.Fatalf("WorkflowStats = %+v, %v; want the one failed left", st, err)
+	}
+}

@@ -14,7 +14,10 @@
 --                         (absent while running), T its number of tasks, u
 --                         tasks waiting or active, cw ca cs cf cc its tasks
 --                         by state (waiting, active, succeeded, failed,
---                         cancelled)
+--                         cancelled), fj its failed tasks whose failed job
+--                         is still among the failed jobs (see
+--                         wf_failedjobs: absent until a task fails or is
+--                         replayed or purged; never below the truth)
 --   P:{Q}:wt:<id>  hash   its tasks, fields suffixed by the task's index i
 --                         (decimal, 0 first, in the topological order
 --                         ValidateWorkflow returned): n<i> name, q<i> the
@@ -34,8 +37,12 @@
 --                         with a replay
 --   P:{Q}:wfs      zset   the queue's workflows: score 0, member the ID
 --   P:{Q}:wfr      set    the running ones
---   P:{Q}:wft      zset   the succeeded and cancelled ones by finished µs
---                         (the prune's index; failed ones may be replayed)
+--   P:{Q}:wft      zset   the prune's index, by finished µs: the succeeded
+--                         and cancelled ones, and the failed ones that can
+--                         no longer be replayed (fj 0: each failed job of
+--                         theirs was purged, or they failed through a
+--                         cancelled job). A replay reopens only a failed
+--                         one with fj above 0, so none of wft runs again
 --   P:{Q}:wfn      hash   s, f, c: workflows succeeded, failed, cancelled;
 --                         w: tasks waiting (only running workflows have any)
 --   P:{Q}:wj       hash   job ID -> "<workflow ID> <index>" of every task's
@@ -114,12 +121,27 @@ local function wf_lib()
     if from == 'w' then wf_count(w, 'W', -1) end
     if to == 'w' then wf_count(w, 'W', 1) end
   end
+  -- wf_failedjobs is fj as read in v (HMGET of fj and cf), dcf being the
+  -- change to cf already written by the caller's script. An absent fj
+  -- starts at cf before that change: exact for a workflow written since
+  -- fj exists (absent until its first task fails), and never below the
+  -- truth for an older one, whose purges were not counted: at worst such
+  -- a workflow is never pruned, and it is never pruned too early.
+  local function wf_failedjobs(v, dcf)
+    if v[1] then return tonumber(v[1]) end
+    return tonumber(v[2] or '0') - dcf
+  end
   -- wf_finish ends a running workflow as s (succeeded, failed, cancelled).
+  -- A failed one is prunable at once when no failed job of its tasks is
+  -- left to replay (it failed through a cancelled job); else the purge
+  -- of the last one makes it so (wf_purged).
   local function wf_finish(w, s)
     redis.call('HSET', w.k, 's', s, 'f', n2s(w.now))
     redis.call('SREM', w.base .. 'wfr', w.id)
     redis.call('HINCRBY', w.base .. 'wfn', string.sub(s, 1, 1), 1)
-    if s ~= 'failed' then redis.call('ZADD', w.base .. 'wft', w.now, w.id) end
+    if s ~= 'failed' or wf_failedjobs(redis.call('HMGET', w.k, 'fj', 'cf'), 0) == 0 then
+      redis.call('ZADD', w.base .. 'wft', w.now, w.id)
+    end
     w.state = s
   end
   -- wf_save applies the counted changes; a running workflow whose last
@@ -132,6 +154,11 @@ local function wf_lib()
         local x = redis.call('HINCRBY', w.k, f, dc[f])
         if f == 'u' then u = x end
       end
+    end
+    if dc.fj and dc.fj ~= 0 then
+      -- Not HINCRBY: an absent fj does not start at 0 (wf_failedjobs).
+      local fj = wf_failedjobs(redis.call('HMGET', w.k, 'fj', 'cf'), dc.cf or 0) + dc.fj
+      redis.call('HSET', w.k, 'fj', fj)
     end
     if dc.W and dc.W ~= 0 then redis.call('HINCRBY', w.base .. 'wfn', 'w', dc.W) end
     if w.ins > 0 then redis.call('INCRBY', w.base .. 'i', w.ins) end
@@ -264,14 +291,17 @@ local function wf_lib()
     local cause = nil
     if st == 'c' then cause = 'j' end
     wf_end(w, i, 'a', st, reason, result, cause)
+    -- The calling script has just written the job's failed record.
+    if st == 'f' then wf_count(w, 'fj', 1) end
     if w.state == 'running' then wf_resolve(w, i, st, nil, v[3]) end
     wf_save(w)
   end
 
   -- wf_unreplayable reports whether the workflow of a task's job (wv its
-  -- field w) was cancelled by a user, or is gone: only a succeeded or a
-  -- cancelled workflow is pruned, and a succeeded one has no failed task. A
-  -- replay leaves such a job failed.
+  -- field w) was cancelled by a user, or is gone: a pruned workflow that
+  -- was not cancelled had no failed task whose failed job was still there
+  -- (a succeeded one has no failed task; a failed one is pruned once fj is
+  -- 0). A replay leaves such a job failed.
   local function wf_unreplayable(base, wv)
     local wid = string.match(wv, '^(%x+) ')
     if not wid then return false end
@@ -329,13 +359,18 @@ local function wf_lib()
     table.sort(revived, function(x, y) return tonumber(x) < tonumber(y) end)
     if w.state ~= 'running' then
       -- Failed (a succeeded workflow has no failed task; a cancelled one is
-      -- not replayed: see wf_unreplayable).
+      -- not replayed: see wf_unreplayable). Its fj counted this job, so it
+      -- is not in wft; were the count ever wrong, a running workflow must
+      -- still never be pruned.
       redis.call('HSET', w.k, 's', 'running')
       redis.call('HDEL', w.k, 'f')
       redis.call('SADD', base .. 'wfr', wid)
+      redis.call('ZREM', base .. 'wft', wid)
       redis.call('HINCRBY', base .. 'wfn', string.sub(w.state, 1, 1), -1)
       w.state = 'running'
     end
+    -- The calling script is renaming the job's failed record to its job.
+    wf_count(w, 'fj', -1)
     wf_reopen(w, i, 'f', 'a', mark)
     for _, d in ipairs(revived) do wf_reopen(w, d, 'c', 'w', mark) end
     for _, d in ipairs(revived) do
@@ -363,10 +398,29 @@ local function wf_lib()
     wf_save(w)
   end
 
+  -- wf_purged counts out the failed job id (ts; wv its field w) whose
+  -- failed record the calling script is deleting, when its task failed
+  -- with it (a job that failed after a WorkflowCancel ended its task was
+  -- never counted). A failed workflow whose last such job this was can no
+  -- longer be replayed: it joins wft under its finished time. A pruned
+  -- workflow has no task hash (wfprune deletes both): nothing is written
+  -- back for it.
+  local function wf_purged(base, id, wv)
+    local wid, i = string.match(wv, '^(%x+) (%d+)$')
+    if not wid then return end
+    local v = redis.call('HMGET', base .. 'wt:' .. wid, 's' .. i, 'J' .. i)
+    if v[1] ~= 'f' or v[2] ~= id then return end
+    local k = base .. 'wf:' .. wid
+    local h = redis.call('HMGET', k, 'fj', 'cf', 's', 'f')
+    local fj = wf_failedjobs(h, 0) - 1
+    redis.call('HSET', k, 'fj', fj)
+    if fj == 0 and h[3] == 'failed' then redis.call('ZADD', base .. 'wft', h[4], wid) end
+  end
+
   wf_made = {
     edges = wf_edges, read = wf_read, open = wf_open, conclude = wf_finish, save = wf_save,
     newjob = wf_newjob, ['end'] = wf_end, job_ended = wf_job_ended,
-    unreplayable = wf_unreplayable, replayed = wf_replayed,
+    unreplayable = wf_unreplayable, replayed = wf_replayed, purged = wf_purged,
   }
   return wf_made
 end
@@ -633,9 +687,10 @@ end
 return out
 
 --- script: wfprune
--- Deletes succeeded and cancelled workflows of one queue that finished
--- more than a given time ago (Redis clock), with their tasks and their
--- jobs' entries in wj, oldest first, until about budget tasks are gone.
+-- Deletes the workflows of one queue in wft (succeeded, cancelled, and
+-- failed ones that can no longer be replayed) that finished more than a
+-- given time ago (Redis clock), with their tasks and their jobs' entries
+-- in wj, oldest first, until about budget tasks are gone.
 -- KEYS[1] the queue's key prefix
 -- ARGV[1] older than µs  ARGV[2] budget (tasks)
 -- Returns {workflows deleted, 1 when it stopped on the budget, else 0}.

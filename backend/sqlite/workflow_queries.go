@@ -292,11 +292,19 @@ WHERE w.state = 'running' ORDER BY t.workflow_id, t.idx`
 // --- prune ---
 
 // qWorkflowsToPrune: ?1 cutoff, ?2 limit. Returns id and number of tasks
-// of succeeded and cancelled workflows that finished before ?1, at most
-// ?2, in no particular order (a walk of workflows_finished that stops at
-// the limit: ordering them would sort every candidate in each chunk).
-const qWorkflowsToPrune = `SELECT id, tasks FROM workflows
-WHERE state IN ('succeeded', 'cancelled') AND finished_at < ?1 LIMIT ?2`
+// of the workflows that finished before ?1 and may go: succeeded,
+// cancelled, or failed with no task whose failed job is still in
+// failed_jobs (nothing left to replay); at most ?2, in no particular order
+// (a walk of workflows_finished that stops at the limit: ordering them
+// would sort every candidate in each chunk). A failed workflow that can
+// still be replayed costs a probe of failed_jobs_job_id per failed task in
+// every chunk; there are few of those.
+const qWorkflowsToPrune = `SELECT id, tasks FROM workflows w
+WHERE state IN ('succeeded', 'cancelled', 'failed') AND finished_at < ?1
+	AND (state != 'failed' OR NOT EXISTS (
+		SELECT 1 FROM workflow_tasks t JOIN failed_jobs f ON f.job_id = t.job_id
+		WHERE t.workflow_id = w.id AND t.state = 'failed'))
+LIMIT ?2`
 
 // The deletes of a prune: ?1 JSON array of workflow IDs.
 const (

@@ -500,6 +500,9 @@ func TestWorkflowQueryPlans(t *testing.T) {
 			[]string{"workflow_edges_to (workflow_id=? AND to_idx=?)"}, []string{"SCAN", "TEMP B-TREE"}},
 		{"replay", qReplay, []any{1, 1},
 			[]string{"SEARCH w USING INTEGER PRIMARY KEY"}, []string{"SCAN"}},
+		{"prune", qWorkflowsToPrune, []any{1, 100},
+			[]string{"workflows_finished (state=? AND finished_at<?)", "workflow_tasks_state (workflow_id=? AND state=?)", "failed_jobs_job_id (job_id=?)"},
+			[]string{"SCAN"}},
 	} {
 		plan := queryPlan(t, b, c.query, c.args...)
 		for _, s := range c.want {

@@ -127,11 +127,20 @@ func runWorkflowChild() int {
 			kill()
 		}
 	}}
+	// A dying process holds its jobs under a short lease, so that the
+	// test's second process rescues them within seconds. The others hold
+	// theirs longer: on a loaded machine (a CPU hog beside the suite) a
+	// 2 s lease expired before some parts' completions were written,
+	// three times over, and their attempts ran out.
+	lease := 15 * time.Second
+	if die != "" {
+		lease = 2 * time.Second
+	}
 	// The "up" line tells the test the worker is made: work it
 	// enqueues next finds every process.
 	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Queues: []string{wfQueue}, Concurrency: conc, PollInterval: 20 * time.Millisecond,
-		Lease: 2 * time.Second, SweepInterval: 200 * time.Millisecond, Logger: quietLog,
+		Lease: lease, SweepInterval: 200 * time.Millisecond, Logger: quietLog,
 		Hooks: []jobq.WorkerHooks{hooks},
 	}, func() error {
 		_, err := fmt.Fprintf(ledger, "up %d\n", os.Getpid())
@@ -255,6 +264,20 @@ func (r *wfRun) waitEnded(id int64, stall time.Duration) *backend.Workflow {
 	}
 }
 
+// failedErrors lists the errors of the failed jobs, to say why a
+// workflow failed.
+func (r *wfRun) failedErrors() string {
+	fs, err := r.b.FailedList(r.t.Context(), backend.FailedListParams{Limit: 20})
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, f := range fs {
+		out = append(out, fmt.Sprintf("%s attempt %d: %s", f.Type, f.Attempts, f.Error))
+	}
+	return strings.Join(out, "; ")
+}
+
 // wfLine is one ledger line.
 type wfLine struct {
 	event, task string
@@ -329,7 +352,7 @@ func TestProcessWorkflowFanIn1000(t *testing.T) {
 			got := r.waitEnded(id, time.Minute)
 			r.stop()
 			if got.State != backend.WorkflowSucceeded {
-				t.Fatalf("workflow %s: %+v", got.State, got.Counts)
+				t.Fatalf("workflow %s: %+v; failed jobs: %s", got.State, got.Counts, r.failedErrors())
 			}
 
 			var joins []wfLine
@@ -409,7 +432,7 @@ func TestProcessWorkflowKillAroundLastDependency(t *testing.T) {
 				got := r.waitEnded(id, time.Minute)
 				r.stop()
 				if got.State != backend.WorkflowSucceeded {
-					t.Fatalf("workflow %s: %+v", got.State, got.Counts)
+					t.Fatalf("workflow %s: %+v; failed jobs: %s", got.State, got.Counts, r.failedErrors())
 				}
 				var last, joins []wfLine
 				var lastOK int64

@@ -290,12 +290,13 @@ func (r *Recorder) Enqueues() []Enqueue {
 		}
 	}
 	r.mu.Unlock()
+	wfs := map[int64]wfLookup{} // one WorkflowGet per workflow, not per task
 	for i, e := range es {
 		if !e.InTx || e.Err != nil || e.Duplicate || (e.ID != 0 && ran[e.ID]) {
 			continue
 		}
 		if e.Workflow != 0 {
-			ok, err := r.workflowCommitted(context.Background(), e)
+			ok, err := r.workflowCommitted(context.Background(), e, wfs)
 			switch {
 			case errors.Is(err, backend.ErrNotFound):
 				es[i].NotCommitted = true

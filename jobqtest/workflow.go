@@ -87,21 +87,31 @@ func (r *Recorder) recordWorkflow(params backend.WorkflowParams, ins *backend.Wo
 	}
 }
 
+// wfLookup is one WorkflowGet's answer.
+type wfLookup struct {
+	wf  *backend.Workflow
+	err error
+}
+
 // workflowCommitted reports whether the workflow of e, inserted in a
 // transaction, is in the backend as recorded: false when its transaction
 // rolled back or has not committed (a backend may give a rolled-back
 // workflow's ID to a later one, so the task must be found too, with its
 // type).
-func (r *Recorder) workflowCommitted(ctx context.Context, e Enqueue) (bool, error) {
+func (r *Recorder) workflowCommitted(ctx context.Context, e Enqueue, seen map[int64]wfLookup) (bool, error) {
 	wf, ok := backend.As[backend.Workflower](r.inner)
 	if !ok {
 		return false, nil
 	}
-	got, err := wf.WorkflowGet(ctx, e.Workflow)
-	if err != nil {
-		return false, err
+	l, ok := seen[e.Workflow]
+	if !ok {
+		l.wf, l.err = wf.WorkflowGet(ctx, e.Workflow)
+		seen[e.Workflow] = l
 	}
-	for _, t := range got.Tasks {
+	if l.err != nil {
+		return false, l.err
+	}
+	for _, t := range l.wf.Tasks {
 		if t.Name == e.Task {
 			return t.Type == e.Type && t.Queue == e.Queue, nil
 		}

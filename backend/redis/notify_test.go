@@ -100,3 +100,86 @@ func TestWakeAfterClose(t *testing.T) {
 	defer cancel2()
 	noWake(t, ch2, 50*time.Millisecond, "subscribing to a closed backend")
 }
+
+// TestWakeAtReleasedTaskDue: a task released with a delay, by a completion
+// by the lease sweep failing its dependency or by a release
+// ending it cancelled, arms a wake-up at its due
+// time in the process that released it. Without it an idle worker here
+// would find the task only at its next poll.
+func TestWakeAtReleasedTaskDue(t *testing.T) {
+	const delay = 200 * time.Millisecond
+	b := openTest(t, Options{})
+	ch, cancel := b.Subscribe([]string{"q"})
+	defer cancel()
+	waitWake(t, ch, time.Minute, "subscribing")
+
+	// wantDue waits for the wake-up of a task released at start, due
+	// delay later; the wait is a failure deadline, not a bound.
+	wantDue := func(start time.Time, after string) {
+		t.Helper()
+		woke := waitWake(t, ch, 30*time.Second, after)
+		if d := woke.Sub(start); d < delay-20*time.Millisecond {
+			t.Errorf("woken %s after %s, before the released task was due (%s)", d, after, delay)
+		}
+		rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+		if err != nil || len(rows) != 1 || rows[0].Type != "b" {
+			t.Fatalf("claim at the wake-up = %d rows, %v; want the released task b", len(rows), err)
+		}
+	}
+
+	later := wtask("q", "b", "a")
+	later.Job.Delay = delay
+	wfInsertT(t, b, wtask("q", "a"), later)
+	a := claimN(t, b, 1, time.Minute, "q")[0]
+	drain(ch)
+	start := time.Now()
+	doneRows(t, b, nil, a)
+	wantDue(start, "completing a, which released b")
+
+	// The sweep fails a job whose lease ran out with its attempts spent;
+	// b goes on after a failed a (DepContinue) and is released.
+	first := wtask("q", "a")
+	first.Job.MaxAttempts = 1
+	later.Deps[0].Policy = backend.DepContinue
+	wfInsertT(t, b, first, later)
+	claimN(t, b, 1, 50*time.Millisecond, "q")
+	time.Sleep(60 * time.Millisecond) // the lease must run out: that is the state under test
+	drain(ch)
+	start = time.Now()
+	for {
+		res, err := b.LeaseSweep(t.Context(), backend.SweepParams{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed == 1 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	wantDue(start, "sweeping a, which released b")
+
+	// A release of a job whose cancel was requested ends it cancelled;
+	// b goes on after it (DepContinue) and is released.
+	wfInsertT(t, b, wtask("q", "a"), later)
+	a = claimN(t, b, 1, time.Minute, "q")[0]
+	if res, err := b.JobCancel(t.Context(), []int64{a.ID}); err != nil || res[0].Outcome != backend.CancelRequested {
+		t.Fatalf("JobCancel(a) = %+v, %v; want its cancel requested", res, err)
+	}
+	drain(ch)
+	start = time.Now()
+	if res, err := b.JobRelease(t.Context(), []backend.JobRef{a.Ref()}); err != nil || len(res.Cancelled) != 1 {
+		t.Fatalf("JobRelease(a) = %+v, %v; want a cancelled", res, err)
+	}
+	wantDue(start, "releasing a, cancelled, which released b")
+}
+
+// drain empties a coalesced wake-up channel.
+func drain(ch <-chan struct{}) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strconv"
@@ -117,34 +118,8 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 		}
 		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
 	}
-	callErr := b.c.evalAll(ctx, calls, false)
-	var held []uniqueHeld
-	var first error
-	for gi, call := range calls {
-		if call.err != nil {
-			continue
-		}
-		v, err := asSlice(call.res)
-		if err != nil || len(v) != 5 {
-			first = cmpErr(first, fmt.Errorf("complete %s: unexpected reply", groups[gi].q.name))
-			continue
-		}
-		g := groups[gi]
-		first = cmpErr(first, markIndexes("complete", v[0], g, stale, "stale"))
-		first = cmpErr(first, markIndexes("complete", v[4], g, cancelled, "cancelled"))
-		h, err := readHeld(v[1], g.idx)
-		first = cmpErr(first, err)
-		held = append(held, h...)
-		f := fields{v: v}
-		b.notifier.local(g.q.name, f.int(2) == 1, int64(f.int(3)))
-	}
-	// Freed even when a queue's call failed: the others' jobs have ended.
-	b.releaseUnique(ctx, held)
-	if callErr != nil {
-		return res, callErr
-	}
-	if first != nil {
-		return res, first
+	if err := b.endReplies(ctx, "complete", calls, groups, stale, cancelled); err != nil {
+		return res, err
 	}
 	return refResult(func(i int) backend.JobRef { return outcomes[i].Ref }, stale, cancelled), nil
 }
@@ -295,6 +270,18 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 		}
 		calls[gi] = &evalCall{s: scriptRelease, keys: keys, args: args}
 	}
+	if err := b.endReplies(ctx, "release", calls, groups, stale, cancelled); err != nil {
+		return backend.CompleteResult{}, err
+	}
+	return refResult(func(i int) backend.JobRef { return refs[i] }, stale, cancelled), nil
+}
+
+// endReplies runs the scripts of one complete or release call, one per
+// queue group, and reads their replies (alike: stale refs, jobs that held
+// a unique key, woke, due, cancelled refs) into stale and cancelled. It
+// wakes and arms this process's subscribers and frees the unique keys of
+// the jobs that ended, also when another queue's script failed.
+func (b *Backend) endReplies(ctx context.Context, op string, calls []*evalCall, groups []*refGroup, stale, cancelled []bool) error {
 	callErr := b.c.evalAll(ctx, calls, false)
 	var held []uniqueHeld
 	var first error
@@ -304,25 +291,20 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 		}
 		v, err := asSlice(call.res)
 		if err != nil || len(v) != 5 {
-			first = cmpErr(first, fmt.Errorf("release %s: unexpected reply", groups[gi].q.name))
+			first = cmpErr(first, fmt.Errorf("%s %s: unexpected reply", op, groups[gi].q.name))
 			continue
 		}
 		g := groups[gi]
-		first = cmpErr(first, markIndexes("release", v[0], g, stale, "stale"))
-		first = cmpErr(first, markIndexes("release", v[3], g, cancelled, "cancelled"))
+		first = cmpErr(first, markIndexes(op, v[0], g, stale, "stale"))
+		first = cmpErr(first, markIndexes(op, v[4], g, cancelled, "cancelled"))
 		h, err := readHeld(v[1], g.idx)
 		first = cmpErr(first, err)
 		held = append(held, h...)
 		f := fields{v: v}
-		b.notifier.local(g.q.name, f.int(2) == 1, int64(f.int(4)))
+		b.notifier.local(g.q.name, f.int(2) == 1, int64(f.int(3)))
 		first = cmpErr(first, f.err)
 	}
+	// Freed even when a queue's call failed: the others' jobs have ended.
 	b.releaseUnique(ctx, held)
-	if callErr != nil {
-		return backend.CompleteResult{}, callErr
-	}
-	if first != nil {
-		return backend.CompleteResult{}, first
-	}
-	return refResult(func(i int) backend.JobRef { return refs[i] }, stale, cancelled), nil
+	return cmp.Or(callErr, first)
 }

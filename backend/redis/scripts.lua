@@ -899,10 +899,10 @@ return lost
 --   prefix (workflows.lua)  KEYS[13..] job keys, one per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, token
--- Returns {{i, ... of the refs that no longer matched (stale)}, {ID,
---   unique key, ... of jobs failed or ended holding a unique key}, woke,
---   {i, ... of the refs that ended cancelled}, due}, i counting refs from
---   1; due is flush's (a released task may be delayed).
+-- Returns, as complete does, {{i, ... of the refs that no longer matched
+--   (stale)}, {ID, unique key, ... of jobs failed or ended holding a
+--   unique key}, woke, due, {i, ... of the refs that ended cancelled}}, i
+--   counting refs from 1; due is flush's (a released task may be delayed).
 local now = now_us()
 local nows = n2s(now)
 local free = tonumber(ARGV[3])
@@ -943,7 +943,7 @@ zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
 -- d: a task released above may be delayed.
 local woke, due = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
-return { stale, released, woke, cancelled, due }
+return { stale, released, woke, due, cancelled }
 
 --- script: expired
 -- Counts reserved jobs of one queue whose lease has expired.

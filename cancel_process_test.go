@@ -37,8 +37,7 @@ func runCancelChild() int {
 	defer stop()
 	b, err := backend.Open(ctx, os.Getenv(cancelChildEnv))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: open:", err)
-		return 3
+		return childFailed(ctx, "open", err)
 	}
 	defer b.Close()
 	var mu sync.Mutex

@@ -38,21 +38,18 @@ func runCronChild() int {
 	defer stop()
 	b, err := backend.OpenWith(ctx, os.Getenv(cronChildEnv), backend.OpenOptions{Existing: true})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cron child: open:", err)
-		return 3
+		return childFailed(ctx, "open", err)
 	}
 	defer b.Close()
 	path := os.Getenv(cronChildLedgerEnv)
 	ledger, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cron child: ledger:", err)
-		return 3
+		return childFailed(ctx, "ledger", err)
 	}
 	defer ledger.Close()
 	logFile, err := os.Create(path + ".log")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "cron child: log:", err)
-		return 3
+		return childFailed(ctx, "log", err)
 	}
 	defer logFile.Close()
 	reg := jobq.NewRegistry()

@@ -40,14 +40,12 @@ func runChild() int {
 	defer stop()
 	b, err := sqlite.Open(ctx, os.Getenv(childEnv), sqlite.Options{})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: open:", err)
-		return 3
+		return childFailed(ctx, "open", err)
 	}
 	defer b.Close()
 	ledger, err := os.OpenFile(os.Getenv(childLedgerEnv), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: ledger:", err)
-		return 3
+		return childFailed(ctx, "ledger", err)
 	}
 	defer ledger.Close()
 	record := func(j *jobq.Job, event string) error {

@@ -59,20 +59,17 @@ func runCtlChild() int {
 	defer stop()
 	b, err := backend.Open(ctx, os.Getenv(ctlURLEnv))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: open:", err)
-		return 3
+		return childFailed(ctx, "open", err)
 	}
 	defer b.Close()
 	counter, err := os.OpenFile(os.Getenv(ctlCounterEnv), os.O_RDWR, 0)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: counter:", err)
-		return 3
+		return childFailed(ctx, "counter", err)
 	}
 	defer counter.Close()
 	ledger, err := os.OpenFile(os.Getenv(ctlLedgerEnv), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: ledger:", err)
-		return 3
+		return childFailed(ctx, "ledger", err)
 	}
 	defer ledger.Close()
 	var ledgerMu sync.Mutex

@@ -64,14 +64,12 @@ func runWorkflowChild() int {
 	defer stop()
 	b, err := backend.Open(ctx, os.Getenv(wfURLEnv))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: open:", err)
-		return 3
+		return childFailed(ctx, "open", err)
 	}
 	defer b.Close()
 	ledger, err := os.OpenFile(os.Getenv(wfLedgerEnv), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: ledger:", err)
-		return 3
+		return childFailed(ctx, "ledger", err)
 	}
 	defer ledger.Close()
 	die := os.Getenv(wfDieEnv)

@@ -30,6 +30,11 @@ type Harness struct {
 	// through t.Cleanup; New should register its own cleanup for anything
 	// else it created (temporary files, schemas). Required.
 	New func(t *testing.T) backend.Backend
+	// BeginTx begins a transaction of the application's own on the store
+	// of b (a backend from New), for the Tx area. Required of backends
+	// that implement backend.TxInserter; the suite rolls it back at the
+	// end of the test unless it was ended.
+	BeginTx func(t *testing.T, b backend.Backend) Tx
 }
 
 // Run runs every area of the suite as parallel subtests of t, each test on
@@ -68,6 +73,7 @@ func Run(t *testing.T, h Harness) {
 		{"Schedule", testSchedule},
 		{"Inserted", testInserted},
 		{"Workflow", testWorkflow},
+		{"Tx", testTx},
 	}
 	for _, a := range areas {
 		t.Run(a.name, func(t *testing.T) {

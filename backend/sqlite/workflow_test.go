@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -361,63 +360,6 @@ func TestWorkflowReplayRestore(t *testing.T) {
 	}
 }
 
-// TestWorkflowTx: a workflow inserted in a caller's transaction exists if
-// and only if it commits, and JobCompleteTx of a task's job ends the task
-// and releases its dependant in that transaction.
-func TestWorkflowTx(t *testing.T) {
-	t.Parallel()
-	b := openWF(t)
-	ctx := t.Context()
-	app, err := sql.Open("sqlite", "file:"+b.path+"?_txlock=immediate&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer app.Close()
-	params := backend.WorkflowParams{Tasks: []backend.TaskParams{wfTask("a"), wfTask("b", "a")}}
-	tx, err := app.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := b.WorkflowInsertTx(ctx, tx, params)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Rollback(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.WorkflowGet(ctx, res.ID); !errors.Is(err, backend.ErrNotFound) {
-		t.Fatalf("workflow of a rolled back tx: %v, want ErrNotFound", err)
-	}
-	if _, err := b.JobGet(ctx, res.Jobs["a"]); !errors.Is(err, backend.ErrNotFound) {
-		t.Fatalf("task job of a rolled back tx: %v, want ErrNotFound", err)
-	}
-	if tx, err = app.BeginTx(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if res, err = b.WorkflowInsertTx(ctx, tx, params); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	a := claimAll(t, b, 10)["a"]
-	if a == nil || a.ID != res.Jobs["a"] {
-		t.Fatalf("claimed %v, want task a's job %d", a, res.Jobs["a"])
-	}
-	if tx, err = app.BeginTx(ctx, nil); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.JobCompleteTx(ctx, tx, a.Ref()); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	wantStates(t, b, res.ID, "a=succeeded b=active")
-	if _, err := b.WorkflowInsertTx(ctx, "not a tx", params); !errors.Is(err, backend.ErrInvalidInput) {
-		t.Fatalf("WorkflowInsertTx of a string: %v, want ErrInvalidInput", err)
-	}
-}
 
 // TestWorkflowCheckReports: counts set wrong behind the backend's back are
 // reported, each once, and nothing else.

@@ -558,3 +558,69 @@ func TestLostReplyBegin(t *testing.T) {
 		t.Fatalf("%d jobs, want %d", n, len(params))
 	}
 }
+
+// TestReplayChunkCountsCommittedJobs: a replay by filter whose chunk
+// replayed a plain job (committed) and then failed in its tasks'
+// transaction, unsent, is sent again: that chunk no longer matches the
+// plain job, so the result counts it from the first try, and the task's
+// job from the second. Each is replayed and counted once.
+func TestReplayChunkCountsCommittedJobs(t *testing.T) {
+	t.Parallel()
+	b, f := openFaulty(t)
+	ctx := t.Context()
+	plain := insertN(t, b, "w", 1)[0]
+	wf := wfInsert(t, b, wfTask("a"))
+	rows := claimTasks(t, b, time.Hour)
+	completeAll(t, b, failOf(rows["t"], "plain broke"), failOf(rows["a"], "a broke"))
+	wfWant(t, b, wf, backend.WorkflowFailed, map[string]string{"a": "failed"})
+
+	fired := f.arm(b.wq().replay, 0, failUnsent)
+	res, err := b.FailedReplay(ctx, backend.FailedReplayParams{Filter: backend.FailedFilter{Queue: "w"}})
+	wantFired(t, fired)
+	slices.SortFunc(res.ByType, func(x, y backend.TypeCount) int { return strings.Compare(x.Type, y.Type) })
+	want := []backend.TypeCount{{Queue: "w", Type: "a", Count: 1}, {Queue: "w", Type: "t", Count: 1}}
+	if err != nil || res.Replayed != 2 || res.Skipped != 0 || !slices.Equal(res.ByType, want) {
+		t.Fatalf("replay = %+v, %v; want 2 replayed, by type %v", res, err, want)
+	}
+	if n := count(t, b, "SELECT count(*) FROM {schema}.jobs WHERE id = ANY($1) AND status = 'pending'", []int64{plain, rows["a"].ID}); n != 2 ||
+		count(t, b, "SELECT count(*) FROM {schema}.failed_jobs") != 0 {
+		t.Fatalf("after the replay: %s; want both jobs pending, nothing failed", tables(t, b))
+	}
+	wfWant(t, b, wf, backend.WorkflowRunning, map[string]string{"a": "active"})
+}
+
+// TestSweepReportsCommittedPart: a lease sweep whose plain part committed
+// and whose tasks' transaction then lost its reply returns the error with
+// the plain jobs it swept, so its caller counts and logs them; the next
+// sweep ends the task.
+func TestSweepReportsCommittedPart(t *testing.T) {
+	t.Parallel()
+	b, f := openFaulty(t)
+	ctx := t.Context()
+	plain := insertN(t, b, "w", 1)[0]
+	last := wfTask("a")
+	last.Job.MaxAttempts = 1 // its expired claim is the tasks' part of the sweep
+	wf := wfInsert(t, b, last)
+	if rows := claimTasks(t, b, 50*time.Millisecond); len(rows) != 2 {
+		t.Fatalf("claimed %d jobs, want 2", len(rows))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for count(t, b, "SELECT count(*) FROM {schema}.jobs WHERE lease_until < now()") != 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the leases never expired")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	fired := f.arm(b.wq().expired, 0, loseReply)
+	res, err := b.LeaseSweep(ctx, backend.SweepParams{})
+	wantLost(t, f, fired, err)
+	if res.Rescued != 1 || len(res.Jobs) != 1 || res.Jobs[0].Ref.ID != plain || res.Jobs[0].Failed {
+		t.Fatalf("sweep = %+v; want the plain job %d rescued, reported with the error", res, plain)
+	}
+	res, err = b.LeaseSweep(ctx, backend.SweepParams{})
+	if err != nil || res.Failed != 1 || res.Rescued != 0 {
+		t.Fatalf("second sweep = %+v, %v; want task a's job failed", res, err)
+	}
+	wfWant(t, b, wf, backend.WorkflowFailed, map[string]string{"a": "failed: lease expired"})
+}

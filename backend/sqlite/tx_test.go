@@ -97,4 +97,3 @@ func TestTxInsertAndComplete(t *testing.T) {
 		t.Fatalf("JobCompleteTx(nil tx): %v, want ErrInvalidInput", err)
 	}
 }
-

@@ -360,7 +360,6 @@ func TestWorkflowReplayRestore(t *testing.T) {
 	}
 }
 
-
 // TestWorkflowCheckReports: counts set wrong behind the backend's back are
 // reported, each once, and nothing else.
 func TestWorkflowCheckReports(t *testing.T) {

@@ -307,7 +307,7 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
-	r.prod = newProducer(client, cfg, r.queue, r.id, r.rng(0), r.events)
+	r.prod = newProducer(client, cfg, r.queue, r.id, r.rng(streamWorkload), r.events)
 	r.startWorkers(ctx)
 	if cfg.Progress != nil {
 		r.side.Start(ctx, lifecycle.Component{Name: "progress", Run: r.progress})
@@ -387,9 +387,15 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 }
 
 // rng is a random source of the run's seed for one user (stream).
-func (r *verifier) rng(stream uint64) *mrand.Rand {
-	return mrand.New(mrand.NewPCG(r.cfg.Seed, stream))
-}
+func (r *verifier) rng(stream uint64) *mrand.Rand { return seeded(r.cfg.Seed, stream) }
+
+// streamWorkload is the stream of the producer's plan (durations,
+// failures); the fault injectors draw from streams 1 to 3.
+const streamWorkload = 0
+
+// seeded is a random source of seed for one user (stream): the same seed
+// and stream give the same draws.
+func seeded(seed, stream uint64) *mrand.Rand { return mrand.New(mrand.NewPCG(seed, stream)) }
 
 // waitDrained polls the queue's counts until nothing is pending,
 // scheduled or reserved. It reports false when ctx ended first.

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"errors"
-	mrand "math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
@@ -110,7 +109,7 @@ func TestRunMemoryClean(t *testing.T) {
 // planCounts counts the jobs cfg's seed plans to fail for good and to
 // fail only their first attempts, drawing as the producer does.
 func planCounts(cfg Config) (perm, transient int) {
-	rng := mrand.New(mrand.NewPCG(cfg.Seed, 0))
+	rng := seeded(cfg.Seed, streamWorkload)
 	for seq := range int64(cfg.Jobs) {
 		p := planJob(rng, "", seq, cfg.SlowShare, cfg.Lease)
 		switch {

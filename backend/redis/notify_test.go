@@ -101,11 +101,11 @@ func TestWakeAfterClose(t *testing.T) {
 	noWake(t, ch2, 50*time.Millisecond, "subscribing to a closed backend")
 }
 
-// TestWakeAtReleasedTaskDue: a task released with a delay, by a completion
-// by the lease sweep failing its dependency or by a release
-// ending it cancelled, arms a wake-up at its due
-// time in the process that released it. Without it an idle worker here
-// would find the task only at its next poll.
+// TestWakeAtReleasedTaskDue: a task released with a delay arms a wake-up
+// at its due time in the process that released it, whether a completion
+// released it, the lease sweep failing its dependency, or a release
+// ending that dependency cancelled. Without it an idle worker here would
+// find the task only at its next poll.
 func TestWakeAtReleasedTaskDue(t *testing.T) {
 	const delay = 200 * time.Millisecond
 	b := openTest(t, Options{})

@@ -97,6 +97,16 @@ func (s *server) lookup(secret string) Scope {
 	return found
 }
 
+// topScope is the highest scope of the configured tokens: only a right
+// token of it clears the login throttle's count.
+func (s *server) topScope() Scope {
+	var top Scope
+	for _, t := range s.tokens {
+		top = max(top, t.scope)
+	}
+	return top
+}
+
 // sessionCookie names the browser login cookie. It holds a random session
 // ID, never the token.
 const sessionCookie = "jobq_session"
@@ -185,7 +195,8 @@ func hasBearer(r *http.Request) bool {
 // 401, dashboard pages a redirect to the login form; a token of too small a
 // scope gets 403. A wrong bearer token counts as a failed sign-in for the
 // throttle, and a client it holds back gets 429 before its token is
-// checked.
+// checked, a right one of any scope included: checking it would tell a
+// guesser which guess was right while the wait is meant to tell nothing.
 func (s *server) authorize(need Scope, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		who := client(r)
@@ -200,7 +211,7 @@ func (s *server) authorize(need Scope, h http.HandlerFunc) http.HandlerFunc {
 			if got == 0 {
 				s.throttle.failed(who)
 			} else {
-				s.throttle.succeeded(who)
+				s.throttle.succeeded(who, got, s.topScope())
 			}
 		}
 		switch {
@@ -231,7 +242,8 @@ func (s *server) registerAuth() {
 // random session ID, then a 303 to next. A wrong token goes back to the
 // form with failed=1, after the same work as a right one, and counts
 // against the client in the throttle, which answers 429 without checking
-// the token while it holds the client back.
+// the token while it holds the client back; a right token clears the
+// count only if it is of the highest scope, as a bearer token does.
 func (s *server) login(w http.ResponseWriter, r *http.Request) {
 	if err := r.ParseForm(); err != nil {
 		s.fail(w, r, err)
@@ -253,7 +265,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, s.opts.Prefix+"/login?failed=1&next="+url.QueryEscape(next), http.StatusSeeOther)
 		return
 	}
-	s.throttle.succeeded(who)
+	s.throttle.succeeded(who, scope, s.topScope())
 	http.SetCookie(w, s.cookie(r, s.sessions.start(scope, time.Now()), int(sessionTTL/time.Second)))
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }

@@ -24,7 +24,8 @@ const (
 )
 
 // throttle counts failed sign-ins per client: a wrong token in the login
-// form or in a bearer header. A right token clears the client's count.
+// form or in a bearer header. Only a right token of the server's highest
+// scope clears the count (see succeeded).
 type throttle struct {
 	mu       sync.Mutex
 	byClient map[string]*failures
@@ -97,8 +98,18 @@ func (t *throttle) failed(who string) {
 	}
 }
 
-// succeeded forgets the client's failures.
-func (t *throttle) succeeded(who string) {
+// succeeded records a right token of scope proven from the client; top is
+// the highest scope of any configured token. A wrong token does not say
+// which scope it guessed at, and any of them may have aimed at top, so
+// only a right token of top clears the count: its holder has nothing left
+// to win by guessing. Were a read token to clear it, its holder could send
+// it after every few guesses at the admin token and never be held back.
+// Counting mistakes per scope above the highest proven would clear no
+// more than this, so the count stays one number.
+func (t *throttle) succeeded(who string, proven, top Scope) {
+	if proven < top {
+		return
+	}
 	t.mu.Lock()
 	delete(t.byClient, who)
 	t.mu.Unlock()

@@ -48,12 +48,21 @@ func kindOf[T Args]() (kind string) {
 }
 
 // EnqueueArgs enqueues args as a job of its own Kind: Enqueue without the
-// type string to get wrong.
+// type string to get wrong. A nil args, or a nil pointer whose Kind cannot
+// be called on it (a value receiver, or a pointer receiver that reads the
+// value), names no type: it returns an error wrapping ErrInvalidInput and
+// writes nothing, rather than panicking in the caller.
 func (c *Client) EnqueueArgs(ctx context.Context, args Args, opts ...EnqueueOption) (int64, error) {
 	if args == nil {
 		return 0, fmt.Errorf("enqueue: %w", &backend.InputError{Field: "type", Reason: "EnqueueArgs needs a payload whose Kind names it"})
 	}
-	return c.Enqueue(ctx, args.Kind(), args, opts...)
+	// kindOfValue calls Kind as Workflow.Add and Enqueue do, recovering
+	// from the nil dereference of a nil pointer.
+	kind, ok := kindOfValue(args)
+	if !ok {
+		return 0, fmt.Errorf("enqueue: %w", &backend.InputError{Field: "type", Reason: fmt.Sprintf("EnqueueArgs got a nil %T, whose Kind method cannot run on it: pass the value or a non-nil pointer", args)})
+	}
+	return c.Enqueue(ctx, kind, args, opts...)
 }
 
 // kindMismatch checks a payload that names its own type against the type

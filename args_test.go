@@ -146,3 +146,69 @@ func TestTypeMaxAttemptsHolds(t *testing.T) {
 		t.Fatalf("a job's own MaxAttempts equal to the type's: %v", err)
 	}
 }
+
+// thumbnailPtr names its own type on a pointer receiver that reads the
+// value, so calling it on a nil pointer dereferences nil too.
+type thumbnailPtr struct {
+	Kinds string
+}
+
+func (t *thumbnailPtr) Kind() string { return t.Kinds }
+
+// TestEnqueueArgsNilPointer: a nil pointer given to EnqueueArgs, whose
+// Kind cannot be called (a value receiver, or a pointer receiver that
+// reads the value), is refused as invalid input, without a panic and
+// without writing a job, as a nil Args is.
+func TestEnqueueArgsNilPointer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args jobq.Args
+	}{
+		{"nil interface", nil},
+		{"nil pointer, value receiver", (*thumbnail)(nil)},
+		{"nil pointer, pointer receiver", (*thumbnailPtr)(nil)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newMemory(t, nil)
+			client := mustClient(t, b, jobq.ClientConfig{})
+			ctx := t.Context()
+			var (
+				id  int64
+				err error
+			)
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("EnqueueArgs(%#v) panicked: %v", tc.args, p)
+					}
+				}()
+				id, err = client.EnqueueArgs(ctx, tc.args)
+			}()
+			var ie *backend.InputError
+			if !errors.Is(err, jobq.ErrInvalidInput) || !errors.As(err, &ie) || ie.Field != "type" || id != 0 {
+				t.Fatalf("EnqueueArgs(%#v) = %d, %v; want an invalid-input error on the type", tc.args, id, err)
+			}
+			if tc.args != nil && !strings.Contains(err.Error(), "non-nil pointer") {
+				t.Fatalf("EnqueueArgs(%#v): %v; want the error to say to pass the value or a non-nil pointer", tc.args, err)
+			}
+			// Workflow.Add, the other entry point that takes an Args,
+			// refuses it the same way at enqueue.
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("Workflow.Add(%#v) panicked: %v", tc.args, p)
+					}
+				}()
+				_, err = client.EnqueueWorkflow(ctx, jobq.NewWorkflow("w").Add("a", tc.args))
+			}()
+			if !errors.Is(err, jobq.ErrInvalidInput) {
+				t.Fatalf("EnqueueWorkflow with Add(%#v): %v; want an invalid-input error", tc.args, err)
+			}
+			if stats, err := b.QueueStats(ctx); err != nil || len(stats) != 0 {
+				t.Fatalf("queue stats after the refusals: %+v, %v; want no job stored", stats, err)
+			}
+		})
+	}
+}

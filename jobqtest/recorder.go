@@ -399,6 +399,14 @@ func (r *Recorder) storedQueues() []string {
 	return out
 }
 
+// storedQueueCount is len(storedQueues()) without building the list:
+// Drain asks it before every attempt to see whether a new queue appeared.
+func (r *Recorder) storedQueueCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queues)
+}
+
 func (r *Recorder) setElapse(on bool) {
 	r.mu.Lock()
 	r.elapse = on

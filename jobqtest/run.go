@@ -103,12 +103,14 @@ func (as Attempts) String() string {
 // Clock and advance it.
 //
 // cfg.Queues defaults to every queue the recorder saw a job stored in (and
-// "default"); cfg.Logger to a discarding one. The recorder's WorkerHooks
-// are added to cfg.Hooks, so every attempt counts as Ran, except one that
-// finds no handler in reg for its type (it is reported among the attempts,
-// and retried or failed as a worker would, but nothing of the part
-// started: see Observation.Unhandled). On the sync
-// backend nothing is ever deferred and Drain returns no attempts.
+// "default"), re-picked before each attempt, so a job a handler stores in a
+// new queue during the call runs in it too, in claim order; queues the
+// caller names are kept as given. cfg.Logger defaults to a discarding
+// one. The recorder's WorkerHooks are added to cfg.Hooks, so every attempt
+// counts as Ran, except one that finds no handler in reg for its type (it
+// is reported among the attempts, and retried or failed as a worker
+// would, but nothing of the part started: see Observation.Unhandled). On
+// the sync backend nothing is ever deferred and Drain returns no attempts.
 //
 // Do not run a Worker on the same backend meanwhile: Drain's retries would
 // be due at once for it too. It stops with an error after
@@ -117,24 +119,36 @@ func (r *Recorder) Drain(ctx context.Context, reg *jobq.Registry, cfg jobq.Worke
 	if r.inline {
 		return nil, nil
 	}
-	if len(cfg.Queues) == 0 {
-		cfg.Queues = r.storedQueues()
-		if !containsString(cfg.Queues, "default") {
-			cfg.Queues = append(cfg.Queues, "default")
-		}
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	cfg.Hooks = append(append([]jobq.WorkerHooks(nil), cfg.Hooks...), r.WorkerHooks())
-	w, err := jobq.NewWorker(r.b, reg, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("drain: %w", err)
-	}
+	// A worker claims from a fixed list of queues. When the caller named
+	// none, a handler may store a follow-up job in a queue no job used
+	// before: the worker is made again, on the grown list, before the next
+	// claim, so that job is claimed in its turn like any other. The
+	// recorder's queues only grow, so their count tells when. A Worker
+	// that only calls RunOne starts no goroutine: dropping one leaks none.
+	auto := len(cfg.Queues) == 0
+	known := -1 // the count of stored queues w was made for
+	var w *jobq.Worker
 	r.setElapse(true)
 	defer r.setElapse(false)
 	var out Attempts
 	for len(out) < MaxDrainAttempts {
+		if w == nil || auto && r.storedQueueCount() != known {
+			if auto {
+				cfg.Queues = r.storedQueues()
+				known = len(cfg.Queues)
+				if !containsString(cfg.Queues, "default") {
+					cfg.Queues = append(cfg.Queues, "default")
+				}
+			}
+			var err error
+			if w, err = jobq.NewWorker(r.b, reg, cfg); err != nil {
+				return out, fmt.Errorf("drain: %w", err)
+			}
+		}
 		ev, ok, err := w.RunOne(ctx)
 		if ok {
 			out = append(out, attemptOf(ev))

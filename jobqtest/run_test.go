@@ -353,3 +353,56 @@ func TestRetryGoesBehindEarlierDue(t *testing.T) {
 		}
 	})
 }
+
+// TestDrainFollowUpInNewQueue: a job a handler enqueues during the drain
+// into a queue no stored job used before (a signup's welcome email on
+// "emails") runs in the same call, in claim order, when the caller named
+// no queues; with queues named, Drain keeps to exactly those.
+func TestDrainFollowUpInNewQueue(t *testing.T) {
+	eachStoring(t, func(t *testing.T, b backend.Backend) {
+		ctx := t.Context()
+		rec := jobqtest.NewRecorder(b)
+		client := rec.NewClient(t, jobq.ClientConfig{})
+		reg := jobq.NewRegistry()
+		reg.HandleFunc("signup", func(ctx context.Context, j *jobq.Job) error {
+			// Priority 10: due after the audit job but claimed before it.
+			_, err := client.Enqueue(ctx, "welcome", nil, jobq.Queue("emails"), jobq.Priority(10))
+			return err
+		})
+		welcome := flaky(reg, "welcome", 0)
+		audit := flaky(reg, "audit", 0)
+		if _, err := client.Enqueue(ctx, "signup", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.Enqueue(ctx, "audit", nil); err != nil {
+			t.Fatal(err)
+		}
+
+		as := rec.RunQueue(t, reg, jobq.WorkerConfig{})
+		var got []string
+		for _, a := range as {
+			got = append(got, a.Queue+"/"+a.Type+"/"+string(a.State))
+		}
+		if want := "default/signup/done,emails/welcome/done,default/audit/done"; strings.Join(got, ",") != want {
+			t.Fatalf("attempts %v, want %s:\n%s", got, want, as)
+		}
+		if welcome.Load() != 1 || audit.Load() != 1 {
+			t.Fatalf("welcome ran %d times, audit %d; want once each", welcome.Load(), audit.Load())
+		}
+		rec.AssertClass(t, "welcome", jobqtest.Ran)
+
+		// Queues named by the caller are kept: the follow-up waits.
+		rec.Reset()
+		if _, err := client.Enqueue(ctx, "signup", nil); err != nil {
+			t.Fatal(err)
+		}
+		as = rec.RunQueue(t, reg, jobq.WorkerConfig{Queues: []string{"default"}})
+		if len(as) != 1 || as[0].Type != "signup" || welcome.Load() != 1 {
+			t.Fatalf("with Queues [default]: attempts\n%s\nwelcome ran %d times; want signup alone", as, welcome.Load())
+		}
+		rec.AssertClass(t, "welcome", jobqtest.Deferred)
+		if as := rec.RunQueue(t, reg, jobq.WorkerConfig{}); len(as) != 1 || as[0].Type != "welcome" || welcome.Load() != 2 {
+			t.Fatalf("then with no queues named: attempts\n%s\nwelcome ran %d times; want the waiting welcome", as, welcome.Load())
+		}
+	})
+}

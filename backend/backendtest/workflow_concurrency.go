@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -153,6 +154,112 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 			if r := joins[j.Name]; r == nil || r.ID != j.JobID {
 				t.Fatalf("join %s: job %d, claimed %v", j.Name, j.JobID, r)
 			}
+		}
+		noDrift(t, w)
+	})
+
+	parallel(t, h, "ReplayRacesSiblingEnd", func(t *testing.T, b backend.Backend) {
+		// r waits on f and d; f failed, which cancelled r. A replay of f
+		// and the end of d then run at once, 100 times over. Whichever
+		// commits first, r counts d's end: when d succeeded r waits on f
+		// alone, when d failed r is cancelled by d. A store that reads r
+		// as it was before the replay committed loses d's end, and r
+		// waits forever (issue 39).
+		w := workflower(t, b)
+		const rounds = 100
+		name := func(s string, i int) string { return fmt.Sprintf("%s%d", s, i) }
+		ids := make([]int64, rounds)
+		for i := range rounds {
+			ids[i] = wfInsert(t, w, task(name("f", i)), task(name("d", i)), task(name("r", i), name("f", i), name("d", i)))
+		}
+		got := claimTasks(t, b)
+		if len(got) != 2*rounds {
+			t.Fatalf("claimed %d jobs, want %d", len(got), 2*rounds)
+		}
+		fails := make([]backend.Outcome, rounds)
+		for i := range rounds {
+			fails[i] = fail(got[name("f", i)].Ref(), "broke")
+		}
+		completeFresh(t, b, fails...)
+		failed := make([]int64, rounds)
+		for i := range rounds {
+			failed[i] = failedByJob(t, b, got[name("f", i)].ID).ID
+		}
+		// Four pairs at a time, the two calls of a pair let go together.
+		slots := make(chan struct{}, 4)
+		var pairs sync.WaitGroup
+		for i := range rounds {
+			slots <- struct{}{}
+			end := done(got[name("d", i)].Ref())
+			if i%2 == 1 {
+				end = fail(got[name("d", i)].Ref(), "d broke")
+			}
+			// One side starts a little after the other, by a step that
+			// varies from pair to pair, so that some pair's end begins
+			// while the replay holds its locks whatever each call's
+			// round trips cost on this store.
+			lag := time.Duration(i%21-10) * 200 * time.Microsecond
+			start := make(chan struct{})
+			var pair sync.WaitGroup
+			pair.Go(func() {
+				<-start
+				if lag < 0 {
+					time.Sleep(-lag)
+				}
+				if res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[i]}}); err != nil || res.Replayed != 1 {
+					t.Errorf("replay of f%d: %+v, %v; want 1 replayed", i, res, err)
+				}
+			})
+			pair.Go(func() {
+				<-start
+				if lag > 0 {
+					time.Sleep(lag)
+				}
+				if res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{end}}); err != nil || len(res.Stale) != 0 {
+					t.Errorf("end of d%d: %+v, %v", i, res, err)
+				}
+			})
+			close(start)
+			pairs.Go(func() {
+				pair.Wait()
+				<-slots
+			})
+		}
+		pairs.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		for i, id := range ids {
+			wf := wfGet(t, w, id)
+			r := taskNamed(t, wf, name("r", i))
+			if i%2 == 0 && (r.State != backend.TaskWaiting || strings.Join(r.WaitingOn, ",") != name("f", i)) {
+				t.Errorf("workflow %d: d succeeded during f's replay, r is %s waiting on %v (reason %q); want waiting on f alone", id, r.State, r.WaitingOn, r.Reason)
+			}
+			if want := backend.DepCancelReason(name("d", i), backend.TaskFailed); i%2 == 1 && (r.State != backend.TaskCancelled || r.Reason != want) {
+				t.Errorf("workflow %d: d failed during f's replay, r is %s (reason %q); want cancelled, %q", id, r.State, r.Reason, want)
+			}
+		}
+		noDrift(t, w)
+		if t.Failed() {
+			t.FailNow()
+		}
+		// Every f runs again and succeeds: each r whose d succeeded is
+		// released and runs; the others' workflows end failed.
+		var fs, rs []string
+		for i := range rounds {
+			fs = append(fs, name("f", i))
+			if i%2 == 0 {
+				rs = append(rs, name("r", i))
+			}
+		}
+		runTasks(t, b, fs...)
+		runTasks(t, b, rs...)
+		for i, id := range ids {
+			want := backend.WorkflowSucceeded
+			if i%2 == 1 {
+				want = backend.WorkflowFailed
+			}
+			wantWorkflow(t, w, id, want)
 		}
 		noDrift(t, w)
 	})

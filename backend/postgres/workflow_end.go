@@ -41,7 +41,8 @@ type taskEnd struct {
 }
 
 // endTasks ends the tasks of ends in the transaction q runs in, one
-// workflow at a time in ID order (the lock order of workflow_sql.go): each
+// workflow at a time in ID order (the lock order of workflow_sql.go),
+// after locking them and their dependants (sqlTaskLock): each
 // task still active with that job ends, its edges resolve (releasing or
 // cancelling dependants, level after level while cancels cascade) and
 // the workflow row counts them, ending the workflow with its last task.
@@ -60,6 +61,15 @@ func (b *Backend) endTasks(ctx context.Context, q rowQuerier, notify bool, ends 
 	endSQL, cascadeSQL := wq.end, wq.cascade
 	if notify {
 		endSQL, cascadeSQL = wq.endNotify, wq.cascadeNotify
+	}
+	wfs := make([]int64, len(ends))
+	jobIDs := make([]int64, len(ends))
+	for i, e := range ends {
+		wfs[i], jobIDs[i] = e.workflow, e.job
+	}
+	var locked int32
+	if err := q(ctx, wq.lockEnds, []any{wfs, jobIDs}, []any{&locked}, func() error { return nil }); err != nil {
+		return nil, err
 	}
 	var due []string
 	seen := map[string]bool{}

@@ -221,6 +221,46 @@ UNION ALL
 ` + dueRows(notify)
 }
 
+// sqlTaskLock locks, before sqlTaskEnd reads them, the tasks whose jobs
+// just became terminal and their dependants, in (workflow_id, idx) order:
+// the lock order of this file, which replay's sqlTaskRestoreLock keeps
+// too. It runs as a statement of its own because a statement reads the
+// rows it does not lock as they were when it began: a replay that locked
+// a dependency and then set a dependant cancelled by the replayed task
+// back to waiting would commit unseen by a sqlTaskEnd already running,
+// which would skip the dependant as not waiting and never count it down.
+// Once this statement holds the rows, sqlTaskEnd begins after every such
+// replay committed, and none can start until this transaction ends.
+//
+//	$1 workflow_id bigint[], $2 job_id bigint[]
+//
+// Returns one row: the number of tasks locked.
+const sqlTaskLock = `
+WITH mine AS MATERIALIZED (
+	SELECT t.workflow_id, t.idx
+	FROM unnest($1::bigint[], $2::bigint[]) AS i(workflow_id, job_id)
+	CROSS JOIN LATERAL (
+		SELECT t.workflow_id, t.idx FROM {schema}.workflow_tasks t
+		WHERE t.job_id = i.job_id AND t.workflow_id = i.workflow_id
+		OFFSET 0
+	) t
+),
+want AS (
+	SELECT workflow_id, idx FROM mine
+	UNION
+	SELECT e.workflow_id, e.to_idx FROM mine m CROSS JOIN LATERAL (
+		SELECT e.workflow_id, e.to_idx FROM {schema}.workflow_edges e
+		WHERE e.workflow_id = m.workflow_id AND e.from_idx = m.idx
+		OFFSET 0
+	) e
+)
+SELECT count(*)::int FROM (SELECT * FROM want ORDER BY workflow_id, idx) w
+CROSS JOIN LATERAL (
+	SELECT 1 FROM {schema}.workflow_tasks t
+	WHERE t.workflow_id = w.workflow_id AND t.idx = w.idx
+	FOR UPDATE
+) x`
+
 // sqlTaskEnd ends the tasks of one workflow whose jobs just became
 // terminal in this transaction, and resolves their edges (resolveTail).
 // Only a task still active with that job ends: a task a WorkflowCancel
@@ -567,6 +607,7 @@ RETURNING 1`
 // filled in.
 type wfQueries struct {
 	insert, insertNotify                   string
+	lockEnds                               string
 	end, endNotify, cascade, cascadeNotify string
 	settle, expired, replay                string
 	restoreLock, restore, restoreWorkflow  string
@@ -597,6 +638,7 @@ func newWfQueries(schema string) *wfQueries {
 	return &wfQueries{
 		insert:          r.Replace(sqlWorkflowInsert(false)),
 		insertNotify:    r.Replace(sqlWorkflowInsert(true)),
+		lockEnds:        r.Replace(sqlTaskLock),
 		end:             r.Replace(sqlTaskEnd(false)),
 		endNotify:       r.Replace(sqlTaskEnd(true)),
 		cascade:         r.Replace(sqlTaskCascade(false)),

@@ -235,6 +235,14 @@ func TestWorkflowSetResult(t *testing.T) {
 		tooBig <- err
 		return err
 	})
+	notUTF8 := make(chan error, 1)
+	reg.HandleFunc("wf.bytes", func(ctx context.Context, j *jobq.Job) error {
+		// JSON whose string holds a byte that is not UTF-8 (which
+		// json.Valid takes): refused here, on every backend (issue 39).
+		err := jobq.SetResult(ctx, json.RawMessage("\"a\xffb\""))
+		notUTF8 <- err
+		return err
+	})
 	reg.HandleFunc("wf.flaky", func(ctx context.Context, j *jobq.Job) error {
 		if j.Attempt == 1 {
 			if err := jobq.SetResult(ctx, "from the failed attempt"); err != nil {
@@ -255,6 +263,7 @@ func TestWorkflowSetResult(t *testing.T) {
 	})
 	wf := jobq.NewWorkflow("results").
 		AddJob("big", "wf.big", nil, jobq.MaxAttempts(1)).
+		AddJob("bytes", "wf.bytes", nil, jobq.MaxAttempts(1)).
 		AddJob("flaky", "wf.flaky", nil, jobq.MaxAttempts(2)).
 		AddJob("last", "wf.last", nil).
 		AddJob("cleared", "wf.cleared", nil)
@@ -269,6 +278,12 @@ func TestWorkflowSetResult(t *testing.T) {
 	}
 	if big := taskNamed(t, got, "big"); big.State != jobq.TaskFailed || big.Result != nil || !strings.Contains(big.Reason, "result") {
 		t.Fatalf("big = %+v, want failed with the refusal and no result", big)
+	}
+	if err := <-notUTF8; !errors.Is(err, jobq.ErrInvalidInput) || !strings.Contains(err.Error(), "UTF-8") {
+		t.Fatalf("SetResult of JSON that is not UTF-8: %v, want ErrInvalidInput naming UTF-8", err)
+	}
+	if bytes := taskNamed(t, got, "bytes"); bytes.State != jobq.TaskFailed || bytes.Result != nil {
+		t.Fatalf("bytes = %+v, want failed with the refusal and no result", bytes)
 	}
 	if flaky := taskNamed(t, got, "flaky"); flaky.State != jobq.TaskSucceeded || flaky.Result != nil {
 		t.Fatalf("flaky = %+v (result %s), want succeeded with no result", flaky, flaky.Result)

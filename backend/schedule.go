@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // ScheduleStore is implemented by backends that keep periodic schedules
@@ -93,7 +94,9 @@ const MaxScheduleNameLen = MaxQueueLen
 const MaxScheduleSpecLen = 512
 
 // ValidateScheduleDef checks a definition: a name following the queue
-// names' rules (1 to 128 letters, digits, '_', '-', '.' or ':'), a spec of 1 to 512, a valid queue name and a non-empty type.
+// names' rules (1 to 128 letters, digits, '_', '-', '.' or ':'), a spec
+// of 1 to 512 bytes of UTF-8 without control characters, a valid queue
+// name and a type as ValidateInsert takes it.
 func ValidateScheduleDef(d ScheduleDef) error {
 	if err := validateScheduleName(d.Name); err != nil {
 		return err
@@ -101,11 +104,14 @@ func ValidateScheduleDef(d ScheduleDef) error {
 	if d.Spec == "" || len(d.Spec) > MaxScheduleSpecLen {
 		return &InputError{Field: "schedule spec", Reason: fmt.Sprintf("schedule %q: spec must be 1 to %d bytes", d.Name, MaxScheduleSpecLen)}
 	}
+	if !utf8.ValidString(d.Spec) || !printable(d.Spec) {
+		return &InputError{Field: "schedule spec", Reason: fmt.Sprintf("schedule %q: spec must be UTF-8 without control characters", d.Name)}
+	}
 	if err := ValidateQueue(d.Queue); err != nil {
 		return fmt.Errorf("schedule %q: %w", d.Name, err)
 	}
-	if d.Type == "" {
-		return &InputError{Field: "schedule type", Reason: fmt.Sprintf("schedule %q: job type is empty", d.Name)}
+	if r := typeProblem(d.Type); r != "" {
+		return &InputError{Field: "schedule type", Reason: fmt.Sprintf("schedule %q: job type %s", d.Name, r)}
 	}
 	return nil
 }

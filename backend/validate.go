@@ -75,17 +75,11 @@ func ValidateInsert(p InsertParams) error {
 	if err := ValidateQueue(p.Queue); err != nil {
 		return err
 	}
-	if p.Type == "" {
-		return &InputError{Field: "type", Reason: "must not be empty"}
+	if r := typeProblem(p.Type); r != "" {
+		return &InputError{Field: "type", Reason: r}
 	}
-	if len(p.Type) > MaxTypeLen {
-		return &InputError{Field: "type", Reason: fmt.Sprintf("longer than %d bytes", MaxTypeLen)}
-	}
-	if !printable(p.Type) {
-		return &InputError{Field: "type", Reason: "contains a control character"}
-	}
-	if !json.Valid(p.Payload) {
-		return &InputError{Field: "payload", Reason: "not valid JSON"}
+	if err := validateJSON("payload", p.Payload); err != nil {
+		return err
 	}
 	if p.Priority < MinPriority || p.Priority > MaxPriority {
 		return &InputError{Field: "priority", Reason: fmt.Sprintf("%d is outside %d..%d", p.Priority, MinPriority, MaxPriority)}
@@ -106,6 +100,38 @@ func ValidateInsert(p InsertParams) error {
 		return &InputError{Field: "unique key", Reason: "must be valid UTF-8 without control characters"}
 	}
 	return ValidateMetadata(p.Metadata)
+}
+
+// typeProblem says what is wrong with a job type, "" when nothing is. A
+// type is stored as text by every backend and shown on one line of lists
+// and logs: 1 to MaxTypeLen bytes of UTF-8 without control characters.
+func typeProblem(typ string) string {
+	switch {
+	case typ == "":
+		return "must not be empty"
+	case len(typ) > MaxTypeLen:
+		return fmt.Sprintf("longer than %d bytes", MaxTypeLen)
+	case !utf8.ValidString(typ):
+		return "not valid UTF-8"
+	case !printable(typ):
+		return "contains a control character"
+	}
+	return ""
+}
+
+// validateJSON checks JSON text a backend stores (a payload, a result).
+// json.Valid takes any byte inside a string, and SQLite and Redis would
+// store it as given, but PostgreSQL refuses text that is not UTF-8: the
+// same bytes are refused by every backend, here, before anything is
+// written.
+func validateJSON(field string, b []byte) error {
+	if !json.Valid(b) {
+		return &InputError{Field: field, Reason: "not valid JSON"}
+	}
+	if !utf8.Valid(b) {
+		return &InputError{Field: field, Reason: "not valid UTF-8: JSON text is UTF-8 (carry raw bytes as base64)"}
+	}
+	return nil
 }
 
 // ValidateMetadata checks a job's metadata: at most MaxMetadataKeys

@@ -2,7 +2,6 @@ package backend
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -393,7 +392,7 @@ func ValidateWorkflow(p WorkflowParams) ([]int, error) {
 }
 
 // ValidateResult refuses a task result over MaxResultBytes or that is not
-// JSON.
+// JSON in UTF-8.
 func ValidateResult(result []byte) error {
 	if result == nil {
 		return nil
@@ -401,10 +400,7 @@ func ValidateResult(result []byte) error {
 	if len(result) > MaxResultBytes {
 		return &InputError{Field: "result", Reason: fmt.Sprintf("%d bytes: a task's result is at most %d bytes; store big outputs elsewhere and return a reference", len(result), MaxResultBytes)}
 	}
-	if !json.Valid(result) {
-		return &InputError{Field: "result", Reason: "not valid JSON"}
-	}
-	return nil
+	return validateJSON("result", result)
 }
 
 func validateLabel(field, s string, mayBeEmpty bool) error {

@@ -112,6 +112,10 @@ func testInsert(t *testing.T, h Harness) {
 		{"EmptyType", "type", func(p *backend.InsertParams) { p.Type = "" }},
 		{"PayloadNotJSON", "payload", func(p *backend.InsertParams) { p.Payload = []byte(`{"n":`) }},
 		{"PayloadEmpty", "payload", func(p *backend.InsertParams) { p.Payload = nil }},
+		// json.Valid takes any byte in a string; PostgreSQL's json does
+		// not, so every store refuses it alike.
+		{"PayloadNotUTF8", "payload", func(p *backend.InsertParams) { p.Payload = []byte("{\"n\":\"a\xffb\"}") }},
+		{"TypeNotUTF8", "type", func(p *backend.InsertParams) { p.Type = "t\xff" }},
 		{"PriorityTooHigh", "priority", func(p *backend.InsertParams) { p.Priority = backend.MaxPriority + 1 }},
 		{"PriorityTooLow", "priority", func(p *backend.InsertParams) { p.Priority = backend.MinPriority - 1 }},
 		{"MaxAttemptsZero", "max attempts", func(p *backend.InsertParams) { p.MaxAttempts = 0 }},

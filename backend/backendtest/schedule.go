@@ -268,6 +268,9 @@ func testSchedule(t *testing.T, h Harness) {
 			{backend.ScheduleDef{Name: "ok", Spec: "", Queue: "q", Type: "t"}, "schedule spec"},
 			{backend.ScheduleDef{Name: "ok", Spec: "@daily", Queue: "", Type: "t"}, "queue"},
 			{backend.ScheduleDef{Name: "ok", Spec: "@daily", Queue: "q", Type: ""}, "schedule type"},
+			{backend.ScheduleDef{Name: "ok", Spec: "@daily", Queue: "q", Type: "t\xff"}, "schedule type"},
+			{backend.ScheduleDef{Name: "ok", Spec: "@daily\xff", Queue: "q", Type: "t"}, "schedule spec"},
+			{backend.ScheduleDef{Name: "ok", Spec: "@daily\x00", Queue: "q", Type: "t"}, "schedule spec"},
 		} {
 			// A bad definition among good ones registers none of them.
 			_, err := s.ScheduleUpsert(t.Context(), []backend.ScheduleDef{def("good", "@daily"), d.def})

@@ -178,6 +178,15 @@ func testWorkflow(t *testing.T, h Harness) {
 			t.Fatalf("a result over MaxResultBytes: %v, want ErrInvalidInput", err)
 		}
 		wantStatus(t, b, join.ID, backend.StatusReserved, 1)
+		// JSON whose string holds a byte that is not UTF-8 passes
+		// json.Valid but not PostgreSQL's json: refused on every store
+		// (issue 39), where before PostgreSQL alone refused it when the
+		// task ended, and the task's job ran again until its lease's
+		// sweep failed it.
+		notUTF8 := backend.Outcome{Ref: join.Ref(), Kind: backend.OutcomeDone, Result: []byte("{\"s\":\"a\xffb\"}")}
+		_, err = b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{notUTF8}})
+		wantInvalid(t, err, "result")
+		wantStatus(t, b, join.ID, backend.StatusReserved, 1)
 		completeFresh(t, b, done(join.Ref()))
 		// b failed: the workflow ends failed though join ran.
 		wantWorkflow(t, w, id, backend.WorkflowFailed)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	bsync "github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 )
 
 // A running job's cancel reaches its handler's context with
@@ -142,7 +142,7 @@ func TestCancelPendingAndUnsupported(t *testing.T) {
 	if _, err := ins.Cancel(context.Background()); !errors.Is(err, jobq.ErrInvalidInput) {
 		t.Fatalf("Cancel() = %v, want ErrInvalidInput", err)
 	}
-	s := bsync.New()
+	s := inline.New()
 	t.Cleanup(func() { s.Close() })
 	if _, err := jobq.NewInspector(s).Cancel(context.Background(), 1); !errors.Is(err, jobq.ErrNotSupported) {
 		t.Fatalf("sync Cancel = %v, want ErrNotSupported", err)

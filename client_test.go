@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	jobqsync "github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 )
 
 func TestEnqueueRefusesBadInputAndWritesNothing(t *testing.T) {
@@ -109,7 +109,7 @@ func TestSyncBackendRunsInline(t *testing.T) {
 		got = append(got, a.Name)
 		return nil
 	})
-	b := jobqsync.New()
+	b := inline.New()
 	defer b.Close()
 	if _, err := jobq.NewClient(b, jobq.ClientConfig{}); !errors.Is(err, jobq.ErrInvalidInput) {
 		t.Fatalf("sync client without a registry: err = %v, want ErrInvalidInput", err)

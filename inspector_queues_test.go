@@ -8,8 +8,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	syncb "github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/memory"
-	syncb "github.com/jobq/jobq/backend/sync"
 )
 
 func TestInspectorQueues(t *testing.T) {

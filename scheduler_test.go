@@ -14,7 +14,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	"github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 	gosync "sync"
 )
 
@@ -232,7 +232,7 @@ func TestNewWorkerRefusesBadSchedules(t *testing.T) {
 // TestInspectorSchedulesUnsupported: the sync backend says it keeps no
 // schedules.
 func TestInspectorSchedulesUnsupported(t *testing.T) {
-	_, err := jobq.NewInspector(sync.New()).Schedules(context.Background())
+	_, err := jobq.NewInspector(inline.New()).Schedules(context.Background())
 	if !errors.Is(err, jobq.ErrNotSupported) || !strings.Contains(err.Error(), "sync backend") {
 		t.Fatalf("Schedules on sync: %v; want ErrNotSupported naming the sync backend", err)
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	bsync "github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 )
 
 // squareArgs is a fan-out task's payload: it records n*n as its result.
@@ -358,7 +358,7 @@ func TestWorkflowUnsupported(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	reg := jobq.NewRegistry()
-	s := bsync.New()
+	s := inline.New()
 	c := mustClient(t, s, jobq.ClientConfig{Registry: reg})
 	wf := jobq.NewWorkflow("w").AddJob("a", "x", nil)
 	check := func(what string, err error) {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	syncb "github.com/jobq/jobq/backend/sync"
+	syncb "github.com/jobq/jobq/backend/inline"
 )
 
 // The chart counts the jobs a healthy system enqueues and finishes at once

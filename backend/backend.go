@@ -4,7 +4,7 @@
 // errors to.
 //
 // Each implementation lives in its own package (backend/sqlite,
-// backend/memory, backend/sync, backend/postgres) and proves itself by calling
+// backend/memory, backend/inline (sync:), backend/postgres) and proves itself by calling
 // backendtest.Run, the conformance suite, unchanged. A behaviour the suite does
 // not test is not part of the contract.
 //

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/memory"
 	"github.com/jobq/jobq/backend/sqlite"
-	syncbackend "github.com/jobq/jobq/backend/sync"
 )
 
 // fakeOthers implements every optional capability the recorder leaves to
@@ -320,7 +320,7 @@ func TestRealBackendsCapabilities(t *testing.T) {
 		want string
 	}{
 		{"memory", mem, "[Notifier QueueController Canceller Retainer ScheduleStore Workflower]"},
-		{"sync", syncbackend.New(), "[Inline QueueController]"},
+		{"sync", inline.New(), "[Inline QueueController]"},
 		{"sqlite", sq, "[TxInserter Notifier Migrator TxCompleter QueueController Canceller Retainer ScheduleStore Workflower WorkflowTxInserter]"},
 	} {
 		if got := fmt.Sprint(asCaps(c.b)); got != c.want {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/memory"
-	syncbackend "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -38,7 +38,7 @@ func TestNotWired(t *testing.T) {
 // TestRanInline: on the sync backend the handler runs inside the enqueue,
 // so the type ran, even when the handler failed; nothing is stored.
 func TestRanInline(t *testing.T) {
-	rec := jobqtest.NewRecorder(syncbackend.New())
+	rec := jobqtest.NewRecorder(inline.New())
 	reg := jobq.NewRegistry()
 	reg.HandleFunc("thumbnail", func(ctx context.Context, j *jobq.Job) error { return nil })
 	reg.HandleFunc("broken", func(ctx context.Context, j *jobq.Job) error { return errors.New("boom") })
@@ -189,7 +189,7 @@ func TestDecisionOrder(t *testing.T) {
 	})
 	t.Run("sync", func(t *testing.T) {
 		// ran + skipped: one ran inline, another was skipped.
-		rec := jobqtest.NewRecorder(syncbackend.New())
+		rec := jobqtest.NewRecorder(inline.New())
 		client := rec.NewClient(t, jobq.ClientConfig{Registry: noop("thumb")})
 		client.Skip(t.Context(), "thumb", "first image too small")
 		if _, err := client.Enqueue(t.Context(), "thumb", nil); err != nil {
@@ -264,7 +264,7 @@ func TestSkipReasonAsGiven(t *testing.T) {
 // the part is not wired.
 func TestNoHandlerIsNotWired(t *testing.T) {
 	t.Run("sync", func(t *testing.T) {
-		rec := jobqtest.NewRecorder(syncbackend.New())
+		rec := jobqtest.NewRecorder(inline.New())
 		client := rec.NewClient(t, jobq.ClientConfig{Registry: noop("thumbnail")})
 		if _, err := client.Enqueue(t.Context(), "orphan", nil); err == nil || !strings.Contains(err.Error(), "no handler registered") {
 			t.Fatalf("enqueue of a type without a handler on sync: %v", err)

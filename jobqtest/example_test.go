@@ -9,8 +9,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/memory"
-	syncbackend "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -80,7 +80,7 @@ func uploadOn(name string, b backend.Backend) {
 // backend (the job runs inside the request) and with the memory backend
 // (the job is deferred until the queue runs it).
 func Example_ranOrDeferred() {
-	uploadOn("sync", syncbackend.New())
+	uploadOn("sync", inline.New())
 	m := memory.New(memory.Options{})
 	defer m.Close()
 	uploadOn("memory", m)

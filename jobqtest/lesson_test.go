@@ -13,8 +13,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/memory"
-	syncbackend "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -34,7 +34,7 @@ func thumbnailRegistry(thumbs *Thumbs) *jobq.Registry {
 func TestLessonSync(t *testing.T) {
 	thumbs := &Thumbs{made: map[string]bool{}}
 	reg := thumbnailRegistry(thumbs)
-	rec := jobqtest.NewRecorder(syncbackend.New())
+	rec := jobqtest.NewRecorder(inline.New())
 	if err := Upload(t.Context(), rec.NewClient(t, jobq.ClientConfig{Registry: reg}), "cat.png"); err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func lessonDrivers() {
 
 	thumbs = &Thumbs{made: map[string]bool{}}
 	reg = thumbnailRegistry(thumbs)
-	rec = jobqtest.NewRecorder(syncbackend.New())
+	rec = jobqtest.NewRecorder(inline.New())
 	status = lessonRequest(rec, reg, 0)
 	fmt.Printf("sync: response %d; save %s; thumbnail %s; thumbnails %d\n",
 		status, rec.Classify("save"), rec.Classify("thumbnail"), thumbs.Count())

@@ -7,7 +7,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	syncbackend "github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -68,7 +68,7 @@ func TestRecorderWorkflow(t *testing.T) {
 // TestRecorderWorkflowOnSync: the sync backend runs no workflows, and
 // the recorder over it does not pretend to.
 func TestRecorderWorkflowOnSync(t *testing.T) {
-	rec := jobqtest.NewRecorder(syncbackend.New())
+	rec := jobqtest.NewRecorder(inline.New())
 	client := rec.NewClient(t, jobq.ClientConfig{Registry: noop("thumbnail", "album")})
 	if _, err := client.EnqueueWorkflow(t.Context(), album()); !errors.Is(err, jobq.ErrNoWorkflows) {
 		t.Fatalf("EnqueueWorkflow on sync: %v, want ErrNoWorkflows", err)

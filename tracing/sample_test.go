@@ -8,7 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/jobq/jobq"
-	jobqsync "github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/tracing"
 )
 
@@ -144,7 +144,7 @@ func TestSampleRatioWorkerContext(t *testing.T) {
 				handlerSC = trace.SpanContextFromContext(ctx)
 				return nil
 			})
-			c := newClient(t, jobqsync.New(), jobq.ClientConfig{Registry: reg})
+			c := newClient(t, inline.New(), jobq.ClientConfig{Registry: reg})
 			ctx := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
 				TraceID: trace.TraceID{7, 8, 9}, SpanID: trace.SpanID{1, 2, 3},
 			}))

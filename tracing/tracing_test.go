@@ -26,8 +26,8 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/backend/sqlite"
-	jobqsync "github.com/jobq/jobq/backend/sync"
 	"github.com/jobq/jobq/tracing"
 )
 
@@ -422,7 +422,7 @@ func TestSyncBackend(t *testing.T) {
 	reg := jobq.NewRegistry()
 	reg.Use(tracing.Middleware(tracing.WithTracerProvider(tp)))
 	reg.HandleFunc("inline", func(ctx context.Context, j *jobq.Job) error { return nil })
-	c := newClient(t, jobqsync.New(), jobq.ClientConfig{Registry: reg, Hooks: []jobq.ClientHooks{tracing.ClientHooks(tracing.WithTracerProvider(tp))}})
+	c := newClient(t, inline.New(), jobq.ClientConfig{Registry: reg, Hooks: []jobq.ClientHooks{tracing.ClientHooks(tracing.WithTracerProvider(tp))}})
 	ctx, req := tp.Tracer("app").Start(context.Background(), "request")
 	if _, err := c.Enqueue(ctx, "inline", nil); err != nil {
 		t.Fatalf("enqueue: %v", err)
@@ -473,7 +473,7 @@ func TestSamplingAttributes(t *testing.T) {
 			reg := jobq.NewRegistry()
 			reg.Use(tracing.Middleware(opts...))
 			reg.HandleFunc("mail", func(context.Context, *jobq.Job) error { return nil })
-			c := newClient(t, jobqsync.New(), jobq.ClientConfig{Registry: reg, Hooks: []jobq.ClientHooks{tracing.ClientHooks(opts...)}})
+			c := newClient(t, inline.New(), jobq.ClientConfig{Registry: reg, Hooks: []jobq.ClientHooks{tracing.ClientHooks(opts...)}})
 			if _, err := c.Enqueue(context.Background(), "mail", nil); err != nil {
 				t.Fatalf("enqueue: %v", err)
 			}

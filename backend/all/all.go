@@ -4,9 +4,9 @@
 package all
 
 import (
+	_ "github.com/jobq/jobq/backend/inline"   // sync:
 	_ "github.com/jobq/jobq/backend/memory"   // memory:
 	_ "github.com/jobq/jobq/backend/postgres" // postgres://, postgresql://
 	_ "github.com/jobq/jobq/backend/redis"    // redis://, rediss://
 	_ "github.com/jobq/jobq/backend/sqlite"   // sqlite:PATH
-	_ "github.com/jobq/jobq/backend/sync"     // sync:
 )

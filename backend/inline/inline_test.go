@@ -1,4 +1,4 @@
-package sync_test
+package inline_test
 
 import (
 	"errors"
@@ -9,13 +9,13 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/backend/backendtest"
-	"github.com/jobq/jobq/backend/sync"
+	"github.com/jobq/jobq/backend/inline"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestConformance(t *testing.T) {
-	backendtest.RunInline(t, func(t *testing.T) backendtest.InlineBackend { return sync.New() })
+	backendtest.RunInline(t, func(t *testing.T) backendtest.InlineBackend { return inline.New() })
 }
 
 // TestOpenExistingRefused checks that sync: refuses OpenOptions.Existing: it

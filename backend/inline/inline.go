@@ -1,17 +1,17 @@
-// Package sync is the backend for tests and local development that runs each
+// Package inline is the sync: backend for tests and local development that runs each
 // job's handler inline, inside Enqueue, and returns the handler's error to
 // the caller. Nothing is stored: there is no queue, no retry and no
 // failed_jobs, so the inspection methods report empty results. Use it where
 // a test wants a job's effect before Enqueue returns.
 //
 // URL: "sync:".
-package sync
+package inline
 
 import (
 	"context"
 	"fmt"
 	"maps"
-	gosync "sync"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -33,7 +33,7 @@ func init() {
 // Backend runs jobs inline. Create it with New; a client binds its handlers
 // through SetRunner.
 type Backend struct {
-	mu     gosync.RWMutex
+	mu     sync.RWMutex
 	run    func(ctx context.Context, job *backend.JobRow) error
 	nextID atomic.Int64
 	closed atomic.Bool

@@ -274,6 +274,21 @@ func (f FailedFilter) Cutoff(now time.Time) time.Time {
 	return c
 }
 
+// LeaseExpiredError is the error a lease sweep records on a job whose
+// holder vanished: the last error of a job it rescues, the error of one it
+// moves to failed jobs. Every backend writes this text, so the failed
+// jobs of all of them read alike and the conformance suite can find it.
+const LeaseExpiredError = "lease expired"
+
+// ValidateExtendLease checks JobExtendLease's parameters: the lease must be
+// positive.
+func ValidateExtendLease(p ExtendLeaseParams) error {
+	if p.Lease <= 0 {
+		return &InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", p.Lease)}
+	}
+	return nil
+}
+
 // ValidateClaim checks claim parameters.
 func ValidateClaim(p ClaimParams) error {
 	if len(p.Queues) == 0 {

@@ -80,6 +80,22 @@ func testLease(t *testing.T, h Harness) {
 		completeFresh(t, b, done(r.Ref()))
 	})
 
+	parallel(t, h, "ExtendRefusesNoLease", func(t *testing.T, b backend.Backend) {
+		// A lease of zero or less would let the job go at once: refused,
+		// the lease left as it was, the same way on every backend.
+		insertOne(t, b, job("q", "t"))
+		r := claimOne(t, b, "q")
+		for _, lease := range []time.Duration{0, -time.Second} {
+			_, err := b.JobExtendLease(t.Context(), backend.ExtendLeaseParams{Refs: []backend.JobRef{r.Ref()}, Lease: lease})
+			wantInvalid(t, err, "lease")
+			if !strings.HasPrefix(err.Error(), "extend leases: ") {
+				t.Errorf("JobExtendLease(lease %s) error %q, want it to name the operation \"extend leases\"", lease, err)
+			}
+		}
+		near(t, "LeaseUntil", get(t, b, r.ID).LeaseUntil, r.LeaseUntil, time.Second)
+		completeFresh(t, b, done(r.Ref()))
+	})
+
 	parallel(t, h, "ExtendSeveral", func(t *testing.T, b backend.Backend) {
 		insertIDs(t, b, job("q", "t"), job("q", "t"))
 		rows := claim(t, b, 2, time.Minute, "q")
@@ -123,7 +139,7 @@ func testLease(t *testing.T, h Harness) {
 		sweepUntil(t, b, 0, 1)
 		gone(t, b, id)
 		f := failedByJob(t, b, id)
-		if !strings.Contains(f.Error, "lease expired") || f.Attempts != 1 {
+		if !strings.Contains(f.Error, backend.LeaseExpiredError) || f.Attempts != 1 {
 			t.Fatalf("failed row error %q attempts %d; want it to mention \"lease expired\", attempts 1", f.Error, f.Attempts)
 		}
 		wantStats(t, b, backend.QueueStats{Queue: "q", Failed: 1})

@@ -9,10 +9,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// leaseExpired is the error recorded for jobs whose holder vanished with the
-// last attempt.
-const leaseExpired = "lease expired"
-
 // JobComplete implements backend.Backend. The outcomes are checked first
 // (kind, delay), so a malformed batch applies none of them; their error
 // texts are normalised (backend.PrepareOutcomes) like every backend's.
@@ -65,8 +61,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 
 // JobExtendLease implements backend.Backend.
 func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
-	if params.Lease <= 0 {
-		return nil, fmt.Errorf("extend leases: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	if err := backend.ValidateExtendLease(params); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	if err := b.lock(ctx, "extend leases"); err != nil {
 		return nil, err
@@ -163,11 +159,11 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		spent := j.Attempts >= j.MaxAttempts
 		res.Jobs = append(res.Jobs, backend.SweptJob{Ref: j.Ref(), Queue: j.Queue, Type: j.Type, Failed: spent})
 		if spent {
-			b.toFailed(j, leaseExpired, now)
+			b.toFailed(j, backend.LeaseExpiredError, now)
 			res.Failed++
 			continue
 		}
-		j.LastError = leaseExpired
+		j.LastError = backend.LeaseExpiredError
 		b.unreserve(j, now, now)
 		woken[j.Queue] = true
 		res.Rescued++

@@ -187,8 +187,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 // JobExtendLease implements backend.Backend in one statement. Sent again
 // after a lost reply it only moves the leases again.
 func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
-	if params.Lease <= 0 {
-		return nil, fmt.Errorf("extend leases: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	if err := backend.ValidateExtendLease(params); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	if len(params.Refs) == 0 {
 		return nil, nil

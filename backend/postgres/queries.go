@@ -1,12 +1,20 @@
 package postgres
 
-import "strings"
+import (
+	"strings"
 
-// All SQL of the backend lives in this file. Each statement is written once
-// with two placeholders filled in by newQueries:
+	"github.com/jobq/jobq/backend"
+)
+
+// The SQL of the jobs' paths lives in this file (the workflows' in
+// workflow_sql*.go, retention's in queries_retention.go, migrations in
+// migrations/). Each statement is written once with placeholders filled
+// in by newQueries:
 //
-//	{schema}   the quoted schema name ("jobq")
-//	{channel}  the NOTIFY channel as a string literal ('jobq_jobq')
+//	{schema}         the quoted schema name ("jobq")
+//	{channel}        the NOTIFY channel as a string literal ('jobq_jobq')
+//	{channel_ident}  the same channel as an identifier, for LISTEN
+//	{lease_expired}  backend.LeaseExpiredError as a string literal
 //
 // Durations travel as bigint microseconds and become intervals in SQL;
 // every time that decides eligibility or a lease is now() of the database.
@@ -385,7 +393,7 @@ SELECT ARRAY(SELECT id FROM matched ORDER BY id, token)::bigint[],
 
 // sqlSweep handles up to $1 reserved jobs whose lease expired: those with
 // attempts left go back to pending, due now; the others move to
-// failed_jobs with the error 'lease expired'. SKIP LOCKED lets concurrent
+// failed_jobs with the error backend.LeaseExpiredError. SKIP LOCKED lets concurrent
 // sweepers (one per worker process) share the work.
 //
 //	$1 limit int
@@ -407,7 +415,7 @@ rescued AS (
 	    available_at = now(),
 	    reserved_at = NULL,
 	    lease_until = NULL,
-	    last_error = 'lease expired'
+	    last_error = {lease_expired}
 	FROM expired e
 	WHERE j.id = e.id AND j.attempts < j.max_attempts
 	RETURNING j.id, j.attempts, j.claim_token, j.queue, j.type
@@ -421,7 +429,7 @@ dead AS (
 moved AS (
 	INSERT INTO {schema}.failed_jobs
 	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, 'lease expired', unique_key, created_at, now(), metadata, claim_token
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, {lease_expired}, unique_key, created_at, now(), metadata, claim_token
 	FROM dead
 	RETURNING job_id, attempts, claim_token, queue, type
 )
@@ -746,6 +754,7 @@ func newQueries(schema string) queries {
 		"{schema}", quoteIdent(schema),
 		"{channel}", "'"+channel+"'",
 		"{channel_ident}", quoteIdent(channel),
+		"{lease_expired}", quoteLiteral(backend.LeaseExpiredError),
 	)
 	return queries{
 		insert:            r.Replace(sqlInsert),
@@ -796,3 +805,7 @@ func channelName(schema string) string { return "jobq_" + schema }
 
 // quoteIdent quotes a validated identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// quoteLiteral quotes s as an SQL string literal, for a constant of the Go
+// code written into a statement when it is built.
+func quoteLiteral(s string) string { return `'` + strings.ReplaceAll(s, `'`, `''`) + `'` }

@@ -271,7 +271,7 @@ func (b *Backend) sweepTasks(ctx context.Context, limit int) ([]backend.SweptJob
 			var claims []taskClaim
 			var c taskClaim
 			_, err = pgx.ForEachRow(rows, []any{&c.ref.ID, &c.ref.Token}, func() error {
-				claims = append(claims, taskClaim{ref: c.ref, kind: kindExpired, err: "lease expired"})
+				claims = append(claims, taskClaim{ref: c.ref, kind: kindExpired, err: backend.LeaseExpiredError})
 				return nil
 			})
 			if err != nil || len(claims) == 0 {

@@ -167,14 +167,14 @@ func cmpErr(first, err error) error {
 
 // JobExtendLease extends leases with one script call per queue.
 func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLeaseParams) ([]backend.JobRef, error) {
-	if err := b.begin("extend lease"); err != nil {
+	if err := b.begin("extend leases"); err != nil {
 		return nil, err
 	}
-	if params.Lease <= 0 {
-		return nil, fmt.Errorf("extend lease: %w", &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	if err := backend.ValidateExtendLease(params); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	lost, err := b.extend(ctx, params.Refs, params.Lease)
-	return lost, b.fail("extend lease", err)
+	return lost, b.fail("extend leases", err)
 }
 
 func (b *Backend) extend(ctx context.Context, refs []backend.JobRef, lease time.Duration) ([]backend.JobRef, error) {

@@ -8,10 +8,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// leaseExpired is the last error of a rescued job and the error of one
-// whose expired lease spent its last attempt.
-const leaseExpired = "lease expired"
-
 // LeaseSweep handles expired leases across every queue of the prefix: one
 // pipelined round counts each queue's expired leases, a second sweeps the
 // queues that have any, sharing params.Limit between them.
@@ -63,7 +59,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			s: scriptSweep,
 			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
 				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix, k.readyList, k.base()},
-			args: []any{k.channel, b.origin, take, leaseExpired},
+			args: []any{k.channel, b.origin, take, backend.LeaseExpiredError},
 		})
 		swept = append(swept, q)
 		idxs = append(idxs, idx)

@@ -152,8 +152,8 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	if err := b.checkOpen(op); err != nil {
 		return nil, err
 	}
-	if params.Lease <= 0 {
-		return nil, fmt.Errorf("%s: %w", op, &backend.InputError{Field: "lease", Reason: fmt.Sprintf("%s: must be positive", params.Lease)})
+	if err := backend.ValidateExtendLease(params); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	if len(params.Refs) == 0 {
 		return nil, nil

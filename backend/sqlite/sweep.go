@@ -8,9 +8,6 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// leaseExpiredError is the error recorded for jobs whose holder vanished.
-const leaseExpiredError = "lease expired"
-
 // LeaseSweep implements backend.Backend in one write transaction: expired
 // jobs with attempts left go back to pending (available now, last_error
 // "lease expired"), the others move to failed_jobs; the result names each.
@@ -80,18 +77,18 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			}
 			failed := e.attempts >= e.maxAttempts
 			if !failed {
-				if _, err := rescue.ExecContext(ctx, e.id, e.token, now, leaseExpiredError); err != nil {
+				if _, err := rescue.ExecContext(ctx, e.id, e.token, now, backend.LeaseExpiredError); err != nil {
 					return err
 				}
 				res.Rescued++
 				woken[e.queue] = struct{}{}
 			} else {
-				_, wf, err := fails.move(e.id, e.token, leaseExpiredError, now)
+				_, wf, err := fails.move(e.id, e.token, backend.LeaseExpiredError, now)
 				if err != nil {
 					return err
 				}
 				if wf != 0 {
-					if err := wt.jobFailed(e.id, leaseExpiredError); err != nil {
+					if err := wt.jobFailed(e.id, backend.LeaseExpiredError); err != nil {
 						return err
 					}
 				}

@@ -9,12 +9,17 @@ import (
 	"github.com/jobq/jobq/backend/memory"
 )
 
-// WelcomeEmail is the payload of a "email.welcome" job.
+// WelcomeEmail is the payload of an "email.welcome" job.
 type WelcomeEmail struct {
 	To string `json:"to"`
 }
 
-// Define a handler, enqueue a job, run a worker until the job is done.
+// Kind names the job type: HandleArgs and EnqueueArgs read it, so the
+// type string is written once.
+func (WelcomeEmail) Kind() string { return "email.welcome" }
+
+// Define a handler for a payload type, enqueue a job of it, run a worker
+// until the job is done.
 func Example() {
 	ctx := context.Background()
 	b := memory.New(memory.Options{}) // or sqlite.Open(ctx, "jobq.db", sqlite.Options{})
@@ -22,7 +27,7 @@ func Example() {
 
 	reg := jobq.NewRegistry()
 	sent := make(chan string)
-	jobq.Handle(reg, "email.welcome", func(ctx context.Context, e WelcomeEmail) error {
+	jobq.HandleArgs(reg, func(ctx context.Context, e WelcomeEmail) error {
 		sent <- e.To // a real handler would call the mail service here
 		return nil
 	})
@@ -31,7 +36,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := client.Enqueue(ctx, "email.welcome", WelcomeEmail{To: "ada@example.com"}); err != nil {
+	if _, err := client.EnqueueArgs(ctx, WelcomeEmail{To: "ada@example.com"}); err != nil {
 		panic(err)
 	}
 

@@ -15,7 +15,8 @@ type (
 	QueueStats = backend.QueueStats
 	// FailedJob is one row of failed_jobs.
 	FailedJob = backend.FailedJob
-	// FailedFilter selects failed jobs; zero fields match all.
+	// FailedFilter selects failed jobs; zero fields match all (which
+	// PurgeMatching refuses: PurgeAll says it).
 	FailedFilter = backend.FailedFilter
 	// TypeCount is a number of jobs of one queue and type.
 	TypeCount = backend.TypeCount
@@ -123,19 +124,64 @@ func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, sk
 	return r.Replayed, r.Skipped, err
 }
 
-// Purge deletes the given failed jobs, or with no IDs every failed job
-// matching f (the zero filter purges all). olderThan > 0 keeps jobs that
-// failed more recently than that, by the backend's clock (the database's
-// on a server, the same clock that stamped failed_at). It returns how many
-// were deleted.
-func (i *Inspector) Purge(ctx context.Context, f FailedFilter, olderThan time.Duration, ids ...int64) (int, error) {
+// PurgeIDs deletes the listed failed jobs and returns how many were
+// deleted; an ID that is not (or no longer) in failed_jobs is not counted
+// and is no error. An empty list is ErrInvalidInput and deletes nothing.
+//
+// Purging has one call per meaning (PurgeIDs, PurgeMatching, PurgeAll,
+// PurgeKeepNewest) because a single call taking both IDs and a filter read
+// an empty ID list (ids... of an empty slice) as "use the filter", and with
+// the zero filter that emptied the whole dead-letter queue.
+func (i *Inspector) PurgeIDs(ctx context.Context, ids ...int64) (int, error) {
+	if len(ids) == 0 {
+		return 0, fmt.Errorf("%w: name at least one failed job to purge (PurgeAll deletes every one)", ErrInvalidInput)
+	}
+	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: ids})
+}
+
+// PurgeMatching deletes every failed job matching f and returns how many
+// were deleted. olderThan > 0 keeps jobs that failed more recently than
+// that, by the backend's clock (the database's on a server, the same clock
+// that stamped failed_at); it replaces f.OlderThan. A selection that
+// matches every failed job, the zero filter with olderThan 0, is
+// ErrInvalidInput and deletes nothing: call PurgeAll to mean that.
+func (i *Inspector) PurgeMatching(ctx context.Context, f FailedFilter, olderThan time.Duration) (int, error) {
 	if olderThan < 0 {
 		return 0, fmt.Errorf("%w: older-than %s is negative", ErrInvalidInput, olderThan)
 	}
 	if olderThan > 0 {
 		f.OlderThan = olderThan
 	}
-	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: ids, Filter: f})
+	if matchesAll(f) {
+		return 0, fmt.Errorf("%w: purge by filter needs a queue, type, failed-before time or older-than age; to delete every failed job call PurgeAll", ErrInvalidInput)
+	}
+	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f})
+}
+
+// PurgeAll deletes every failed job and returns how many were deleted.
+//
+// It is a method of its own, taking no filter (unlike ReplayAll), rather
+// than an All field on FailedFilter: a purge cannot be undone, so the call
+// that empties the table must not be reachable by leaving something unset,
+// and a zero-value struct cannot tell "all" from "forgot to fill it in".
+// The filter is also shared with FailedPage and ReplayAll, where a flag
+// only purging reads would mean nothing. A named method keeps the
+// destructive call visible in review, as Asynq's DeleteAllArchivedTasks
+// does. Narrow with PurgeMatching.
+func (i *Inspector) PurgeAll(ctx context.Context) (int, error) {
+	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{})
+}
+
+// matchesAll reports whether f selects every failed job. A FailedBefore
+// holding the zero instant in some location is still unset to a backend
+// (it tests IsZero), so it is normalised before the comparison; comparing
+// with the zero struct, not field by field, keeps a field added to
+// FailedFilter later from being ignored here.
+func matchesAll(f FailedFilter) bool {
+	if f.FailedBefore.IsZero() {
+		f.FailedBefore = time.Time{}
+	}
+	return f == FailedFilter{}
 }
 
 // PurgeKeepNewest bounds the failed-jobs table by count: of the failed jobs
@@ -143,11 +189,15 @@ func (i *Inspector) Purge(ctx context.Context, f FailedFilter, olderThan time.Du
 // failed-jobs ID) stay and the rest are deleted, in one step. With a queue
 // or type in f, only those jobs are counted and pruned; others are
 // untouched. It returns how many were deleted, 0 when no more than keep
-// match. keep must be at least 1 (use Purge to delete every match);
-// anything less is ErrInvalidInput.
+// match. keep must be at least 1 (PurgeMatching and PurgeAll delete every
+// match); anything less is ErrInvalidInput.
+//
+// Unlike PurgeMatching it accepts the zero filter: keep is a number the
+// caller had to write, at least 1, so no unset value can make it empty the
+// table, and bounding the whole table by count is what retention does.
 func (i *Inspector) PurgeKeepNewest(ctx context.Context, f FailedFilter, keep int) (int, error) {
 	if keep < 1 {
-		return 0, fmt.Errorf("%w: keep %d: keep at least 1 failed job (Purge deletes them all)", ErrInvalidInput, keep)
+		return 0, fmt.Errorf("%w: keep %d: keep at least 1 failed job (PurgeAll deletes them all)", ErrInvalidInput, keep)
 	}
 	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f, KeepNewest: keep})
 }

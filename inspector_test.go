@@ -3,6 +3,7 @@ package jobq_test
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,5 +81,107 @@ func TestFailedPurgeKeepNewest(t *testing.T) {
 	}
 	if got := left(); len(got) != 1 {
 		t.Fatalf("refused purges deleted rows: left %v", got)
+	}
+}
+
+// failedCount counts failed jobs through the inspector, as an operator
+// would see them.
+func failedCount(t *testing.T, in *jobq.Inspector) int64 {
+	t.Helper()
+	stats, err := in.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jobq.Totals(stats).Failed
+}
+
+// TestPurgeIDs: the listed jobs go and no others; an empty list, the
+// mistake of passing ids... from an empty slice, deletes nothing.
+func TestPurgeIDs(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	ids := failJobs(t, b, "a", "b", "c", "a")
+	in := jobq.NewInspector(b)
+
+	var none []int64
+	if n, err := in.PurgeIDs(t.Context(), none...); !errors.Is(err, jobq.ErrInvalidInput) || n != 0 {
+		t.Fatalf("PurgeIDs(no IDs) = %d, %v; want 0 and ErrInvalidInput", n, err)
+	}
+	if got := failedCount(t, in); got != 4 {
+		t.Fatalf("an empty ID list left %d failed jobs, want all 4", got)
+	}
+
+	n, err := in.PurgeIDs(t.Context(), ids[0], ids[2], ids[2]+1000)
+	if err != nil || n != 2 {
+		t.Fatalf("PurgeIDs(two known, one unknown) = %d, %v; want 2", n, err)
+	}
+	page, err := in.FailedPage(t.Context(), jobq.FailedFilter{}, 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []int64
+	for _, j := range page {
+		left = append(left, j.ID)
+	}
+	if want := []int64{ids[3], ids[1]}; !slices.Equal(left, want) {
+		t.Fatalf("left %v, want %v", left, want)
+	}
+}
+
+// TestPurgeMatchingRefusesEverything: a selection that would match every
+// failed job is refused with a hint naming PurgeAll, and nothing goes;
+// a real filter deletes just its matches.
+func TestPurgeMatchingRefusesEverything(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	failJobs(t, b, "a", "b", "a")
+	in := jobq.NewInspector(b)
+
+	for name, f := range map[string]jobq.FailedFilter{
+		"zero filter": {},
+		// The zero instant in another location is still "unset" to a
+		// backend, so it must not count as a filter.
+		"zero time elsewhere": {FailedBefore: time.Time{}.In(time.FixedZone("X", 3600))},
+	} {
+		n, err := in.PurgeMatching(t.Context(), f, 0)
+		if !errors.Is(err, jobq.ErrInvalidInput) || n != 0 || !strings.Contains(err.Error(), "PurgeAll") {
+			t.Fatalf("PurgeMatching(%s, 0) = %d, %v; want 0 and ErrInvalidInput naming PurgeAll", name, n, err)
+		}
+	}
+	if n, err := in.PurgeMatching(t.Context(), jobq.FailedFilter{Queue: "a"}, -time.Second); !errors.Is(err, jobq.ErrInvalidInput) || n != 0 {
+		t.Fatalf("PurgeMatching(a, -1s) = %d, %v; want 0 and ErrInvalidInput", n, err)
+	}
+	if got := failedCount(t, in); got != 3 {
+		t.Fatalf("refused purges left %d failed jobs, want all 3", got)
+	}
+
+	// An age alone is a selection: none failed an hour ago.
+	if n, err := in.PurgeMatching(t.Context(), jobq.FailedFilter{}, time.Hour); err != nil || n != 0 {
+		t.Fatalf("PurgeMatching(older than 1h) = %d, %v; want 0", n, err)
+	}
+	if n, err := in.PurgeMatching(t.Context(), jobq.FailedFilter{Queue: "a"}, 0); err != nil || n != 2 {
+		t.Fatalf("PurgeMatching(queue a) = %d, %v; want 2", n, err)
+	}
+	page, err := in.FailedPage(t.Context(), jobq.FailedFilter{}, 0, 0)
+	if err != nil || len(page) != 1 || page[0].Queue != "b" {
+		t.Fatalf("after purging queue a: %v, %v; want the one job of b", page, err)
+	}
+}
+
+// TestPurgeAll: asked for by name, every failed job goes.
+func TestPurgeAll(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	failJobs(t, b, "a", "b", "c")
+	in := jobq.NewInspector(b)
+
+	if n, err := in.PurgeAll(t.Context()); err != nil || n != 3 {
+		t.Fatalf("PurgeAll = %d, %v; want 3", n, err)
+	}
+	if got := failedCount(t, in); got != 0 {
+		t.Fatalf("PurgeAll left %d failed jobs", got)
+	}
+	if n, err := in.PurgeAll(t.Context()); err != nil || n != 0 {
+		t.Fatalf("PurgeAll of nothing = %d, %v; want 0", n, err)
 	}
 }

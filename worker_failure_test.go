@@ -325,12 +325,12 @@ func TestPurgeOlderThanUsesBackendClock(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	insp := jobq.NewInspector(b)
-	n, err := insp.Purge(context.Background(), jobq.FailedFilter{}, 30*time.Minute)
+	n, err := insp.PurgeMatching(context.Background(), jobq.FailedFilter{}, 30*time.Minute)
 	if err != nil || n != 0 {
 		t.Fatalf("purge older than 30m of a job failed 1m ago (backend clock) = %d, %v; want 0", n, err)
 	}
 	clock.Advance(time.Hour)
-	if n, err := insp.Purge(context.Background(), jobq.FailedFilter{}, 30*time.Minute); err != nil || n != 1 {
+	if n, err := insp.PurgeMatching(context.Background(), jobq.FailedFilter{}, 30*time.Minute); err != nil || n != 1 {
 		t.Fatalf("purge older than 30m an hour later = %d, %v; want 1", n, err)
 	}
 }

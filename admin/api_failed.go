@@ -128,7 +128,7 @@ func (s *server) purgeOne(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	n, err := s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, id)
+	n, err := s.opts.Inspector.PurgeIDs(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -205,7 +205,9 @@ func (s *server) replayMany(w http.ResponseWriter, r *http.Request) {
 }
 
 // purgeMany deletes the listed failed jobs or every one matching a filter
-// (keeping the newest keep_newest of them when set).
+// (keeping the newest keep_newest of them when set). selection has already
+// refused a body naming neither ids nor all, so {"all":true} with no filter
+// is the only way here to empty the table, and it is said.
 func (s *server) purgeMany(w http.ResponseWriter, r *http.Request) {
 	var req bulkRequest
 	if err := decodeBody(r, &req); err != nil {
@@ -220,11 +222,13 @@ func (s *server) purgeMany(w http.ResponseWriter, r *http.Request) {
 	var n int
 	switch {
 	case len(req.IDs) > 0:
-		n, err = s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, req.IDs...)
+		n, err = s.opts.Inspector.PurgeIDs(r.Context(), req.IDs...)
 	case req.KeepNewest > 0:
 		n, err = s.opts.Inspector.PurgeKeepNewest(r.Context(), f, req.KeepNewest)
+	case req.failedFilter == (failedFilter{}):
+		n, err = s.opts.Inspector.PurgeAll(r.Context())
 	default:
-		n, err = s.opts.Inspector.Purge(r.Context(), f, 0)
+		n, err = s.opts.Inspector.PurgeMatching(r.Context(), f, 0)
 	}
 	if err != nil {
 		s.fail(w, r, err)

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -56,7 +57,7 @@ func (e *env) reset() {
 			}
 		}
 	}
-	if _, err := e.insp.Purge(ctx, jobq.FailedFilter{}, 0); err != nil {
+	if _, err := e.insp.PurgeAll(ctx); err != nil {
 		e.t.Fatal(err)
 	}
 	e.wantCounts(0, 0, 0)
@@ -292,6 +293,16 @@ func testFailed(t *testing.T, e *env) {
 	}
 	e.want(e.do(req{method: "POST", path: "/api/v1/failed/purge", body: `{"ids":[1],"all":true}`}), http.StatusBadRequest, "invalid_input")
 	e.wantCounts(1, 0, 4)
+	// A purge naming neither ids nor all is refused on "all", whatever
+	// else it holds: an empty id list or a bare filter deletes nothing.
+	for _, body := range []string{`{}`, `{"ids":[]}`, `{"ids":null}`, `{"all":false}`, `{"queue":"fb"}`, `{"keep_newest":1}`} {
+		p := e.do(req{method: "POST", path: "/api/v1/failed/purge", body: body})
+		e.want(p, http.StatusBadRequest, "invalid_input")
+		if p.errorField() != "all" || !strings.Contains(p.errField("message"), "set all to true") {
+			t.Fatalf("purge %s refused as %s, want field all saying how to purge everything", body, p.raw)
+		}
+	}
+	e.wantCounts(1, 0, 4)
 
 	// Replay every match of a filter, with the count.
 	ra := e.do(req{method: "POST", path: "/api/v1/failed/replay", body: map[string]any{"all": true, "queue": "fa"}})
@@ -304,6 +315,16 @@ func testFailed(t *testing.T, e *env) {
 	// Purge one, then purge all matching (and 404 for a purged one).
 	e.want(e.do(req{method: "DELETE", path: fmt.Sprintf("/api/v1/failed/%d", fb[0])}), http.StatusOK, "")
 	e.want(e.do(req{method: "DELETE", path: fmt.Sprintf("/api/v1/failed/%d", fb[0])}), http.StatusNotFound, "not_found")
+	// By ids: exactly those (an unknown one is not counted).
+	pi := e.do(req{method: "POST", path: "/api/v1/failed/purge", body: map[string]any{"ids": []int64{fb[1], 999999999}}})
+	e.want(pi, http.StatusOK, "")
+	if pi.num("purged") != 1 {
+		t.Fatalf("purge by ids answered %s, want 1", pi.raw)
+	}
+	if _, err := e.insp.Failed(context.Background(), fb[1]); !errors.Is(err, jobq.ErrNotFound) {
+		t.Fatalf("failed job %d after its purge: %v, want not found", fb[1], err)
+	}
+	e.wantCounts(3, 0, 0)
 	more := e.failJobs("fc", 3)
 	kn := e.do(req{method: "POST", path: "/api/v1/failed/purge", body: map[string]any{"all": true, "queue": "fc", "keep_newest": 1}})
 	e.want(kn, http.StatusOK, "")
@@ -313,9 +334,18 @@ func testFailed(t *testing.T, e *env) {
 	if _, err := e.insp.Failed(context.Background(), more[0]); err != nil {
 		t.Fatalf("the newest failed job of fc was purged: %v", err)
 	}
+	// A filter with all: only its matches.
+	e.failJobs("fd", 2)
+	pm := e.do(req{method: "POST", path: "/api/v1/failed/purge", body: map[string]any{"all": true, "queue": "fd"}})
+	e.want(pm, http.StatusOK, "")
+	if pm.num("purged") != 2 {
+		t.Fatalf("purge all of fd answered %s", pm.raw)
+	}
+	e.wantCounts(3, 0, 1)
+	// All with no filter, said explicitly: everything.
 	pa := e.do(req{method: "POST", path: "/api/v1/failed/purge", body: map[string]any{"all": true}})
 	e.want(pa, http.StatusOK, "")
-	if pa.num("purged") != 2 {
+	if pa.num("purged") != 1 {
 		t.Fatalf("purge all answered %s", pa.raw)
 	}
 	e.wantCounts(3, 0, 0)

@@ -60,7 +60,9 @@ func (d *dashboard) bulkReplay(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, "/failed", back, msg)
 }
 
-// bulkPurge deletes the ticked failed jobs or all matching the filter.
+// bulkPurge deletes the ticked failed jobs or all matching the filter;
+// "all matching" with no filter is every failed job, which the form's
+// all=1 says explicitly.
 func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 	f, all, ids, err := bulkForm(r)
 	back := filterQuery(f.Queue, f.Type)
@@ -68,10 +70,15 @@ func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 		d.redirect(w, r, "/failed", back, "Nothing purged: "+err.Error()+".")
 		return
 	}
-	if all {
-		ids = nil
+	var n int
+	switch {
+	case !all:
+		n, err = d.s.opts.Inspector.PurgeIDs(r.Context(), ids...)
+	case f == (jobq.FailedFilter{}):
+		n, err = d.s.opts.Inspector.PurgeAll(r.Context())
+	default:
+		n, err = d.s.opts.Inspector.PurgeMatching(r.Context(), f, 0)
 	}
-	n, err := d.s.opts.Inspector.Purge(r.Context(), f, 0, ids...)
 	d.counts.invalidate()
 	if err != nil {
 		d.failErr(w, r, "purge failed jobs", err)
@@ -110,7 +117,7 @@ func (d *dashboard) purgeOne(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	n, err := d.s.opts.Inspector.Purge(r.Context(), jobq.FailedFilter{}, 0, id)
+	n, err := d.s.opts.Inspector.PurgeIDs(r.Context(), id)
 	d.counts.invalidate()
 	if err != nil {
 		d.failErr(w, r, "purge failed job "+strconv.FormatInt(id, 10), err)

@@ -119,7 +119,9 @@ func TestDashboardEscapesPayload(t *testing.T) {
 
 // Bulk replay of "all matching" a queue filter replays every one of them,
 // not a page, and leaves other queues' failed jobs; purge by IDs deletes
-// just those. The redirect says how many.
+// just those, nothing ticked deletes nothing, and "all matching" purges the
+// filter's matches, or with no filter every failed job. The redirect says
+// how many.
 func TestDashboardBulkReplayAndPurge(t *testing.T) {
 	b := openSQLite(t)
 	srv, insp := dashServer(t, b)
@@ -151,6 +153,20 @@ func TestDashboardBulkReplayAndPurge(t *testing.T) {
 	}
 	if got := statsOfQueue(t, insp, "b").Failed; got != 3 {
 		t.Fatalf("after an empty purge: %d failed in b, want 3", got)
+	}
+	// "All matching" a queue: that queue's only; with no filter: every one.
+	failJobs(t, b, "c", 2, `{}`, "boom")
+	if code, loc := postForm(t, srv, "/failed/purge", url.Values{"queue": {"c"}, "all": {"1"}}, nil); code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("Purged 2 failed jobs.")) {
+		t.Fatalf("purge all of c: %d %s", code, loc)
+	}
+	if c, bq := statsOfQueue(t, insp, "c").Failed, statsOfQueue(t, insp, "b").Failed; c != 0 || bq != 3 {
+		t.Fatalf("after purging all of c: %d failed in c, %d in b; want 0 and 3", c, bq)
+	}
+	if code, loc := postForm(t, srv, "/failed/purge", url.Values{"all": {"1"}}, nil); code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("Purged 3 failed jobs.")) {
+		t.Fatalf("purge all: %d %s", code, loc)
+	}
+	if got := statsOfQueue(t, insp, "b").Failed; got != 0 {
+		t.Fatalf("after purging all: %d failed in b, want 0", got)
 	}
 }
 

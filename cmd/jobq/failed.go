@@ -171,10 +171,14 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 type selection struct {
 	f   filterFlags
 	all bool
+	// choices names, in the refusal of an empty selection, what the
+	// command accepts besides IDs and --all (purge has more than retry).
+	choices string
 }
 
-func (s *selection) add(cmd *cobra.Command, verb string) {
+func (s *selection) add(cmd *cobra.Command, verb, choices string) {
 	s.f.add(cmd)
+	s.choices = choices
 	cmd.Flags().BoolVar(&s.all, "all", false, verb+" every failed job (narrow with --queue and --type)")
 }
 
@@ -190,7 +194,7 @@ func (s *selection) ids(cmd *cobra.Command, args []string, narrowed bool) ([]int
 		return nil, usagef("%s: give failed job IDs or filters (--all, --queue, --type...), not both", cmd.CommandPath())
 	}
 	if len(args) == 0 && !filtered {
-		return nil, usagef("%s needs failed job IDs, or --all (optionally with --queue/--type); see 'jobq failed list'", cmd.CommandPath())
+		return nil, usagef("%s needs failed job IDs, %s or --all for every failed job; see 'jobq failed list'", cmd.CommandPath(), s.choices)
 	}
 	return parseIDs(args, failedIDHint)
 }
@@ -227,7 +231,7 @@ func (a *app) newFailedRetryCmd() *cobra.Command {
 			})
 		},
 	}
-	s.add(cmd, "replay")
+	s.add(cmd, "replay", "a filter (--queue, --type)")
 	return cmd
 }
 
@@ -244,7 +248,8 @@ func (a *app) newFailedPurgeCmd() *cobra.Command {
 the filters (--all for all of them), or those that failed longer ago than
 --older-than. --keep N instead keeps the N newest matching failed jobs and
 deletes the rest, so the table can be bounded by count; with --queue or
---type only those jobs are counted and pruned.`,
+--type only those jobs are counted and pruned. With neither IDs nor a
+filter nor --all it refuses (exit 2) and deletes nothing.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := positive(cmd, "older-than", olderThan); err != nil {
 				return err
@@ -269,10 +274,18 @@ deletes the rest, so the table can be bounded by count; with --queue or
 				in := jobq.NewInspector(b)
 				var n int
 				var err error
-				if keep > 0 {
+				switch {
+				case keep > 0:
 					n, err = in.PurgeKeepNewest(cmd.Context(), s.f.filter(), keep)
-				} else {
-					n, err = in.Purge(cmd.Context(), s.f.filter(), olderThan, ids...)
+				case len(ids) > 0:
+					n, err = in.PurgeIDs(cmd.Context(), ids...)
+				case s.all && !s.f.set() && olderThan == 0:
+					n, err = in.PurgeAll(cmd.Context())
+				default:
+					// Only a filter gets here (s.ids refused an empty
+					// selection), and PurgeMatching refuses an empty
+					// one again rather than deleting everything.
+					n, err = in.PurgeMatching(cmd.Context(), s.f.filter(), olderThan)
 				}
 				if err != nil {
 					return err
@@ -282,7 +295,7 @@ deletes the rest, so the table can be bounded by count; with --queue or
 			})
 		},
 	}
-	s.add(cmd, "purge")
+	s.add(cmd, "purge", "a filter (--queue, --type, --older-than), --keep N")
 	cmd.Flags().DurationVar(&olderThan, "older-than", 0, "only jobs that failed longer ago than this, e.g. 720h")
 	cmd.Flags().IntVar(&keep, "keep", 0, "keep the `N` newest matching failed jobs and delete the rest")
 	return cmd

@@ -191,6 +191,46 @@ func TestFailedPurge(t *testing.T) {
 	}
 }
 
+// TestFailedPurgeNeedsASelection: with neither IDs nor a filter nor --all,
+// purge refuses with one line naming --all and a filter, exits 2 and
+// deletes nothing; IDs delete exactly those; --all alone deletes the rest.
+func TestFailedPurgeNeedsASelection(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	ids := seedFailed(t, openDB(t, db), [2]string{"a", "x"}, [2]string{"b", "y"}, [2]string{"c", "x"}, [2]string{"a", "y"})
+
+	for _, args := range [][]string{{}, {"--queue", ""}, {"--type", ""}, {"--all=false"}} {
+		r := run(t, append([]string{"--db", db, "failed", "purge"}, args...)...)
+		if r.code() != 2 || r.out != "" {
+			t.Fatalf("purge %v: exit %d, out %q, err %v; want exit 2 and nothing printed", args, r.code(), r.out, r.err)
+		}
+		if msg := r.err.Error(); strings.Contains(msg, "\n") || !strings.Contains(msg, "--all") || !strings.Contains(msg, "filter") {
+			t.Fatalf("purge %v: error %q, want one line naming --all and a filter", args, msg)
+		}
+		if got := failedIDs(t, db); len(got) != len(ids) {
+			t.Fatalf("refused purge %v left %v, want all %d", args, got, len(ids))
+		}
+	}
+
+	steps := []struct {
+		args []string
+		want string
+		left []int64
+	}{
+		{[]string{fmt.Sprint(ids[0]), fmt.Sprint(ids[2])}, "purged 2\n", []int64{ids[3], ids[1]}},
+		{[]string{"--all"}, "purged 2\n", []int64{}},
+	}
+	for _, s := range steps {
+		r := run(t, append([]string{"--db", db, "failed", "purge"}, s.args...)...)
+		if r.err != nil || r.out != s.want {
+			t.Fatalf("purge %v: %q, %v; want %q", s.args, r.out, r.err, s.want)
+		}
+		if got := failedIDs(t, db); fmt.Sprint(got) != fmt.Sprint(s.left) {
+			t.Fatalf("after purge %v: left %v, want %v", s.args, got, s.left)
+		}
+	}
+}
+
 func TestFailedPurgeKeep(t *testing.T) {
 	t.Parallel()
 	db := tempDB(t)

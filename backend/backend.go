@@ -38,6 +38,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -428,12 +429,60 @@ var (
 	// refused, unreadable or corrupt file, database locked past the timeout).
 	ErrUnavailable = errors.New("backend unavailable")
 	// ErrSchemaTooNew: the store's schema is newer than this build knows.
+	// The error is a *SchemaError.
 	ErrSchemaTooNew = errors.New("schema is newer than this jobq")
-	// ErrNoSchema: opened with OpenOptions.Existing, the store holds no
+	// ErrNoSchema: opened with OpenOptions.Existing (or, on PostgreSQL,
+	// at any call that finds jobq's tables missing), the store holds no
 	// jobq schema (a mistyped path or schema name), or an older one that
-	// needs migrating. Nothing was created; 'jobq migrate' creates it.
+	// needs migrating. Nothing was created; migrating the store (see
+	// Migrator) creates it. The error is a *SchemaError.
 	ErrNoSchema = errors.New("no jobq schema")
 )
+
+// SchemaError is the error of a store whose jobq schema is missing, older
+// or newer than this build: it carries what was found and what is needed
+// as fields, so a caller (a command-line tool, a deployment check) can say
+// what to do in its own words without matching the text, and the library
+// says nothing about commands a user may not have. It unwraps to
+// ErrSchemaTooNew when Have > Want and to ErrNoSchema otherwise.
+type SchemaError struct {
+	// Store names what was opened, fit to show: "sqlite PATH", a
+	// PostgreSQL schema and server, a Redis server and key prefix. It
+	// never holds a URL's secrets.
+	Store string
+	// Have is the schema version found, 0 when the store holds no jobq
+	// schema at all.
+	Have int
+	// Want is the version this build needs (and knows up to).
+	Want int
+	// Missing optionally says what was not there when Have is 0 ("the
+	// file does not exist").
+	Missing string
+}
+
+// Error says which store, what it holds and what this build needs.
+func (e *SchemaError) Error() string {
+	switch {
+	case e.Have > e.Want:
+		return fmt.Sprintf("%s: %v: it is at version %d, this jobq knows up to %d", e.Store, ErrSchemaTooNew, e.Have, e.Want)
+	case e.Have > 0:
+		return fmt.Sprintf("%s: %v: it is at version %d, this jobq needs %d; migrating the store upgrades it", e.Store, ErrNoSchema, e.Have, e.Want)
+	}
+	missing := e.Missing
+	if missing == "" {
+		missing = "none found"
+	}
+	return fmt.Sprintf("%s: %v: %s; migrating the store creates it (version %d)", e.Store, ErrNoSchema, missing, e.Want)
+}
+
+// Unwrap keeps errors.Is(err, ErrNoSchema) and errors.Is(err,
+// ErrSchemaTooNew) working for callers that only branch.
+func (e *SchemaError) Unwrap() error {
+	if e.Have > e.Want {
+		return ErrSchemaTooNew
+	}
+	return ErrNoSchema
+}
 
 // ReleasedError is the last_error (or failed_jobs error) of a job whose
 // release counted its attempt (see Backend.JobRelease).

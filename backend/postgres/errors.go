@@ -28,7 +28,8 @@ var errQueryTimeout = errors.New("query timeout")
 //     connection broke: backend.ErrUnavailable, naming the host;
 //   - bad data the server refused (invalid JSON text, a NUL byte):
 //     backend.ErrInvalidInput;
-//   - anything else (a bug, a missing table): wrapped as is.
+//   - a missing table or schema: a *backend.SchemaError (ErrNoSchema);
+//   - anything else (a bug): wrapped as is.
 //
 // The text never shows the URL's secrets (see redactError). ctx is the
 // context the failed call ran under (after QueryTimeout was applied), so a
@@ -65,7 +66,9 @@ func (b *Backend) classify(ctx context.Context, op string, err error) error {
 		case strings.HasPrefix(pgErr.Code, "22"): // data exception
 			return fmt.Errorf("%s: %w: %s", op, backend.ErrInvalidInput, pgErr.Message)
 		case pgErr.Code == "42P01" || pgErr.Code == "3F000": // undefined table / schema
-			return fmt.Errorf("%s: schema %q is not set up (run jobq migrate): %w", op, b.opts.Schema, err)
+			// A store opened without migrating (NoMigrate) or dropped
+			// since: a schema problem the caller can act on, not a bug.
+			return fmt.Errorf("%s: %w", op, b.schemaError(0, pgErr.Message))
 		}
 	}
 	return fmt.Errorf("%s: %w", op, err)

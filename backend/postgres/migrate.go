@@ -135,8 +135,8 @@ func (b *Backend) checkVersion(ctx context.Context) error {
 
 // checkExisting is Open's check with Options.Existing: the schema must hold
 // jobq's tables at this build's version. It only reads (no lock, no DDL),
-// and anything missing or older is backend.ErrNoSchema saying what and how
-// to create it.
+// and anything missing, older or newer is a *backend.SchemaError saying
+// what was found.
 func (b *Backend) checkExisting(ctx context.Context) error {
 	const op = "open"
 	s := quoteIdent(b.opts.Schema)
@@ -150,11 +150,9 @@ func (b *Backend) checkExisting(ctx context.Context) error {
 	}
 	switch {
 	case !exists:
-		return fmt.Errorf("%s: %w: schema %q does not exist in the database at %s ('jobq migrate' creates it)",
-			op, backend.ErrNoSchema, b.opts.Schema, b.host)
+		return fmt.Errorf("%s: %w", op, b.schemaError(0, "the schema does not exist"))
 	case !hasVersion || !hasTables:
-		return fmt.Errorf("%s: %w: schema %q holds no jobq tables ('jobq migrate' creates them)",
-			op, backend.ErrNoSchema, b.opts.Schema)
+		return fmt.Errorf("%s: %w", op, b.schemaError(0, "the schema holds no jobq tables"))
 	}
 	version, err := b.currentVersion(ctx)
 	switch {
@@ -163,8 +161,7 @@ func (b *Backend) checkExisting(ctx context.Context) error {
 	case version > LatestVersion():
 		return b.tooNew(version)
 	case version < LatestVersion():
-		return fmt.Errorf("%s: %w: schema %q is at version %d, this jobq needs %d ('jobq migrate' upgrades it)",
-			op, backend.ErrNoSchema, b.opts.Schema, version, LatestVersion())
+		return fmt.Errorf("%s: %w", op, b.schemaError(version, ""))
 	}
 	return nil
 }
@@ -189,6 +186,17 @@ func (b *Backend) currentVersion(ctx context.Context) (int, error) {
 }
 
 func (b *Backend) tooNew(version int) error {
-	return fmt.Errorf("schema %q is at version %d, this jobq knows up to %d: %w",
-		b.opts.Schema, version, LatestVersion(), backend.ErrSchemaTooNew)
+	return b.schemaError(version, "")
+}
+
+// schemaError is the error of a schema at version have (0: none, missing
+// saying what is not there) when this build needs LatestVersion. It names
+// the schema and the server but never the URL, which may hold a password.
+func (b *Backend) schemaError(have int, missing string) *backend.SchemaError {
+	return &backend.SchemaError{
+		Store:   fmt.Sprintf("postgres schema %q at %s", b.opts.Schema, b.host),
+		Have:    have,
+		Want:    LatestVersion(),
+		Missing: missing,
+	}
 }

@@ -44,13 +44,17 @@ func withSchemaParam(url, schema string) string {
 // TestOpenExisting: Options.Existing (and backend.OpenWith with
 // OpenOptions.Existing, which the registered opener passes on) opens only a
 // schema at this build's version. A missing schema, an empty one or an
-// older one fails with ErrNoSchema naming the schema and 'jobq migrate',
-// and is left exactly as it was: a missing schema is not created, an empty
-// one gets no table, an older one is not migrated.
+// older one fails with a *backend.SchemaError (ErrNoSchema) naming the
+// schema and the versions but no command, and is left exactly as it was:
+// a missing schema is not created, an empty one gets no table, an older
+// one is not migrated. A newer one fails with one wrapping
+// ErrSchemaTooNew.
 func TestOpenExisting(t *testing.T) {
 	t.Parallel()
 	url := testURL(t)
-	openExisting := func(t *testing.T, schema string) error {
+	// openExisting opens schema with Existing both ways and checks the
+	// error found, as a *backend.SchemaError at version have.
+	openExisting := func(t *testing.T, schema string, have int) error {
 		t.Helper()
 		for _, open := range []func() (backend.Backend, error){
 			func() (backend.Backend, error) {
@@ -65,9 +69,19 @@ func TestOpenExisting(t *testing.T) {
 				_ = b.Close()
 				return nil
 			}
-			if !errors.Is(err, backend.ErrNoSchema) || !strings.Contains(err.Error(), fmt.Sprintf("%q", schema)) ||
-				!strings.Contains(err.Error(), "jobq migrate") {
-				t.Fatalf("Open with Existing: %v; want ErrNoSchema naming schema %q and 'jobq migrate'", err, schema)
+			sentinel := backend.ErrNoSchema
+			if have > LatestVersion() {
+				sentinel = backend.ErrSchemaTooNew
+			}
+			var se *backend.SchemaError
+			if !errors.Is(err, sentinel) || !strings.Contains(err.Error(), fmt.Sprintf("%q", schema)) || !errors.As(err, &se) {
+				t.Fatalf("Open with Existing: %v; want a *backend.SchemaError wrapping %v naming schema %q", err, sentinel, schema)
+			}
+			if se.Have != have || se.Want != LatestVersion() {
+				t.Fatalf("SchemaError = %+v; want Have %d, Want %d", *se, have, LatestVersion())
+			}
+			if strings.Contains(err.Error(), "jobq migrate") {
+				t.Fatalf("Open with Existing: %v; the library gives command-line advice", err)
 			}
 		}
 		_, err := Open(t.Context(), url, Options{Schema: schema, Existing: true})
@@ -77,7 +91,7 @@ func TestOpenExisting(t *testing.T) {
 	t.Run("Missing", func(t *testing.T) {
 		t.Parallel()
 		schema := testSchema(t) // a name only: nothing creates it
-		err := openExisting(t, schema)
+		err := openExisting(t, schema, 0)
 		if err == nil || !strings.Contains(err.Error(), "does not exist") {
 			t.Fatalf("err = %v, want one saying the schema does not exist", err)
 		}
@@ -90,7 +104,7 @@ func TestOpenExisting(t *testing.T) {
 		t.Parallel()
 		schema := testSchema(t)
 		execTest(t, "CREATE SCHEMA "+quoteIdent(schema))
-		err := openExisting(t, schema)
+		err := openExisting(t, schema, 0)
 		if err == nil || !strings.Contains(err.Error(), "holds no jobq tables") {
 			t.Fatalf("err = %v, want one saying the schema holds no jobq tables", err)
 		}
@@ -105,7 +119,7 @@ func TestOpenExisting(t *testing.T) {
 		b := openTest(t, Options{NoVacuum: true})
 		versions := quoteIdent(b.Schema()) + ".jobq_schema_version"
 		execTest(t, fmt.Sprintf("DELETE FROM %s WHERE version = %d", versions, LatestVersion()))
-		err := openExisting(t, b.Schema())
+		err := openExisting(t, b.Schema(), LatestVersion()-1)
 		if want := fmt.Sprintf("version %d, this jobq needs %d", LatestVersion()-1, LatestVersion()); err == nil || !strings.Contains(err.Error(), want) {
 			t.Fatalf("err = %v, want one saying %q", err, want)
 		}
@@ -114,10 +128,33 @@ func TestOpenExisting(t *testing.T) {
 		}
 	})
 
+	t.Run("Newer", func(t *testing.T) {
+		t.Parallel()
+		b := openTest(t, Options{NoVacuum: true})
+		execTest(t, fmt.Sprintf("INSERT INTO %s.jobq_schema_version (version) VALUES (%d)", quoteIdent(b.Schema()), LatestVersion()+1))
+		if err := openExisting(t, b.Schema(), LatestVersion()+1); err == nil {
+			t.Fatal("Existing open of a newer schema succeeded")
+		}
+	})
+
+	// A backend opened without migrating finds the tables missing only
+	// when a call needs them: that too is a schema the caller can fix, so
+	// it gets the same typed error rather than the driver's.
+	t.Run("CallWithoutTables", func(t *testing.T) {
+		t.Parallel()
+		b := openTest(t, Options{NoVacuum: true, NoMigrate: true})
+		_, err := b.JobGet(t.Context(), 1)
+		var se *backend.SchemaError
+		if !errors.Is(err, backend.ErrNoSchema) || !errors.As(err, &se) || se.Have != 0 || se.Want != LatestVersion() ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%q", b.Schema())) || strings.Contains(err.Error(), "jobq migrate") {
+			t.Fatalf("JobGet on a schema without tables: %v; want a *backend.SchemaError at version 0 naming the schema and no command", err)
+		}
+	})
+
 	t.Run("Current", func(t *testing.T) {
 		t.Parallel()
 		b := openTest(t, Options{NoVacuum: true})
-		if err := openExisting(t, b.Schema()); err != nil {
+		if err := openExisting(t, b.Schema(), LatestVersion()); err != nil {
 			t.Fatalf("Existing open of an up-to-date schema: %v", err)
 		}
 	})

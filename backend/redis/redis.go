@@ -364,14 +364,23 @@ func (b *Backend) checkExisting(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("open: %w", err)
 	case !ok:
-		return fmt.Errorf("open: %w: redis at %s holds no jobq data under key prefix %q (no key %s; 'jobq migrate' creates it)",
-			backend.ErrNoSchema, b.c.host, b.opts.KeyPrefix, b.keys.schema)
-	case v > LayoutVersion:
-		return fmt.Errorf("open: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
-	case v < LayoutVersion:
-		return fmt.Errorf("open: %w: key prefix %q has layout %d, this jobq needs %d ('jobq migrate' upgrades it)", backend.ErrNoSchema, b.opts.KeyPrefix, v, LayoutVersion)
+		return fmt.Errorf("open: %w", b.layoutError(0, fmt.Sprintf("the prefix holds no jobq data (no key %s)", b.keys.schema)))
+	case v != LayoutVersion:
+		return fmt.Errorf("open: %w", b.layoutError(v, ""))
 	}
 	return nil
+}
+
+// layoutError is the error of a key prefix at layout have (0: no marker,
+// missing saying so) when this build needs LayoutVersion. It names the
+// server and prefix but never the URL, which may hold a password.
+func (b *Backend) layoutError(have int, missing string) *backend.SchemaError {
+	return &backend.SchemaError{
+		Store:   fmt.Sprintf("redis at %s key prefix %q", b.c.host, b.opts.KeyPrefix),
+		Have:    have,
+		Want:    LayoutVersion,
+		Missing: missing,
+	}
 }
 
 // layout reads the layout marker; ok is false when there is none.
@@ -404,7 +413,7 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 		return 0, b.fail("migrate", err)
 	}
 	if ok && v > LayoutVersion {
-		return 0, fmt.Errorf("migrate: %w: key prefix %q has layout %d, this jobq knows up to %d", backend.ErrSchemaTooNew, b.opts.KeyPrefix, v, LayoutVersion)
+		return 0, fmt.Errorf("migrate: %w", b.layoutError(v, ""))
 	}
 	if ok && v < 2 {
 		// Nothing reads layout 1's jobs: upgrade only a prefix that never

@@ -61,28 +61,47 @@ func snapshot(t *testing.T, path string) [3][]byte {
 	return s
 }
 
+// wantSchemaError fails the test unless err is a *backend.SchemaError
+// naming the file, at version have, wanting this build's version, and free
+// of command-line advice: which command fixes the file is for the caller
+// (the jobq command) to say, not the library.
+func wantSchemaError(t *testing.T, err error, path string, have int) {
+	t.Helper()
+	var se *backend.SchemaError
+	if !errors.As(err, &se) {
+		t.Fatalf("error %v (%T) is no *backend.SchemaError", err, err)
+	}
+	if se.Have != have || se.Want != sqlite.SchemaVersion() || se.Store != "sqlite "+path {
+		t.Errorf("SchemaError = %+v; want Store %q, Have %d, Want %d", *se, "sqlite "+path, have, sqlite.SchemaVersion())
+	}
+	if strings.Contains(err.Error(), "jobq migrate") {
+		t.Errorf("error %q gives command-line advice", err)
+	}
+}
+
 // TestOpenExistingRefusesWhatIsNotThere: an Existing open of a missing
 // file, an empty one, another program's database or an older jobq schema
-// fails with ErrNoSchema, names the file and the command that creates the
-// schema, and leaves the file exactly as it was: a missing one (and its
-// -wal and -shm) still missing.
+// fails with a *backend.SchemaError (ErrNoSchema) that names the file and
+// the versions, and leaves the file exactly as it was: a missing one (and
+// its -wal and -shm) still missing.
 func TestOpenExistingRefusesWhatIsNotThere(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
 		make  func(t *testing.T, path string)
 		about string // what the error says is wrong
+		have  int    // the version found
 	}{
-		{"missing", func(*testing.T, string) {}, "does not exist"},
+		{"missing", func(*testing.T, string) {}, "does not exist", 0},
 		{"empty", func(t *testing.T, path string) {
 			if err := os.WriteFile(path, nil, 0o600); err != nil {
 				t.Fatal(err)
 			}
-		}, "empty"},
+		}, "empty", 0},
 		{"foreign", func(t *testing.T, path string) {
 			execFile(t, path, `CREATE TABLE notes (body TEXT)`, `INSERT INTO notes VALUES ('hello')`)
-		}, "no jobq tables"},
-		{"older schema", version1, "version 1"},
+		}, "no jobq tables", 0},
+		{"older schema", version1, "version 1", 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -97,7 +116,8 @@ func TestOpenExistingRefusesWhatIsNotThere(t *testing.T) {
 			if !errors.Is(err, backend.ErrNoSchema) {
 				t.Fatalf("Open(Existing) error = %v, want ErrNoSchema", err)
 			}
-			for _, want := range []string{"sqlite " + path + ": ", c.about, "jobq migrate --db sqlite:" + path} {
+			wantSchemaError(t, err, path, c.have)
+			for _, want := range []string{"sqlite " + path + ": ", c.about} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q lacks %q", err, want)
 				}
@@ -120,6 +140,7 @@ func TestOpenExistingThroughURL(t *testing.T) {
 	if !errors.Is(err, backend.ErrNoSchema) {
 		t.Fatalf("OpenWith(Existing) error = %v, want ErrNoSchema", err)
 	}
+	wantSchemaError(t, err, path, 0)
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if _, err := os.Stat(path + suffix); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("%s exists after a refused Existing open (stat: %v)", path+suffix, err)
@@ -132,6 +153,7 @@ func TestOpenExistingThroughURL(t *testing.T) {
 	if !errors.Is(err, backend.ErrNoSchema) || !strings.Contains(err.Error(), "neither the file nor its directory exists") {
 		t.Fatalf("OpenWith(Existing) in a missing directory: error = %v, want ErrNoSchema saying the directory is missing", err)
 	}
+	wantSchemaError(t, err, path, 0)
 	if _, err := os.Stat(filepath.Dir(path)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("directory %s created by a refused Existing open (stat: %v)", filepath.Dir(path), err)
 	}

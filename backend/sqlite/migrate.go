@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/jobq/jobq/backend"
 )
 
 //go:embed migrations/*.sql
@@ -133,5 +131,5 @@ func (b *Backend) schemaState(ctx context.Context, db *sql.DB) (int, error) {
 }
 
 func (b *Backend) tooNew(op string, v int) error {
-	return fmt.Errorf("%s: %s: %w: it is at version %d, this jobq knows up to %d; upgrade jobq", op, b.name(), backend.ErrSchemaTooNew, v, SchemaVersion())
+	return fmt.Errorf("%s: %w", op, b.schemaError(v, ""))
 }

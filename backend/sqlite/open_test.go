@@ -204,6 +204,7 @@ func TestSchemaTooNew(t *testing.T) {
 		if !errors.Is(err, backend.ErrSchemaTooNew) {
 			t.Fatalf("Open(NoMigrate %v) error = %v, want ErrSchemaTooNew", noMigrate, err)
 		}
+		wantSchemaError(t, err, path, 999)
 	}
 }
 

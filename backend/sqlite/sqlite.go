@@ -205,10 +205,11 @@ func (b *Backend) checkPath(existing bool) (int64, error) {
 		return fi.Size(), nil
 	case existing && errors.Is(err, fs.ErrNotExist):
 		if _, err := os.Stat(filepath.Dir(b.path)); errors.Is(err, fs.ErrNotExist) {
-			return 0, fmt.Errorf("%s: %w: neither the file nor its directory exists; create the directory, then the schema with: jobq migrate --db %s",
-				b.name(), backend.ErrNoSchema, shellQuote("sqlite:"+b.path))
+			// Said apart from a missing file because migrating alone
+			// cannot help: the directory must be created first.
+			return 0, b.schemaError(0, "neither the file nor its directory exists (the directory must be created first)")
 		}
-		return 0, b.noSchema("the file does not exist")
+		return 0, b.schemaError(0, "the file does not exist")
 	}
 	// Anything else (a missing directory, no permission) is for the
 	// driver to report when it connects.
@@ -224,36 +225,26 @@ func (b *Backend) checkExisting(ctx context.Context, size int64) error {
 	}
 	switch {
 	case tables == 0 && size == 0:
-		return b.noSchema("the file is empty")
+		return b.schemaError(0, "the file is empty")
 	case tables < 3:
-		return b.noSchema("the file holds no jobq tables")
+		return b.schemaError(0, "the file holds no jobq tables")
 	}
 	v, err := b.schemaState(ctx, b.r)
 	if err != nil {
 		return err
 	}
 	if v < SchemaVersion() {
-		return fmt.Errorf("%s: %w at version %d: the file's schema is at version %d; upgrade it with: jobq migrate --db %s",
-			b.name(), backend.ErrNoSchema, SchemaVersion(), v, shellQuote("sqlite:"+b.path))
+		return b.schemaError(v, "")
 	}
 	return nil
 }
 
-// noSchema is the ErrNoSchema error of an Existing open: why, and the
-// command that creates the schema.
-func (b *Backend) noSchema(why string) error {
-	return fmt.Errorf("%s: %w: %s; create it with: jobq migrate --db %s", b.name(), backend.ErrNoSchema, why, shellQuote("sqlite:"+b.path))
-}
-
-// shellQuote quotes s for a POSIX shell when it holds anything but
-// ordinary path characters, so a suggested command can be pasted.
-func shellQuote(s string) string {
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._-:+,=@%", c)) {
-			return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-		}
-	}
-	return s
+// schemaError is the error of a file whose schema is at version have (0:
+// none, missing saying what is not there) when this build needs
+// SchemaVersion. It names the file itself, as name does, so callers add
+// only their operation.
+func (b *Backend) schemaError(have int, missing string) error {
+	return &backend.SchemaError{Store: b.name(), Have: have, Want: SchemaVersion(), Missing: missing}
 }
 
 // dsn builds the driver's data source name: a file: URI (so any path

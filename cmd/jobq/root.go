@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -193,23 +192,37 @@ const (
 
 // open opens the backend named by --db. Backends' errors already name the
 // store and the step that failed, so nothing is added to them except, for
-// a missing schema, the command that creates it when the backend's text
-// does not give it.
+// a schema this build cannot use, the command that fixes it (see
+// schemaHint).
 func (a *app) open(ctx context.Context, mode openMode) (backend.Backend, error) {
 	log := a.storeLog
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	b, err := backend.OpenWith(ctx, a.db, backend.OpenOptions{Existing: mode == existingOnly, Logger: log})
-	if errors.Is(err, backend.ErrNoSchema) && !strings.Contains(err.Error(), "jobq migrate --db") {
-		// The backend says what is missing; the exact command is ours to
-		// give, once.
-		return nil, fmt.Errorf("%w; create it with: jobq migrate --db %s", err, shellQuote(backend.RedactURL(a.db)))
-	}
 	if err != nil {
-		return nil, err
+		return nil, a.schemaHint(err)
 	}
 	return b, nil
+}
+
+// schemaHint adds to a *backend.SchemaError the command that fixes it:
+// the library knows the versions but not how this program is run, so the
+// exact command line (with --db redacted, ready to paste) is ours to give.
+// Other errors are returned as they are.
+func (a *app) schemaHint(err error) error {
+	var se *backend.SchemaError
+	if !errors.As(err, &se) {
+		return err
+	}
+	db := shellQuote(backend.RedactURL(a.db))
+	switch {
+	case se.Have > se.Want:
+		return fmt.Errorf("%w; this jobq is older than the store: upgrade jobq", err)
+	case se.Have > 0:
+		return fmt.Errorf("%w; upgrade it with: jobq migrate --db %s", err, db)
+	}
+	return fmt.Errorf("%w; create it with: jobq migrate --db %s", err, db)
 }
 
 // requireDurable refuses, before anything runs, a --db whose jobs live only

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/limitwake"
+	"github.com/jobq/jobq/internal/wakeup"
 )
 
 func init() {
@@ -70,8 +71,7 @@ type Backend struct {
 	failedByID map[int64]*backend.FailedJob
 	finished   map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
 	pruneTurn  pruneTurn
-	lastSub    uint64
-	subs       map[uint64]*subscriber
+	subs       wakeup.Set
 	control    map[string]*control             // paused or limited queues, see queues.go
 	limits     *limitwake.Tracker              // wakes a rate-limited queue when its next window starts
 	schedules  map[string]*backend.ScheduleRow // see schedule.go
@@ -103,7 +103,6 @@ func New(opts Options) *Backend {
 		unique:     map[string]int64{},
 		failedByID: map[int64]*backend.FailedJob{},
 		finished:   map[int64]*backend.FinishedJob{},
-		subs:       map[uint64]*subscriber{},
 		control:    map[string]*control{},
 	}
 	b.limits = limitwake.New(func(q string) {

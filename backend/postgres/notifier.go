@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/internal/lifecycle"
+	"github.com/jobq/jobq/internal/wakeup"
 )
 
 // Subscribe implements backend.Notifier with LISTEN/NOTIFY on the channel
@@ -50,28 +51,14 @@ const (
 	listenBackoffMax = 5 * time.Second
 )
 
-// subscription is one Subscribe call.
-type subscription struct {
-	queues map[string]bool
-	ch     chan struct{}
-}
-
-// wake sends without blocking: the buffer of one coalesces hints.
-func (s *subscription) wake() {
-	select {
-	case s.ch <- struct{}{}:
-	default:
-	}
-}
-
-// listener owns the LISTEN connection and the subscriber set. Its loop
-// runs in the Backend's lifecycle group from the first Subscribe until
-// Close.
+// listener owns the LISTEN connection and this Backend's subscriptions.
+// Its loop runs in the Backend's lifecycle group from the first Subscribe
+// until Close.
 type listener struct {
-	b *Backend
+	b    *Backend
+	subs wakeup.Set
 
 	mu      sync.Mutex
-	subs    map[*subscription]struct{}
 	running bool
 	stopped bool
 
@@ -79,68 +66,27 @@ type listener struct {
 }
 
 func newListener(b *Backend) *listener {
-	return &listener{b: b, subs: map[*subscription]struct{}{}}
+	return &listener{b: b}
 }
 
 func (l *listener) subscribe(queues []string) (<-chan struct{}, func()) {
-	s := &subscription{queues: make(map[string]bool, len(queues)), ch: make(chan struct{}, 1)}
-	for _, q := range queues {
-		s.queues[q] = true
-	}
+	// Subscribed before the loop starts, so its first wake-up after LISTEN
+	// reaches this subscription.
+	ch, cancel := l.subs.Subscribe(queues)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.stopped {
-		return s.ch, func() {}
-	}
-	l.subs[s] = struct{}{}
-	if !l.running {
+	if !l.stopped && !l.running {
 		// The listener's lifetime is the Backend's: it ends in Close,
 		// not with any caller's context.
 		l.running = l.b.background.Start(context.Background(), lifecycle.Component{Name: "postgres listener", Run: l.run})
 	}
-	var once sync.Once
-	return s.ch, func() {
-		once.Do(func() {
-			l.mu.Lock()
-			delete(l.subs, s)
-			l.mu.Unlock()
-		})
-	}
-}
-
-// notify wakes the subscribers of queue.
-func (l *listener) notify(queue string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s := range l.subs {
-		if s.queues[queue] {
-			s.wake()
-		}
-	}
+	return ch, cancel
 }
 
 // notifyLocal wakes this process's subscribers of queues at once, without
 // waiting for the round trip through the server.
 func (l *listener) notifyLocal(queues []string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s := range l.subs {
-		for _, q := range queues {
-			if s.queues[q] {
-				s.wake()
-				break
-			}
-		}
-	}
-}
-
-// wakeAll wakes every subscriber: hints may have been lost.
-func (l *listener) wakeAll() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for s := range l.subs {
-		s.wake()
-	}
+	l.subs.Wake(queues...)
 }
 
 // stop drops every subscriber and keeps the loop from starting; Close
@@ -150,7 +96,7 @@ func (l *listener) stop() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopped = true
-	l.subs = map[*subscription]struct{}{}
+	l.subs.Close()
 }
 
 // run is the listener loop: connect and LISTEN, deliver notifications until
@@ -180,7 +126,7 @@ func (l *listener) run(ctx context.Context) {
 		}
 		// Hints sent before LISTEN took effect (since Subscribe, or while
 		// the connection was down) are lost: have everyone look once.
-		l.wakeAll()
+		l.subs.WakeAll()
 		l.pid.Store(conn.PgConn().PID())
 		backoff = 0
 		err = l.receive(ctx, conn)
@@ -223,7 +169,7 @@ func (l *listener) receive(ctx context.Context, conn *pgx.Conn) error {
 		if origin == l.b.origin {
 			continue // this Backend woke its subscribers already
 		}
-		l.notify(queue)
+		l.subs.Wake(queue)
 	}
 }
 

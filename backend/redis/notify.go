@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
+	"github.com/jobq/jobq/internal/wakeup"
 )
 
 // dueMargin is added to a delayed job's due time before its wake-up: a
@@ -33,29 +34,15 @@ func (b *Backend) Subscribe(queues []string) (<-chan struct{}, func()) {
 	return b.notifier.subscribe(queues)
 }
 
-// subscription is one Subscribe call.
-type subscription struct {
-	queues map[string]bool
-	ch     chan struct{}
-}
-
-// wake sends without blocking: the buffer of one coalesces wake-ups.
-func (s *subscription) wake() {
-	select {
-	case s.ch <- struct{}{}:
-	default:
-	}
-}
-
-// notifier owns the subscriber connection, the subscriptions and the
-// timers of delayed jobs.
+// notifier owns the subscriber connection, this Backend's subscriptions
+// and the timers of delayed jobs. The connection listens on the channels
+// of the queues that have a subscription (subs.Watch).
 type notifier struct {
-	b *Backend
+	b    *Backend
+	subs wakeup.Set
 
 	mu      sync.Mutex
-	subs    map[*subscription]struct{}
-	refs    map[string]int       // subscribed queue -> subscriptions naming it
-	due     map[string]time.Time // subscribed queue -> when to wake it
+	due     map[string]time.Time // watched queue -> when to wake it
 	ps      *pubsub
 	running bool
 	stopped bool
@@ -63,30 +50,14 @@ type notifier struct {
 }
 
 func newNotifier(b *Backend) *notifier {
-	return &notifier{
-		b: b, subs: map[*subscription]struct{}{}, refs: map[string]int{},
-		due: map[string]time.Time{}, kick: make(chan struct{}, 1),
-	}
+	n := &notifier{b: b, due: map[string]time.Time{}, kick: make(chan struct{}, 1)}
+	n.subs.Watch = n.watch
+	return n
 }
 
 func (n *notifier) subscribe(queues []string) (<-chan struct{}, func()) {
-	s := &subscription{queues: make(map[string]bool, len(queues)), ch: make(chan struct{}, 1)}
-	for _, q := range queues {
-		s.queues[q] = true
-	}
 	n.mu.Lock()
-	if n.stopped {
-		n.mu.Unlock()
-		return s.ch, func() {}
-	}
-	n.subs[s] = struct{}{}
-	var added []string
-	for q := range s.queues {
-		if n.refs[q]++; n.refs[q] == 1 {
-			added = append(added, n.b.keys.queue(q).channel)
-		}
-	}
-	if !n.running {
+	if !n.stopped && !n.running {
 		n.ps = n.b.c.newPubSub()
 		// The loop lives as long as the Backend, not any caller.
 		n.running = n.b.background.Start(context.Background(), lifecycle.Component{Name: "redis notifier", Run: n.run})
@@ -94,43 +65,36 @@ func (n *notifier) subscribe(queues []string) (<-chan struct{}, func()) {
 			_ = n.ps.close()
 		}
 	}
-	ps := n.ps
 	n.mu.Unlock()
-	if len(added) > 0 {
-		n.listen(ps, added)
-	}
-	var once sync.Once
-	return s.ch, func() { once.Do(func() { n.unsubscribe(s) }) }
+	return n.subs.Subscribe(queues)
 }
 
-// listen subscribes the connection to channels. On failure the pubsub
-// still subscribes them when it reconnects; until then workers poll.
-func (n *notifier) listen(ps *pubsub, channels []string) {
-	if err := ps.subscribe(context.Background(), channels...); err != nil && !errors.Is(err, backend.ErrClosed) {
-		n.b.opts.Logger.Warn("jobq redis notifier: subscribe failed, workers poll until the connection is back",
-			"key_prefix", n.b.opts.KeyPrefix, "err", n.b.fail("subscribe", err))
+// watch (un)subscribes the connection to the channels of queues that got
+// their first subscription or lost their last. A failed SUBSCRIBE is
+// still made when the pubsub reconnects; until then workers poll.
+func (n *notifier) watch(queues []string, watched bool) {
+	channels := make([]string, len(queues))
+	for i, q := range queues {
+		channels[i] = n.b.keys.queue(q).channel
 	}
-}
-
-func (n *notifier) unsubscribe(s *subscription) {
 	n.mu.Lock()
-	if _, ok := n.subs[s]; !ok {
-		n.mu.Unlock()
-		return
-	}
-	delete(n.subs, s)
-	var dropped []string
-	for q := range s.queues {
-		if n.refs[q]--; n.refs[q] == 0 {
-			delete(n.refs, q)
+	if !watched {
+		for _, q := range queues {
 			delete(n.due, q)
-			dropped = append(dropped, n.b.keys.queue(q).channel)
 		}
 	}
 	ps := n.ps
 	n.mu.Unlock()
-	if len(dropped) > 0 && ps != nil {
-		_ = ps.unsubscribe(context.Background(), dropped...) // an extra message is harmless
+	if ps == nil {
+		return
+	}
+	if !watched {
+		_ = ps.unsubscribe(context.Background(), channels...) // an extra message is harmless
+		return
+	}
+	if err := ps.subscribe(context.Background(), channels...); err != nil && !errors.Is(err, backend.ErrClosed) {
+		n.b.opts.Logger.Warn("jobq redis notifier: subscribe failed, workers poll until the connection is back",
+			"key_prefix", n.b.opts.KeyPrefix, "err", n.b.fail("subscribe", err))
 	}
 }
 
@@ -140,8 +104,7 @@ func (n *notifier) stop() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.stopped = true
-	n.subs = map[*subscription]struct{}{}
-	n.refs = map[string]int{}
+	n.subs.Close()
 	n.due = map[string]time.Time{}
 }
 
@@ -159,23 +122,16 @@ func (n *notifier) local(queue string, woke bool, due int64) {
 
 // wake wakes the subscribers of queue.
 func (n *notifier) wake(queue string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for s := range n.subs {
-		if s.queues[queue] {
-			s.wake()
-		}
-	}
+	n.subs.Wake(queue)
 }
 
 // setDue arms a wake-up of queue at t (local clock), unless an earlier
 // one is armed; for queues nobody here subscribes to it does nothing.
 func (n *notifier) setDue(queue string, t time.Time) {
-	n.mu.Lock()
-	if n.refs[queue] == 0 {
-		n.mu.Unlock()
+	if !n.subs.Watched(queue) {
 		return
 	}
+	n.mu.Lock()
 	if cur, ok := n.due[queue]; ok && !t.Before(cur) {
 		n.mu.Unlock()
 		return
@@ -197,11 +153,7 @@ func (n *notifier) fire(now time.Time) time.Time {
 	for q, t := range n.due {
 		if !t.After(now) {
 			delete(n.due, q)
-			for s := range n.subs {
-				if s.queues[q] {
-					s.wake()
-				}
-			}
+			n.subs.Wake(q)
 			continue
 		}
 		if next.IsZero() || t.Before(next) {

@@ -48,6 +48,18 @@ func (a *attempt) first() *record {
 	return a.start
 }
 
+// at is when the attempt was claimed: its first line's time (its
+// earliest line's when it has neither claim nor start).
+func (a *attempt) at() int64 {
+	if f := a.first(); f != nil {
+		return f.mono
+	}
+	if ls := a.lines(); len(ls) > 0 {
+		return ls[0].mono
+	}
+	return 0
+}
+
 // lines are the attempt's own history lines, in time order.
 func (a *attempt) lines() []*record {
 	var out []*record
@@ -100,11 +112,12 @@ type checker struct {
 	run          string
 	maxAnomalies int
 
-	recs  []*record
-	procs map[string]*procInfo
-	jobs  map[int64]*jobInfo
-	fs    finalState
-	rep   *Report
+	recs      []*record
+	procs     map[string]*procInfo
+	jobs      map[int64]*jobInfo
+	wfReplays map[wfKey]*wfReplays // the replay fault's, by workflow send
+	fs        finalState
+	rep       *Report
 }
 
 // jobInfo is everything known of one job.
@@ -115,12 +128,17 @@ type jobInfo struct {
 	attempts []*attempt
 	failed   []*backend.FailedJob
 	live     *backend.JobRow
+	// replays are the verifier's replay lines of the job (the replay
+	// fault); replayAt is the time of the first that may have moved it
+	// back from failed jobs (0: none), where its second life begins.
+	replays  []*record
+	replayAt int64
 }
 
 // check runs every check of the history recs against fs and fills rep.
 func check(recs []*record, fs finalState, maxAttempts int, run string, maxAnomalies int, rep *Report) {
 	c := &checker{maxAttempts: maxAttempts, run: run, maxAnomalies: maxAnomalies, recs: recs,
-		procs: map[string]*procInfo{}, jobs: map[int64]*jobInfo{}, fs: fs, rep: rep}
+		procs: map[string]*procInfo{}, jobs: map[int64]*jobInfo{}, wfReplays: map[wfKey]*wfReplays{}, fs: fs, rep: rep}
 	c.index()
 	c.checkJobs()
 	c.checkCounts()
@@ -185,6 +203,10 @@ func (c *checker) index() {
 			get(r).aban = r
 		case evRescued:
 			c.rep.Rescued++
+		case evReplay:
+			if r.proc == verifierProc {
+				c.indexReplay(r)
+			}
 		case evDown:
 			c.proc(r.proc).down = true
 		case evExit:
@@ -380,16 +402,20 @@ func (c *checker) checkJobs() {
 	}
 }
 
-// checkAttempts: no job was claimed more often than its allowance, and no
-// two claims of it shared a token.
+// checkAttempts: no job was claimed more often than its allowance (in
+// each of its lives: a replay resets its attempts), and no two claims of
+// it shared a token.
 func (c *checker) checkAttempts(j *jobInfo) {
 	claims, ok := 0, 0
+	var lives [2][]*attempt
 	byTok := map[int64]*attempt{}
 	for _, a := range j.attempts {
 		if a.claim == nil && a.start == nil {
 			continue // an outcome line whose claim was not recorded
 		}
 		claims++
+		l := j.life(a)
+		lives[l] = append(lives[l], a)
 		if p := c.procs[a.key.proc]; p != nil && p.skew > 0 {
 			c.rep.ClaimsAhead++
 		} else if p != nil && p.skew < 0 {
@@ -407,15 +433,21 @@ func (c *checker) checkAttempts(j *jobInfo) {
 		}
 	}
 	c.rep.Attempts += claims
-	c.rep.MostAttempts = max(c.rep.MostAttempts, claims)
 	if claims > 1 {
 		c.rep.Reruns++
 	}
 	if ok > 1 {
 		c.rep.OKTwice++
 	}
-	if allow := c.maxAttempts + backend.MaxFreeReleases; claims > allow {
-		c.anomaly(AnomalyTooManyAttempts, j, fmt.Sprintf("claimed %d times; its allowance is %d attempts + %d free releases", claims, c.maxAttempts, backend.MaxFreeReleases), j.attempts...)
+	for l, as := range lives {
+		c.rep.MostAttempts = max(c.rep.MostAttempts, len(as))
+		if allow := c.maxAttempts + backend.MaxFreeReleases; len(as) > allow {
+			when := ""
+			if l == 1 {
+				when = " since its replay"
+			}
+			c.anomaly(AnomalyTooManyAttempts, j, fmt.Sprintf("claimed %d times%s; its allowance is %d attempts + %d free releases", len(as), when, c.maxAttempts, backend.MaxFreeReleases), as...)
+		}
 	}
 }
 
@@ -462,6 +494,9 @@ func (c *checker) checkOverlaps(j *jobInfo) {
 			if b.start != nil && t.start != nil && t.start.mono < b.endMono && b.start.mono < t.endMono {
 				continue // reported as an overlap
 			}
+			if t.written.val == "failed" && j.replayedBetween(t.at(), b.at()) {
+				continue // its second life: the verifier replayed it from failed jobs
+			}
 			c.anomaly(AnomalyRanAfterEnd, j, fmt.Sprintf("claimed again (att %d tok %d, %s) after the claim att %d tok %d (%s) ended it %s",
 				b.key.att, b.key.tok, b.key.proc, t.key.att, t.key.tok, t.key.proc, t.written.val), t, b)
 		}
@@ -477,6 +512,8 @@ func (c *checker) checkTerminal(j *jobInfo) {
 		switch o := c.outcome(a); {
 		case o == outApplied && a.written.val == "done":
 			done = append(done, a)
+		case o == outApplied && a.written.val == "failed" && j.life(a) == 0 && j.replayAt != 0:
+			// A failure of its first life, which the replay undid.
 		case o == outApplied && a.written.val == "failed":
 			failedApplied = append(failedApplied, a)
 		case (o == outUnknown || o == outAmbiguous) && a.end != nil && a.end.val == resOK:
@@ -528,6 +565,9 @@ func (c *checker) checkTerminal(j *jobInfo) {
 		why := "never claimed"
 		if len(j.attempts) > 0 {
 			why = fmt.Sprintf("%d claims, none succeeded", len(j.attempts))
+		}
+		if j.replayAt != 0 {
+			why += ", replayed from failed jobs"
 		}
 		c.anomaly(AnomalyLost, j, "acknowledged, gone from the backend and not in failed jobs: "+why, j.attempts...)
 	}

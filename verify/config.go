@@ -39,10 +39,16 @@ const (
 	// due times. On PostgreSQL and Redis the database's clock decides, so
 	// skew changes nothing there, which is what it shows.
 	FaultSkew Fault = "skew"
+	// FaultReplay, with the workflow workload only, is an operator's: the
+	// verifier lists the run's failed workflow tasks every ReplayEvery
+	// and replays each (FailedReplay) as soon as it sees it, once per
+	// job, while its siblings still run. The part planned to fail for
+	// good succeeds after its replay, so its workflow must then succeed.
+	FaultReplay Fault = "replay"
 )
 
 // AllFaults lists every fault, in the order reports show them.
-var AllFaults = []Fault{FaultKill, FaultPause, FaultProxy, FaultRestart, FaultSkew}
+var AllFaults = []Fault{FaultKill, FaultPause, FaultProxy, FaultRestart, FaultSkew, FaultReplay}
 
 // ParseFaults reads a comma-separated list of faults: "none" (or "") for
 // a clean run (an empty, non-nil list), "auto" for the defaults of the
@@ -124,8 +130,9 @@ type Config struct {
 	DrainTimeout time.Duration
 
 	// Faults to inject. nil: the backend's defaults (kill and pause; and
-	// proxy on PostgreSQL and Redis; and restart with Broker). Empty
-	// (non-nil): none, a clean run.
+	// proxy on PostgreSQL and Redis; and restart with Broker; and replay
+	// with Workflows, memory: included). Empty (non-nil): none, a clean
+	// run.
 	Faults []Fault
 	// KillEvery defaults to 500ms.
 	KillEvery time.Duration
@@ -144,6 +151,9 @@ type Config struct {
 	RestartDown  time.Duration
 	// Skew is the skew fault's clock offset. Defaults to 10m.
 	Skew time.Duration
+	// ReplayEvery is how often the replay fault looks for failed
+	// workflow tasks to replay. Defaults to 100ms.
+	ReplayEvery time.Duration
 
 	// Lease is the workers' lease, short so that rescues happen within
 	// the run; they heartbeat every third of it and sweep every quarter.
@@ -285,6 +295,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"RestartEvery", &c.RestartEvery, 10 * time.Second},
 		{"RestartDown", &c.RestartDown, time.Second},
 		{"Skew", &c.Skew, 10 * time.Minute},
+		{"ReplayEvery", &c.ReplayEvery, 100 * time.Millisecond},
 		{"ProgressEvery", &c.ProgressEvery, 2 * time.Second},
 		{"ProxyLatency", &c.ProxyLatency, 0},
 	}
@@ -309,7 +320,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.SlowShare = 0
 	}
 	if c.Faults == nil {
-		c.Faults = defaultFaults(scheme, c.Broker != "")
+		c.Faults = defaultFaults(scheme, c.Broker != "", c.Workflows > 0)
 	}
 	for _, f := range c.Faults {
 		if err := faultApplies(f, scheme, c); err != nil {
@@ -328,16 +339,21 @@ func (c Config) withDefaults() (Config, error) {
 }
 
 // defaultFaults are the faults of a run that names none.
-func defaultFaults(scheme string, broker bool) []Fault {
+func defaultFaults(scheme string, broker, workflows bool) []Fault {
+	var fs []Fault
 	switch scheme {
 	case "memory":
-		return []Fault{}
+		fs = []Fault{}
 	case "sqlite":
-		return []Fault{FaultKill, FaultPause}
+		fs = []Fault{FaultKill, FaultPause}
+	default:
+		fs = []Fault{FaultKill, FaultPause, FaultProxy}
+		if broker {
+			fs = append(fs, FaultRestart)
+		}
 	}
-	fs := []Fault{FaultKill, FaultPause, FaultProxy}
-	if broker {
-		fs = append(fs, FaultRestart)
+	if workflows {
+		fs = append(fs, FaultReplay)
 	}
 	return fs
 }
@@ -346,6 +362,14 @@ func defaultFaults(scheme string, broker bool) []Fault {
 func faultApplies(f Fault, scheme string, c Config) error {
 	bad := func(why string) error {
 		return &configError{msg: fmt.Sprintf("fault %s %s", f, why)}
+	}
+	if f == FaultReplay {
+		// The verifier replays, through its own backend: no worker
+		// process is touched, so memory: takes it too.
+		if c.Workflows == 0 {
+			return bad("needs the workflow workload: it replays failed workflow tasks while their siblings run; set Workflows (--workflows N)")
+		}
+		return nil
 	}
 	if scheme == "memory" {
 		return bad("needs worker processes, and memory: runs every worker inside this process on one clock; verify memory: with no faults, or a durable backend (sqlite:PATH, postgres://…, redis://…) with them")

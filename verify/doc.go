@@ -20,7 +20,13 @@
 // join, and three more checks run: every join was claimed only after all
 // its parts had succeeded, exactly one join completed per workflow that
 // succeeded (none in one that failed), and no workflow is left running
-// or with a stored count that WorkflowCheck finds off.
+// or with a stored count that WorkflowCheck finds off. Its replay fault
+// (FaultReplay) replays each failed task from failed jobs as soon as the
+// verifier sees it, as an operator would, while its siblings still run:
+// a job's claims after its replay are its second life (attempts counted
+// anew, not RAN AFTER END), and a workflow whose part planned to fail was
+// replayed must end succeeded, with one join completion after all its
+// parts.
 //
 // Run is what `jobq verify` runs. Worker processes are a program that
 // calls WorkerMain (the jobq command's hidden `verify worker`), named by

@@ -19,6 +19,7 @@ func (r *verifier) startFaults(ctx context.Context) {
 		FaultPause:   r.pauser,
 		FaultProxy:   r.cutter,
 		FaultRestart: r.restarter,
+		FaultReplay:  r.replayer,
 	}
 	for _, f := range r.cfg.Faults {
 		if loop := loops[f]; loop != nil {

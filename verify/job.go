@@ -71,8 +71,9 @@ func planJob(rng *rand.Rand, run string, seq int64, slow float64, lease time.Dur
 }
 
 // perform runs one attempt of p: it works p.Ms (or until ctx ends, with
-// ctx's cause) and then fails or succeeds as planned.
-func perform(ctx context.Context, job *jobq.Job, p payload) error {
+// ctx's cause) and then fails or succeeds as planned. A part planned to
+// fail for good succeeds once it was replayed (see replay.go).
+func perform(ctx context.Context, job *jobq.Job, p payload, replayed bool) error {
 	t := time.NewTimer(time.Duration(p.Ms) * time.Millisecond)
 	defer t.Stop()
 	select {
@@ -81,6 +82,8 @@ func perform(ctx context.Context, job *jobq.Job, p payload) error {
 	case <-t.C:
 	}
 	switch {
+	case p.Perm && replayed:
+		return nil
 	case p.Perm:
 		return jobq.Permanent(errOnPurpose)
 	case job.Attempt <= p.Fail:

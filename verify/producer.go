@@ -59,7 +59,7 @@ func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.R
 			return planJob(rng, run, seq, cfg.SlowShare, cfg.Lease)
 		},
 		planWF: func(n int64) ([]payload, bool) {
-			return planWorkflow(rng, run, n, cfg.FanOut, cfg.SlowShare, cfg.Lease)
+			return planWorkflow(rng, run, n, cfg.FanOut, cfg.SlowShare, cfg.Lease, replaySpread(cfg))
 		},
 		acked:   make(map[int64]int64, cfg.Jobs),
 		wfAcked: map[int64]int64{}, wfPerm: map[int64]bool{},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -94,9 +95,18 @@ type Report struct {
 	Workflows, WorkflowsExtra                                             int
 	WorkflowsSucceeded, WorkflowsFailedOnPurpose, WorkflowsFailedByFaults int
 	JoinStarts, JoinsDone, WorkflowChecks                                 int
+	// The replay fault's: the jobs it tried to replay; the calls that
+	// moved a job back (one per job: a job is replayed once; a call whose
+	// reply was lost is counted when the next finds the job gone), that
+	// left it failed (Skipped: its workflow cancelled), and that failed
+	// (tried again); the workflows with a task replayed, and those of
+	// them that succeeded.
+	Replays, Replayed, ReplaysSkipped, ReplayErrors int
+	WorkflowsReplayed, WorkflowsReplayedSucceeded   int
 
 	// Injected counts the faults by kind: kill, pause, cut, blackhole,
-	// latency, restart, and skew (processes started with a skewed clock).
+	// latency, restart, skew (processes started with a skewed clock) and
+	// replay (jobs replayed).
 	Injected map[string]int
 
 	Drain   time.Duration // from the end of the faults (and the enqueues) to an empty queue
@@ -184,8 +194,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("ended", "%d done, %d done unconfirmed, %d failed (%d on purpose, %d lease expired, %d attempts spent)",
 		r.Done, r.DoneUnconfirmed, r.Failed, r.FailedOnPurpose, r.FailedLeaseExpired, r.FailedAttemptsSpent)
 	if c.Workflows > 0 {
-		row("workflows", "%d acknowledged, %d more from sends again; %d succeeded, %d failed on purpose, %d failed by faults; %d join claims, %d join completions; %d WorkflowCheck runs",
-			r.Workflows, r.WorkflowsExtra, r.WorkflowsSucceeded, r.WorkflowsFailedOnPurpose, r.WorkflowsFailedByFaults, r.JoinStarts, r.JoinsDone, r.WorkflowChecks)
+		row("workflows", "%d acknowledged, %d more from sends again; %d succeeded, %d failed on purpose, %d failed by faults, %d stuck; %d join claims, %d join completions; %d WorkflowCheck runs, %d drifts",
+			r.Workflows, r.WorkflowsExtra, r.WorkflowsSucceeded, r.WorkflowsFailedOnPurpose, r.WorkflowsFailedByFaults, r.anomalyCount[AnomalyStuckWorkflow],
+			r.JoinStarts, r.JoinsDone, r.WorkflowChecks, r.anomalyCount[AnomalyWorkflowDrift])
+	}
+	if slices.Contains(r.Faults, FaultReplay) || r.Replays > 0 {
+		row("replays", "%d failed tasks tried: %d replayed, %d skipped, %d calls failed (tried again); %d workflows had a task replayed, %d of them succeeded",
+			r.Replays, r.Replayed, r.ReplaysSkipped, r.ReplayErrors, r.WorkflowsReplayed, r.WorkflowsReplayedSucceeded)
 	}
 	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
 	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)
@@ -249,6 +264,8 @@ func (r *Report) faultLine() string {
 			parts = append(parts, fmt.Sprintf("restart %d (every %s, down %s)", r.Injected["restart"], c.RestartEvery, c.RestartDown))
 		case FaultSkew:
 			parts = append(parts, fmt.Sprintf("skew ±%s (%d processes)", c.Skew, r.Injected["skew"]))
+		case FaultReplay:
+			parts = append(parts, fmt.Sprintf("replay %d (every %s)", r.Injected["replay"], c.ReplayEvery))
 		}
 	}
 	return strings.Join(parts, ", ")

@@ -94,11 +94,11 @@ type verifier struct {
 	side   lifecycle.Group // the progress line
 	faults lifecycle.Group // one loop per fault
 
-	injected [6]atomic.Int64 // by faultKinds, for the progress line
+	injected [7]atomic.Int64 // by faultKinds, for the progress line
 }
 
 // faultKinds index verifier.injected.
-var faultKinds = [...]string{"kill", "pause", "cut", "blackhole", "latency", "restart"}
+var faultKinds = [...]string{"kill", "pause", "cut", "blackhole", "latency", "restart", "replay"}
 
 func (r *verifier) count(kind string) {
 	for i, k := range faultKinds {
@@ -488,17 +488,8 @@ func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, 
 	if fs.stats, err = r.queueStats(ctx); err != nil {
 		return fs, fmt.Errorf("verify: read the queue's counts: %w", err)
 	}
-	var before int64
-	for {
-		page, err := r.direct.FailedList(ctx, backend.FailedListParams{Filter: backend.FailedFilter{Queue: r.queue}, Limit: 1000, BeforeID: before})
-		if err != nil {
-			return fs, fmt.Errorf("verify: list the queue's failed jobs: %w", err)
-		}
-		fs.failed = append(fs.failed, page...)
-		if len(page) < 1000 {
-			break
-		}
-		before = page[len(page)-1].ID
+	if fs.failed, err = r.failedJobs(ctx); err != nil {
+		return fs, fmt.Errorf("verify: list the queue's failed jobs: %w", err)
 	}
 	ended := map[int64]bool{}
 	for _, f := range fs.failed {

@@ -197,8 +197,14 @@ func (h *historyWriter) handle(ctx context.Context, job *jobq.Job) error {
 	if p.Task != "" {
 		fields = append(fields, taskFields(ctx, p)...)
 	}
+	replayed := ""
+	if p.Perm && p.Task != "" {
+		if replayed = h.replayedBy(job); replayed != "" {
+			fields = append(fields, str("replayed", replayed))
+		}
+	}
 	h.write(evStart, fields...)
-	err = perform(ctx, job, p)
+	err = perform(ctx, job, p, replayed != "")
 	h.write(evEnd, num("job", job.ID), num("att", int64(job.Attempt)), num("tok", job.Token), num("pid", h.pid), str("res", result(ctx, err)))
 	return err
 }

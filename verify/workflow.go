@@ -30,6 +30,11 @@ const (
 	// workflowCheckEvery is how often the verifier runs WorkflowCheck
 	// while the workers run.
 	workflowCheckEvery = time.Second
+	// wfReplaySpread: with the replay fault, the parts of a workflow
+	// planned to fail that are not slow work up to this long rather than
+	// a few milliseconds, so that their ends fall before, during and
+	// after the replay of the part that failed.
+	wfReplaySpread = 250 * time.Millisecond
 )
 
 // Events of the workflow workload, written by the verifier.
@@ -90,8 +95,10 @@ func taskIndex(name string, fanOut int) int {
 
 // planWorkflow decides what workflow n's tasks do, the parts first and the
 // join last: each as planJob would, but none fails for good except, in a
-// share of the workflows, one part (perm is then true).
-func planWorkflow(rng *rand.Rand, run string, n int64, fanOut int, slow float64, lease time.Duration) (tasks []payload, perm bool) {
+// share of the workflows, one part (perm is then true). With spread > 0
+// the other parts of such a workflow that are not slow work from 1ms to
+// spread.
+func planWorkflow(rng *rand.Rand, run string, n int64, fanOut int, slow float64, lease, spread time.Duration) (tasks []payload, perm bool) {
 	tasks = make([]payload, fanOut+1)
 	for i := range tasks {
 		p := planJob(rng, run, taskSeq(n, i, fanOut), slow, lease)
@@ -103,6 +110,11 @@ func planWorkflow(rng *rand.Rand, run string, n int64, fanOut int, slow float64,
 	}
 	if rng.Float64() < wfPermanentShare {
 		tasks[rng.IntN(fanOut)].Perm, perm = true, true
+		for i := range tasks[:fanOut] {
+			if t := &tasks[i]; spread > 0 && !t.Perm && t.Ms <= shortMaxMs {
+				t.Ms = 1 + rng.Int64N(spread.Milliseconds())
+			}
+		}
 	}
 	return tasks, perm
 }

@@ -52,10 +52,15 @@ verify enqueues --jobs jobs of its own type on a queue of its own
            process's own, its leases and due times (expect many jobs run
            twice, fenced, and failed with "lease expired"); on PostgreSQL
            and Redis the server's clock decides, so nothing changes there
+  replay   with --workflows only: every --replay-every, replay each failed
+           workflow task of the run (once per job) as an operator would,
+           while its siblings still run; a part planned to fail for good
+           succeeds after its replay, so its workflow must then succeed
 
 --faults auto (the default) is kill,pause on SQLite, kill,pause,proxy on
-PostgreSQL and Redis, and restart too with --broker; none is a clean run.
-memory: runs --procs workers inside this process and takes no faults.
+PostgreSQL and Redis, and restart too with --broker, and replay too with
+--workflows; none is a clean run. memory: runs --procs workers inside this
+process and takes no faults but replay.
 --broker redis (or postgres) starts a private server on a free port in a
 temporary directory (Redis with appendonly yes, appendfsync always;
 PostgreSQL from initdb, as the postgres user when run as root) instead of
@@ -88,7 +93,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 		Example: `  jobq verify
   jobq verify --db postgres://app@db:5432/app --jobs 20000 --procs 4 --concurrency 25 --duration 60s
   jobq verify --broker redis --faults kill,pause,proxy,restart --duration 30s
-  jobq verify --workflows 1000 --faults kill --kill-every 200ms --duration 2m --slow 0
+  jobq verify --workflows 1000 --faults kill,replay --kill-every 200ms --duration 2m --slow 0
   jobq verify --db memory: --faults none`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -106,7 +111,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.IntVar(&c.Procs, "procs", 3, "worker processes (in-process workers on memory:)")
 	fl.IntVar(&c.Concurrency, "concurrency", 10, "jobs each worker runs at once")
 	fl.DurationVar(&c.Duration, "duration", 15*time.Second, "how long the faults go on (jobs are enqueued over the first 80 %)")
-	fl.StringVar(&f.faults, "faults", "auto", "faults to inject: auto, none, or a list of kill,pause,proxy,restart,skew")
+	fl.StringVar(&f.faults, "faults", "auto", "faults to inject: auto, none, or a list of kill,pause,proxy,restart,skew,replay")
 	fl.DurationVar(&c.KillEvery, "kill-every", 500*time.Millisecond, "kill a worker process this often")
 	fl.DurationVar(&c.PauseEvery, "pause-every", 5*time.Second, "pause a worker process this often")
 	fl.DurationVar(&c.PauseFor, "pause-for", 0, "how long a pause lasts (default 2.5 leases)")
@@ -115,6 +120,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.DurationVar(&c.RestartEvery, "restart-every", 10*time.Second, "restart the private broker this often")
 	fl.DurationVar(&c.RestartDown, "restart-down", time.Second, "how long the private broker stays down")
 	fl.DurationVar(&c.Skew, "skew", 10*time.Minute, "the skew fault's clock offset")
+	fl.DurationVar(&c.ReplayEvery, "replay-every", 100*time.Millisecond, "look for failed workflow tasks to replay this often (the replay fault)")
 	fl.DurationVar(&c.Lease, "lease", 2*time.Second, "the workers' lease (short, so rescues happen within the run)")
 	fl.IntVar(&c.MaxAttempts, "max-attempts", 4, "every job's attempt limit")
 	fl.Float64Var(&c.SlowShare, "slow", 0.02, "share of jobs that work 1 to 2.5 leases (the rest a few ms)")
@@ -167,7 +173,7 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 	}{
 		{"duration", c.Duration}, {"kill-every", c.KillEvery}, {"pause-every", c.PauseEvery},
 		{"proxy-cut-every", c.ProxyCutEvery}, {"restart-every", c.RestartEvery}, {"restart-down", c.RestartDown},
-		{"skew", c.Skew}, {"lease", c.Lease},
+		{"skew", c.Skew}, {"lease", c.Lease}, {"replay-every", c.ReplayEvery},
 	} {
 		if err := positive(cmd, d.name, d.v); err != nil {
 			return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -79,11 +80,11 @@ retries at warn, jobs moved to failed jobs at error; payloads never.`,
 // serve' for its --worker), the log and retention flags with them.
 func (f *workerFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringSliceVar(&f.queues, "queues", []string{"default"}, "queues to work, comma-separated")
-	fl.IntVar(&f.concurrency, "concurrency", 10, "jobs run at once (1..10000)")
-	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long running jobs may finish after SIGTERM")
-	fl.DurationVar(&f.lease, "lease", 30*time.Second, "how long a claimed job is held without a heartbeat before others may rescue it")
-	fl.DurationVar(&f.poll, "poll", time.Second, "how often an idle worker looks for due jobs")
+	fl.StringSliceVar(&f.queues, "queues", []string{jobq.DefaultQueue}, "queues to work, comma-separated")
+	fl.IntVar(&f.concurrency, "concurrency", jobq.DefaultConcurrency, fmt.Sprintf("jobs run at once (1..%d)", jobq.MaxConcurrency))
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", jobq.DefaultShutdownTimeout, "how long running jobs may finish after SIGTERM")
+	fl.DurationVar(&f.lease, "lease", jobq.DefaultLease, "how long a claimed job is held without a heartbeat before others may rescue it")
+	fl.DurationVar(&f.poll, "poll", jobq.DefaultPollInterval, "how often an idle worker looks for due jobs")
 	fl.DurationVar(&f.retryBase, "retry-base", jobq.DefaultRetryBase, "delay after the first failed attempt, doubling each time")
 	fl.DurationVar(&f.retryMax, "retry-max", jobq.DefaultRetryMax, "longest delay between attempts")
 	fl.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090")
@@ -109,8 +110,8 @@ func (f *workerFlags) config(cmd *cobra.Command) (jobq.WorkerConfig, error) {
 			return jobq.WorkerConfig{}, usagef("--queues: %v", err)
 		}
 	}
-	if f.concurrency < 1 || f.concurrency > 10000 {
-		return jobq.WorkerConfig{}, usagef("--concurrency %d: use 1 to 10000", f.concurrency)
+	if f.concurrency < 1 || f.concurrency > jobq.MaxConcurrency {
+		return jobq.WorkerConfig{}, usagef("--concurrency %d: use 1 to %d", f.concurrency, jobq.MaxConcurrency)
 	}
 	for _, d := range []struct {
 		name string

@@ -37,7 +37,11 @@ type Client struct {
 }
 
 // NewClient returns a client that enqueues into b. It fails when cfg has an
-// invalid value, or when b is the sync backend and cfg.Registry is nil.
+// invalid value, or when b is the sync backend and cfg.Registry is nil. A
+// sync backend runs jobs with the handlers of the registry its first
+// client brought: a later client of the same backend must bring the same
+// Registry, or NewClient fails with an error wrapping ErrInvalidInput,
+// rather than have the first client's jobs run with other handlers.
 func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: NewClient needs a backend", ErrInvalidInput)
@@ -64,11 +68,24 @@ func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
 			return nil, fmt.Errorf("%w: the sync backend runs handlers inside Enqueue, so ClientConfig.Registry is required", ErrInvalidInput)
 		}
 		reg := cfg.Registry
+		// Found through wrappers (a test recorder), which forward
+		// SetRunner but have no binding of their own.
+		if bd, ok := backend.As[runnerBinder](b); ok {
+			if err := bd.BindRunner(reg); err != nil {
+				return nil, fmt.Errorf("ClientConfig.Registry: %w", err)
+			}
+		}
 		in.SetRunner(func(ctx context.Context, row *backend.JobRow) error {
 			return reg.run(ctx, &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}, 0)
 		})
 	}
 	return &Client{b: b, cfg: cfg}, nil
+}
+
+// runnerBinder is implemented by the sync backend (inline.Backend): it
+// refuses to run a second registry's handlers for the first's jobs.
+type runnerBinder interface {
+	BindRunner(owner any) error
 }
 
 // Backend returns the backend the client enqueues into.
@@ -249,7 +266,7 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, task bool) (context.Co
 	if j.Type == "" {
 		j.Type, _ = kindOfValue(j.Payload) // a payload that names its type
 	}
-	o := enqueueOptions{queue: "default"}
+	o := enqueueOptions{queue: DefaultQueue}
 	for _, opt := range j.Options {
 		opt(&o)
 	}

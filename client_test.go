@@ -146,3 +146,48 @@ func TestEnqueueTxUnsupported(t *testing.T) {
 		t.Fatalf("CompleteTx outside a handler: err = %v, want ErrInvalidInput", err)
 	}
 }
+
+// TestSyncBackendBindsOneRegistry: a second client on one sync backend
+// with another registry is refused, and the first client's jobs keep
+// running its own handlers; the same registry again is fine.
+func TestSyncBackendBindsOneRegistry(t *testing.T) {
+	t.Parallel()
+	var ran []string
+	regA, regB := jobq.NewRegistry(), jobq.NewRegistry()
+	regA.HandleFunc("greet", func(ctx context.Context, j *jobq.Job) error { ran = append(ran, "A"); return nil })
+	regB.HandleFunc("greet", func(ctx context.Context, j *jobq.Job) error { ran = append(ran, "B"); return nil })
+	b := inline.New()
+	defer b.Close()
+	a := mustClient(t, b, jobq.ClientConfig{Registry: regA})
+	_, err := jobq.NewClient(b, jobq.ClientConfig{Registry: regB})
+	if !errors.Is(err, jobq.ErrInvalidInput) || !strings.Contains(err.Error(), "another") {
+		t.Fatalf("second client with another registry: err = %v; want ErrInvalidInput naming the other registry", err)
+	}
+	mustClient(t, b, jobq.ClientConfig{Registry: regA}) // the same registry: fine
+	if _, err := a.Enqueue(context.Background(), "greet", nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(ran) != 1 || ran[0] != "A" {
+		t.Fatalf("the first client's job ran %v; want its own handler [A]", ran)
+	}
+	// Through a wrapper that forwards SetRunner only (as jobqtest's
+	// recorder does), the backend it wraps still refuses.
+	wrapped := inlineWrapper{Backend: b, inner: b}
+	if _, err := jobq.NewClient(wrapped, jobq.ClientConfig{Registry: regB}); !errors.Is(err, jobq.ErrInvalidInput) {
+		t.Fatalf("another registry through a wrapper: err = %v; want ErrInvalidInput", err)
+	}
+	mustClient(t, wrapped, jobq.ClientConfig{Registry: regA})
+}
+
+// inlineWrapper wraps a sync backend, forwarding SetRunner and nothing
+// else of its own.
+type inlineWrapper struct {
+	backend.Backend
+	inner *inline.Backend
+}
+
+func (w inlineWrapper) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
+	w.inner.SetRunner(run)
+}
+
+func (w inlineWrapper) Unwrap() backend.Backend { return w.inner }

@@ -4,6 +4,13 @@
 // failed_jobs, so the inspection methods report empty results. Use it where
 // a test wants a job's effect before Enqueue returns.
 //
+// One Backend runs every job with one runner, so it serves one handler
+// registry: jobq.NewClient binds the client's Registry (BindRunner) and
+// refuses a second client with another one, which would otherwise take
+// over the first client's jobs with its own handlers. Clients sharing a
+// registry may share a Backend; clients with different registries each
+// need their own.
+//
 // URL: "sync:".
 package inline
 
@@ -31,10 +38,11 @@ func init() {
 }
 
 // Backend runs jobs inline. Create it with New; a client binds its handlers
-// through SetRunner.
+// through BindRunner and SetRunner.
 type Backend struct {
 	mu     sync.RWMutex
 	run    func(ctx context.Context, job *backend.JobRow) error
+	owner  any // what BindRunner bound; nil: nothing yet
 	nextID atomic.Int64
 	closed atomic.Bool
 }
@@ -46,6 +54,23 @@ var (
 	_ backend.Backend = (*Backend)(nil)
 	_ backend.Inline  = (*Backend)(nil)
 )
+
+// BindRunner binds b to owner, whose handlers the runner given to
+// SetRunner runs (jobq.NewClient passes its Registry), before that runner
+// is set. Binding the owner b is bound to again is allowed; another owner
+// is refused with an error wrapping backend.ErrInvalidInput, and b is left
+// as it was: its jobs would otherwise silently run with the second
+// owner's handlers. owner must be comparable (a pointer). SetRunner alone
+// binds no owner, so direct users of backend.Inline are unaffected.
+func (b *Backend) BindRunner(owner any) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.owner != nil && b.owner != owner {
+		return &backend.InputError{Field: "sync backend runner", Reason: "already bound to another registry: one sync backend runs every job with one registry's handlers; give its clients the same registry, or each registry a backend of its own"}
+	}
+	b.owner = owner
+	return nil
+}
 
 // SetRunner implements backend.Inline.
 func (b *Backend) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {

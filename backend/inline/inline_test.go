@@ -1,6 +1,7 @@
 package inline_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -38,4 +39,27 @@ func TestOpenExistingRefused(t *testing.T) {
 		t.Fatalf("Open(sync:): %v", err)
 	}
 	b.Close()
+}
+
+// TestBindRunnerOneOwner: a backend bound to one owner refuses another,
+// keeping its runner, and takes the same owner again.
+func TestBindRunnerOneOwner(t *testing.T) {
+	b := inline.New()
+	defer b.Close()
+	first, second := new(int), new(int)
+	if err := b.BindRunner(first); err != nil {
+		t.Fatalf("first bind: %v", err)
+	}
+	ran := ""
+	b.SetRunner(func(context.Context, *backend.JobRow) error { ran = "first"; return nil })
+	err := b.BindRunner(second)
+	if !errors.Is(err, backend.ErrInvalidInput) || !strings.Contains(err.Error(), "another registry") {
+		t.Fatalf("bind to another owner: %v; want ErrInvalidInput naming the problem", err)
+	}
+	if err := b.BindRunner(first); err != nil {
+		t.Fatalf("bind to the same owner again: %v", err)
+	}
+	if _, err := b.JobInsertMany(t.Context(), []backend.InsertParams{{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}}); err != nil || ran != "first" {
+		t.Fatalf("insert after the refused bind: %v, ran %q; want the first owner's runner", err, ran)
+	}
 }

@@ -4,19 +4,17 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+
+	"github.com/jobq/jobq/internal/redact"
 )
 
-// secretParams are query parameters whose values are credentials, compared
-// case-insensitively: libpq's and pgx's (password, sslpassword), Redis
-// clients' (password), and the usual names of tokens and keys.
-var secretParams = []string{"password", "pass", "passwd", "pwd", "sslpassword", "secret", "token", "access_token", "api_key", "apikey", "key"}
-
-// redacted replaces a secret in what RedactURL and Redact return.
-const redacted = "xxxxx"
+// redacted replaces a secret in what RedactURL and Redact return: the one
+// mask jobq shows secrets as.
+const redacted = redact.Mask
 
 // RedactURL returns a backend URL fit for errors, logs and output: the
-// password of its user information and the values of password-like query
-// parameters are replaced by "xxxxx". Text that does not parse as a URL
+// password of its user information and the values of credential query
+// parameters (redact.URLParam) are replaced by "***". Text that does not parse as a URL
 // with credentials is returned unchanged ("sqlite:jobq.db", "memory:").
 // Every place that shows a backend URL goes through it.
 func RedactURL(raw string) string {
@@ -36,7 +34,7 @@ func RedactURL(raw string) string {
 	if u.RawQuery != "" {
 		q := u.Query()
 		for k, vs := range q {
-			if isSecretParam(k) {
+			if redact.URLParam(k) {
 				for i := range vs {
 					vs[i] = redacted
 				}
@@ -50,12 +48,13 @@ func RedactURL(raw string) string {
 	if !changed {
 		return raw
 	}
-	return u.String()
+	// The mask is shown as written, not %-escaped as a URL would carry it.
+	return strings.ReplaceAll(u.String(), url.QueryEscape(redacted), redacted)
 }
 
 // Redact returns text with every secret of the backend URL raw (its
-// password and password-like query parameters, raw and %-encoded) replaced
-// by "xxxxx", and any copy of raw itself replaced by RedactURL(raw). Use it
+// password and credential query parameters, raw and %-encoded) replaced
+// by "***", and any copy of raw itself replaced by RedactURL(raw). Use it
 // on error texts that may quote the URL or a connection string built from
 // it (drivers sometimes do).
 func Redact(text, raw string) string {
@@ -94,7 +93,7 @@ func Secrets(raw string) []string {
 			}
 		}
 		for k, vs := range u.Query() {
-			if isSecretParam(k) {
+			if redact.URLParam(k) {
 				for _, v := range vs {
 					add(v)
 				}
@@ -110,16 +109,6 @@ func Secrets(raw string) []string {
 	// Longest first, so a secret containing another is replaced whole.
 	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
-}
-
-func isSecretParam(k string) bool {
-	k = strings.ToLower(k)
-	for _, s := range secretParams {
-		if k == s {
-			return true
-		}
-	}
-	return false
 }
 
 // unparsedPassword finds the password in scheme://user:password@host of a

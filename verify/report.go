@@ -50,9 +50,9 @@ const (
 type Report struct {
 	RunID   string
 	Queue   string
-	Backend string // the backend URL, password shown as xxxxx
+	Backend string // the backend URL, password shown as ***
 	Faults  []Fault
-	Config  Config // as run, defaults filled in (DB with its password shown as xxxxx)
+	Config  Config // as run, defaults filled in (DB with its password shown as ***)
 	// Unfenced: this build has the fence switched off (the jobq_unfenced
 	// build tag), so anomalies are expected.
 	Unfenced bool

@@ -87,7 +87,7 @@ func TestBinaryNeverPrintsSecrets(t *testing.T) {
 	}
 	checkNoSecret(t, "JOBQ_DB=URL jobq stats", r.stdout+r.stderr)
 	r = runBinary(t, "", env, "--db", "sqlite:x.db", "stats", "--help")
-	if r.code != 0 || !strings.Contains(r.stdout, "user:xxxxx@127.0.0.1:1") {
+	if r.code != 0 || !strings.Contains(r.stdout, "user:***@127.0.0.1:1") {
 		t.Errorf("--help: exit %d, want the redacted default:\n%s", r.code, r.stdout)
 	}
 	checkNoSecret(t, "JOBQ_DB=URL jobq stats --help", r.stdout+r.stderr)
@@ -112,7 +112,7 @@ func TestBinaryWorkerLogsRedactedURL(t *testing.T) {
 	if code := worker.wait(t, log); code != 0 {
 		t.Fatalf("worker exited %d after SIGTERM; log:\n%s", code, log)
 	}
-	if !strings.Contains(log.String(), "postgres:xxxxx@") || !strings.Contains(log.String(), "sslpassword=xxxxx") {
+	if !strings.Contains(log.String(), "postgres:***@") || !strings.Contains(log.String(), "sslpassword=***") {
 		t.Errorf("start-up line lacks the redacted URL:\n%s", log)
 	}
 	checkNoSecret(t, "jobq worker", log.String())

@@ -93,7 +93,7 @@ demo and serve --worker create a store that is not there yet; stats and failed r
 --db that holds no jobq schema, so a typo is reported instead of created.
 memory: and sync: keep nothing beyond one process: they serve 'jobq demo',
 'jobq bench' and tests, and commands that exit refuse them. Passwords in
---db are never printed: every message shows them as xxxxx.
+--db are never printed: every message shows them as ***.
 
 Exit codes: 0 success; 1 error; 2 a mistake in the command line or its
 input; 130 (SIGINT) or 143 (SIGTERM) when a second signal ends a command

@@ -82,7 +82,7 @@ func TestSchemaHint(t *testing.T) {
 
 // TestSchemaHintRedactsPostgres: a mistyped jobq_schema on a URL with a
 // password gets the create hint naming the --db to paste, with the
-// password shown as xxxxx and nowhere in clear.
+// password shown as *** and nowhere in clear.
 func TestSchemaHintRedactsPostgres(t *testing.T) {
 	base := pgtest.URL(t)
 	t.Parallel()
@@ -108,7 +108,7 @@ func TestSchemaHintRedactsPostgres(t *testing.T) {
 	}
 	msg := r.err.Error()
 	want := "; create it with: jobq migrate --db " + shellQuote(backend.RedactURL(db))
-	if strings.Contains(msg, secret) || strings.Contains(msg, "\n") || !strings.HasSuffix(msg, want) || !strings.Contains(want, "xxxxx") {
+	if strings.Contains(msg, secret) || strings.Contains(msg, "\n") || !strings.HasSuffix(msg, want) || !strings.Contains(want, "***") {
 		t.Errorf("stats: %q; want one line ending in %q, without the password", msg, want)
 	}
 	if strings.Contains(r.out+r.errOut, secret) {

@@ -14,8 +14,36 @@ import (
 	"strings"
 )
 
-// DefaultKeys are the key names masked unless a caller names its own.
+// DefaultKeys are the key names masked unless a caller names its own: a
+// key (of a payload, of metadata, a URL's query parameter) is masked when
+// its name contains one of them (see Masker.Key).
 var DefaultKeys = []string{"password", "passwd", "secret", "token", "authorization", "api_key", "cookie", "credential", "private_key"}
+
+// URLParams are query parameters that carry credentials in connection
+// URLs under names too short to match by containment: "key" or "pass"
+// inside a name would mask key_prefix, passfile and a payload's
+// "monkey". They are matched whole (case aside), in URLs only, beside
+// DefaultKeys. This is the one reason for a second list.
+var URLParams = []string{"pass", "pwd", "key", "apikey"}
+
+// Mask is what every masked secret is shown as: a payload value, a
+// metadata value, a URL's password or credential parameter.
+const Mask = "***"
+
+// URLParam reports whether a URL query parameter named name carries a
+// credential: its name contains one of DefaultKeys (as Key reads names)
+// or is one of URLParams.
+func URLParam(name string) bool { return Default.Key(name) || exactURLParam(name) }
+
+// exactURLParam reports whether name is one of URLParams, case aside.
+func exactURLParam(name string) bool {
+	for _, p := range URLParams {
+		if strings.EqualFold(name, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // Masker masks the values of keys named like its keys (see Key) and URL
 // credentials (see Text). It is safe for concurrent use.
@@ -41,7 +69,7 @@ func New(keys []string) *Masker {
 var Default = New(nil)
 
 // maskedValue replaces the value of a masked key.
-const maskedValue = `"***"`
+const maskedValue = `"` + Mask + `"`
 
 // maxMaskDepth bounds the nesting masked walks; deeper documents are not
 // shown at all rather than shown unmasked.
@@ -226,24 +254,24 @@ var urlParam = regexp.MustCompile(`((?:[?&]|\\u0026)([^=&#?` + urlEnd + `]+)=)[^
 const urlEnd = `\s"\\<>` + "`"
 
 // Text returns text (an error message, a string value) with the
-// credentials of the URLs in it replaced by ***: the password of their
+// credentials of the URLs in it replaced by Mask: the password of their
 // user info, and the values of query parameters named like masked keys
-// ("?token=", "&api_key="). Errors quote URLs (a failed webhook's, a
+// ("?token=", "&api_key=") or one of URLParams ("&key="). Errors quote URLs (a failed webhook's, a
 // database's), and payloads carry them.
 func (m *Masker) Text(text string) string {
 	if !strings.Contains(text, "://") {
 		return text
 	}
-	text = urlPassword.ReplaceAllString(text, "${1}***@")
+	text = urlPassword.ReplaceAllString(text, "${1}"+Mask+"@")
 	// One match pass: the indexes give each parameter's name and value.
 	var b strings.Builder
 	last := 0
 	for _, g := range urlParam.FindAllStringSubmatchIndex(text, -1) {
-		if !m.Key(text[g[4]:g[5]]) {
+		if name := text[g[4]:g[5]]; !m.Key(name) && !exactURLParam(name) {
 			continue
 		}
 		b.WriteString(text[last:g[3]]) // up to the value
-		b.WriteString("***")
+		b.WriteString(Mask)
 		last = g[1]
 	}
 	if last == 0 {
@@ -263,7 +291,7 @@ func (m *Masker) Map(md map[string]string) map[string]string {
 	out := make(map[string]string, len(md))
 	for k, v := range md {
 		if m.Key(k) {
-			v = "***"
+			v = Mask
 		}
 		out[k] = m.Text(v)
 	}

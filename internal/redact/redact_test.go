@@ -86,3 +86,21 @@ func TestTextStopsAtQuoting(t *testing.T) {
 		}
 	}
 }
+
+// TestURLParam: a URL's credential parameters are the masked keys (by
+// containment, as payload keys) and the short names matched whole; the
+// short names do not mask the parameters they are part of.
+func TestURLParam(t *testing.T) {
+	for name, want := range map[string]bool{
+		"password": true, "sslpassword": true, "Password": true, "access_token": true, "api_key": true,
+		"apikey": true, "key": true, "KEY": true, "pass": true, "pwd": true,
+		"key_prefix": false, "passfile": false, "sslkey": false, "jobq_schema": false, "sslmode": false,
+	} {
+		if got := URLParam(name); got != want {
+			t.Errorf("URLParam(%q) = %v, want %v", name, got, want)
+		}
+	}
+	if got := Default.Text("dial redis://cache/0?key=k3y&key_prefix=p: refused"); got != "dial redis://cache/0?key="+Mask+"&key_prefix=p: refused" {
+		t.Errorf("Text masked %q", got)
+	}
+}

@@ -3,10 +3,38 @@
 // of its methods and the sentinel errors every implementation maps its driver's
 // errors to.
 //
-// Each implementation lives in its own package (backend/sqlite,
-// backend/memory, backend/inline (sync:), backend/postgres) and proves itself by calling
-// backendtest.Run, the conformance suite, unchanged. A behaviour the suite does
-// not test is not part of the contract.
+// Each implementation lives in its own package and proves itself by calling
+// backendtest.Run, the conformance suite, unchanged. A behaviour the suite
+// does not test is not part of the contract. The URL schemes of Open:
+//
+//	sqlite:     backend/sqlite     the embedded default, one file
+//	postgres:// backend/postgres   many worker machines, SKIP LOCKED claims
+//	redis://    backend/redis      many worker machines, Lua scripts (Cluster too)
+//	memory:     backend/memory     one process, tests
+//	sync:       backend/inline     runs each handler inside Enqueue, tests
+//
+// # Capabilities
+//
+// Beyond Backend, a store may implement optional interfaces, each found
+// with As (so through wrappers that implement only Unwrap):
+//
+//	                    memory sqlite postgres redis sync
+//	Notifier              x      x       x       x
+//	Migrator                     x       x       x
+//	TxInserter                   x       x
+//	TxCompleter                  x       x
+//	WorkflowTxInserter           x       x
+//	InsertCounter         x      x       x       x
+//	Canceller             x      x       x       x
+//	QueueController       x      x       x       x     x
+//	Retainer              x      x       x       x
+//	ScheduleStore         x      x       x       x
+//	Workflower            x      x       x       x
+//	Inline                                             x
+//
+// Adding one: docs/architecture.md has the checklist (the interface here,
+// the backends, an area of the conformance suite, the Inspector, the
+// command line and the admin API).
 //
 // # The lifecycle
 //

@@ -8,8 +8,9 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// Every SQL statement of this backend lives in this file (the schema itself
-// lives in migrations/). Each carries a header naming its parameters (?N is
+// The SQL of the jobs' paths lives in this file (the workflows' in
+// workflow_queries.go, retention's in queries_retention.go, the schema in
+// migrations/; stmts.go prepares them). Each carries a header naming its parameters (?N is
 // the Nth argument) and what it returns. Times are INTEGER unix microseconds
 // taken from the backend's clock. Statements that filter on status use the
 // literal 'pending' or 'reserved' so SQLite can match the partial indexes.

@@ -45,7 +45,7 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 		for _, i := range g.items {
 			args = append(args, tsHex(ids[i]))
 		}
-		calls[gi] = &evalCall{s: scriptCancel, args: args, keys: cancelKeys(q)}
+		calls[gi] = scriptCancel.on(q, args)
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
 	var held []uniqueHeld
@@ -96,15 +96,6 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 		}
 	}
 	return out, nil
-}
-
-// cancelKeys are the KEYS of the script "cancel" for queue q.
-func cancelKeys(q *queueKeys) []string {
-	return []string{
-		q.ready, q.readyAt, q.counts, q.delayed, q.failed, q.cancelling,
-		q.cancelled, q.cancelledAt, q.jobPrefix, q.finishedPrefix, q.xPrefix, q.readyList, q.readyOld,
-		q.base(), // a task's job ends its task (workflows.lua)
-	}
 }
 
 // cancelScanEvery bounds how long JobCancelling trusts the counter
@@ -173,7 +164,7 @@ func (b *Backend) scanCancelling(ctx context.Context) ([]backend.JobRef, error) 
 	calls := make([]*evalCall, len(queues))
 	for i, name := range queues {
 		q := b.keys.queue(name)
-		calls[i] = &evalCall{s: scriptCancelling, keys: []string{q.cancelling, q.jobPrefix}}
+		calls[i] = scriptCancelling.on(q, nil)
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err

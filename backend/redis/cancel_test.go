@@ -83,7 +83,7 @@ func TestCancellingUncounted(t *testing.T) {
 	}
 	// The script alone, as a requester that died before its INCR left it.
 	q := b.keys.queue("q")
-	if _, err := b.c.eval(ctx, scriptCancel, cancelKeys(q), []any{q.channel, b.origin, tsHex(rows[0].ID)}); err != nil {
+	if _, err := scriptCancel.eval(ctx, b.c, scriptCancel.keysOf(q), []any{q.channel, b.origin, tsHex(rows[0].ID)}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)

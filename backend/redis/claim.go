@@ -59,7 +59,7 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptPeek, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.jobPrefix, k.settings, k.reserved, k.readyOld}, args: []any{max, promoteLimit}}
+		calls[i] = scriptPeek.on(k, []any{max, promoteLimit})
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
@@ -124,11 +124,7 @@ func (b *Backend) claimFrom(ctx context.Context, shares map[string]int, lease st
 	for q, n := range shares {
 		k := b.keys.queue(q)
 		queues = append(queues, q)
-		calls = append(calls, &evalCall{
-			s:    scriptClaim,
-			keys: []string{k.ready, k.readyList, k.readyAt, k.counts, k.delayed, k.reserved, k.jobPrefix, k.settings, k.readyOld},
-			args: []any{n, lease, promoteLimit, k.channel, b.origin},
-		})
+		calls = append(calls, scriptClaim.on(k, []any{n, lease, promoteLimit, k.channel, b.origin}))
 	}
 	err := b.c.evalAll(ctx, calls, false)
 	var rows []*backend.JobRow
@@ -289,7 +285,9 @@ func (b *Backend) readByID(ctx context.Context, id int64, key func(*queueKeys, i
 // leaseMicros is a lease as whole µs for a script.
 func leaseMicros(d time.Duration) string { return strconv.FormatInt(microsCeil(d), 10) }
 
-// adoptLimit bounds the jobs one call of the script "adopt" moves.
+// adoptLimit bounds the jobs one call of the script "adopt" moves, and
+// one of "expired", which moves those a layout-4 process still running
+// readied since, on every lease sweep (see adopt in scripts.lua).
 const adoptLimit = 1000
 
 // adoptReady moves the ready jobs of every queue from the ready set of
@@ -303,7 +301,7 @@ func (b *Backend) adoptReady(ctx context.Context) error {
 	for _, name := range queues {
 		k := b.keys.queue(name)
 		for {
-			res, err := b.c.eval(ctx, scriptAdopt, []string{k.readyOld, k.ready, k.jobPrefix}, []any{adoptLimit})
+			res, err := scriptAdopt.eval(ctx, b.c, scriptAdopt.keysOf(k), []any{adoptLimit})
 			if err != nil {
 				return fmt.Errorf("queue %s: %w", name, err)
 			}

@@ -9,12 +9,14 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// TestMigrateLayout4: a prefix of layout 4 keeps its ready jobs in p,
-// scored -priority with the bare ID as member. Migrate moves them into q,
-// the ready set in claim order, and raises the marker to 5; afterwards the
-// jobs are claimed by priority, then due time, then ID. A layout-4 process
-// still running may put jobs in p after that: claims take them over, a
-// cancel finds them there, and stats count them.
+// TestMigrateLayout4: a prefix of layout 4 keeps its ready jobs in p
+// (readyOld), scored -priority with the bare ID as member. Migrate moves
+// them into q (ready), the ready set in claim order, and raises the
+// marker; afterwards the jobs are claimed by priority, then due time, then
+// ID. A layout-4 process still running may put jobs in p after that: a
+// cancel finds them there, stats and lists count them, and the next lease
+// sweep takes them over (claims never read p, so that they pay nothing
+// for an upgrade long done).
 func TestMigrateLayout4(t *testing.T) {
 	b := openTest(t, Options{})
 	ctx := t.Context()
@@ -93,6 +95,12 @@ func TestMigrateLayout4(t *testing.T) {
 	list, err := b.JobList(ctx, backend.JobListParams{State: backend.ListPending})
 	if err != nil || len(list) != 5 {
 		t.Fatalf("JobList pending = %d jobs, %v; want 5", len(list), err)
+	}
+	if _, err := b.LeaseSweep(ctx, backend.SweepParams{}); err != nil {
+		t.Fatal(err)
+	}
+	if card(q.readyOld) != 0 || card(q.ready) != 4 {
+		t.Fatalf("after a sweep: p %d, q %d; want 0, 4", card(q.readyOld), card(q.ready))
 	}
 
 	// By ID (layout 4's order) this would be j4 j1 j2 j3 j6.

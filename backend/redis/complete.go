@@ -104,19 +104,16 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := make([]string, 0, 15+len(g.items))
-		// base: a task's job ends its task (workflows.lua).
-		keys = append(keys, q.meta, q.ready, q.readyAt, q.delayed, q.reserved, q.failed, q.xPrefix,
-			q.completed, q.completedAt, q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList, q.base())
+		keys := scriptComplete.keysFor(q, len(g.items))
 		args := make([]any, 0, 4+5*len(g.items))
 		args = append(args, q.channel, b.origin, len(g.items))
 		for _, i := range g.items {
 			o := outcomes[i]
-			keys = append(keys, q.job(o.Ref.ID))
+			keys = scriptComplete.itemKeys(keys, q, o.Ref.ID)
 			args = append(args, tsHex(o.Ref.ID), o.Ref.Token, outcomeKind(o),
 				strconv.FormatInt(microsCeil(o.RetryDelay), 10), outcomeText(o))
 		}
-		calls[gi] = &evalCall{s: scriptComplete, keys: keys, args: args}
+		calls[gi] = scriptComplete.call(keys, args)
 	}
 	if err := b.endReplies(ctx, "complete", calls, groups, stale, cancelled); err != nil {
 		return res, err
@@ -191,13 +188,13 @@ func (b *Backend) extend(ctx context.Context, refs []backend.JobRef, lease time.
 	}
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
-		keys := []string{g.q.reserved}
+		keys := scriptExtend.keysFor(g.q, len(g.items))
 		args := []any{leaseMicros(lease)}
 		for _, i := range g.items {
-			keys = append(keys, g.q.job(refs[i].ID))
+			keys = scriptExtend.itemKeys(keys, g.q, refs[i].ID)
 			args = append(args, tsHex(refs[i].ID), refs[i].Token)
 		}
-		calls[gi] = &evalCall{s: scriptExtend, keys: keys, args: args}
+		calls[gi] = scriptExtend.call(keys, args)
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
@@ -261,14 +258,13 @@ func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.C
 	calls := make([]*evalCall, len(groups))
 	for gi, g := range groups {
 		q := g.q
-		keys := []string{q.meta, q.ready, q.readyAt, q.reserved, q.failed, q.xPrefix,
-			q.cancelled, q.cancelledAt, q.cancelling, q.finishedPrefix, q.readyList, q.base()}
+		keys := scriptRelease.keysFor(q, len(g.items))
 		args := []any{q.channel, b.origin, backend.MaxFreeReleases, backend.ReleasedError}
 		for _, i := range g.items {
-			keys = append(keys, q.job(refs[i].ID))
+			keys = scriptRelease.itemKeys(keys, q, refs[i].ID)
 			args = append(args, tsHex(refs[i].ID), refs[i].Token)
 		}
-		calls[gi] = &evalCall{s: scriptRelease, keys: keys, args: args}
+		calls[gi] = scriptRelease.call(keys, args)
 	}
 	if err := b.endReplies(ctx, "release", calls, groups, stale, cancelled); err != nil {
 		return backend.CompleteResult{}, err

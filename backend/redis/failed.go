@@ -81,7 +81,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	}
 	var out []failedRecord
 	for len(out) < limit {
-		res, err := b.c.eval(ctx, scriptFailedScan, []string{k.failed, k.xPrefix},
+		res, err := scriptFailedScan.eval(ctx, b.c, scriptFailedScan.keysOf(k),
 			[]any{cursor, fa.before, fa.older, fa.typ, limit - len(out), scanBudget, what})
 		if err != nil {
 			return nil, 0, err
@@ -360,15 +360,13 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 	calls := make([]*evalCall, len(order))
 	for i, q := range order {
 		k := b.keys.queue(q)
-		keys := []string{k.ready, k.readyAt, k.failed, k.readyList}
+		keys := scriptReplay.keysFor(k, len(byQueue[q]))
 		args := []any{k.channel, b.origin, strictArg}
 		for _, r := range byQueue[q] {
-			keys = append(keys, k.failedJob(r.fid), k.job(r.jobID))
+			keys = scriptReplay.itemKeys(keys, k, r.fid, r.jobID)
 			args = append(args, tsHex(r.fid), tsHex(r.jobID))
 		}
-		// Last, base: a task's replay reopens its task (workflows.lua).
-		keys = append(keys, k.base())
-		calls[i] = &evalCall{s: scriptReplay, keys: keys, args: args}
+		calls[i] = scriptReplay.call(keys, args)
 	}
 	callErr := b.c.evalAll(ctx, calls, false)
 	// unmoved are the jobs known to be still failed: their replay never
@@ -475,15 +473,13 @@ func (b *Backend) purgeIDs(ctx context.Context, ids []int64) (int, error) {
 	}
 	calls := make([]*evalCall, len(groups))
 	for i, g := range groups {
-		keys := []string{g.q.failed}
+		keys := scriptPurge.keysFor(g.q, len(g.items))
 		args := make([]any, 0, len(g.items))
 		for _, j := range g.items {
-			keys = append(keys, g.q.failedJob(ids[j]))
+			keys = scriptPurge.itemKeys(keys, g.q, ids[j])
 			args = append(args, tsHex(ids[j]))
 		}
-		// Last, base: a task's failed job counts in its workflow (workflows.lua).
-		keys = append(keys, g.q.base())
-		calls[i] = &evalCall{s: scriptPurge, keys: keys, args: args}
+		calls[i] = scriptPurge.call(keys, args)
 	}
 	err = b.c.evalAll(ctx, calls, false)
 	n := 0
@@ -534,7 +530,7 @@ func (b *Backend) purgeFilter(ctx context.Context, filter backend.FailedFilter, 
 			cursor = tsBelow(upper, idx)
 		}
 		for {
-			res, err := b.c.eval(ctx, scriptPurgeScan, []string{k.failed, k.xPrefix, k.base()},
+			res, err := scriptPurgeScan.eval(ctx, b.c, scriptPurgeScan.keysOf(k),
 				[]any{cursor, fa.before, fa.older, fa.typ, backend.ChunkSize, scanBudget})
 			if err != nil {
 				return total, err

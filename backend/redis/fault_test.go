@@ -733,7 +733,7 @@ func TestUniqueDuplicateNamesLiveJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The reservation an insert made before its script was lost.
-	if _, err := b.c.eval(ctx, scriptUReserve, []string{b.keys.unique}, []any{"k", idHex(ghost)}); err != nil {
+	if _, err := scriptUReserve.eval(ctx, b.c, scriptUReserve.prefixKeys(b.keys), []any{"k", idHex(ghost)}); err != nil {
 		t.Fatal(err)
 	}
 	b.grace = 3 * time.Second

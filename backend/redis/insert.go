@@ -129,11 +129,7 @@ func (b *Backend) runInsert(ctx context.Context, q *queueKeys, params []backend.
 // of queue q.
 func (b *Backend) insert1Call(q *queueKeys, p *backend.InsertParams) *evalCall {
 	record := appendRecord(make([]byte, 0, len(p.Type)+len(p.Payload)+recordOverhead), p)
-	return &evalCall{
-		s:    scriptInsert1,
-		keys: []string{q.meta, q.ready, q.readyList, q.jobPrefix, q.inserted},
-		args: []any{q.channel, b.origin, record},
-	}
+	return scriptInsert1.on(q, []any{q.channel, b.origin, record})
 }
 
 // afterInsert1 reads the reply of script insert1 (ts * 2 + woke), passes
@@ -187,9 +183,9 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 		}
 		return &params[j]
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.inserted, q.readyList}
+	keys := scriptInsert.keysFor(q, len(ids))
 	for _, id := range ids {
-		keys = append(keys, q.job(id))
+		keys = scriptInsert.itemKeys(keys, q, id)
 	}
 	// The records share one buffer, sized so that it never moves: each
 	// argument is a slice of it.
@@ -225,7 +221,7 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 	for _, id := range ids {
 		args = append(args, tsHex(id))
 	}
-	return &evalCall{s: scriptInsert, keys: keys, args: args}
+	return scriptInsert.call(keys, args)
 }
 
 // recordOverhead bounds the bytes of a record (field d) beyond its type
@@ -395,7 +391,7 @@ func (b *Backend) mintIDs(ctx context.Context, groups []*insertGroup, n int) err
 			if len(groups) == 1 {
 				count = len(g.items)
 			}
-			calls[i] = &evalCall{s: scriptMint, keys: []string{g.q.meta}, args: []any{count, least}}
+			calls[i] = scriptMint.on(g.q, []any{count, least})
 		}
 		start := time.Now()
 		if err := b.c.evalAll(ctx, calls, false); err != nil {

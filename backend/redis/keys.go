@@ -82,18 +82,24 @@ func parseTS(s string, q int) (int64, error) {
 	return makeID(int64(u), q), nil
 }
 
-// keyspace names every key of one key prefix (see the layout at the top of
-// scripts.lua). Per-queue names are built once and cached.
+// keyspace names every key of one key prefix. A key has one name: its
+// field here or in queueKeys, the name script declarations (scripts.go)
+// and script headers give it, and its entry in the key legend at the top
+// of scripts.lua, which shows the key string behind it (TestKeyNames and
+// TestScriptKeys check that they agree). Per-queue names are built once
+// and cached.
 type keyspace struct {
 	prefix string
-	schema string // P:schema: the data layout version
-	queues string // P:queues: the queue registry
-	unique string // P:unique: unique key -> holder
-	// schedules is P:schedules: schedule name -> definition (schedule.go)
+	schema string // the data layout version
+	queues string // the queue registry
+	unique string // unique key -> holder
+	// schedules is schedule name -> definition (schedule.go)
 	schedules string
-	// cancels is P:cancels: raised after every cancel request that marked
-	// a running job (cancel.go)
+	// cancels is raised after every cancel request that marked a running
+	// job (cancel.go)
 	cancels string
+	// pruneTurn is the prune turn's holder, with an expiry (retention.go)
+	pruneTurn string
 
 	mu     sync.RWMutex
 	byName map[string]*queueKeys
@@ -107,38 +113,38 @@ func newKeyspace(prefix string) *keyspace {
 		unique:    prefix + ":unique",
 		schedules: prefix + ":schedules",
 		cancels:   prefix + ":cancels",
+		pruneTurn: prefix + ":turn:prune",
 		byName:    map[string]*queueKeys{},
 	}
 }
 
 // queueKeys are the keys of one queue, all with the hash tag {queue} so
-// that every script on them runs in one Cluster slot.
+// that every script on them runs in one Cluster slot. The comments give
+// each key's string after "P:{Q}:"; the legend in scripts.lua says what
+// it holds.
 type queueKeys struct {
-	name      string
-	meta      string // t: the last ID time part handed out
-	ready     string // q: ready jobs in claim order (priority, due time, ID)
-	readyOld  string // p: layout 4's ready set, only read to move its jobs into q (adopt in scripts.lua)
-	readyList string // l: ready jobs of priority 0 without options but metadata, IDs minted in the script
-	readyAt   string // o
-	counts    string // n
-	delayed   string // d
-	reserved  string // r
-	failed    string // f
-	settings  string // s: control settings (queues.go)
-	jobPrefix string // j:
-	xPrefix   string // x:
-	channel   string // w
-	// cancel.go, retention.go
-	cancelling     string // c
-	completed      string // kc
+	name           string
+	lastTS         string // t
+	ready          string // q
+	readyOld       string // p: only read, to move its jobs into ready (adopt in scripts.lua)
+	readyList      string // l
+	readyAt        string // o
+	readyAtCounts  string // n
+	delayed        string // d
+	reserved       string // r
+	failed         string // f
+	settings       string // s (queues.go)
+	jobPrefix      string // j:
+	failedPrefix   string // x:
+	channel        string // w: not a key, the queue's pub/sub channel
+	cancelling     string // c (cancel.go)
+	completed      string // kc (retention.go)
 	completedAt    string // kct
 	cancelled      string // kx
 	cancelledAt    string // kxt
 	finishedPrefix string // y:
-	// schedule.go
-	ticks string // ts: last ticks of the schedules enqueueing into the queue
-	// inserted.go
-	inserted string // i: jobs ever inserted into the queue
+	ticks          string // ts (schedule.go)
+	inserted       string // i (inserted.go)
 }
 
 // queue returns the keys of queue q.
@@ -151,9 +157,9 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	}
 	base := ks.prefix + ":{" + q + "}:"
 	k = &queueKeys{
-		name: q, meta: base + "t", ready: base + "q", readyOld: base + "p", readyList: base + "l", readyAt: base + "o", counts: base + "n",
-		delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
-		jobPrefix: base + "j:", xPrefix: base + "x:", channel: base + "w",
+		name: q, lastTS: base + "t", ready: base + "q", readyOld: base + "p", readyList: base + "l", readyAt: base + "o",
+		readyAtCounts: base + "n", delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
+		jobPrefix: base + "j:", failedPrefix: base + "x:", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
 		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
 		ticks: base + "ts", inserted: base + "i",
@@ -166,11 +172,55 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	return k
 }
 
+// queueKeyNames resolves the names of a queue's keys that scripts take:
+// script declarations are resolved through it once, at init, so that
+// building a call's KEYS costs no lookup. base (workflow.go) is the
+// queue's key prefix, which scripts extend to keys they are not given.
+var queueKeyNames = map[string]func(*queueKeys) string{
+	"lastTS":         func(k *queueKeys) string { return k.lastTS },
+	"ready":          func(k *queueKeys) string { return k.ready },
+	"readyOld":       func(k *queueKeys) string { return k.readyOld },
+	"readyList":      func(k *queueKeys) string { return k.readyList },
+	"readyAt":        func(k *queueKeys) string { return k.readyAt },
+	"readyAtCounts":  func(k *queueKeys) string { return k.readyAtCounts },
+	"delayed":        func(k *queueKeys) string { return k.delayed },
+	"reserved":       func(k *queueKeys) string { return k.reserved },
+	"failed":         func(k *queueKeys) string { return k.failed },
+	"settings":       func(k *queueKeys) string { return k.settings },
+	"jobPrefix":      func(k *queueKeys) string { return k.jobPrefix },
+	"failedPrefix":   func(k *queueKeys) string { return k.failedPrefix },
+	"cancelling":     func(k *queueKeys) string { return k.cancelling },
+	"completed":      func(k *queueKeys) string { return k.completed },
+	"completedAt":    func(k *queueKeys) string { return k.completedAt },
+	"cancelled":      func(k *queueKeys) string { return k.cancelled },
+	"cancelledAt":    func(k *queueKeys) string { return k.cancelledAt },
+	"finishedPrefix": func(k *queueKeys) string { return k.finishedPrefix },
+	"ticks":          func(k *queueKeys) string { return k.ticks },
+	"inserted":       func(k *queueKeys) string { return k.inserted },
+	"base":           (*queueKeys).base,
+}
+
+// itemKeyNames resolves the names of the keys a script takes one of per
+// item (a job or failed job named by its ID).
+var itemKeyNames = map[string]func(*queueKeys, int64) string{
+	"job":       (*queueKeys).job,
+	"failedJob": (*queueKeys).failedJob,
+}
+
+// prefixKeyNames resolves the names of the keys of the whole prefix that
+// scripts take.
+var prefixKeyNames = map[string]func(*keyspace) string{
+	"queues":    func(ks *keyspace) string { return ks.queues },
+	"unique":    func(ks *keyspace) string { return ks.unique },
+	"schedules": func(ks *keyspace) string { return ks.schedules },
+	"pruneTurn": func(ks *keyspace) string { return ks.pruneTurn },
+}
+
 // job returns the key of the live job with ID id.
 func (k *queueKeys) job(id int64) string { return k.jobPrefix + tsHex(id) }
 
 // failedJob returns the key of the failed job with failed ID fid.
-func (k *queueKeys) failedJob(fid int64) string { return k.xPrefix + tsHex(fid) }
+func (k *queueKeys) failedJob(fid int64) string { return k.failedPrefix + tsHex(fid) }
 
 // queueOfChannel returns the queue whose wake-up channel is ch, or false.
 func (ks *keyspace) queueOfChannel(ch string) (string, bool) {

@@ -2,6 +2,9 @@ package redis
 
 import (
 	"math/rand/v2"
+	"reflect"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,7 +90,7 @@ return out`))
 	for i, ts := range tss {
 		args[i] = ts
 	}
-	res, err := b.c.eval(t.Context(), s, []string{b.keys.queue("q").meta}, args)
+	res, err := b.c.eval(t.Context(), s, []string{b.keys.queue("q").lastTS}, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,3 +125,67 @@ func TestTimePrecision(t *testing.T) {
 		t.Fatalf("QueueStats = %+v, %v; want 1 scheduled", st, err)
 	}
 }
+
+// TestKeyNames: a key has one name. Each key field of keyspace and
+// queueKeys is in the key legend of scripts.lua under its own name, with
+// the key string the field holds; each name script declarations resolve
+// (queueKeyNames, itemKeyNames, prefixKeyNames) gives the key of the
+// legend entry of that name; and the legend names nothing else.
+func TestKeyNames(t *testing.T) {
+	legend := map[string]string{}
+	for _, m := range legendEntry.FindAllStringSubmatch(scriptsSource, -1) {
+		if _, dup := legend[m[1]]; dup {
+			t.Errorf("legend names %s twice", m[1])
+		}
+		legend[m[1]] = m[2]
+	}
+	// With prefix P and queue Q, a key is its legend's text.
+	ks := newKeyspace("P")
+	q := ks.queue("Q")
+	id := makeID(12345, 1)
+	named := map[string]bool{}
+	seen := map[string]string{}
+	check := func(what, name, key string) {
+		t.Helper()
+		named[name] = true
+		if want, ok := legend[name]; !ok {
+			t.Errorf("%s %s is not in the key legend of scripts.lua", what, name)
+		} else if want = strings.ReplaceAll(want, "<ts>", tsHex(id)); key != want {
+			t.Errorf("%s %s is %q; the legend has %q", what, name, key, want)
+		}
+		if other, ok := seen[key]; ok && other != name {
+			t.Errorf("key %q has two names, %s and %s", key, other, name)
+		}
+		seen[key] = name
+	}
+	fields := func(v reflect.Value, skip string) {
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if f.Type.Kind() == reflect.String && f.Name != skip {
+				check("field "+v.Type().Name()+"."+f.Name, f.Name, v.Field(i).String())
+			}
+		}
+	}
+	fields(reflect.ValueOf(ks).Elem(), "prefix")
+	fields(reflect.ValueOf(q).Elem(), "name")
+	for name, key := range queueKeyNames {
+		check("queueKeyNames", name, key(q))
+	}
+	for name, key := range itemKeyNames {
+		check("itemKeyNames", name, key(q, id))
+	}
+	for name, key := range prefixKeyNames {
+		check("prefixKeyNames", name, key(ks))
+	}
+	for name := range legend {
+		if !named[name] {
+			t.Errorf("the key legend names %s, which keys.go does not", name)
+		}
+	}
+	if len(legend) < 30 {
+		t.Errorf("read %d entries of the key legend; its format changed?", len(legend))
+	}
+}
+
+// legendEntry is an entry of the key legend of scripts.lua: name, key.
+var legendEntry = regexp.MustCompile(`(?m)^--   ([a-z][A-Za-z]*) +(P:\S*)`)

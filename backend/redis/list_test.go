@@ -106,7 +106,7 @@ func TestSingleInsertList(t *testing.T) {
 		t.Fatalf("the job with metadata was claimed with %v, want %v", md, jobs[1].Metadata)
 	}
 	want("all claimed", nil, 0, 0)
-	if n, err := b.c.rdb.Do(ctx, b.c.rdb.B().Exists().Key(q.readyList, q.ready, q.readyAt, q.counts).Build()).AsInt64(); err != nil || n != 0 {
+	if n, err := b.c.rdb.Do(ctx, b.c.rdb.B().Exists().Key(q.readyList, q.ready, q.readyAt, q.readyAtCounts).Build()).AsInt64(); err != nil || n != 0 {
 		t.Fatalf("EXISTS l p o n = %d, %v; want 0", n, err)
 	}
 
@@ -177,7 +177,7 @@ func TestInsert1ClockBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ahead = int64(100_000_000_000_000) // about three years past the clock
-	if err := b.c.rdb.Do(ctx, b.c.rdb.B().Set().Key(q.meta).Value(strconv.FormatInt(ahead, 10)).Build()).Error(); err != nil {
+	if err := b.c.rdb.Do(ctx, b.c.rdb.B().Set().Key(q.lastTS).Value(strconv.FormatInt(ahead, 10)).Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
 	p := backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
@@ -190,7 +190,7 @@ func TestInsert1ClockBehind(t *testing.T) {
 			t.Fatalf("insert %d got ts %s; want %s (the last one + 1)", i, got, want)
 		}
 	}
-	if last, err := b.c.rdb.Do(ctx, b.c.rdb.B().Get().Key(q.meta).Build()).AsInt64(); err != nil || last != ahead+2 {
+	if last, err := b.c.rdb.Do(ctx, b.c.rdb.B().Get().Key(q.lastTS).Build()).AsInt64(); err != nil || last != ahead+2 {
 		t.Fatalf("t = %d, %v; want %d", last, err, ahead+2)
 	}
 }

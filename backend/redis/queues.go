@@ -86,7 +86,7 @@ func (b *Backend) setControl(ctx context.Context, queue string, wake bool, args 
 		argv = append(argv, a)
 	}
 	argv = append(argv, k.channel, b.origin)
-	if _, err := b.c.eval(ctx, scriptQCtl, []string{k.settings}, argv); err != nil {
+	if _, err := scriptQCtl.eval(ctx, b.c, scriptQCtl.keysOf(k), argv); err != nil {
 		return err
 	}
 	if wake {

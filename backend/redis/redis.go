@@ -174,12 +174,14 @@ func init() {
 // match, and the marker keeps it out; Migrate raises 2 and 3 to 4 in place
 // (their jobs have no k, read as 0: never claimed under a token). Layout
 // 5 orders the ready set by priority, then due time, then ID: its members
-// carry the due time, so it is a new key (q) beside layout 4's (p, members
-// the bare IDs). Migrate moves the jobs of p into q; claims move any that
-// a layout-4 process still running puts in p later, and a layout-4
-// process never sees q, so neither build strands the other's jobs while
-// both run (the old one claims only what it readied itself, in its old
-// order). The marker keeps layout-4 builds from starting on the prefix.
+// carry the due time, so it is a new key (ready, P:{Q}:q) beside layout
+// 4's (readyOld, P:{Q}:p, members the bare IDs). Migrate moves the jobs of
+// readyOld into ready; lease sweeps move any that a layout-4 process still
+// running puts in readyOld later (claims never read it), and a layout-4
+// process never sees ready, so neither build strands the other's jobs
+// while both run (the old one claims only what it readied itself, in its
+// old order). The marker keeps layout-4 builds from starting on the
+// prefix.
 // Layout 6 adds workflows (workflows.lua): new keys, and the field w of a
 // task's job hash, which obliges whatever ends or replays the job to end
 // or reopen its task in the same script. A layout-5 build would end such

@@ -38,7 +38,7 @@ func (r *registry) index(ctx context.Context, q string) (int, error) {
 	if ok {
 		return idx, nil
 	}
-	res, err := r.b.c.eval(ctx, scriptRegister, []string{r.b.keys.queues}, []any{q, MaxQueues})
+	res, err := scriptRegister.eval(ctx, r.b.c, scriptRegister.prefixKeys(r.b.keys), []any{q, MaxQueues})
 	if err != nil {
 		return 0, err
 	}

@@ -14,14 +14,6 @@ import (
 
 var _ backend.Retainer = (*Backend)(nil)
 
-// finishedSets returns a queue's sets (by ID, by time) of state s.
-func (k *queueKeys) finishedSets(s backend.FinishedState) (byID, byTime string) {
-	if s == backend.FinishedCancelled {
-		return k.cancelled, k.cancelledAt
-	}
-	return k.completed, k.completedAt
-}
-
 // listQueues is the queues a list filtered by queue looks at.
 func (b *Backend) listQueues(ctx context.Context, queue string) ([]string, error) {
 	return b.filterQueues(ctx, backend.FailedFilter{Queue: queue})
@@ -71,10 +63,9 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 			return nil, err
 		}
 		q := b.keys.queue(name)
-		byID, _ := q.finishedSets(params.State)
-		res, err := b.c.eval(ctx, scriptFinishedScan, []string{byID, q.finishedPrefix}, []any{
+		res, err := scriptFinishedScan.eval(ctx, b.c, scriptFinishedScan.keysOf(q), []any{
 			upperTS(params.BeforeID, idx), params.Filter.Type,
-			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
+			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit, string(params.State),
 		})
 		if err != nil {
 			return nil, err
@@ -125,9 +116,8 @@ func (b *Backend) finishedPrune(ctx context.Context, params backend.FinishedPrun
 	total := 0
 	for _, name := range queues {
 		q := b.keys.queue(name)
-		byID, byTime := q.finishedSets(params.State)
 		for {
-			res, err := b.c.eval(ctx, scriptPruneFinished, []string{byID, byTime, q.finishedPrefix}, []any{older, backend.ChunkSize})
+			res, err := scriptPruneFinished.eval(ctx, b.c, scriptPruneFinished.keysOf(q), []any{older, backend.ChunkSize, string(params.State)})
 			if err != nil {
 				return total, err
 			}
@@ -171,7 +161,7 @@ func (b *Backend) jobList(ctx context.Context, params backend.JobListParams, lim
 			return nil, err
 		}
 		q := b.keys.queue(name)
-		res, err := b.c.eval(ctx, scriptJobList, []string{q.ready, q.delayed, q.reserved, q.jobPrefix, q.readyList, q.readyOld}, []any{
+		res, err := scriptJobList.eval(ctx, b.c, scriptJobList.keysOf(q), []any{
 			string(params.State), upperTS(params.BeforeID, idx), params.Filter.Type,
 			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
 		})
@@ -216,7 +206,7 @@ func (b *Backend) PruneTurn(ctx context.Context, holder string, ttl time.Duratio
 	if err := backend.ValidatePruneTurn(holder, ttl); err != nil {
 		return false, fmt.Errorf("%s: %w", op, err)
 	}
-	res, err := b.c.eval(ctx, scriptTurn, []string{b.keys.prefix + ":turn:prune"}, []any{holder, max(1, ttl.Milliseconds())})
+	res, err := scriptTurn.eval(ctx, b.c, scriptTurn.prefixKeys(b.keys), []any{holder, max(1, ttl.Milliseconds())})
 	if err != nil {
 		return false, b.fail(op, err)
 	}

@@ -52,7 +52,7 @@ func (b *Backend) ScheduleUpsert(ctx context.Context, defs []backend.ScheduleDef
 	for _, d := range defs {
 		args = append(args, d.Name, d.Queue, d.Type, d.Spec)
 	}
-	res, err := b.c.eval(ctx, scriptSchedule, []string{b.keys.schedules}, args)
+	res, err := scriptSchedule.eval(ctx, b.c, scriptSchedule.prefixKeys(b.keys), args)
 	if err != nil {
 		return nil, b.fail(op, err)
 	}
@@ -100,7 +100,7 @@ func (b *Backend) moveTick(ctx context.Context, name, from, to string) error {
 	if err != nil || recs[0] == "" {
 		return err
 	}
-	_, err = b.c.eval(ctx, scriptTickMove, []string{b.keys.queue(to).ticks}, []any{name, recs[0]})
+	_, err = scriptTickMove.eval(ctx, b.c, scriptTickMove.keysOf(b.keys.queue(to)), []any{name, recs[0]})
 	return err
 }
 
@@ -142,9 +142,8 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 	if len(j.Metadata) > 0 {
 		md = jsonstr.Object(j.Metadata)
 	}
-	keys := []string{q.meta, q.ready, q.readyAt, q.counts, q.delayed, q.jobPrefix, q.ticks, q.inserted, q.readyList}
 	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue}
-	reply, err := b.c.eval(ctx, scriptTick, keys, args)
+	reply, err := scriptTick.eval(ctx, b.c, scriptTick.keysOf(q), args)
 	if err != nil {
 		return res, b.fail(op, err)
 	}

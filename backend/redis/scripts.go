@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"context"
 	_ "embed"
 	"fmt"
 	"regexp"
@@ -15,43 +16,60 @@ import (
 var scriptsSource string
 
 // The scripts, parsed from scriptsSource at init; each is its body with
-// the helpers it uses in front.
+// the helpers it uses in front, and is declared with the KEYS it takes,
+// by name (see luaScript), in the order of its header.
 var (
-	scriptRegister   = mustScript("register")
-	scriptMint       = mustScript("mint")
-	scriptInsert     = mustScript("insert")
-	scriptInsert1    = mustScript("insert1")
-	scriptPeek       = mustScript("peek")
-	scriptClaim      = mustScript("claim")
-	scriptAdopt      = mustScript("adopt")
-	scriptComplete   = mustScript("complete")
-	scriptExtend     = mustScript("extend")
-	scriptRelease    = mustScript("release")
-	scriptExpired    = mustScript("expired")
-	scriptSweep      = mustScript("sweep")
-	scriptStats      = mustScript("stats")
-	scriptFailedScan = mustScript("failedscan")
-	scriptPurgeScan  = mustScript("purgescan")
-	scriptPurge      = mustScript("purge")
-	scriptReplay     = mustScript("replay")
-	scriptUReserve   = mustScript("ureserve")
-	scriptUSteal     = mustScript("usteal")
-	scriptURelease   = mustScript("urelease")
-	scriptQCtl       = mustScript("qctl")
+	scriptRegister = mustScript("register", "queues")
+	scriptMint     = mustScript("mint", "lastTS")
+	scriptInsert   = mustScript("insert", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
+		"inserted", "readyList", "job...")
+	scriptInsert1 = mustScript("insert1", "lastTS", "ready", "readyList", "jobPrefix", "inserted")
+	scriptPeek    = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved")
+	scriptClaim   = mustScript("claim", "ready", "readyList", "readyAt", "readyAtCounts", "delayed", "reserved",
+		"jobPrefix", "settings")
+	scriptAdopt    = mustScript("adopt", "readyOld", "ready", "jobPrefix")
+	scriptComplete = mustScript("complete", "lastTS", "ready", "readyAt", "delayed", "reserved", "failed",
+		"failedPrefix", "completed", "completedAt", "cancelled", "cancelledAt", "cancelling", "finishedPrefix",
+		"readyList", "base", "job...")
+	scriptExtend  = mustScript("extend", "reserved", "job...")
+	scriptRelease = mustScript("release", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
+		"cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base", "job...")
+	scriptExpired = mustScript("expired", "reserved", "readyOld", "ready", "jobPrefix")
+	scriptSweep   = mustScript("sweep", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
+		"jobPrefix", "cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base")
+	scriptStats = mustScript("stats", "ready", "readyList", "readyAt", "delayed", "reserved", "failed",
+		"jobPrefix", "readyOld")
+	scriptFailedScan = mustScript("failedscan", "failed", "failedPrefix")
+	scriptPurgeScan  = mustScript("purgescan", "failed", "failedPrefix", "base")
+	scriptPurge      = mustScript("purge", "failed", "base", "failedJob...")
+	scriptReplay     = mustScript("replay", "ready", "readyAt", "failed", "readyList", "base", "failedJob...", "job...")
+	scriptUReserve   = mustScript("ureserve", "unique")
+	scriptUSteal     = mustScript("usteal", "unique")
+	scriptURelease   = mustScript("urelease", "unique")
+	scriptQCtl       = mustScript("qctl", "settings")
 	// cancel.go, retention.go
-	scriptCancel        = mustScript("cancel")
-	scriptCancelling    = mustScript("cancelling")
-	scriptFinishedScan  = mustScript("finishedscan")
-	scriptJobList       = mustScript("joblist")
-	scriptPruneFinished = mustScript("prunefinished")
-	scriptTurn          = mustScript("turn")
-	scriptSchedule      = mustScript("schedule")
-	scriptTick          = mustScript("tick")
-	scriptTickMove      = mustScript("tickmove")
+	scriptCancel        = mustScript("cancel", cancelKeyNames...)
+	scriptCancelling    = mustScript("cancelling", "cancelling", "jobPrefix")
+	scriptFinishedScan  = mustScript("finishedscan", "completed", "cancelled", "finishedPrefix")
+	scriptJobList       = mustScript("joblist", "ready", "delayed", "reserved", "jobPrefix", "readyList", "readyOld")
+	scriptPruneFinished = mustScript("prunefinished", "completed", "completedAt", "cancelled", "cancelledAt",
+		"finishedPrefix")
+	scriptTurn     = mustScript("turn", "pruneTurn")
+	scriptSchedule = mustScript("schedule", "schedules")
+	scriptTick     = mustScript("tick", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
+		"ticks", "inserted", "readyList")
+	scriptTickMove = mustScript("tickmove", "ticks")
 )
 
-// allScripts lists every script, for loading them at open.
-var allScripts = []*script{
+// cancelKeyNames are the KEYS of the script "cancel", and of "wfcancel",
+// which cancels jobs with the same helper (cancel1 in scripts.lua).
+var cancelKeyNames = []string{
+	"ready", "readyAt", "readyAtCounts", "delayed", "failed", "cancelling", "cancelled", "cancelledAt",
+	"jobPrefix", "finishedPrefix", "failedPrefix", "readyList", "readyOld", "base",
+}
+
+// allLuaScripts lists every script, for the tests of their declarations.
+var allLuaScripts = []*luaScript{
 	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
@@ -61,6 +79,94 @@ var allScripts = []*script{
 	// workflow_scripts.go
 	scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats,
 	scriptWfCheck, scriptWfPrune,
+}
+
+// allScripts lists every script, for loading them at open.
+var allScripts = func() []*script {
+	out := make([]*script, len(allLuaScripts))
+	for i, s := range allLuaScripts {
+		out[i] = s.script
+	}
+	return out
+}()
+
+// A luaScript is a script and the one declaration of the KEYS it takes:
+// names (keys.go) that TestScriptKeys checks against the script's header,
+// resolved at init so that a call's KEYS are built from the declaration
+// at the cost of the slice alone (claims and completions build them on
+// every call). A script takes the keys of one queue, or of the whole
+// prefix; a queue's scripts may end with keys repeated per item (a job
+// key per outcome, say), which the caller adds with itemKeys.
+type luaScript struct {
+	*script
+	names []string // the KEYS before the items', in order
+	each  []string // the names of the KEYS repeated per item, in order
+
+	queue  []func(*queueKeys) string
+	prefix []func(*keyspace) string
+	item   []func(*queueKeys, int64) string
+}
+
+// keysOf returns the KEYS of a call of s on queue q, s taking no keys
+// per item.
+func (s *luaScript) keysOf(q *queueKeys) []string {
+	if len(s.item) > 0 {
+		panic(fmt.Sprintf("redis: script %s takes keys per item: build them with keysFor", s.name))
+	}
+	return s.keysFor(q, 0)
+}
+
+// keysFor returns the KEYS of a call of s on queue q before the items',
+// with room for the keys of items items.
+func (s *luaScript) keysFor(q *queueKeys, items int) []string {
+	if s.queue == nil {
+		panic(fmt.Sprintf("redis: script %s takes the prefix's keys, not a queue's", s.name))
+	}
+	keys := make([]string, len(s.queue), len(s.queue)+items*len(s.item))
+	for i, key := range s.queue {
+		keys[i] = key(q)
+	}
+	return keys
+}
+
+// itemKeys appends to keys those of one item: ids names the job or failed
+// job of each key of the item, in the order of the declaration.
+func (s *luaScript) itemKeys(keys []string, q *queueKeys, ids ...int64) []string {
+	if len(ids) != len(s.item) {
+		panic(fmt.Sprintf("redis: script %s takes %d keys per item, given %d IDs", s.name, len(s.item), len(ids)))
+	}
+	for i, key := range s.item {
+		keys = append(keys, key(q, ids[i]))
+	}
+	return keys
+}
+
+// prefixKeys returns the KEYS of a call of s, a script on keys of the
+// whole prefix.
+func (s *luaScript) prefixKeys(ks *keyspace) []string {
+	if s.prefix == nil {
+		panic(fmt.Sprintf("redis: script %s takes a queue's keys, not the prefix's", s.name))
+	}
+	keys := make([]string, len(s.prefix))
+	for i, key := range s.prefix {
+		keys[i] = key(ks)
+	}
+	return keys
+}
+
+// on is a call of s on queue q, for evalAll.
+func (s *luaScript) on(q *queueKeys, args []any) *evalCall {
+	return &evalCall{s: s.script, keys: s.keysOf(q), args: args}
+}
+
+// call is a call of s on keys built by keysFor and itemKeys, for evalAll.
+func (s *luaScript) call(keys []string, args []any) *evalCall {
+	return &evalCall{s: s.script, keys: keys, args: args}
+}
+
+// eval runs s once on keys (see client.eval).
+func (s *luaScript) eval(ctx context.Context, c *client, keys []string, args []any) (any, error) {
+	return c.eval(ctx, s.script, keys, args)
 }
 
 // helper is one "--- helper" block of scriptsSource and the names it
@@ -164,12 +270,40 @@ func withHelpers(body string) string {
 	return out.String()
 }
 
-// mustScript returns the named script with the helpers it uses in front;
-// a missing one is a programming error, caught by any test.
-func mustScript(name string) *script {
+// mustScript returns the named script with the helpers it uses in front,
+// declared with the names of the KEYS it takes: those of keys.go's
+// queueKeyNames, or else of its prefixKeyNames, then any of itemKeyNames
+// written "name...", repeated per item. A missing script or an unknown
+// or misplaced name is a programming error, caught by any test.
+func mustScript(name string, keys ...string) *luaScript {
 	body, ok := parsedScripts[name]
 	if !ok {
 		panic(fmt.Sprintf("redis: scripts.lua has no script %q", name))
 	}
-	return newScript(name, withHelpers(body))
+	s := &luaScript{script: newScript(name, withHelpers(body))}
+	for _, k := range keys {
+		if each, ok := strings.CutSuffix(k, "..."); ok {
+			key, ok := itemKeyNames[each]
+			if !ok || s.prefix != nil {
+				panic(fmt.Sprintf("redis: script %s: no per-item key %q of a queue", name, each))
+			}
+			s.each, s.item = append(s.each, each), append(s.item, key)
+			continue
+		}
+		if len(s.each) > 0 {
+			panic(fmt.Sprintf("redis: script %s: key %q after the per-item keys", name, k))
+		}
+		if key, ok := queueKeyNames[k]; ok && s.prefix == nil {
+			s.queue = append(s.queue, key)
+		} else if key, ok := prefixKeyNames[k]; ok && s.queue == nil {
+			s.prefix = append(s.prefix, key)
+		} else {
+			panic(fmt.Sprintf("redis: script %s: unknown key %q, or one of a queue and of the prefix both", name, k))
+		}
+		s.names = append(s.names, k)
+	}
+	if len(s.names) == 0 {
+		panic(fmt.Sprintf("redis: script %s declares no keys: a cluster could not route it", name))
+	}
+	return s
 }

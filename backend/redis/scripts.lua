@@ -3,77 +3,106 @@
 -- this file at the "--- script: NAME" lines and prepends the prelude to
 -- each script.
 --
--- Key layout (P is the key prefix, Q a queue name; see keys.go):
---   P:{Q}:t        string the last ID time part handed out in Q
---   P:{Q}:q        zset   ready jobs in claim order: score -priority,
---                         member the time the job became due and its ID
---                         (see rmember), so equal scores order by due time,
---                         then by ID
---   P:{Q}:l        list   ready jobs of priority 0 without options but
---                         metadata that insert1 or insert wrote, minting
---                         their IDs, by ID (the ts as in q), oldest
---                         first: the cheapest
---                         enqueue (RPUSH, no zset). The ready set is
---                         q ∪ l, a job in at most one; claims take both
---                         in one order (see pick). l's jobs have no member
---                         in o: their available time is their created time,
---                         and as they are appended as they are created, l
---                         is in due time order too
---   P:{Q}:p        zset   layout 4's ready set (score -priority, member the
---                         ID): only read, to move its jobs into q (see
---                         adopt); empty once no layout-4 process writes it
---   P:{Q}:o        zset   when the ready jobs of q became available (µs
---                         since 1970), for QueueStats.OldestDue: a member
---                         per ready job (its ID), except that the jobs one
---                         insert made ready now share one member '#<µs>',
---                         counted in n
---   P:{Q}:n        hash   '#<µs>' -> how many ready jobs that member of o
---                         stands for
---   P:{Q}:d        zset   delayed and backing-off jobs by due time (µs)
---   P:{Q}:r        zset   reserved jobs by lease deadline (µs)
---   P:{Q}:f        zset   failed jobs: score 0, member the failed ID's ts
---   P:{Q}:j:<ts>   hash   a live job (fields below)
---   P:{Q}:x:<ts>   hash   a failed job: the job's hash renamed, plus j, e
---   P:{Q}:s        hash   the queue's control settings, absent unless it is
---                         paused or limited: p '1' (paused), cc (concurrency
---                         limit), rl and rp (rate limit per period in µs), rw
---                         and rc (the rate window, now / rp, and the claims
---                         counted in it)
---   P:{Q}:w        pub/sub channel: "n <origin>" (jobs ready now) or
---                  "d <µs until due> <origin>" (a new earliest delayed job)
---   P:{Q}:c        zset   cancelling jobs (reserved, cancel requested):
---                         score 0, member the ID
---   P:{Q}:kc, :kx  zset   kept completed / cancelled jobs: score 0, member
---                         the ID (so they list in ID order)
---   P:{Q}:kct, :kxt zset  the same jobs by finish time (µs), for pruning
---   P:{Q}:y:<ts>   hash   a kept finished job: the job's hash renamed, plus
---                         s (state: completed or cancelled) and fa (µs)
---   P:turn:prune   string the prune turn's holder, with an expiry
---   P:queues       hash   queue registry (script "register")
---   P:unique       hash   unique key -> "<holder ID, 16 hex>@<µs reserved>"
---   P:schedules    hash   schedule name -> "<created µs> <registered µs>
---                         <queue>\n<type>\n<spec>" (script "schedule")
---   P:cancels      string raised (INCR, after the script "cancel") by every
---                         cancel request that marked a running job, so
---                         that polls see when no queue's c can have grown
---                         (cancel.go)
---   P:{Q}:i        string how many jobs were ever inserted into Q (INCRBY
---                         once per insert, insert1 and tick call; a replay
---                         re-creates jobs and does not count), for
---                         backend.InsertCounter: absent until the first
---                         insert by a build that counts
---   P:{Q}:ts       hash   schedule name -> "<last tick µs> <its job's ID>
---                         <µs enqueued> <the job's queue>" for the schedules
---                         whose jobs go to Q (script "tick"): in Q's slot,
---                         so the tick's compare-and-set and its job's insert
---                         are one script; "tickmove" carries a record over
---                         when a schedule's queue changes
---   P:{Q}:wf:<id>, P:{Q}:wt:<id>, P:{Q}:wfs, wfr, wft, wfn, wj
---                         workflows whose tasks are in Q (workflows.lua)
+-- Keys. Each key has one name: its field in keys.go (queueKeys for the
+-- keys of one queue, keyspace for those of the whole prefix), what every
+-- script header calls it ("KEYS[i] name"), and its entry below, which
+-- gives the key string behind it (P the key prefix, Q a queue name). The
+-- key strings are the stored layout (see LayoutVersion in redis.go), not
+-- names. A script's header lists its KEYS as its declaration in
+-- scripts.go builds them, "KEYS[i] name" each, those repeated per item
+-- last, as "KEYS[i..] name..."; TestKeyNames and TestScriptKeys check
+-- that the names agree.
+--   lastTS         P:{Q}:t        string: the last ID time part handed
+--                  out in Q (see reserve)
+--   ready          P:{Q}:q        zset: ready jobs in claim order: score
+--                  -priority, member the time the job became due and its
+--                  ID (see rmember), so equal scores order by due time,
+--                  then by ID
+--   readyList      P:{Q}:l        list: ready jobs of priority 0 without
+--                  options but metadata that insert1 or insert wrote,
+--                  minting their IDs, by ID (the ts as in ready), oldest
+--                  first: the cheapest enqueue (RPUSH, no zset). The ready
+--                  set is ready ∪ readyList, a job in at most one; claims
+--                  take both in one order (see pick). readyList's jobs
+--                  have no member in readyAt: their available time is
+--                  their created time, and as they are appended as they
+--                  are created, readyList is in due time order too
+--   readyOld       P:{Q}:p        zset: layout 4's ready set (score
+--                  -priority, member the ID): only read, to move its jobs
+--                  into ready (see adopt), and empty once no layout-4
+--                  process writes it
+--   readyAt        P:{Q}:o        zset: when the jobs of ready became
+--                  available (µs since 1970), for QueueStats.OldestDue: a
+--                  member per ready job (its ID), except that the jobs one
+--                  insert made ready now share one member '#<µs>', counted
+--                  in readyAtCounts
+--   readyAtCounts  P:{Q}:n        hash: '#<µs>' -> how many ready jobs
+--                  that member of readyAt stands for
+--   delayed        P:{Q}:d        zset: delayed and backing-off jobs by due
+--                  time (µs)
+--   reserved       P:{Q}:r        zset: reserved jobs by lease deadline (µs)
+--   failed         P:{Q}:f        zset: failed jobs: score 0, member the
+--                  failed ID's ts
+--   jobPrefix      P:{Q}:j:       the live jobs' keys but the ID: scripts
+--                  that build a job's key from an ID they read or mint
+--                  (claim, sweep, insert) get it and append the ID
+--   job            P:{Q}:j:<ts>   hash: a live job (fields below); a script
+--                  given the IDs (complete, extend) takes one per item
+--   failedPrefix   P:{Q}:x:       as jobPrefix, for failed jobs
+--   failedJob      P:{Q}:x:<ts>   hash: a failed job: the job's hash
+--                  renamed, plus j, e
+--   settings       P:{Q}:s        hash: the queue's control settings,
+--                  absent unless it is paused or limited: p '1' (paused),
+--                  cc (concurrency limit), rl and rp (rate limit per period
+--                  in µs), rw and rc (the rate window, now / rp, and the
+--                  claims counted in it)
+--   channel        P:{Q}:w        not a key but the queue's pub/sub
+--                  channel, an ARGV: "n <origin>" (jobs ready now) or "d
+--                  <µs until due> <origin>" (a new earliest delayed job)
+--   cancelling     P:{Q}:c        zset: cancelling jobs (reserved, cancel
+--                  requested): score 0, member the ID
+--   completed      P:{Q}:kc       zset: kept completed jobs: score 0,
+--                  member the ID (so they list in ID order)
+--   completedAt    P:{Q}:kct      zset: the same jobs by finish time (µs),
+--                  for pruning
+--   cancelled      P:{Q}:kx       zset: kept cancelled jobs, as completed
+--   cancelledAt    P:{Q}:kxt      zset: the same jobs by finish time (µs)
+--   finishedPrefix P:{Q}:y:       as jobPrefix, for the kept finished jobs:
+--                  P:{Q}:y:<ts> is a hash, the job's hash renamed, plus s
+--                  (state: completed or cancelled) and fa (µs)
+--   ticks          P:{Q}:ts       hash: schedule name -> "<last tick µs>
+--                  <its job's ID> <µs enqueued> <the job's queue>" for the
+--                  schedules whose jobs go to Q (script "tick"): in Q's
+--                  slot, so the tick's compare-and-set and its job's
+--                  insert are one script; "tickmove" carries a record over
+--                  when a schedule's queue changes
+--   inserted       P:{Q}:i        string: how many jobs were ever inserted
+--                  into Q (INCRBY once per insert, insert1 and tick call; a
+--                  replay re-creates jobs and does not count), for
+--                  backend.InsertCounter: absent until the first insert by
+--                  a build that counts
+--   base           P:{Q}:         the queue's key prefix: scripts that
+--                  write keys they are not given build them from it (the
+--                  workflow keys P:{Q}:wf:<id>, P:{Q}:wt:<id>, P:{Q}:wfs,
+--                  wfr, wft, wfn and wj, named by those strings in
+--                  workflows.lua; and delayed, in the scripts that may
+--                  release a workflow task)
+--   schema         P:schema       string: the layout version (Go only)
+--   queues         P:queues       hash: the queue registry (script
+--                  "register")
+--   unique         P:unique       hash: unique key -> "<holder ID, 16
+--                  hex>@<µs reserved>"
+--   schedules      P:schedules    hash: schedule name -> "<created µs>
+--                  <registered µs> <queue>\n<type>\n<spec>" (script
+--                  "schedule")
+--   cancels        P:cancels      string: raised (INCR, after the script
+--                  "cancel") by every cancel request that marked a running
+--                  job, so that polls see when no queue's cancelling set
+--                  can have grown (cancel.go)
+--   pruneTurn      P:turn:prune   string: the prune turn's holder, with an
+--                  expiry
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
--- so each runs in one Cluster slot. Scripts that must build job keys from
--- IDs they read (claim, sweep) or mint (insert, fail) get the key prefix
--- ("P:{Q}:j:", "P:{Q}:x:") as a KEYS element and append the ID to it.
+-- so each runs in one Cluster slot.
 --
 -- Job hash fields: d the record "<max attempts> <type>\n<payload>" (what
 -- never changes, in one field: each field costs an insert time and
@@ -104,7 +133,9 @@
 -- The helpers below are the prelude: each "--- helper" block is put in
 -- front of every script that uses a name it defines (directly or through
 -- another helper), in this order; defining the others would cost every
--- call time for nothing.
+-- call time for nothing. A helper's parameter that holds a key is k and
+-- the letter of its key string (kq ready, kl readyList, ko readyAt ...),
+-- or says which key its comment names.
 
 --- helper
 local EPOCH_US = 1735689600000000 -- 2025-01-01T00:00:00Z in µs since 1970
@@ -126,13 +157,14 @@ end
 local function tshex(ts) return string.format('%013x', ts) end
 
 --- helper
--- rmember is a ready job's member in q: the time it became due (its
+-- rmember is a job's member in ready: the time it became due (its
 -- available time av, µs since 1970, clamped to 0 .. 2^53 - 1) as 14 hex
--- digits, then its ID. q scores by -priority and Redis orders equal scores
--- by member, byte by byte: so by due time, then by ID (claim order). One
--- score cannot hold all three: a double is exact to 53 bits, and the
--- priority's 11 leave 42, about 51 days of µs. rid is a member's ID (its
--- last 13 characters: a member of p is the ID alone), rdue its due time.
+-- digits, then its ID. ready scores by -priority and Redis orders equal
+-- scores by member, byte by byte: so by due time, then by ID (claim
+-- order). One score cannot hold all three: a double is exact to 53 bits,
+-- and the priority's 11 leave 42, about 51 days of µs. rid is a member's
+-- ID (its last 13 characters: a member of readyOld is the ID alone), rdue
+-- its due time.
 local function rmember(av, id)
   local t = tonumber(av)
   if t < 0 then t = 0 elseif t > 9007199254740991 then t = 9007199254740991 end
@@ -192,28 +224,29 @@ local function zrem(key, members)
 end
 
 --- helper
--- A moves collects jobs becoming ready (q, o; or l: IDs to append, which
--- only a script minting them above every ID in l may add) or delayed (d);
--- flush adds them and publishes the wake-ups: "n" when the ready set (q
--- and l) goes from empty to non-empty (an idle worker last saw it empty,
--- so no other case needs one), "d" when a delayed job is due before every
--- earlier one. It returns woke (1 or 0) and the new earliest due time as
--- µs from now, or -1.
-local function moves() return { p = {}, o = {}, d = {}, l = {} } end
+-- A moves collects jobs becoming ready (q and o: ready and readyAt; or
+-- l: IDs to append to readyList, which only a script minting them above
+-- every ID in it may add) or delayed (d); flush adds them to kq ready, kl
+-- readyList, ko readyAt and kd delayed, and publishes the wake-ups: "n"
+-- when the ready set (ready and readyList) goes from empty to non-empty
+-- (an idle worker last saw it empty, so no other case needs one), "d"
+-- when a delayed job is due before every earlier one. It returns woke (1
+-- or 0) and the new earliest due time as µs from now, or -1.
+local function moves() return { q = {}, o = {}, d = {}, l = {} } end
 local function ready(mv, id, pr, av)
-  local p, o = mv.p, mv.o
-  p[#p + 1] = -tonumber(pr); p[#p + 1] = rmember(av, id)
+  local q, o = mv.q, mv.o
+  q[#q + 1] = -tonumber(pr); q[#q + 1] = rmember(av, id)
   o[#o + 1] = av; o[#o + 1] = id
 end
 local function later(mv, id, av)
   local d = mv.d
   d[#d + 1] = av; d[#d + 1] = id
 end
-local function flush(mv, kp, kl, ko, kd, chan, origin, now)
+local function flush(mv, kq, kl, ko, kd, chan, origin, now)
   local woke, due = 0, -1
-  if #mv.p > 0 or #mv.l > 0 then
-    local empty = redis.call('ZCARD', kp) == 0 and redis.call('LLEN', kl) == 0
-    zadd(kp, mv.p)
+  if #mv.q > 0 or #mv.l > 0 then
+    local empty = redis.call('ZCARD', kq) == 0 and redis.call('LLEN', kl) == 0
+    zadd(kq, mv.q)
     zadd(ko, mv.o)
     local l = mv.l
     for i = 1, #l, 4000 do
@@ -241,10 +274,10 @@ local function flush(mv, kp, kl, ko, kd, chan, origin, now)
 end
 
 --- helper
--- unready keeps o right for jobs that left the ready set: ids, and avs[i]
--- the available time of ids[i] (nil when its hash is gone). A job with a
--- member of its own loses it; the others were counted under '#<av>',
--- whose count drops, and which goes at 0.
+-- unready keeps ko readyAt and kn readyAtCounts right for jobs that left
+-- the ready set: ids, and avs[i] the available time of ids[i] (nil when
+-- its hash is gone). A job with a member of its own loses it; the others
+-- were counted under '#<av>', whose count drops, and which goes at 0.
 local function unready(ko, kn, ids, avs)
   local own, counted, groups = {}, {}, {}
   for i = 1, #ids, 4000 do
@@ -284,7 +317,8 @@ end
 
 --- helper
 -- to_failed renames the live job hash k (ID id) to a failed record with
--- failed ID fid and error err; the caller adds fid to the failed set.
+-- failed ID fid (its key xprefix, failedPrefix, and fid) and error err;
+-- the caller adds fid to the failed set.
 local function to_failed(k, id, xprefix, fid, err)
   local fk = xprefix .. fid
   redis.call('RENAME', k, fk)
@@ -294,9 +328,10 @@ end
 
 --- helper
 -- finish ends the live job hash k (ID id) as state s ('completed' or
--- 'cancelled') at now: renamed to the finished record, indexed in the
--- state's sets kl (by ID) and kt (by time) and, when kc is given, removed
--- from the cancelling set. The caller frees its unique key.
+-- 'cancelled') at now: renamed to the finished record (under yprefix,
+-- finishedPrefix), indexed in the state's sets kl (by ID: completed or
+-- cancelled) and kt (by time: completedAt or cancelledAt) and, when kc is
+-- given, removed from cancelling. The caller frees its unique key.
 local function finish(k, id, yprefix, kl, kt, kc, s, now)
   local yk = yprefix .. id
   redis.call('RENAME', k, yk)
@@ -308,9 +343,10 @@ local function finish(k, id, yprefix, kl, kt, kc, s, now)
 end
 
 --- helper
--- promote moves up to limit delayed jobs that are due into the ready sets.
--- It returns how many it moved.
-local function promote(kp, ko, kd, jprefix, now, limit)
+-- promote moves up to limit delayed jobs that are due (kd delayed; their
+-- hashes under jprefix, jobPrefix) into kq ready and ko readyAt. It
+-- returns how many it moved.
+local function promote(kq, ko, kd, jprefix, now, limit)
   local due = redis.call('ZRANGEBYSCORE', kd, '-inf', n2s(now), 'WITHSCORES', 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
   local mv, ids = moves(), {}
@@ -321,19 +357,22 @@ local function promote(kp, ko, kd, jprefix, now, limit)
     ids[#ids + 1] = id
   end
   zrem(kd, ids)
-  zadd(kp, mv.p)
+  zadd(kq, mv.q)
   zadd(ko, mv.o)
   return #ids
 end
 
 --- helper
--- adopt moves up to limit jobs from kp, the ready set of layout 4 (score
--- -priority, member the ID), into kq, the ready set in claim order, each
--- under the time it became due (its av, or c when it has none). Migrate
--- moves them all (script "adopt"); claims and peeks move what a layout-4
--- process that is still running readied since, so nothing it leaves in p
--- is stranded once it stops (it claims from p and l alone: q's jobs wait
--- for this build's workers). It returns how many it moved.
+-- adopt moves up to limit jobs from kp readyOld, the ready set of layout
+-- 4 (score -priority, member the ID), into kq ready, the ready set in
+-- claim order, each under the time it became due (its av, or c when it
+-- has none). Migrate moves them all (script "adopt"). A layout-4 process
+-- still running after that keeps readying jobs into readyOld and claims
+-- from there and readyList alone (ready's jobs wait for this build's
+-- workers); every lease sweep moves what it readied since (script
+-- "expired"), so nothing it leaves is stranded once it stops, and claims,
+-- which never read readyOld, pay nothing for it. It returns how many it
+-- moved.
 local function adopt(kp, kq, jprefix, limit)
   if redis.call('EXISTS', kp) == 0 then return 0 end
   local old = redis.call('ZRANGE', kp, 0, limit - 1, 'WITHSCORES')
@@ -351,18 +390,19 @@ local function adopt(kp, kq, jprefix, limit)
 end
 
 --- helper
--- pick merges the best ready jobs of q and l in claim order (priority,
--- then due time, then ID): best is q's first members with their scores
--- (ZRANGE … WITHSCORES), head l's first IDs (all priority 0: score 0, due
--- since created: their field c, read from the hashes under jprefix when
--- the merge must compare one, or when withdue asks for every pick's due
--- time). q's higher priorities (score < 0) come first, then the
--- priority-0 jobs of both by due time and ID (compared as numbers: Lua's
--- string order follows the server's locale), then q's lower priorities.
--- It returns up to take picks {ID, score, due µs ('' for an l job whose
--- due time it did not read), ...}, whether each is q's (inp[k] for the
--- k-th pick), and how many are q's and l's: a prefix of each, so ZPOPMIN
--- and LTRIM take them.
+-- pick merges the best jobs of ready and readyList in claim order
+-- (priority, then due time, then ID): best is ready's first members with
+-- their scores (ZRANGE … WITHSCORES), head readyList's first IDs (all
+-- priority 0: score 0, due since created: their field c, read from the
+-- hashes under jprefix, jobPrefix, when the merge must compare one, or
+-- when withdue asks for every pick's due time). ready's higher priorities
+-- (score < 0) come first, then the priority-0 jobs of both by due time
+-- and ID (compared as numbers: Lua's string order follows the server's
+-- locale), then ready's lower priorities. It returns up to take picks
+-- {ID, score, due µs ('' for a readyList job whose due time it did not
+-- read), ...}, whether each is ready's (inp[k] for the k-th pick), and
+-- how many are ready's and readyList's: a prefix of each, so ZPOPMIN and
+-- LTRIM take them.
 local function pick(best, head, take, jprefix, withdue)
   local out, inp, i, j, hdue = {}, {}, 1, 1, nil
   local function headdue()
@@ -401,7 +441,8 @@ local function pick(best, head, take, jprefix, withdue)
 end
 
 --- helper
--- scan walks the failed set newest first below an exclusive upper bound,
+-- scan walks kf, the failed set (failed jobs under xprefix,
+-- failedPrefix), newest first below an exclusive upper bound,
 -- after applying the time cutoff, and calls visit(fid, fkey) for each
 -- failed job of the wanted type until visit returns false or budget
 -- entries were examined. It returns the cursor: the fid to continue below,
@@ -441,8 +482,8 @@ end
 
 --- helper
 -- allowance is how many of want jobs a claim may take from a queue under
--- its settings hash s (KEYS P:{Q}:s; see QueueController) with reserved
--- set r: want when there are none, 0 when paused, else bounded by the
+-- its settings s (see QueueController) with reserved set r (reserved):
+-- want when there are none, 0 when paused, else bounded by the
 -- concurrency limit (reserved jobs) and what is left of the rate window.
 -- Returns take, the settings (nil: none), the window and the claims
 -- counted in it (nil without a rate).
@@ -475,9 +516,10 @@ end
 -- the outcome (as backend.CancelOutcome), the attempts, and the field w of
 -- a task's job that ended cancelled (nil otherwise), whose task the caller
 -- ends; a job ended holding a unique key is appended to released (ID,
--- key), one that left q to rids and ravs (for unready). A job in l leaves
--- it by LREM, unless inl is given: then its ID is appended there, for the
--- caller to take out of l with others in one walk (see wfcancel).
+-- key), one that left ready to rids and ravs (for unready). A job in
+-- readyList leaves it by LREM, unless inl is given: then its ID is
+-- appended there, for the caller to take out of readyList with others in
+-- one walk (see wfcancel).
 local function cancel1(K, id, now, released, rids, ravs, inl)
   local k = K[9] .. id
   local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w')
@@ -490,8 +532,8 @@ local function cancel1(K, id, now, released, rids, ravs, inl)
       redis.call('ZADD', K[6], 0, id)
       return 2, a
     end
-    -- A ready job's member in q is its due time and ID; one a layout-4
-    -- process readied since the last claim is in p by ID.
+    -- A ready job's member in ready is its due time and ID; one a
+    -- layout-4 process readied since the last sweep is in readyOld by ID.
     if redis.call('ZREM', K[1], rmember(v[5] or v[6], id)) == 1 or redis.call('ZREM', K[13], id) == 1 then
       rids[#rids + 1] = id; ravs[#ravs + 1] = v[5] or v[6]
     elseif redis.call('ZREM', K[4], id) == 0 then
@@ -518,7 +560,7 @@ end
 
 --- script: register
 -- Registers a queue and returns its index, the low 12 bits of its IDs.
--- KEYS[1] P:queues  (fields "n:<name>" -> index, "i:<index>" -> name, "last")
+-- KEYS[1] queues  (fields "n:<name>" -> index, "i:<index>" -> name, "last")
 -- ARGV[1] queue name  ARGV[2] the highest index allowed
 -- Returns the index (integer), or an error "jobq: queue: …" once every
 -- index is taken.
@@ -536,7 +578,7 @@ return last
 -- Reserves n consecutive job IDs of one queue without inserting anything,
 -- for inserts that must name their IDs before writing (unique keys, and
 -- batches spanning queues, whose IDs must grow in the batch's order).
--- KEYS[1] t
+-- KEYS[1] lastTS
 -- ARGV[1] n  ARGV[2] the least ts to hand out (0 for none)
 -- Returns ts of the first ID (integer): max(now, last + 1, least); the IDs
 --   have ts + i for i < n.
@@ -545,15 +587,16 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 --- script: insert
 -- Inserts a batch of jobs of one queue. When it mints the IDs, its jobs
 -- that are ready now, of priority 0 and without options but metadata go
--- to l, like insert1's: those IDs are above every ID in l (all minted
--- from t inside scripts, strictly increasing), so l stays in ID order,
--- and an RPUSH costs less than the ZADDs to q and o (and claims then
--- take l alone, LPOP). Given IDs were minted before the call, maybe
--- before IDs already in l, whose order they would break: those jobs go to
--- q, as do jobs with other options.
--- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7] i  KEYS[8] l  KEYS[9..] job keys, one per item, when
---   the IDs are given
+-- to readyList, like insert1's: those IDs are above every ID in it (all
+-- minted from lastTS inside scripts, strictly increasing), so readyList
+-- stays in ID order, and an RPUSH costs less than the ZADDs to ready and
+-- readyAt (and claims then take readyList alone, LPOP). Given IDs were
+-- minted before the call, maybe before IDs already in readyList, whose
+-- order they would break: those jobs go to ready, as do jobs with other
+-- options.
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] readyAtCounts
+--   KEYS[5] delayed  KEYS[6] jobPrefix  KEYS[7] inserted  KEYS[8] readyList
+--   KEYS[9..] job... one per item, when the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
@@ -569,20 +612,20 @@ local ob = 5 + n
 local opts = {}
 for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
 local given = #KEYS > 8
-local nowp = rmember(now, '') -- the q member of a job ready now, but its ID
+local nowp = rmember(now, '') -- the member in ready of a job ready now, but its ID
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
-local call, kp, ib = redis.call, KEYS[6], ob + 6 * e - 1
+local call, kj, ib = redis.call, KEYS[6], ob + 6 * e - 1
 local mv, fresh, nf = moves(), {}, 0
-local mp, ml = mv.p, mv.l
+local mq, ml = mv.q, mv.l
 for i = 1, n do
   local id, k
   if given then
     id, k = ARGV[ib + i], KEYS[8 + i]
   else
     id = tshex(first + i - 1)
-    k = kp .. id
+    k = kj .. id
   end
   local d, o = ARGV[4 + i], opts[i]
   if not o then
@@ -590,7 +633,7 @@ for i = 1, n do
     -- (it is most of a batch insert's time).
     call('HSET', k, 'd', d, 'c', nows)
     if given then
-      mp[#mp + 1] = '0'; mp[#mp + 1] = nowp .. id
+      mq[#mq + 1] = '0'; mq[#mq + 1] = nowp .. id
       nf = nf + 1
       fresh[nf] = id
     else
@@ -613,11 +656,11 @@ for i = 1, n do
     call('HSET', k, unpack(f))
     if av == now and pr == '0' and u == '' and not given then
       -- Metadata alone (a trace context, say) changes nothing of the
-      -- job's place: it goes to l with the plain jobs. In q, a traced 1 %
-      -- of a batch kept every claim off l's fast path.
+      -- job's place: it goes to readyList with the plain jobs. In ready, a
+      -- traced 1 % of a batch kept every claim off readyList's fast path.
       ml[#ml + 1] = id
     elseif av == now then
-      mp[#mp + 1] = -tonumber(pr); mp[#mp + 1] = nowp .. id
+      mq[#mq + 1] = -tonumber(pr); mq[#mq + 1] = nowp .. id
       nf = nf + 1
       fresh[nf] = id
     elseif av < now then
@@ -627,8 +670,8 @@ for i = 1, n do
     end
   end
 end
--- The jobs ready now: one member of o of their own when alone, else one
--- counted member for all (see unready).
+-- The jobs ready now: one member of readyAt of their own when alone, else
+-- one counted member for all (see unready).
 if nf == 1 then
   local mo = mv.o
   mo[#mo + 1] = nows; mo[#mo + 1] = fresh[1]
@@ -643,17 +686,19 @@ return { first, woke, due }
 -- Inserts one job of priority 0 into one queue, ready now and without
 -- options (no run at, delay, unique key or metadata): the usual single
 -- enqueue, and the one whose cost is a round trip's. It is TIME, SET (the
--- ID), HSET, INCR, RPUSH l, and only when l was empty ZCARD q (PUBLISH
--- when that is 0 too): no zset, and no member of o. l stays in ID order:
--- the ID is minted from t, strictly increasing, and appended in the same
--- script, and only insert appends to l otherwise, under the same rule.
+-- ID), HSET, INCR, RPUSH readyList, and only when readyList was empty
+-- ZCARD ready (PUBLISH when that is 0 too): no zset, and no member of
+-- readyAt. readyList stays in ID order: the ID is minted from lastTS,
+-- strictly increasing, and appended in the same script, and only insert
+-- appends to readyList otherwise, under the same rule.
 -- It mints the ID as reserve does, written out: each helper is a closure
 -- made on every call. That, the reply a number rather than a table, and
 -- two keys and an argument fewer took its server time from 36 to 27 µs
 -- (INFO commandstats, on a machine where Asynq's enqueue script takes
 -- 17); what remains is mostly TIME, SET and INCR, the Redis clock and the
 -- insert counter.
--- KEYS[1] t  KEYS[2] q  KEYS[3] l  KEYS[4] job key prefix  KEYS[5] i
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyList  KEYS[4] jobPrefix
+--   KEYS[5] inserted
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] its record (field d)
 -- Returns ts * 2 + woke: the ID's ts (< 2^51, so the sum is exact) and
 -- 1 when it published a wake-up.
@@ -677,14 +722,13 @@ return ts * 2
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.
--- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] job key prefix
---   KEYS[6] s  KEYS[7] r  KEYS[8] p
+-- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] delayed
+--   KEYS[5] jobPrefix  KEYS[6] settings  KEYS[7] reserved
 -- ARGV[1] max  ARGV[2] promotion limit
--- Returns {ID, score, due µs, ...}: up to max ready jobs of q and l, best
---   first (score -priority: '0' for l's), no more than the queue's
---   settings let a claim take now.
+-- Returns {ID, score, due µs, ...}: up to max jobs of ready and readyList,
+--   best first (score -priority: '0' for readyList's), no more than the
+--   queue's settings let a claim take now.
 local now = now_us()
-adopt(KEYS[8], KEYS[1], KEYS[5], tonumber(ARGV[2]))
 promote(KEYS[1], KEYS[3], KEYS[4], KEYS[5], now, tonumber(ARGV[2]))
 local take = allowance(KEYS[6], KEYS[7], now, tonumber(ARGV[1]))
 if take == 0 then return {} end
@@ -693,10 +737,9 @@ local head = redis.call('LRANGE', KEYS[2], 0, take - 1)
 return (pick(best, head, take, KEYS[5], true))
 
 --- script: claim
--- Reserves up to max ready jobs of one queue (q and l), best first, after
--- promoting due delayed jobs (at most the promotion limit per call, and
--- as many of layout 4's ready set p: see adopt).
--- Takes no more than the queue's settings allow (KEYS[8], see allowance)
+-- Reserves up to max ready jobs of one queue (ready and readyList), best
+-- first, after promoting due delayed jobs (at most the promotion limit per
+-- call). Takes no more than the queue's settings allow (see allowance)
 -- and counts what it took in the rate window. Each claim gives its job the
 -- token k = max(k + 1, now µs): above every earlier claim's while the hash
 -- keeps k. When a restart lost the last writes (AOF everysec drops up to a
@@ -705,8 +748,8 @@ return (pick(best, head, take, KEYS[5], true))
 -- for claims of one job within a µs, or after the clock went back), so the
 -- time floor keeps the next token above it. Tokens stay below 2^53, so
 -- Lua's doubles hold them exactly.
--- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] r
---   KEYS[7] job key prefix  KEYS[8] s  KEYS[9] p
+-- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] readyAtCounts
+--   KEYS[5] delayed  KEYS[6] reserved  KEYS[7] jobPrefix  KEYS[8] settings
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
@@ -716,13 +759,12 @@ return (pick(best, head, take, KEYS[5], true))
 --   when absent).
 local now = now_us()
 local nows = n2s(now)
-adopt(KEYS[9], KEYS[1], KEYS[7], tonumber(ARGV[3]))
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
 local was = np + nl
 local promoted = promote(KEYS[1], KEYS[3], KEYS[5], KEYS[7], now, tonumber(ARGV[3]))
 local take, ctl, win, used = allowance(KEYS[8], KEYS[6], now, tonumber(ARGV[1]))
 -- took lists the IDs taken, best first; inp[i] tells whether took[i] came
--- from q (only those have o bookkeeping, for unready).
+-- from ready (only those have readyAt bookkeeping, for unready).
 local took, inp, left = {}, {}, nil
 if take > 0 then
   if nl == 0 then
@@ -731,17 +773,17 @@ if take > 0 then
       took[#took + 1] = rid(popped[i]); inp[#took] = true
     end
   elseif np == 0 and promoted == 0 then
-    -- Only l holds ready jobs: the usual case of single enqueues.
+    -- Only readyList holds ready jobs: the usual case of single enqueues.
     took = redis.call('LPOP', KEYS[2], take) or {}
     left = nl - #took
   else
-    local picks, kp, kl
-    picks, inp, kp, kl = pick(redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES'),
+    local picks, fromq, froml
+    picks, inp, fromq, froml = pick(redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES'),
       redis.call('LRANGE', KEYS[2], 0, take - 1), take, KEYS[7], false)
-    if kp > 0 then redis.call('ZPOPMIN', KEYS[1], kp) end
-    if kl > 0 then redis.call('LTRIM', KEYS[2], kl, -1) end
+    if fromq > 0 then redis.call('ZPOPMIN', KEYS[1], fromq) end
+    if froml > 0 then redis.call('LTRIM', KEYS[2], froml, -1) end
     for i = 1, #picks, 3 do took[#took + 1] = picks[i] end
-    nl = nl - kl
+    nl = nl - froml
   end
 end
 local lease = n2s(now + tonumber(ARGV[2]))
@@ -789,12 +831,12 @@ end
 return out
 
 --- script: adopt
--- Moves up to limit jobs of one queue from p, layout 4's ready set, into
--- q (see adopt): Migrate's step from layout 4 to 5, repeated until p is
--- empty.
--- KEYS[1] p  KEYS[2] q  KEYS[3] job key prefix
+-- Moves up to limit jobs of one queue from readyOld, layout 4's ready
+-- set, into ready (see adopt): Migrate's step from layout 4 to 5,
+-- repeated until readyOld is empty.
+-- KEYS[1] readyOld  KEYS[2] ready  KEYS[3] jobPrefix
 -- ARGV[1] limit
--- Returns how many it moved (integer): 0 once p is empty.
+-- Returns how many it moved (integer): 0 once readyOld is empty.
 return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 
 --- script: complete
@@ -802,11 +844,11 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 -- while the job is reserved (lu ~= '') under the given token (k). A job
 -- whose cancel was requested (cx) ends cancelled whatever the outcome,
 -- when the token matches: an earlier claim's write is stale all the same.
--- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
---   KEYS[7] failed key prefix  KEYS[8] kc  KEYS[9] kct  KEYS[10] kx
---   KEYS[11] kxt  KEYS[12] c  KEYS[13] finished key prefix  KEYS[14] l
---   KEYS[15] the queue's key prefix (workflows.lua)  KEYS[16..] job keys,
---   one per outcome
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] delayed
+--   KEYS[5] reserved  KEYS[6] failed  KEYS[7] failedPrefix  KEYS[8] completed
+--   KEYS[9] completedAt  KEYS[10] cancelled  KEYS[11] cancelledAt
+--   KEYS[12] cancelling  KEYS[13] finishedPrefix  KEYS[14] readyList
+--   KEYS[15] base (workflows.lua)  KEYS[16..] job... one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
 --   then per outcome, 5 values: ID, token, kind ('d' done, 'k' done and
 --   kept, 'r' retry, 'f' fail), retry delay µs, error text (retry, fail)
@@ -870,7 +912,7 @@ return { stale, released, woke, due, cancelled }
 --- script: extend
 -- Extends the leases of held jobs of one queue, each fenced like complete;
 -- a job whose cancel was requested (cx) is lost.
--- KEYS[1] r  KEYS[2..] job keys, one per ref
+-- KEYS[1] reserved  KEYS[2..] job... one per ref
 -- ARGV[1] lease µs  then per ref: ID, token
 -- Returns {ref numbers (1-based) whose lease was lost}.
 local lease = n2s(now_us() + tonumber(ARGV[1]))
@@ -893,10 +935,11 @@ return lost
 -- first max-free releases of a job un-count its attempt; later ones count
 -- it, and on its last attempt move the job to the failed set. A job whose
 -- cancel was requested (cx) ends cancelled instead.
--- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
---   KEYS[6] failed key prefix  KEYS[7] kx  KEYS[8] kxt  KEYS[9] c
---   KEYS[10] finished key prefix  KEYS[11] l  KEYS[12] the queue's key
---   prefix (workflows.lua)  KEYS[13..] job keys, one per ref
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] reserved
+--   KEYS[5] failed  KEYS[6] failedPrefix  KEYS[7] cancelled
+--   KEYS[8] cancelledAt  KEYS[9] cancelling  KEYS[10] finishedPrefix
+--   KEYS[11] readyList  KEYS[12] base (workflows.lua)  KEYS[13..] job... one
+--   per ref
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] max free  ARGV[4] error text
 --   of a counted release  then per ref: ID, token
 -- Returns, as complete does, {{i, ... of the refs that no longer matched
@@ -941,24 +984,30 @@ for i = 1, #KEYS - 12 do
 end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
--- d: a task released above may be delayed.
+-- delayed, from base: a task released above may be delayed.
 local woke, due = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
 return { stale, released, woke, due, cancelled }
 
 --- script: expired
--- Counts reserved jobs of one queue whose lease has expired.
--- KEYS[1] r
+-- Counts reserved jobs of one queue whose lease has expired, the first
+-- step of every lease sweep, which runs on every worker, periodically:
+-- so it also moves up to limit jobs from readyOld into ready, those a
+-- layout-4 process still running readied since Migrate (see adopt), at
+-- the cost of an EXISTS once none runs.
+-- KEYS[1] reserved  KEYS[2] readyOld  KEYS[3] ready  KEYS[4] jobPrefix
+-- ARGV[1] limit
 -- Returns the count (integer).
+adopt(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))
 return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
 
 --- script: sweep
 -- Returns up to limit expired reserved jobs of one queue to ready, or,
 -- with their attempts spent, moves them to the failed set. Jobs whose
 -- cancel was requested (cx) end cancelled instead.
--- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] r  KEYS[5] f
---   KEYS[6] failed key prefix  KEYS[7] job key prefix  KEYS[8] kx
---   KEYS[9] kxt  KEYS[10] c  KEYS[11] finished key prefix  KEYS[12] l
---   KEYS[13] the queue's key prefix (workflows.lua)
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] reserved
+--   KEYS[5] failed  KEYS[6] failedPrefix  KEYS[7] jobPrefix  KEYS[8] cancelled
+--   KEYS[9] cancelledAt  KEYS[10] cancelling  KEYS[11] finishedPrefix
+--   KEYS[12] readyList  KEYS[13] base (workflows.lua)
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
 -- Returns {{ID, attempt, token, type, failed (1 or 0), ...}: the claims
@@ -999,14 +1048,14 @@ for i = 1, #exp do
 end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
--- d: a task released above may be delayed.
+-- delayed, from base: a task released above may be delayed.
 local woke, due = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
 return { out, released, woke, cancelled, due }
 
 --- script: stats
 -- Counts one queue's jobs by state.
--- KEYS[1] q  KEYS[2] l  KEYS[3] o  KEYS[4] d  KEYS[5] r  KEYS[6] f
---   KEYS[7] job key prefix  KEYS[8] p
+-- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] delayed
+--   KEYS[5] reserved  KEYS[6] failed  KEYS[7] jobPrefix  KEYS[8] readyOld
 -- Returns {pending (ready, and delayed ones already due), scheduled,
 --   reserved, failed, oldest due µs or ''}.
 local now = now_us()
@@ -1018,7 +1067,7 @@ local function older(us)
 end
 local o1 = redis.call('ZRANGE', KEYS[3], 0, 0, 'WITHSCORES')
 older(o1[2])
--- l's head is its oldest job, available since it was created.
+-- readyList's head is its oldest job, available since it was created.
 local head = redis.call('LINDEX', KEYS[2], 0)
 if head then older(redis.call('HGET', KEYS[7] .. head, 'c')) end
 local d1 = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
@@ -1034,7 +1083,7 @@ return {
 
 --- script: failedscan
 -- Lists failed jobs of one queue matching a filter, newest first.
--- KEYS[1] f  KEYS[2] failed key prefix
+-- KEYS[1] failed  KEYS[2] failedPrefix
 -- ARGV[1] exclusive upper bound on the failed ID ('' for none)
 --   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
 --   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
@@ -1063,8 +1112,7 @@ return out
 -- the bound: at most limit of them, examining at most budget entries. A
 -- workflow task's job (field w) is counted out of its workflow (purged in
 -- workflows.lua), whose last one lets a failed workflow be pruned.
--- KEYS[1] f  KEYS[2] failed key prefix  KEYS[3] the queue's key prefix
---   (workflows.lua)
+-- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] base (workflows.lua)
 -- ARGV[1..4] as failedscan  ARGV[5] most deleted  ARGV[6] most examined
 -- Returns {cursor ('' when exhausted), number deleted}.
 local limit = tonumber(ARGV[5])
@@ -1083,15 +1131,15 @@ return { cursor, #del }
 -- Deletes the named failed jobs of one queue; unknown ones are ignored. A
 -- workflow task's job (field w) is counted out of its workflow, as in
 -- purgescan.
--- KEYS[1] f  then per ID its failed key  then the queue's key prefix
---   (workflows.lua)
+-- KEYS[1] failed  KEYS[2] base (workflows.lua)  KEYS[3..] failedJob... one
+--   per ID
 -- ARGV failed IDs, in the order of their keys
 -- Returns how many were deleted (integer).
 local del = {}
-local base = KEYS[#KEYS]
+local base = KEYS[2]
 for i = 1, #ARGV do
-  local v = redis.call('HMGET', KEYS[1 + i], 'j', 'w')
-  if redis.call('DEL', KEYS[1 + i]) == 1 then
+  local v = redis.call('HMGET', KEYS[2 + i], 'j', 'w')
+  if redis.call('DEL', KEYS[2 + i]) == 1 then
     del[#del + 1] = ARGV[i]
     if v[2] then wf_lib().purged(base, v[1], v[2]) end
   end
@@ -1108,8 +1156,9 @@ return #del
 -- (field w) reopens its task and what its failure cancelled, here
 -- (replayed in workflows.lua), unless a user cancelled its workflow (or
 -- it was pruned, being cancelled): then it stays failed (skipped).
--- KEYS[1] q  KEYS[2] o  KEYS[3] f  KEYS[4] l  then per item: failed key,
---   job key  then the queue's key prefix (workflows.lua)
+-- KEYS[1] ready  KEYS[2] readyAt  KEYS[3] failed  KEYS[4] readyList
+--   KEYS[5] base (workflows.lua)  KEYS[6..] failedJob... job... a pair per
+--   item
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
 -- Returns {-1, item number} when all or nothing found one missing, else
@@ -1119,11 +1168,11 @@ return #del
 local now = now_us()
 local nows = n2s(now)
 local n = (#KEYS - 5) / 2
-local base = KEYS[#KEYS]
+local base = KEYS[5]
 local strict = ARGV[3] == '1'
 local prs, wvs, skipped = {}, {}, {}
 for i = 1, n do
-  local v = redis.call('HMGET', KEYS[3 + 2 * i], 'j', 'pr', 'w')
+  local v = redis.call('HMGET', KEYS[4 + 2 * i], 'j', 'pr', 'w')
   if v[1] == ARGV[3 + 2 * i] then
     if v[3] and wf_lib().unreplayable(base, v[3]) then
       skipped[#skipped + 1] = -i
@@ -1139,8 +1188,8 @@ local mv = moves()
 local out, gone = { 0, 0, -1 }, {}
 for i = 1, n do
   if prs[i] then
-    local jk, id = KEYS[4 + 2 * i], ARGV[3 + 2 * i]
-    if redis.call('RENAMENX', KEYS[3 + 2 * i], jk) == 1 then
+    local jk, id = KEYS[5 + 2 * i], ARGV[3 + 2 * i]
+    if redis.call('RENAMENX', KEYS[4 + 2 * i], jk) == 1 then
       redis.call('HDEL', jk, 'j')
       redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
       ready(mv, id, prs[i], nows)
@@ -1152,7 +1201,7 @@ for i = 1, n do
 end
 zrem(KEYS[3], gone)
 out[1] = #gone
--- d: a task the replay released may be delayed.
+-- delayed, from base: a task the replay released may be delayed.
 out[2], out[3] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)
 for _, x in ipairs(skipped) do out[#out + 1] = x end
 return out
@@ -1162,7 +1211,7 @@ return out
 -- the same ID, is set to "<ID>@<now µs>". A key the ID held already (a
 -- replay sent again after its reply was lost, whose job is live) is told
 -- apart: a caller whose own write then fails must not free it.
--- KEYS[1] P:unique
+-- KEYS[1] unique
 -- ARGV per key: unique key, ID (16 hex digits: the whole ID)
 -- Returns {now µs, then per key: '' (reserved, was free), '=' (held by
 --   the ID already) or the holder's value}.
@@ -1182,7 +1231,7 @@ return out
 --- script: usteal
 -- Takes unique keys over from holders found dead, each only if its value
 -- is still the one found (compare and set).
--- KEYS[1] P:unique
+-- KEYS[1] unique
 -- ARGV per key: unique key, the value found, the new holder's ID
 -- Returns {now µs, then per key: '' (taken) or the value now there}.
 local now = n2s(now_us())
@@ -1204,7 +1253,7 @@ return out
 -- "<ID>@<µs>" only while it holds exactly that reservation (one whose job
 -- was not written: a replay reuses its job's ID, and another replay of
 -- the same job may have reserved the key again meanwhile).
--- KEYS[1] P:unique
+-- KEYS[1] unique
 -- ARGV per key: unique key, holder
 -- Returns how many were freed (integer).
 local freed = 0
@@ -1224,7 +1273,7 @@ return freed
 -- pause) and starts a new rate window. Fields are only present when set,
 -- so a queue neither paused nor limited has no settings hash at all.
 -- Resuming or new limits wake idle workers of every process.
--- KEYS[1] s
+-- KEYS[1] settings
 -- ARGV[1] 'p' (pause: ARGV[2] '1' or '0') or 'l' (limits: ARGV[2]
 --   concurrency, ARGV[3] rate, ARGV[4] period µs; 0: none)
 --   ARGV[5] channel  ARGV[6] origin (its own subscribers the caller wakes)
@@ -1245,15 +1294,15 @@ return 1
 
 --- script: cancel
 -- Cancels jobs of one queue: a pending one (ready or delayed) ends
--- cancelled at once; a reserved one gets cx and joins the cancelling set.
--- A pending job in l leaves it by LREM, which walks the list: O(n) in the
--- ready jobs, as Asynq and BullMQ pay to cancel a waiting job; cancelling
--- a pending job is an operator's act, rare next to inserts and claims,
--- which the list makes cheaper.
--- KEYS[1] q  KEYS[2] o  KEYS[3] n  KEYS[4] d  KEYS[5] f  KEYS[6] c
---   KEYS[7] kx  KEYS[8] kxt  KEYS[9] job key prefix
---   KEYS[10] finished key prefix  KEYS[11] failed key prefix  KEYS[12] l
---   KEYS[13] p  KEYS[14] the queue's key prefix (workflows.lua)
+-- cancelled at once; a reserved one gets cx and joins cancelling. A
+-- pending job in readyList leaves it by LREM, which walks the list: O(n)
+-- in the ready jobs, as Asynq and BullMQ pay to cancel a waiting job;
+-- cancelling a pending job is an operator's act, rare next to inserts and
+-- claims, which the list makes cheaper.
+-- KEYS[1] ready  KEYS[2] readyAt  KEYS[3] readyAtCounts  KEYS[4] delayed
+--   KEYS[5] failed  KEYS[6] cancelling  KEYS[7] cancelled  KEYS[8] cancelledAt
+--   KEYS[9] jobPrefix  KEYS[10] finishedPrefix  KEYS[11] failedPrefix
+--   KEYS[12] readyList  KEYS[13] readyOld  KEYS[14] base (workflows.lua)
 -- ARGV[1] channel  ARGV[2] origin  then the IDs
 -- Returns {{outcome, attempts, ... per ID}, {ID, unique key, ... of jobs
 --   cancelled holding a unique key}, woke, due µs or -1}; outcome as
@@ -1277,7 +1326,7 @@ return { out, released, woke, due }
 
 --- script: cancelling
 -- Lists the cancelling claims of one queue.
--- KEYS[1] c  KEYS[2] job key prefix
+-- KEYS[1] cancelling  KEYS[2] jobPrefix
 -- Returns {ID, attempt, token, ...}.
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local out = {}
@@ -1289,20 +1338,24 @@ return out
 
 --- script: finishedscan
 -- Lists kept finished jobs of one queue and state, newest (highest ID)
--- first.
--- KEYS[1] the state's set by ID (kc or kx)  KEYS[2] finished key prefix
+-- first. It is given the sets of both states, so that its keys are the
+-- same for either.
+-- KEYS[1] completed  KEYS[2] cancelled  KEYS[3] finishedPrefix
 -- ARGV[1] exclusive upper ID ('' none)  ARGV[2] type ('' any)
 --   ARGV[3] since µs ('' none)  ARGV[4] until µs ('' none)  ARGV[5] limit
+--   ARGV[6] state ('completed' or 'cancelled')
 -- Returns {ID, d, pr, a, e, u, m, c, fa, ...}, 9 values per job.
+local byid = KEYS[1]
+if ARGV[6] == 'cancelled' then byid = KEYS[2] end
 local max = '+'
 if ARGV[1] ~= '' then max = '(' .. ARGV[1] end
 local limit = tonumber(ARGV[5])
 local since, till = tonumber(ARGV[3]), tonumber(ARGV[4])
 local out, n = {}, 0
 while n < limit do
-  local got = redis.call('ZREVRANGEBYLEX', KEYS[1], max, '-', 'LIMIT', 0, 200)
+  local got = redis.call('ZREVRANGEBYLEX', byid, max, '-', 'LIMIT', 0, 200)
   for i = 1, #got do
-    local v = redis.call('HMGET', KEYS[2] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa')
+    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa')
     local fa = tonumber(v[8] or '0')
     if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) then
       out[#out + 1] = got[i]
@@ -1319,8 +1372,8 @@ return out
 --- script: joblist
 -- Lists live jobs of one queue in one state, newest (highest ID) first.
 -- It reads the whole state's set: an operator's call, not a hot path.
--- KEYS[1] q  KEYS[2] d  KEYS[3] r  KEYS[4] job key prefix  KEYS[5] l
---   KEYS[6] p
+-- KEYS[1] ready  KEYS[2] delayed  KEYS[3] reserved  KEYS[4] jobPrefix
+--   KEYS[5] readyList  KEYS[6] readyOld
 -- ARGV[1] state ('pending', 'scheduled' or 'reserved')  ARGV[2] exclusive
 --   upper ID ('' none)  ARGV[3] type ('' any)  ARGV[4] since µs ('' none)
 --   ARGV[5] until µs ('' none)  ARGV[6] limit
@@ -1365,22 +1418,26 @@ return out
 
 --- script: prunefinished
 -- Deletes up to limit kept finished jobs of one queue and state that
--- finished more than a given time ago (Redis clock).
--- KEYS[1] the state's set by ID  KEYS[2] its set by time
---   KEYS[3] finished key prefix
--- ARGV[1] older than µs  ARGV[2] limit
+-- finished more than a given time ago (Redis clock). It is given the sets
+-- of both states, as finishedscan.
+-- KEYS[1] completed  KEYS[2] completedAt  KEYS[3] cancelled
+--   KEYS[4] cancelledAt  KEYS[5] finishedPrefix
+-- ARGV[1] older than µs  ARGV[2] limit  ARGV[3] state ('completed' or
+--   'cancelled')
 -- Returns how many it deleted.
+local byid, bytime = KEYS[1], KEYS[2]
+if ARGV[3] == 'cancelled' then byid, bytime = KEYS[3], KEYS[4] end
 local cut = now_us() - tonumber(ARGV[1])
-local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. n2s(cut), 'LIMIT', 0, tonumber(ARGV[2]))
-for i = 1, #ids do redis.call('DEL', KEYS[3] .. ids[i]) end
-zrem(KEYS[1], ids)
-zrem(KEYS[2], ids)
+local ids = redis.call('ZRANGEBYSCORE', bytime, '-inf', '(' .. n2s(cut), 'LIMIT', 0, tonumber(ARGV[2]))
+for i = 1, #ids do redis.call('DEL', KEYS[5] .. ids[i]) end
+zrem(byid, ids)
+zrem(bytime, ids)
 return #ids
 
 --- script: turn
 -- Takes or renews a turn (the prune turn): the holder keeps it while it
 -- renews within the expiry, by the Redis clock.
--- KEYS[1] the turn's key
+-- KEYS[1] pruneTurn
 -- ARGV[1] holder  ARGV[2] expiry ms
 -- Returns 1 when the holder has the turn, else 0.
 local h = redis.call('GET', KEYS[1])
@@ -1389,10 +1446,11 @@ if not h or h == ARGV[1] then
   return 1
 end
 return 0
+
 --- script: schedule
 -- Registers schedule definitions: a new name gets created = registered =
 -- now; an existing one keeps its created time.
--- KEYS[1] P:schedules
+-- KEYS[1] schedules
 -- ARGV[1] n  then per schedule 4 values: name, queue, type, spec
 -- Returns the stored records, one per schedule, in order (strings).
 local now = n2s(now_us())
@@ -1411,8 +1469,9 @@ return out
 --- script: tick
 -- Enqueues one tick of a schedule: advances its last tick, only forward,
 -- and inserts the tick's job (ready now, or delayed), atomically.
--- KEYS[1] t  KEYS[2] q  KEYS[3] o  KEYS[4] n  KEYS[5] d  KEYS[6] job key
---   prefix  KEYS[7] ts  KEYS[8] i  KEYS[9] l
+-- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] readyAtCounts
+--   KEYS[5] delayed  KEYS[6] jobPrefix  KEYS[7] ticks  KEYS[8] inserted
+--   KEYS[9] readyList
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
 --   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs
 --   ('' for none)  ARGV[8] metadata JSON ('' for none)  ARGV[9] queue name
@@ -1449,7 +1508,7 @@ return { 1, ts, woke, due }
 --- script: tickmove
 -- Carries a schedule's last-tick record into the hash of its new queue,
 -- unless that already holds a tick at or after it.
--- KEYS[1] ts (of the new queue)
+-- KEYS[1] ticks (of the new queue)
 -- ARGV[1] schedule name  ARGV[2] the record (as script "tick" writes it)
 -- Returns 1 when it wrote the record, 0 when it kept a later one.
 local cur = redis.call('HGET', KEYS[1], ARGV[1])

@@ -23,7 +23,7 @@ func TestKeySlot(t *testing.T) {
 	}
 	// Every key of a queue shares the slot of its name.
 	k := newKeyspace("app:1").queue("mail.out")
-	for _, key := range []string{k.meta, k.ready, k.readyOld, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.job(makeID(5, 1)), k.failedJob(makeID(6, 1)),
+	for _, key := range []string{k.lastTS, k.ready, k.readyOld, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.job(makeID(5, 1)), k.failedJob(makeID(6, 1)),
 		k.cancelling, k.completed, k.completedAt, k.cancelled, k.cancelledAt, k.finishedPrefix + "x"} {
 		if keySlot(key) != keySlot("mail.out") {
 			t.Errorf("key %q is not in the slot of its queue", key)

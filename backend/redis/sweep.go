@@ -31,7 +31,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 	}
 	counts := make([]*evalCall, len(queues))
 	for i, q := range queues {
-		counts[i] = &evalCall{s: scriptExpired, keys: []string{b.keys.queue(q).reserved}}
+		counts[i] = scriptExpired.on(b.keys.queue(q), []any{adoptLimit})
 	}
 	if err := b.c.evalAll(ctx, counts, false); err != nil {
 		return res, err
@@ -55,12 +55,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 		if err != nil {
 			return res, err
 		}
-		calls = append(calls, &evalCall{
-			s: scriptSweep,
-			keys: []string{k.meta, k.ready, k.readyAt, k.reserved, k.failed, k.xPrefix, k.jobPrefix,
-				k.cancelled, k.cancelledAt, k.cancelling, k.finishedPrefix, k.readyList, k.base()},
-			args: []any{k.channel, b.origin, take, backend.LeaseExpiredError},
-		})
+		calls = append(calls, scriptSweep.on(k, []any{k.channel, b.origin, take, backend.LeaseExpiredError}))
 		swept = append(swept, q)
 		idxs = append(idxs, idx)
 	}
@@ -132,7 +127,7 @@ func (b *Backend) stats(ctx context.Context) ([]backend.QueueStats, error) {
 	calls := make([]*evalCall, len(queues))
 	for i, q := range queues {
 		k := b.keys.queue(q)
-		calls[i] = &evalCall{s: scriptStats, keys: []string{k.ready, k.readyList, k.readyAt, k.delayed, k.reserved, k.failed, k.jobPrefix, k.readyOld}}
+		calls[i] = scriptStats.on(k, nil)
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err

@@ -113,7 +113,7 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	for _, c := range claims {
 		args = append(args, c.key, idHex(c.id))
 	}
-	res, err := b.c.eval(ctx, scriptUReserve, []string{b.keys.unique}, args)
+	res, err := scriptUReserve.eval(ctx, b.c, scriptUReserve.prefixKeys(b.keys), args)
 	if err != nil {
 		if fresh && !isNotSent(err) {
 			b.releaseUniqueBestEffort(ctx, claims)
@@ -204,7 +204,7 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	for _, h := range steal {
 		args = append(args, claims[h.i].key, h.value, idHex(claims[h.i].id))
 	}
-	res, err = b.c.eval(ctx, scriptUSteal, []string{b.keys.unique}, args)
+	res, err = scriptUSteal.eval(ctx, b.c, scriptUSteal.prefixKeys(b.keys), args)
 	if err != nil {
 		for _, h := range steal {
 			claims[h.i].value = "" // its reply lost, maybe taken: freed by ID
@@ -272,7 +272,7 @@ func (b *Backend) releaseUnique(ctx context.Context, held []uniqueHeld) {
 			args = append(args, h.key, idHex(h.id))
 		}
 	}
-	if _, err := b.c.eval(ctx, scriptURelease, []string{b.keys.unique}, args); err != nil {
+	if _, err := scriptURelease.eval(ctx, b.c, scriptURelease.prefixKeys(b.keys), args); err != nil {
 		b.opts.Logger.Warn("jobq redis: unique keys of ended or unwritten jobs not freed; they are taken over once found abandoned",
 			"key_prefix", b.opts.KeyPrefix, "keys", len(held), "err", b.fail("free unique keys", err))
 	}

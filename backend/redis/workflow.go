@@ -26,8 +26,8 @@ var _ backend.Workflower = (*Backend)(nil)
 
 // base is the prefix of every key of the queue ("P:{Q}:"), which the
 // scripts ending jobs and the workflow scripts get as a KEYS element to
-// build the workflow keys from (workflows.lua): meta is base + "t".
-func (k *queueKeys) base() string { return k.meta[:len(k.meta)-1] }
+// build the workflow keys from (workflows.lua): lastTS is base + "t".
+func (k *queueKeys) base() string { return k.lastTS[:len(k.lastTS)-1] }
 
 // WorkflowInsert implements backend.Workflower: one script writes the
 // workflow, its tasks and the jobs of the tasks without dependencies.
@@ -127,7 +127,7 @@ func (b *Backend) workflowInsert(ctx context.Context, params backend.WorkflowPar
 		args = append(args, t.Name, quoted, appendRecord(nil, &t.Job), taskOptions(&t.Job), md,
 			deps[p], outs[p], len(t.Deps))
 	}
-	res, err := b.c.eval(ctx, scriptWfInsert, []string{q.base()}, args)
+	res, err := scriptWfInsert.eval(ctx, b.c, scriptWfInsert.keysOf(q), args)
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func (b *Backend) workflowCancel(ctx context.Context, id int64) (backend.Workflo
 	if !ok {
 		return out, backend.ErrNotFound
 	}
-	res, err := b.c.eval(ctx, scriptWfCancel, cancelKeys(q), []any{tsHex(id)})
+	res, err := scriptWfCancel.eval(ctx, b.c, scriptWfCancel.keysOf(q), []any{tsHex(id)})
 	if err != nil {
 		return out, err
 	}

@@ -129,7 +129,7 @@ func (b *Backend) workflowGet(ctx context.Context, id int64) (*backend.Workflow,
 	if !ok {
 		return nil, backend.ErrNotFound
 	}
-	res, err := b.c.eval(ctx, scriptWfGet, []string{q.base()}, []any{tsHex(id)})
+	res, err := scriptWfGet.eval(ctx, b.c, scriptWfGet.keysOf(q), []any{tsHex(id)})
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +255,7 @@ func (b *Backend) workflowList(ctx context.Context, params backend.WorkflowListP
 		}
 		q := b.keys.queue(name)
 		for got := 0; got < limit; {
-			res, err := b.c.eval(ctx, scriptWfList, []string{q.base()}, []any{cursor, string(params.State), limit - got, wfListBudget})
+			res, err := scriptWfList.eval(ctx, b.c, scriptWfList.keysOf(q), []any{cursor, string(params.State), limit - got, wfListBudget})
 			if err != nil {
 				return nil, err
 			}
@@ -305,7 +305,7 @@ func (b *Backend) workflowDeps(ctx context.Context, jobID int64) ([]backend.Task
 	if !ok {
 		return nil, notTask
 	}
-	res, err := b.c.eval(ctx, scriptWfDeps, []string{q.base()}, []any{tsHex(jobID)})
+	res, err := scriptWfDeps.eval(ctx, b.c, scriptWfDeps.keysOf(q), []any{tsHex(jobID)})
 	if err != nil {
 		return nil, err
 	}
@@ -350,7 +350,7 @@ func (b *Backend) workflowStats(ctx context.Context) (backend.WorkflowStats, err
 	}
 	calls := make([]*evalCall, len(queues))
 	for i, name := range queues {
-		calls[i] = &evalCall{s: scriptWfStats, keys: []string{b.keys.queue(name).base()}}
+		calls[i] = scriptWfStats.on(b.keys.queue(name), nil)
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return s, err
@@ -391,7 +391,7 @@ func (b *Backend) workflowCheck(ctx context.Context) ([]backend.WorkflowDrift, e
 	}
 	calls := make([]*evalCall, len(queues))
 	for i, name := range queues {
-		calls[i] = &evalCall{s: scriptWfCheck, keys: []string{b.keys.queue(name).base()}}
+		calls[i] = scriptWfCheck.on(b.keys.queue(name), nil)
 	}
 	if err := b.c.evalAll(ctx, calls, false); err != nil {
 		return nil, err
@@ -444,9 +444,9 @@ func (b *Backend) workflowPrune(ctx context.Context, olderThan time.Duration) (i
 	}
 	total := 0
 	for _, name := range queues {
-		base := b.keys.queue(name).base()
+		q := b.keys.queue(name)
 		for {
-			res, err := b.c.eval(ctx, scriptWfPrune, []string{base}, []any{microsCeil(olderThan), wfPruneBudget})
+			res, err := scriptWfPrune.eval(ctx, b.c, scriptWfPrune.keysOf(q), []any{microsCeil(olderThan), wfPruneBudget})
 			if err != nil {
 				return total, err
 			}

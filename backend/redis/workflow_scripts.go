@@ -10,14 +10,16 @@ import _ "embed"
 //go:embed workflows.lua
 var workflowsSource string
 
-// The workflow scripts (workflows.lua).
+// The workflow scripts (workflows.lua), declared as those of scripts.go.
+// Each takes the queue's key prefix (base), from which it builds the
+// workflow keys; wfcancel cancels jobs as the script "cancel" does.
 var (
-	scriptWfInsert = mustScript("wfinsert")
-	scriptWfCancel = mustScript("wfcancel")
-	scriptWfGet    = mustScript("wfget")
-	scriptWfList   = mustScript("wflist")
-	scriptWfDeps   = mustScript("wfdeps")
-	scriptWfStats  = mustScript("wfstats")
-	scriptWfCheck  = mustScript("wfcheck")
-	scriptWfPrune  = mustScript("wfprune")
+	scriptWfInsert = mustScript("wfinsert", "base")
+	scriptWfCancel = mustScript("wfcancel", cancelKeyNames...)
+	scriptWfGet    = mustScript("wfget", "base")
+	scriptWfList   = mustScript("wflist", "base")
+	scriptWfDeps   = mustScript("wfdeps", "base")
+	scriptWfStats  = mustScript("wfstats", "base")
+	scriptWfCheck  = mustScript("wfcheck", "base")
+	scriptWfPrune  = mustScript("wfprune", "base")
 )

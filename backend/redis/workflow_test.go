@@ -374,7 +374,7 @@ func TestWorkflowScriptsOneSlot(t *testing.T) {
 	b := openTest(t, Options{})
 	exerciseWorkflows(t, b)
 	calls := b.c.slots.called()
-	for _, s := range []*script{scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats, scriptWfCheck, scriptWfPrune} {
+	for _, s := range []*luaScript{scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats, scriptWfCheck, scriptWfPrune} {
 		if calls[s.name] == 0 {
 			t.Errorf("script %s was not run", s.name)
 		}

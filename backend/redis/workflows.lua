@@ -6,9 +6,12 @@
 -- A workflow lives in ONE queue Q, the queue of all its tasks (workflow.go
 -- refuses others): a task's job ends in a script of Q's slot, and that same
 -- script must end the task and release its dependants, whose jobs go to Q.
--- Key layout (P the key prefix, B = "P:{Q}:", the KEYS element every script
--- here gets, from which it builds the keys below and those of scripts.lua
--- it writes: B..'t', B..'d', B..'i', B..'j:<ts>'):
+-- Key layout (P the key prefix). Every script here gets base, the queue's
+-- key prefix "P:{Q}:" (see the key legend of scripts.lua), and builds from
+-- it the keys below, which no Go code names and no script is given, and
+-- those of scripts.lua it writes: base..'t' (lastTS), base..'q' (ready),
+-- base..'l' (readyList), base..'o' (readyAt), base..'d' (delayed),
+-- base..'i' (inserted), base..'j:<ts>' (job):
 --   P:{Q}:wf:<id>  hash   a workflow: n name, s state (running, succeeded,
 --                         failed, cancelled), c created µs, f finished µs
 --                         (absent while running), T its number of tasks, u
@@ -174,11 +177,12 @@ local function wf_lib()
   -- wf_newjob writes the job id (ts) of task wv ("<workflow ID> <index>")
   -- from its record, options (field o) and metadata (false: none), and
   -- wf_release inserts the job of task i (waiting, its last dependency just
-  -- ended) with it, as the script "insert" would: ID minted from t, pending,
-  -- due after its delay from now or at its run at, in l when it is ready now
-  -- with priority 0 (its ID is above every ID in l: minted here), else in q
-  -- or d through the wf's moves, whose flush publishes the wake-up. The task
-  -- becomes active with the job's ID, and the job carries the task (field w).
+  -- ended) with it, as the script "insert" would: ID minted from lastTS,
+  -- pending, due after its delay from now or at its run at, in readyList
+  -- when it is ready now with priority 0 (its ID is above every ID there:
+  -- minted here), else in ready or delayed through the wf's moves, whose
+  -- flush publishes the wake-up. The task becomes active with the job's ID,
+  -- and the job carries the task (field w).
   local function wf_newjob(base, mv, now, id, wv, rec, o, md)
     local nows = n2s(now)
     local pr, av, avs = '0', now, nows
@@ -428,7 +432,7 @@ end
 --- script: wfinsert
 -- Inserts a workflow into one queue: the workflow, its tasks (waiting),
 -- and the jobs of the tasks without dependencies (released at once).
--- KEYS[1] the queue's key prefix P:{Q}:
+-- KEYS[1] base
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] workflow name  ARGV[4] tasks
 --   then per task, index 0 first, 8 values: name, quoted name ('' when
 --   plain), record (field d), options (field o, '' for none), metadata
@@ -438,16 +442,16 @@ end
 --   task: index, ts of its job's ID}.
 local wf = wf_lib()
 local now = now_us()
-local B = KEYS[1]
+local base = KEYS[1]
 local n = tonumber(ARGV[4])
 local nfree = 0
 for i = 0, n - 1 do
   if ARGV[12 + 8 * i] == '0' then nfree = nfree + 1 end
 end
 -- The workflow's ID, then its released jobs' IDs, in one reservation.
-local first = reserve(B .. 't', now, 1 + nfree)
+local first = reserve(base .. 't', now, 1 + nfree)
 local wid = tshex(first)
-local tk = B .. 'wt:' .. wid
+local tk = base .. 'wt:' .. wid
 local mv = moves()
 local f, wj, out = {}, {}, { wid, 0, -1 }
 local function put(key, t)
@@ -468,12 +472,12 @@ for i = 0, n - 1 do
     -- No dependency: released now (see wf_release, the same for later).
     local id = tshex(first + (#out - 1) / 2)
     local wv = wid .. ' ' .. s
-    wf.newjob(B, mv, now, id, wv, ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4])
+    wf.newjob(base, mv, now, id, wv, ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4])
     f[#f + 1] = 's' .. s; f[#f + 1] = 'a'
     f[#f + 1] = 'J' .. s; f[#f + 1] = id
     wj[#wj + 1] = id; wj[#wj + 1] = wv
     out[#out + 1] = s; out[#out + 1] = id
-    if #wj >= 6000 then wj = put(B .. 'wj', wj) end
+    if #wj >= 6000 then wj = put(base .. 'wj', wj) end
   else
     f[#f + 1] = 's' .. s; f[#f + 1] = 'w'
     f[#f + 1] = 'W' .. s; f[#f + 1] = ARGV[a + 7]
@@ -481,14 +485,14 @@ for i = 0, n - 1 do
   if #f >= 6000 then f = put(tk, f) end
 end
 if #f > 0 then put(tk, f) end
-if #wj > 0 then put(B .. 'wj', wj) end
-redis.call('HSET', B .. 'wf:' .. wid, 'n', ARGV[3], 's', 'running', 'c', n2s(now), 'T', n, 'u', n,
+if #wj > 0 then put(base .. 'wj', wj) end
+redis.call('HSET', base .. 'wf:' .. wid, 'n', ARGV[3], 's', 'running', 'c', n2s(now), 'T', n, 'u', n,
   'cw', n - nfree, 'ca', nfree, 'cs', 0, 'cf', 0, 'cc', 0)
-redis.call('ZADD', B .. 'wfs', 0, wid)
-redis.call('SADD', B .. 'wfr', wid)
-if n > nfree then redis.call('HINCRBY', B .. 'wfn', 'w', n - nfree) end
-if nfree > 0 then redis.call('INCRBY', B .. 'i', nfree) end
-out[2], out[3] = flush(mv, B .. 'q', B .. 'l', B .. 'o', B .. 'd', ARGV[1], ARGV[2], now)
+redis.call('ZADD', base .. 'wfs', 0, wid)
+redis.call('SADD', base .. 'wfr', wid)
+if n > nfree then redis.call('HINCRBY', base .. 'wfn', 'w', n - nfree) end
+if nfree > 0 then redis.call('INCRBY', base .. 'i', nfree) end
+out[2], out[3] = flush(mv, base .. 'q', base .. 'l', base .. 'o', base .. 'd', ARGV[1], ARGV[2], now)
 return out
 
 --- script: wfcancel
@@ -497,21 +501,24 @@ return out
 -- "cancel" does it (pending: ended cancelled; reserved: marked cancelling,
 -- their holders told to stop), after their tasks ended, so that the jobs'
 -- ends find the tasks ended and resolve nothing.
--- KEYS[1] to KEYS[13] as the script "cancel"  KEYS[14] the queue's key
---   prefix
+-- KEYS, as the script "cancel" (cancel1 reads them): KEYS[1] ready
+--   KEYS[2] readyAt  KEYS[3] readyAtCounts  KEYS[4] delayed  KEYS[5] failed
+--   KEYS[6] cancelling  KEYS[7] cancelled  KEYS[8] cancelledAt
+--   KEYS[9] jobPrefix  KEYS[10] finishedPrefix  KEYS[11] failedPrefix
+--   KEYS[12] readyList  KEYS[13] readyOld  KEYS[14] base
 -- ARGV[1] ts of the workflow's ID
 -- Returns {-1} when there is no such workflow, {0, state} when it is not
 --   running (unchanged), else {1, tasks cancelled at once, tasks whose
 --   running jobs were told to stop}.
 local wf = wf_lib()
 local now = now_us()
-local B = KEYS[14]
+local base = KEYS[14]
 local wid = ARGV[1]
-local k = B .. 'wf:' .. wid
+local k = base .. 'wf:' .. wid
 local v = redis.call('HMGET', k, 's', 'T')
 if not v[1] then return { -1 } end
 if v[1] ~= 'running' then return { 0, v[1] } end
-local w = wf.open(B, wid, now, moves())
+local w = wf.open(base, wid, now, moves())
 wf.conclude(w, 'cancelled')
 local n = tonumber(v[2])
 local cancelled, requested = 0, 0
@@ -540,10 +547,11 @@ for s = 0, n - 1, 2000 do
   end
 end
 unready(KEYS[2], KEYS[3], rids, ravs)
--- The pending jobs found in l leave it in one walk from its head, not an
--- LREM each (each walks l up to its job: quadratic in a big workflow):
--- each is overwritten by '#' (never an ID) where found, then that many
--- '#' go. l is in ID order, so the walk ends at the last of them.
+-- The pending jobs found in readyList leave it in one walk from its head,
+-- not an LREM each (each walks the list up to its job: quadratic in a big
+-- workflow): each is overwritten by '#' (never an ID) where found, then
+-- that many '#' go. readyList is in ID order, so the walk ends at the
+-- last of them.
 if #inl == 1 then
   redis.call('LREM', KEYS[12], 1, inl[1])
 elseif #inl > 1 then
@@ -568,7 +576,7 @@ return { 1, cancelled, requested }
 
 --- script: wfget
 -- Reads one workflow of one queue with its tasks, in one snapshot.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- ARGV[1] ts of the workflow's ID
 -- Returns {} when there is no such workflow, else {workflow hash fields and
 --   values, task hash fields and values}, the task records (d<i>) cut to
@@ -589,7 +597,7 @@ return { wf, out }
 
 --- script: wflist
 -- Lists workflows of one queue, newest (highest ID) first, without tasks.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- ARGV[1] exclusive upper ts ('' none)  ARGV[2] state ('' any)
 --   ARGV[3] most rows  ARGV[4] most workflows examined
 -- Returns {cursor ('' when exhausted), then per workflow 10 values: ts of
@@ -617,7 +625,7 @@ return out
 --- script: wfdeps
 -- Reads the outcomes of the dependencies of the task whose job is the
 -- given one, of one queue.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- ARGV[1] ts of the job's ID
 -- Returns {0} when the job is no task's, else {1, then per dependency in
 --   Deps order 5 values: name, policy (c or k), state letter, result,
@@ -640,7 +648,7 @@ return out
 
 --- script: wfstats
 -- Counts one queue's workflows by state and its waiting tasks.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- Returns {running, succeeded, failed, cancelled, tasks waiting}.
 local v = redis.call('HMGET', KEYS[1] .. 'wfn', 's', 'f', 'c', 'w')
 return { redis.call('SCARD', KEYS[1] .. 'wfr'), tonumber(v[1] or '0'), tonumber(v[2] or '0'),
@@ -650,7 +658,7 @@ return { redis.call('SCARD', KEYS[1] .. 'wfr'), tonumber(v[1] or '0'), tonumber(
 -- Recounts, for each running workflow of one queue, each waiting task's
 -- dependencies not ended and the tasks waiting or active, from the tasks'
 -- states, and reports the stored counts that differ. It only reads.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- Returns {per drift 4 values: ts of the workflow's ID, task name ('' for
 --   the workflow's unfinished count), stored, recounted}.
 local wf = wf_lib()
@@ -691,18 +699,18 @@ return out
 -- failed ones that can no longer be replayed) that finished more than a
 -- given time ago (Redis clock), with their tasks and their jobs' entries
 -- in wj, oldest first, until about budget tasks are gone.
--- KEYS[1] the queue's key prefix
+-- KEYS[1] base
 -- ARGV[1] older than µs  ARGV[2] budget (tasks)
 -- Returns {workflows deleted, 1 when it stopped on the budget, else 0}.
 local wf = wf_lib()
-local B = KEYS[1]
+local base = KEYS[1]
 local cut = now_us() - tonumber(ARGV[1])
 local budget = tonumber(ARGV[2])
-local ids = redis.call('ZRANGEBYSCORE', B .. 'wft', '-inf', '(' .. n2s(cut), 'LIMIT', 0, 100)
+local ids = redis.call('ZRANGEBYSCORE', base .. 'wft', '-inf', '(' .. n2s(cut), 'LIMIT', 0, 100)
 local del = 0
 for _, wid in ipairs(ids) do
   if budget <= 0 then return { del, 1 } end
-  local k, t = B .. 'wf:' .. wid, B .. 'wt:' .. wid
+  local k, t = base .. 'wf:' .. wid, base .. 'wt:' .. wid
   local v = redis.call('HMGET', k, 's', 'T')
   local n = tonumber(v[2] or '0')
   local idx = {}
@@ -713,12 +721,12 @@ for _, wid in ipairs(ids) do
     if jobs[j] then gone[#gone + 1] = jobs[j] end
   end
   for s = 1, #gone, 4000 do
-    redis.call('HDEL', B .. 'wj', unpack(gone, s, math.min(s + 3999, #gone)))
+    redis.call('HDEL', base .. 'wj', unpack(gone, s, math.min(s + 3999, #gone)))
   end
   redis.call('DEL', k, t)
-  redis.call('ZREM', B .. 'wfs', wid)
-  redis.call('ZREM', B .. 'wft', wid)
-  if v[1] then redis.call('HINCRBY', B .. 'wfn', string.sub(v[1], 1, 1), -1) end
+  redis.call('ZREM', base .. 'wfs', wid)
+  redis.call('ZREM', base .. 'wft', wid)
+  if v[1] then redis.call('HINCRBY', base .. 'wfn', string.sub(v[1], 1, 1), -1) end
   del = del + 1
   budget = budget - math.max(n, 1)
 end

@@ -63,6 +63,9 @@ func sqlRows(tx *sql.Tx) rowQuerier {
 // statements (see insertRounds) run in one transaction, and do retries
 // only what rolled back or was never sent.
 func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	if err := b.checkOpen("insert jobs"); err != nil {
+		return nil, err
+	}
 	if err := validateInserts(params); err != nil {
 		return nil, err
 	}

@@ -91,6 +91,9 @@ func kindCode(k backend.OutcomeKind) int32 {
 // backend.ErrInvalidInput (see mapError) and the runtime isolates the
 // outcome by splitting the batch.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
+	if err := b.checkOpen("complete jobs"); err != nil {
+		return backend.CompleteResult{}, err
+	}
 	n := len(params.Outcomes)
 	if n == 0 {
 		return backend.CompleteResult{}, nil
@@ -190,6 +193,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 	if err := backend.ValidateExtendLease(params); err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
+	if err := b.checkOpen("extend leases"); err != nil {
+		return nil, err
+	}
 	if len(params.Refs) == 0 {
 		return nil, nil
 	}
@@ -224,6 +230,9 @@ func (b *Backend) JobExtendLease(ctx context.Context, params backend.ExtendLease
 // free releases, counted ones and moves to failed_jobs alike. Jobs back in
 // pending wake subscribers of their queues.
 func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
+	if err := b.checkOpen("release jobs"); err != nil {
+		return backend.CompleteResult{}, err
+	}
 	if len(refs) == 0 {
 		return backend.CompleteResult{}, nil
 	}

@@ -395,9 +395,18 @@ func (b *Backend) inTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	return tx.Commit(ctx)
 }
 
-func (b *Backend) run(ctx context.Context, op string, maxTries int, timeout time.Duration, fn func(ctx context.Context) error) error {
+// checkOpen is ErrClosed, wrapped with op, after Close: every call checks
+// it first, so one with nothing to do answers as one with work would.
+func (b *Backend) checkOpen(op string) error {
 	if b.closed.Load() {
 		return fmt.Errorf("%s: %w", op, backend.ErrClosed)
+	}
+	return nil
+}
+
+func (b *Backend) run(ctx context.Context, op string, maxTries int, timeout time.Duration, fn func(ctx context.Context) error) error {
+	if err := b.checkOpen(op); err != nil {
+		return err
 	}
 	for try := 1; ; try++ {
 		qctx, cancel := context.WithTimeoutCause(ctx, timeout, errQueryTimeout)

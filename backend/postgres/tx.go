@@ -19,6 +19,9 @@ import (
 // must be on the database holding the backend's schema. A failed insert
 // aborts the caller's transaction, as any failed statement does.
 func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.InsertParams) ([]backend.InsertResult, error) {
+	if err := b.checkOpen("insert jobs in tx"); err != nil {
+		return nil, err
+	}
 	query, err := txQuerier(tx)
 	if err != nil {
 		return nil, fmt.Errorf("insert jobs in tx: %w", err)

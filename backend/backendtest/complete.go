@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"cmp"
 	"slices"
 	"testing"
 	"time"
@@ -167,5 +168,37 @@ func testComplete(t *testing.T, h Harness) {
 			t.Fatalf("a stale fail wrote %d failed rows", len(f))
 		}
 		wantNoStats(t, b)
+	})
+
+	// One batch of every kind, with a ref of another token and a ref
+	// given twice: each fresh outcome applies once, in batch order, and
+	// the others are stale.
+	parallel(t, h, "RepeatInBatch", func(t *testing.T, b backend.Backend) {
+		insertIDs(t, b, job("q", "t"), job("q", "t"), job("q", "t"))
+		j1, j2, j3 := claimOne(t, b, "q"), claimOne(t, b, "q"), claimOne(t, b, "q")
+		stale := j1.Ref()
+		stale.Token++
+		res := complete(t, b,
+			done(j1.Ref()),
+			retry(j2.Ref(), time.Hour, "later"),
+			fail(j3.Ref(), "boom"),
+			done(stale),
+			fail(j1.Ref(), "repeat"),
+		)
+		got := slices.Clone(res.Stale)
+		want := []backend.JobRef{stale, j1.Ref()}
+		slices.SortFunc(got, func(a, b backend.JobRef) int { return cmp.Compare(a.Token, b.Token) })
+		slices.SortFunc(want, func(a, b backend.JobRef) int { return cmp.Compare(a.Token, b.Token) })
+		if !slices.Equal(got, want) || len(res.Cancelled) != 0 {
+			t.Fatalf("JobComplete = %+v, want Stale %v (in any order)", res, want)
+		}
+		gone(t, b, j1.ID)
+		if row := wantStatus(t, b, j2.ID, backend.StatusPending, 1); row.LastError != "later" {
+			t.Fatalf("retried job: last error %q, want later", row.LastError)
+		}
+		f := failedList(t, b, backend.FailedListParams{})
+		if len(f) != 1 || f[0].JobID != j3.ID || f[0].Error != "boom" {
+			t.Fatalf("FailedList = %+v, want job %d alone, with boom", f, j3.ID)
+		}
 	})
 }

@@ -62,6 +62,10 @@ func testTx(t *testing.T, h Harness) {
 			if err != nil || len(res) != 2 {
 				t.Fatalf("JobInsertManyTx = %+v, %v; want 2 results", res, err)
 			}
+			// Not there before the commit.
+			for _, r := range res {
+				gone(t, b, r.ID)
+			}
 			end(t, tx, commit)
 			for _, r := range res {
 				if !commit {

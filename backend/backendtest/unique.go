@@ -107,4 +107,26 @@ func testUnique(t *testing.T, h Harness) {
 		}
 		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 3})
 	})
+
+	// A key is unique across queues: one call inserting it into two
+	// queues, or a later one into another queue, names the live job
+	// holding it; once that job is done, another queue may take it.
+	parallel(t, h, "AcrossQueues", func(t *testing.T, b backend.Backend) {
+		in := func(queue string) backend.InsertParams {
+			p := job(queue, "t")
+			p.UniqueKey = "k"
+			return p
+		}
+		res := insert(t, b, in("a"), in("b"))
+		if res[0].Duplicate || !res[1].Duplicate || res[1].ID != res[0].ID {
+			t.Fatalf("one key inserted into queues a and b in one call = %+v, want the second a duplicate of the first", res)
+		}
+		wantDup(t, b, in("b"), res[0].ID)
+		claimNone(t, b, "b")
+		completeFresh(t, b, done(claimOne(t, b, "a").Ref()))
+		second := wantFresh(t, b, in("b"), res[0].ID)
+		wantDup(t, b, in("a"), second)
+		wantStats(t, b, backend.QueueStats{Queue: "b", Pending: 1})
+		wantStats(t, b, backend.QueueStats{Queue: "a"})
+	})
 }

@@ -197,6 +197,10 @@ func testWorkflow(t *testing.T, h Harness) {
 	testWorkflowCancel(t, h)
 	testWorkflowConcurrency(t, h)
 	testWorkflowRetention(t, h)
+	testWorkflowCascade(t, h)
+	testWorkflowCancelEnds(t, h)
+	testWorkflowReplayMore(t, h)
+	testWorkflowScale(t, h)
 }
 
 // testWorkflowFailure: every way a task's job can end badly ends the task

@@ -118,6 +118,16 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 			t.Fatalf("Counts = %+v, want %d succeeded", wf.Counts, n+1)
 		}
 		noDrift(t, w)
+		// The join reads its 1,000 dependencies, in its Deps order.
+		deps, err := w.WorkflowDeps(t.Context(), taskNamed(t, wf, "join").JobID)
+		if err != nil || len(deps) != n {
+			t.Fatalf("WorkflowDeps(join) = %d deps, %v; want %d", len(deps), err, n)
+		}
+		for i, d := range deps {
+			if d.Name != names[i] || d.State != backend.TaskSucceeded {
+				t.Fatalf("WorkflowDeps(join)[%d] = %+v, want %s succeeded", i, d, names[i])
+			}
+		}
 	})
 
 	parallel(t, h, "LastTwoAtOnce", func(t *testing.T, b backend.Backend) {

@@ -5,19 +5,16 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/backend"
 )
 
-// The workflow tests of this backend: what the conformance suite does not
-// reach (the stored columns, the wake-ups and the inserted counter of a
-// release, a caller's transaction, a count left wrong on purpose, the
-// query plans, the migration of an existing file) and the large shapes,
-// timed.
+// The workflow tests of this backend: what the conformance suite
+// (backendtest, area Workflow) does not reach: the stored columns, a count
+// left wrong on purpose, a prune's chunks and the query plans (the
+// migration of an existing file is in workflow_migrate_test.go).
 
 func openWF(t testing.TB) *Backend {
 	t.Helper()
@@ -106,10 +103,9 @@ func wantStates(t testing.TB, b *Backend, id int64, want string) *backend.Workfl
 	return wf
 }
 
-// TestWorkflowChainStoresAndWakes: a task's job carries its workflow's ID
-// (in jobs and in failed_jobs), a release wakes the queue's subscribers
-// and counts as an inserted job, and a job that is no task's has none.
-func TestWorkflowChainStoresAndWakes(t *testing.T) {
+// TestWorkflowChainStoresWorkflowID: a task's job carries its workflow's
+// ID, in jobs and in failed_jobs, and a job that is no task's has none.
+func TestWorkflowChainStoresWorkflowID(t *testing.T) {
 	t.Parallel()
 	b := openWF(t)
 	ctx := t.Context()
@@ -132,231 +128,18 @@ func TestWorkflowChainStoresAndWakes(t *testing.T) {
 	if wf := jobWF("jobs", plain[0].ID); wf.Valid {
 		t.Fatalf("a plain job has workflow_id %d", wf.Int64)
 	}
-	before, err := b.JobsInserted(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wake, stop := b.Subscribe([]string{"w"})
-	defer stop()
-	select { // the insert's own wake-up
-	case <-wake:
-	default:
-	}
 	a := claimAll(t, b, 10)["a"]
 	if wf := jobWF("jobs", a.ID); wf.Int64 != id {
 		t.Fatalf("task a's job has workflow_id %v, want %d", wf, id)
 	}
 	finish(t, b, backend.OutcomeDone, a)
-	select {
-	case <-wake:
-	case <-time.After(10 * time.Second):
-		t.Fatal("releasing b woke no subscriber of its queue")
-	}
-	if after, err := b.JobsInserted(ctx); err != nil || after != before+1 {
-		t.Fatalf("JobsInserted after a release = %d, %v; want %d", after, err, before+1)
-	}
-	wantStates(t, b, id, "a=succeeded b=active c=waiting")
 	bj := claimAll(t, b, 10)["b"]
+	if wf := jobWF("jobs", bj.ID); wf.Int64 != id {
+		t.Fatalf("released task b's job has workflow_id %v, want %d", wf, id)
+	}
 	finish(t, b, backend.OutcomeFail, bj)
 	if wf := jobWF("failed_jobs", bj.ID); wf.Int64 != id {
 		t.Fatalf("task b's failed job has workflow_id %v, want %d", wf, id)
-	}
-	wf := wantStates(t, b, id, "a=succeeded b=failed c=cancelled")
-	if wf.State != backend.WorkflowFailed || wf.FinishedAt.IsZero() {
-		t.Fatalf("workflow = %s finished %v, want failed with a time", wf.State, wf.FinishedAt)
-	}
-}
-
-// TestWorkflowFanInFanOut: one root, 1,000 parts released by its
-// completion at once, and a join released by the last part, worked by 4
-// goroutines claiming and completing in batches: every part runs once,
-// the join once after all of them.
-func TestWorkflowFanInFanOut(t *testing.T) {
-	t.Parallel()
-	const n = 1000
-	b := openWF(t)
-	tasks := []backend.TaskParams{wfTask("root")}
-	var parts []string
-	for i := range n {
-		parts = append(parts, fmt.Sprintf("p%04d", i))
-		tasks = append(tasks, wfTask(parts[i], "root"))
-	}
-	tasks = append(tasks, wfTask("join", parts...))
-	start := time.Now()
-	id := insertWF(t, b, tasks...)
-	inserted := time.Since(start)
-
-	start = time.Now()
-	finish(t, b, backend.OutcomeDone, claimAll(t, b, 1)["root"])
-	fanOut := time.Since(start)
-	if wf, _ := taskStates(t, b, id); wf.Counts.Active != n || wf.Counts.Waiting != 1 {
-		t.Fatalf("after the root: %+v, want %d active and the join waiting", wf.Counts, n)
-	}
-
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var joinEarly atomic.Bool
-	var wg sync.WaitGroup
-	start = time.Now()
-	for range 4 {
-		wg.Go(func() {
-			for {
-				rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"w"}, Max: 25, Lease: time.Hour})
-				if err != nil {
-					t.Errorf("claim: %v", err)
-					return
-				}
-				if len(rows) == 0 {
-					return
-				}
-				outs := make([]backend.Outcome, len(rows))
-				mu.Lock()
-				for i, r := range rows {
-					seen[r.Type]++
-					if r.Type == "join" && len(seen) < n+1 {
-						joinEarly.Store(true)
-					}
-					outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone, Result: []byte(`1`)}
-				}
-				mu.Unlock()
-				if res, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs}); err != nil || len(res.Stale) != 0 {
-					t.Errorf("complete: %+v, %v", res, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	fanIn := time.Since(start)
-	if joinEarly.Load() {
-		t.Fatal("the join was claimed before every part had run")
-	}
-	if len(seen) != n+1 {
-		t.Fatalf("%d distinct tasks ran after the root, want %d", len(seen), n+1)
-	}
-	for name, k := range seen {
-		if k != 1 {
-			t.Fatalf("task %s ran %d times", name, k)
-		}
-	}
-	wf, _ := taskStates(t, b, id)
-	if wf.State != backend.WorkflowSucceeded || wf.Counts.Succeeded != n+2 {
-		t.Fatalf("workflow %s %+v, want succeeded with %d tasks", wf.State, wf.Counts, n+2)
-	}
-	deps, err := b.WorkflowDeps(t.Context(), wf.Tasks[len(wf.Tasks)-1].JobID)
-	if err != nil || len(deps) != n || deps[0].Name != "p0000" || string(deps[n-1].Result) != "1" {
-		t.Fatalf("WorkflowDeps(join) = %d deps, %v", len(deps), err)
-	}
-	t.Logf("%d tasks: insert %v, root's done releasing %d %v, %d parts and the join worked by 4 claimers %v", n+2, inserted, n, fanOut, n, fanIn)
-}
-
-// TestWorkflowCancelCascade: each way a task's job ends badly cancels its
-// DepCancel dependants down the graph, with reasons naming the cause, and
-// releases its DepContinue ones.
-func TestWorkflowCancelCascade(t *testing.T) {
-	t.Parallel()
-	b := openWF(t)
-	ctx := t.Context()
-	cont := func(p backend.TaskParams, deps ...string) backend.TaskParams {
-		for _, d := range deps {
-			p.Deps = append(p.Deps, backend.Dep{Task: d, Policy: backend.DepContinue})
-		}
-		return p
-	}
-	// A failed outcome: b, c, e cancelled; d (continue on a) runs; e
-	// continues on d but depends on c with DepCancel.
-	id := insertWF(t, b, wfTask("a"), wfTask("b", "a"), wfTask("c", "b"), cont(wfTask("d"), "a"), cont(wfTask("e", "c"), "d"))
-	finish(t, b, backend.OutcomeFail, claimAll(t, b, 1)["a"])
-	wf := wantStates(t, b, id, "a=failed b=cancelled d=active c=cancelled e=cancelled")
-	for name, want := range map[string]string{
-		"a": "broke",
-		"b": backend.DepCancelReason("a", backend.TaskFailed),
-		"c": backend.DepCancelReason("b", backend.TaskCancelled),
-		"e": backend.DepCancelReason("c", backend.TaskCancelled),
-	} {
-		for _, tk := range wf.Tasks {
-			if tk.Name == name && (tk.Reason != want || tk.FinishedAt.IsZero()) {
-				t.Errorf("task %s: reason %q finished %v, want %q and a time", name, tk.Reason, tk.FinishedAt, want)
-			}
-		}
-	}
-	finish(t, b, backend.OutcomeDone, claimAll(t, b, 1)["d"])
-	if wf := wantStates(t, b, id, "a=failed b=cancelled d=succeeded c=cancelled e=cancelled"); wf.State != backend.WorkflowFailed {
-		t.Fatalf("workflow %s, want failed", wf.State)
-	}
-
-	// JobCancel of a pending task's job, and WorkflowCancel of one with
-	// a held job, a pending job and a waiting task.
-	id = insertWF(t, b, wfTask("x"), wfTask("y", "x"), cont(wfTask("z"), "x"))
-	wf, _ = taskStates(t, b, id)
-	if res, err := b.JobCancel(ctx, []int64{wf.Tasks[0].JobID}); err != nil || res[0].Outcome != backend.CancelCancelled {
-		t.Fatalf("JobCancel = %+v, %v", res, err)
-	}
-	wantStates(t, b, id, "x=cancelled y=cancelled z=active")
-
-	id = insertWF(t, b, wfTask("h"), wfTask("q"), wfTask("after", "h", "q"))
-	held := claimAll(t, b, 10)
-	if held["z"] == nil || held["h"] == nil || held["q"] == nil {
-		t.Fatalf("claimed %v, want z, h and q", held)
-	}
-	finish(t, b, backend.OutcomeRetry, held["q"]) // q pending again
-	res, err := b.WorkflowCancel(ctx, id)
-	if err != nil || !res.Changed || res.Cancelled != 2 || res.Requested != 1 {
-		t.Fatalf("WorkflowCancel = %+v, %v; want q and after cancelled, h requested", res, err)
-	}
-	wf = wantStates(t, b, id, "h=cancelled q=cancelled after=cancelled")
-	for _, tk := range wf.Tasks {
-		if tk.Reason != backend.CancelReasonWorkflow {
-			t.Errorf("task %s reason %q, want %q", tk.Name, tk.Reason, backend.CancelReasonWorkflow)
-		}
-	}
-	// h's holder reports done: the job ends cancelled, its task stays
-	// as the cancel left it.
-	out, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: held["h"].Ref(), Kind: backend.OutcomeDone}}})
-	if err != nil || len(out.Cancelled) != 1 {
-		t.Fatalf("late done of a cancelled workflow's task = %+v, %v", out, err)
-	}
-	wantStates(t, b, id, "h=cancelled q=cancelled after=cancelled")
-}
-
-// TestWorkflowReplayRestore: a replay brings back what the failure
-// cancelled, and a dependant that counted the failed task down through
-// DepContinue waits for it again (its count is recomputed, not left one
-// short, which would release it before the replayed task ends).
-func TestWorkflowReplayRestore(t *testing.T) {
-	t.Parallel()
-	b := openWF(t)
-	ctx := t.Context()
-	d := wfTask("d", "x")
-	d.Deps = append(d.Deps, backend.Dep{Task: "a", Policy: backend.DepContinue})
-	id := insertWF(t, b, wfTask("a"), wfTask("x"), wfTask("b", "a"), wfTask("c", "b"), d)
-	got := claimAll(t, b, 10)
-	finish(t, b, backend.OutcomeFail, got["a"])
-	// Stored in topological order: a, x, b, d, c.
-	wantStates(t, b, id, "a=failed x=active b=cancelled d=waiting c=cancelled")
-	var failedID int64
-	if err := b.w.QueryRowContext(ctx, `SELECT id FROM failed_jobs WHERE job_id = ?`, got["a"].ID).Scan(&failedID); err != nil {
-		t.Fatal(err)
-	}
-	res, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{failedID}})
-	if err != nil || res.Replayed != 1 {
-		t.Fatalf("replay = %+v, %v", res, err)
-	}
-	wf := wantStates(t, b, id, "a=active x=active b=waiting d=waiting c=waiting")
-	if dt := wf.Tasks[3]; dt.Name != "d" || strings.Join(dt.WaitingOn, ",") != "x,a" {
-		t.Fatalf("task %s waits on %v, want d waiting on x and a", dt.Name, dt.WaitingOn)
-	}
-	finish(t, b, backend.OutcomeDone, got["x"])
-	wantStates(t, b, id, "a=active x=succeeded b=waiting d=waiting c=waiting")
-	finish(t, b, backend.OutcomeDone, claimAll(t, b, 10)["a"])
-	next := claimAll(t, b, 10)
-	if len(next) != 2 || next["b"] == nil || next["d"] == nil {
-		t.Fatalf("after the replayed task: claimed %v, want b and d", next)
-	}
-	finish(t, b, backend.OutcomeDone, next["b"], next["d"])
-	finish(t, b, backend.OutcomeDone, claimAll(t, b, 10)["c"])
-	if wf := wantStates(t, b, id, "a=succeeded x=succeeded b=succeeded d=succeeded c=succeeded"); wf.State != backend.WorkflowSucceeded {
-		t.Fatalf("workflow %s, want succeeded", wf.State)
 	}
 }
 

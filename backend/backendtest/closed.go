@@ -2,11 +2,31 @@ package backendtest
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/backend"
 )
+
+// opNames are the operations every backend wraps its errors with, by
+// method: the words of the error a caller logs (a Get's names the ID
+// too: "get job 7").
+var opNames = map[string]string{
+	"JobInsertMany":  "insert jobs",
+	"JobClaim":       "claim jobs",
+	"JobComplete":    "complete jobs",
+	"JobExtendLease": "extend leases",
+	"JobRelease":     "release jobs",
+	"LeaseSweep":     "sweep leases",
+	"JobGet":         "get job",
+	"QueueStats":     "queue stats",
+	"FailedList":     "list failed jobs",
+	"FailedGet":      "get failed job",
+	"FailedReplay":   "replay failed jobs",
+	"FailedPurge":    "purge failed jobs",
+}
 
 // testClosed: after Close every call fails with ErrClosed, one with empty
 // input (which before Close is a no-op that succeeds) and the Workflower's
@@ -76,8 +96,22 @@ func testClosed(t *testing.T, h Harness) {
 			},
 		}
 		for name, call := range calls {
-			if err := call(); !errors.Is(err, backend.ErrClosed) {
+			err := call()
+			if !errors.Is(err, backend.ErrClosed) {
 				t.Errorf("%s after Close: error %v, want ErrClosed", name, err)
+				continue
+			}
+			// Every backend names the operation alike, so a log line or a
+			// caller reads the same words whatever the store.
+			op := opNames[name]
+			switch name {
+			case "JobGet":
+				op = fmt.Sprintf("%s %d", op, held.ID)
+			case "FailedGet":
+				op = fmt.Sprintf("%s %d", op, made[0].ID)
+			}
+			if !strings.HasPrefix(err.Error(), op+": ") {
+				t.Errorf("%s after Close: error %q, want it to start with the operation %q", name, err, op)
 			}
 		}
 	})

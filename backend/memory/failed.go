@@ -58,7 +58,7 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 
 // FailedGet implements backend.Backend.
 func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	if err := b.lock(ctx, "get failed job"); err != nil {
+	if err := b.lock(ctx, fmt.Sprintf("get failed job %d", id)); err != nil {
 		return nil, err
 	}
 	defer b.mu.Unlock()

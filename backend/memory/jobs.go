@@ -125,7 +125,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 
 // JobGet implements backend.Backend.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
-	if err := b.lock(ctx, "get job"); err != nil {
+	if err := b.lock(ctx, fmt.Sprintf("get job %d", id)); err != nil {
 		return nil, err
 	}
 	defer b.mu.Unlock()

@@ -15,14 +15,14 @@ var _ backend.Canceller = (*Backend)(nil)
 // (see "cancel" in scripts.lua), pipelined; the unique keys of the
 // cancelled pending jobs are freed after.
 func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {
-	if err := b.begin("cancel"); err != nil {
+	if err := b.begin("cancel jobs"); err != nil {
 		return nil, err
 	}
 	if err := backend.ValidateCancelIDs(ids); err != nil {
-		return nil, fmt.Errorf("cancel: %w", err)
+		return nil, fmt.Errorf("cancel jobs: %w", err)
 	}
 	res, err := b.cancel(ctx, ids)
-	return res, b.fail("cancel", err)
+	return res, b.fail("cancel jobs", err)
 }
 
 func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResult, error) {

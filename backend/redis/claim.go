@@ -25,11 +25,11 @@ const (
 // from each queue its share of the best params.Max across them, so the
 // order holds across queues as of the first round.
 func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*backend.JobRow, error) {
-	if err := b.begin("claim"); err != nil {
+	if err := b.begin("claim jobs"); err != nil {
 		return nil, err
 	}
 	if err := backend.ValidateClaim(params); err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
+		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	queues := slices.Compact(slices.Sorted(slices.Values(params.Queues)))
 	lease := leaseMicros(params.Lease)
@@ -45,7 +45,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		}
 	}
 	if err != nil {
-		return nil, b.fail("claim", err)
+		return nil, b.fail("claim jobs", err)
 	}
 	if rows == nil {
 		rows = []*backend.JobRow{}
@@ -217,7 +217,7 @@ var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "l
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
-	if err := b.begin("get job"); err != nil {
+	if err := b.begin(fmt.Sprintf("get job %d", id)); err != nil {
 		return nil, err
 	}
 	row, err := b.jobGet(ctx, id)

@@ -69,18 +69,18 @@ func outcomeText(o backend.Outcome) any {
 
 // JobComplete applies outcomes with one script call per queue, pipelined.
 func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams) (backend.CompleteResult, error) {
-	if err := b.begin("complete"); err != nil {
+	if err := b.begin("complete jobs"); err != nil {
 		return backend.CompleteResult{}, err
 	}
 	outcomes, err := backend.PrepareOutcomes(params.Outcomes)
 	if err != nil {
-		return backend.CompleteResult{}, fmt.Errorf("complete: %w", err)
+		return backend.CompleteResult{}, fmt.Errorf("complete jobs: %w", err)
 	}
 	res, err := b.complete(ctx, outcomes)
 	if err == nil {
 		b.limits.EndedOutcomes(outcomes)
 	}
-	return res, b.fail("complete", err)
+	return res, b.fail("complete jobs", err)
 }
 
 func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (backend.CompleteResult, error) {
@@ -232,14 +232,14 @@ func (b *Backend) refGroups(ctx context.Context, refs []backend.JobRef) ([]*refG
 
 // JobRelease gives held jobs back with one script call per queue.
 func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {
-	if err := b.begin("release"); err != nil {
+	if err := b.begin("release jobs"); err != nil {
 		return backend.CompleteResult{}, err
 	}
 	res, err := b.release(ctx, refs)
 	if err == nil {
 		b.limits.Ended(refs)
 	}
-	return res, b.fail("release", err)
+	return res, b.fail("release jobs", err)
 }
 
 func (b *Backend) release(ctx context.Context, refs []backend.JobRef) (backend.CompleteResult, error) {

@@ -168,7 +168,7 @@ var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c"}
 
 // FailedGet returns one failed job by its failed ID.
 func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	if err := b.begin("get failed job"); err != nil {
+	if err := b.begin(fmt.Sprintf("get failed job %d", id)); err != nil {
 		return nil, err
 	}
 	row, err := b.failedGet(ctx, id)
@@ -203,12 +203,12 @@ func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 // reserved first; a key held by a live job leaves its job failed
 // (Skipped).
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
-	if err := b.begin("replay"); err != nil {
+	if err := b.begin("replay failed jobs"); err != nil {
 		return backend.ReplayResult{}, err
 	}
 	if len(params.IDs) == 0 {
 		if err := backend.ValidateFilter(params.Filter); err != nil {
-			return backend.ReplayResult{}, fmt.Errorf("replay: %w", err)
+			return backend.ReplayResult{}, fmt.Errorf("replay failed jobs: %w", err)
 		}
 	}
 	var counts replayCounts
@@ -219,7 +219,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 		err = b.replayFilter(ctx, params.Filter, &counts)
 	}
 	if err != nil {
-		return backend.ReplayResult{}, b.fail("replay", err)
+		return backend.ReplayResult{}, b.fail("replay failed jobs", err)
 	}
 	return counts.result(), nil
 }
@@ -446,7 +446,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 // KeepNewest, after finding the failed ID of the KeepNewest-th newest
 // match across the covered queues, every match below it.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
-	if err := b.begin("purge"); err != nil {
+	if err := b.begin("purge failed jobs"); err != nil {
 		return 0, err
 	}
 	err := backend.ValidatePurge(params)
@@ -454,7 +454,7 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 		err = backend.ValidateFilter(params.Filter)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("purge: %w", err)
+		return 0, fmt.Errorf("purge failed jobs: %w", err)
 	}
 	var n int
 	if len(params.IDs) > 0 {
@@ -462,7 +462,7 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	} else {
 		n, err = b.purgeFilter(ctx, params.Filter, params.KeepNewest)
 	}
-	return n, b.fail("purge", err)
+	return n, b.fail("purge failed jobs", err)
 }
 
 func (b *Backend) purgeIDs(ctx context.Context, ids []int64) (int, error) {

@@ -26,7 +26,7 @@ type insertGroup struct {
 // unique keys that is one round trip; with them, see the package
 // documentation.
 func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
-	if err := b.begin("insert"); err != nil {
+	if err := b.begin("insert jobs"); err != nil {
 		return nil, err
 	}
 	for i, p := range params {
@@ -38,7 +38,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 		return []backend.InsertResult{}, nil
 	}
 	res, err := b.insert(ctx, params)
-	return res, b.fail("insert", err)
+	return res, b.fail("insert jobs", err)
 }
 
 // plain reports whether params all go to one queue and none has a unique

@@ -12,15 +12,15 @@ import (
 // pipelined round counts each queue's expired leases, a second sweeps the
 // queues that have any, sharing params.Limit between them.
 func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
-	if err := b.begin("sweep"); err != nil {
+	if err := b.begin("sweep leases"); err != nil {
 		return backend.SweepResult{}, err
 	}
 	limit, err := backend.PageLimit(params.Limit, backend.DefaultSweepLimit)
 	if err != nil {
-		return backend.SweepResult{}, fmt.Errorf("sweep: %w", err)
+		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	res, err := b.sweep(ctx, limit)
-	return res, b.fail("sweep", err)
+	return res, b.fail("sweep leases", err)
 }
 
 func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, error) {
@@ -112,11 +112,11 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 // QueueStats counts jobs per queue and state with one script per queue,
 // pipelined.
 func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) {
-	if err := b.begin("stats"); err != nil {
+	if err := b.begin("queue stats"); err != nil {
 		return nil, err
 	}
 	out, err := b.stats(ctx)
-	return out, b.fail("stats", err)
+	return out, b.fail("queue stats", err)
 }
 
 func (b *Backend) stats(ctx context.Context) ([]backend.QueueStats, error) {

@@ -32,8 +32,9 @@ type ClientConfig struct {
 // Client enqueues jobs. It is safe for concurrent use and cheap to keep for
 // the life of the program.
 type Client struct {
-	b   backend.Backend
-	cfg ClientConfig
+	b      backend.Backend
+	cfg    ClientConfig
+	inline bool // b runs each job inside its insert (backend.Inline)
 }
 
 // NewClient returns a client that enqueues into b. It fails when cfg has an
@@ -63,23 +64,64 @@ func NewClient(b backend.Backend, cfg ClientConfig) (*Client, error) {
 			return nil, err
 		}
 	}
-	if in, ok := b.(backend.Inline); ok {
+	in, inline := backend.As[backend.Inline](b)
+	if inline {
 		if cfg.Registry == nil {
 			return nil, fmt.Errorf("%w: the sync backend runs handlers inside Enqueue, so ClientConfig.Registry is required", ErrInvalidInput)
 		}
 		reg := cfg.Registry
-		// Found through wrappers (a test recorder), which forward
-		// SetRunner but have no binding of their own.
 		if bd, ok := backend.As[runnerBinder](b); ok {
 			if err := bd.BindRunner(reg); err != nil {
 				return nil, fmt.Errorf("ClientConfig.Registry: %w", err)
 			}
 		}
 		in.SetRunner(func(ctx context.Context, row *backend.JobRow) error {
-			return reg.run(ctx, &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}, 0)
+			jc := &jobCtx{job: jobFromRow(row), ref: row.Ref(), backend: b}
+			// The backend keeps the last client's runner, so the client
+			// that enqueued the job is taken from the insert's context:
+			// its hooks, not the last client's, hear of the run.
+			enq, _ := ctx.Value(inlineClientKey{}).(*Client)
+			if enq != nil {
+				// An insert the handler makes past any client is not
+				// this client's.
+				ctx = context.WithValue(ctx, inlineClientKey{}, (*Client)(nil))
+			}
+			enq.inlineStarted(ctx, jc.job)
+			err := reg.run(ctx, jc, 0)
+			enq.inlineFinished(ctx, jc.job, err)
+			return err
 		})
 	}
-	return &Client{b: b, cfg: cfg}, nil
+	return &Client{b: b, cfg: cfg, inline: inline}, nil
+}
+
+// inlineClientKey is the context key under which EnqueueMany passes its
+// client to the sync backend's runner.
+type inlineClientKey struct{}
+
+// inlineStarted runs the InlineStarted hooks of c, which may be nil (an
+// insert that came through no client).
+func (c *Client) inlineStarted(ctx context.Context, job *Job) {
+	if c == nil {
+		return
+	}
+	for _, h := range c.cfg.Hooks {
+		if h.InlineStarted != nil {
+			h.InlineStarted(ctx, job)
+		}
+	}
+}
+
+// inlineFinished runs the InlineFinished hooks of c, which may be nil.
+func (c *Client) inlineFinished(ctx context.Context, job *Job, err error) {
+	if c == nil {
+		return
+	}
+	for _, h := range c.cfg.Hooks {
+		if h.InlineFinished != nil {
+			h.InlineFinished(ctx, job, err)
+		}
+	}
 }
 
 // runnerBinder is implemented by the sync backend (inline.Backend): it
@@ -126,15 +168,19 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...E
 // error, none. Unique-key collisions are not errors here: they are reported
 // per job in the result.
 func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResult, error) {
-	params, jobCtxs, err := c.params(ctx, jobs)
+	params, jobCtxs, err := c.params(ctx, jobs, false)
 	if err != nil {
-		c.afterEnqueue(ctx, jobCtxs, params, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, params, nil, err, enqueued{})
 		return nil, err
 	}
+	insCtx := ctx
+	if c.inline {
+		insCtx = context.WithValue(ctx, inlineClientKey{}, c)
+	}
 	// The backend's error already names the step ("insert jobs: …").
-	rows, err := c.b.JobInsertMany(ctx, params)
+	rows, err := c.b.JobInsertMany(insCtx, params)
 	res := toResults(rows)
-	c.afterEnqueue(ctx, jobCtxs, params, res, err)
+	c.afterEnqueue(ctx, jobCtxs, params, res, err, enqueued{sent: true})
 	return res, err
 }
 
@@ -142,17 +188,17 @@ func (c *Client) EnqueueMany(ctx context.Context, jobs []JobSpec) ([]EnqueueResu
 // Postgres a pgx.Tx or *sql.Tx): the job exists if and only if tx commits.
 // It returns ErrNotSupported on backends without transactional enqueue.
 func (c *Client) EnqueueTx(ctx context.Context, tx any, typ string, payload any, opts ...EnqueueOption) (int64, error) {
-	txi, ok := c.b.(backend.TxInserter)
+	txi, ok := backend.As[backend.TxInserter](c.b)
 	if !ok {
 		return 0, fmt.Errorf("enqueue %s in transaction: %w", typ, ErrNotSupported)
 	}
-	params, jobCtxs, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}})
+	params, jobCtxs, err := c.params(ctx, []JobSpec{{Type: typ, Payload: payload, Options: opts}}, true)
 	if err != nil {
-		c.afterEnqueue(ctx, jobCtxs, params, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, params, nil, err, enqueued{inTx: true})
 		return 0, err
 	}
 	rows, err := txi.JobInsertManyTx(ctx, tx, params)
-	c.afterEnqueue(ctx, jobCtxs, params, toResults(rows), err)
+	c.afterEnqueue(ctx, jobCtxs, params, toResults(rows), err, enqueued{inTx: true, sent: true})
 	if err != nil {
 		return 0, err
 	}
@@ -192,10 +238,21 @@ func CompleteTx(ctx context.Context, tx any) error {
 	return nil
 }
 
+// enqueued is what the AfterEnqueue hooks hear of one call beyond its
+// jobs, their results and its error.
+type enqueued struct {
+	inTx bool // EnqueueTx, EnqueueWorkflowTx
+	sent bool // the call reached the backend: EnqueueInfo.Insert is set
+	// tasks are the workflow tasks' names, in the order of the call's
+	// jobs; nil for jobs enqueued alone.
+	tasks    []string
+	workflow int64 // the stored workflow's ID
+}
+
 // afterEnqueue runs the AfterEnqueue hooks for each job of a call, with
 // the job's context (jobCtxs[i], nil when no BeforeEnqueue hook ran: the
 // call's); res is nil when the call failed.
-func (c *Client) afterEnqueue(ctx context.Context, jobCtxs []context.Context, params []backend.InsertParams, res []EnqueueResult, err error) {
+func (c *Client) afterEnqueue(ctx context.Context, jobCtxs []context.Context, params []backend.InsertParams, res []EnqueueResult, err error, e enqueued) {
 	for _, h := range c.cfg.Hooks {
 		if h.AfterEnqueue == nil {
 			continue
@@ -209,7 +266,14 @@ func (c *Client) afterEnqueue(ctx context.Context, jobCtxs []context.Context, pa
 			if i < len(jobCtxs) && jobCtxs[i] != nil {
 				jctx = jobCtxs[i]
 			}
-			h.AfterEnqueue(jctx, EnqueueInfo{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata, Context: jctx}, r, err)
+			info := EnqueueInfo{Type: p.Type, Queue: p.Queue, Metadata: p.Metadata, Context: jctx, InTx: e.inTx, Workflow: e.workflow}
+			if i < len(e.tasks) {
+				info.Task = e.tasks[i]
+			}
+			if e.sent {
+				info.Insert = &params[i]
+			}
+			h.AfterEnqueue(jctx, info, r, err)
 		}
 	}
 }
@@ -230,14 +294,14 @@ func toResults(rows []backend.InsertResult) []EnqueueResult {
 // job's context as the BeforeEnqueue hooks left it (nil without hooks). On
 // error it returns the params of the jobs the BeforeEnqueue hooks saw (up
 // to the bad one), so the AfterEnqueue hooks hear of each of them.
-func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertParams, []context.Context, error) {
+func (c *Client) params(ctx context.Context, jobs []JobSpec, inTx bool) ([]backend.InsertParams, []context.Context, error) {
 	out := make([]backend.InsertParams, len(jobs))
 	var jobCtxs []context.Context
 	if len(c.cfg.Hooks) > 0 {
 		jobCtxs = make([]context.Context, len(jobs))
 	}
 	for i, j := range jobs {
-		jctx, p, err := c.param(ctx, j)
+		jctx, p, _, err := c.jobParam(ctx, j, jobCall{inTx: inTx})
 		out[i] = p
 		if jobCtxs != nil {
 			jobCtxs[i] = jctx
@@ -252,17 +316,27 @@ func (c *Client) params(ctx context.Context, jobs []JobSpec) ([]backend.InsertPa
 	return out, jobCtxs, nil
 }
 
-// param turns one spec into insert params, returning the job's context as
-// the BeforeEnqueue hooks left it. On error the params still name the
-// job's queue, type and metadata, for the AfterEnqueue hooks.
+// param turns one spec for a job alone into insert params, as jobParam.
 func (c *Client) param(ctx context.Context, j JobSpec) (context.Context, backend.InsertParams, error) {
-	ctx, p, _, err := c.jobParam(ctx, j, false)
+	ctx, p, _, err := c.jobParam(ctx, j, jobCall{})
 	return ctx, p, err
 }
 
-// jobParam is param for a plain job (task false: dependency options are
-// refused) or a workflow task (task true: they are returned).
-func (c *Client) jobParam(ctx context.Context, j JobSpec, task bool) (context.Context, backend.InsertParams, []backend.Dep, error) {
+// jobCall is how a job is enqueued, as the BeforeEnqueue hooks are told.
+type jobCall struct {
+	inTx bool
+	// task is the workflow task's name; workflow says the job is one
+	// (a name may be empty until the graph is validated).
+	task     string
+	workflow bool
+}
+
+// jobParam turns one spec into insert params, returning the job's context
+// as the BeforeEnqueue hooks left it, and for a workflow task
+// (call.workflow) its dependencies: a job alone refuses dependency
+// options. On error the params still name the job's queue, type and
+// metadata, for the AfterEnqueue hooks.
+func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context.Context, backend.InsertParams, []backend.Dep, error) {
 	if j.Type == "" {
 		j.Type, _ = kindOfValue(j.Payload) // a payload that names its type
 	}
@@ -270,12 +344,12 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, task bool) (context.Co
 	for _, opt := range j.Options {
 		opt(&o)
 	}
-	ctx, err := c.beforeEnqueue(ctx, j.Type, &o)
+	ctx, err := c.beforeEnqueue(ctx, j.Type, &o, call)
 	named := backend.InsertParams{Queue: o.queue, Type: j.Type, Metadata: o.metadata}
 	if err != nil {
 		return ctx, named, nil, err
 	}
-	if o.hasDeps && !task {
+	if o.hasDeps && !call.workflow {
 		return ctx, named, nil, &backend.InputError{Field: "options", Reason: "After and AfterEnded are for workflow tasks: add the job to a jobq.Workflow"}
 	}
 	if msg := kindMismatch(j.Type, j.Payload); msg != "" {
@@ -310,7 +384,7 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, task bool) (context.Co
 
 // beforeEnqueue lets the BeforeEnqueue hooks see the job, add to its
 // metadata and make its context; it returns that context.
-func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOptions) (context.Context, error) {
+func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOptions, call jobCall) (context.Context, error) {
 	for _, h := range c.cfg.Hooks {
 		if h.BeforeEnqueue == nil {
 			continue
@@ -318,7 +392,7 @@ func (c *Client) beforeEnqueue(ctx context.Context, typ string, o *enqueueOption
 		if o.metadata == nil {
 			o.metadata = map[string]string{}
 		}
-		info := EnqueueInfo{Type: typ, Queue: o.queue, Metadata: o.metadata, Context: ctx}
+		info := EnqueueInfo{Type: typ, Queue: o.queue, Metadata: o.metadata, Context: ctx, InTx: call.inTx, Task: call.task}
 		err := h.BeforeEnqueue(ctx, &info)
 		if info.Context != nil {
 			ctx = info.Context

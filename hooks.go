@@ -3,6 +3,8 @@ package jobq
 import (
 	"context"
 	"time"
+
+	"github.com/jobq/jobq/backend"
 )
 
 // WorkerHooks observe what a worker does with its jobs. They are the seam
@@ -95,6 +97,17 @@ type ClientHooks struct {
 	// of this type and decided not to (Client.Skip), with its reason.
 	// Nothing was stored; BeforeEnqueue and AfterEnqueue do not run.
 	Skipped func(ctx context.Context, job EnqueueInfo, reason string)
+	// InlineStarted: on a backend that runs each job inside its insert
+	// (sync), the handler of a job this client enqueued is about to run,
+	// with the handler's context: what WorkerHooks.Started is for a
+	// worker's attempt, since no worker runs these jobs. It fires inside
+	// Enqueue, between BeforeEnqueue and AfterEnqueue.
+	InlineStarted func(ctx context.Context, job *Job)
+	// InlineFinished: that handler returned err (nil when it succeeded;
+	// otherwise the enqueue fails with it, and an unknown type's err
+	// matches ErrNoHandler). It follows every InlineStarted, unless the
+	// handler called runtime.Goexit.
+	InlineFinished func(ctx context.Context, job *Job, err error)
 }
 
 // EnqueueInfo is what client hooks see of a job being enqueued.
@@ -110,6 +123,22 @@ type EnqueueInfo struct {
 	// and every AfterEnqueue of the job then receive it, as their ctx and
 	// here. It is per job, so a batch's jobs never share it.
 	Context context.Context
+	// InTx: the job is inserted inside the caller's transaction
+	// (EnqueueTx, EnqueueWorkflowTx), so it exists only if that commits.
+	InTx bool
+	// Task is the job's task name in its workflow (EnqueueWorkflow,
+	// EnqueueWorkflowTx); "" for a job enqueued alone.
+	Task string
+	// Workflow is, in AfterEnqueue, the ID of the workflow a task was
+	// stored in; 0 for a job alone and when the call failed.
+	Workflow int64
+	// Insert is, in AfterEnqueue, the job exactly as the client gave it
+	// to the backend (payload, unique key, delay, ...), set whenever the
+	// call reached the backend, whatever it answered: a hook that must
+	// tell the backend's refusal from the client's (a hook, bad input:
+	// Insert is nil) reads it. Nil in BeforeEnqueue and Skipped. Read it
+	// only: it is the client's own.
+	Insert *backend.InsertParams
 }
 
 // Middleware wraps a handler: it may act before and after next, change

@@ -95,7 +95,7 @@ func (i *Inspector) retainer(op string) (backend.Retainer, error) {
 
 // keepsNothing says why b cannot cancel or list jobs.
 func keepsNothing(b backend.Backend) string {
-	if _, inline := b.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](b); inline {
 		return "the sync backend runs each job inside its Enqueue and keeps no jobs"
 	}
 	return fmt.Sprintf("%T keeps no cancellable or listable jobs", b)

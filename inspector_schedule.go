@@ -63,7 +63,7 @@ func (i *Inspector) scheduleStore(op string) (backend.ScheduleStore, error) {
 	if s, ok := backend.As[backend.ScheduleStore](i.b); ok {
 		return s, nil
 	}
-	if _, inline := i.b.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](i.b); inline {
 		return nil, fmt.Errorf("%s: the sync backend runs jobs inside Enqueue and keeps no schedules: %w", op, ErrNotSupported)
 	}
 	return nil, fmt.Errorf("%s: %T keeps no schedules: %w", op, i.b, ErrNotSupported)

@@ -61,7 +61,7 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 	if b == nil || reg == nil {
 		return nil, fmt.Errorf("%w: NewWorker needs a backend and a registry", ErrInvalidInput)
 	}
-	if _, inline := b.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](b); inline {
 		return nil, fmt.Errorf("%w: the sync backend runs jobs inside Enqueue; it has no workers", ErrInvalidInput)
 	}
 	cfg, err := cfg.withDefaults()

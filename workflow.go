@@ -78,7 +78,7 @@ func (noWorkflowsError) Is(target error) bool { return target == ErrNotSupported
 // noWorkflows is the error of op on b, which lacks backend.Workflower,
 // saying why.
 func noWorkflows(op string, b backend.Backend) error {
-	if _, inline := b.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](b); inline {
 		return fmt.Errorf("%s: %w: the sync backend runs each job inside its Enqueue, so nothing can wait for another job", op, ErrNoWorkflows)
 	}
 	return fmt.Errorf("%s: %w: %T does not implement backend.Workflower (sqlite, postgres, redis and memory do)", op, ErrNoWorkflows, b)
@@ -101,7 +101,7 @@ func (c *Client) EnqueueWorkflow(ctx context.Context, wf *Workflow) (int64, erro
 	if !ok {
 		return 0, noWorkflows(op, c.b)
 	}
-	return c.enqueueWorkflow(ctx, op, wf, wfr.WorkflowInsert)
+	return c.enqueueWorkflow(ctx, op, wf, false, wfr.WorkflowInsert)
 }
 
 // EnqueueWorkflowTx stores wf inside tx, a transaction the caller owns (as
@@ -119,7 +119,7 @@ func (c *Client) EnqueueWorkflowTx(ctx context.Context, tx any, wf *Workflow) (i
 		}
 		return 0, fmt.Errorf("%s: %w", op, ErrNotSupported)
 	}
-	return c.enqueueWorkflow(ctx, op, wf, func(ctx context.Context, p backend.WorkflowParams) (*backend.WorkflowInserted, error) {
+	return c.enqueueWorkflow(ctx, op, wf, true, func(ctx context.Context, p backend.WorkflowParams) (*backend.WorkflowInserted, error) {
 		return txi.WorkflowInsertTx(ctx, tx, p)
 	})
 }
@@ -132,32 +132,43 @@ func workflowOp(wf *Workflow, suffix string) string {
 }
 
 // enqueueWorkflow checks wf's tasks as params checks jobs, validates the
-// graph, and inserts it with insert, running the client hooks around it.
-func (c *Client) enqueueWorkflow(ctx context.Context, op string, wf *Workflow,
+// graph, and inserts it with insert (inside the caller's transaction when
+// inTx), running the client hooks around it.
+func (c *Client) enqueueWorkflow(ctx context.Context, op string, wf *Workflow, inTx bool,
 	insert func(context.Context, backend.WorkflowParams) (*backend.WorkflowInserted, error)) (int64, error) {
 	if wf == nil {
 		return 0, fmt.Errorf("%s: %w: the workflow is nil", op, ErrInvalidInput)
 	}
-	p, jobs, jobCtxs, err := c.workflowParams(ctx, wf)
+	p, jobs, jobCtxs, err := c.workflowParams(ctx, wf, inTx)
 	if err == nil {
 		_, err = backend.ValidateWorkflow(p)
 	}
+	e := enqueued{inTx: inTx}
+	if len(c.cfg.Hooks) > 0 {
+		// jobs are the first tasks' jobs, in step: those the hooks saw.
+		e.tasks = make([]string, len(jobs))
+		for i := range jobs {
+			e.tasks[i] = wf.tasks[i].name
+		}
+	}
 	if err != nil {
 		err = fmt.Errorf("%s: %w", op, err)
-		c.afterEnqueue(ctx, jobCtxs, jobs, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, jobs, nil, err, e)
 		return 0, err
 	}
+	e.sent = true
 	ins, err := insert(ctx, p)
 	if err != nil {
 		err = fmt.Errorf("%s: %w", op, err)
-		c.afterEnqueue(ctx, jobCtxs, jobs, nil, err)
+		c.afterEnqueue(ctx, jobCtxs, jobs, nil, err, e)
 		return 0, err
 	}
 	res := make([]EnqueueResult, len(p.Tasks))
 	for i, t := range p.Tasks {
 		res[i] = EnqueueResult{ID: ins.Jobs[t.Name]}
 	}
-	c.afterEnqueue(ctx, jobCtxs, jobs, res, nil)
+	e.workflow = ins.ID
+	c.afterEnqueue(ctx, jobCtxs, jobs, res, nil, e)
 	return ins.ID, nil
 }
 
@@ -165,7 +176,7 @@ func (c *Client) enqueueWorkflow(ctx context.Context, op string, wf *Workflow,
 // first bad one. Like params it also returns each task's job params and
 // context for the AfterEnqueue hooks: on error, those of the tasks the
 // BeforeEnqueue hooks saw.
-func (c *Client) workflowParams(ctx context.Context, wf *Workflow) (backend.WorkflowParams, []backend.InsertParams, []context.Context, error) {
+func (c *Client) workflowParams(ctx context.Context, wf *Workflow, inTx bool) (backend.WorkflowParams, []backend.InsertParams, []context.Context, error) {
 	p := backend.WorkflowParams{Name: wf.name, Tasks: make([]backend.TaskParams, 0, len(wf.tasks))}
 	jobs := make([]backend.InsertParams, 0, len(wf.tasks))
 	var jobCtxs []context.Context
@@ -176,7 +187,7 @@ func (c *Client) workflowParams(ctx context.Context, wf *Workflow) (backend.Work
 		if t.err != nil {
 			return p, jobs, jobCtxs, fmt.Errorf("task %q: %w", t.name, t.err)
 		}
-		jctx, job, deps, err := c.jobParam(ctx, t.spec, true)
+		jctx, job, deps, err := c.jobParam(ctx, t.spec, jobCall{inTx: inTx, task: t.name, workflow: true})
 		jobs = append(jobs, job)
 		if jobCtxs != nil {
 			jobCtxs = append(jobCtxs, jctx)

@@ -3,8 +3,7 @@ package backend
 import "context"
 
 // Optional capabilities. The runtime discovers each with As, which sees
-// through wrappers (see Unwrapper), except Inline and TxInserter, which it
-// discovers by direct type assertion; it falls back as documented when a
+// through wrappers (see Unwrapper); it falls back as documented when a
 // backend lacks one.
 
 // Notifier is implemented by backends that can tell idle workers that jobs

@@ -13,11 +13,13 @@ package backend
 // The contract for a wrapper: a capability found through As must not need
 // the wrapper (its calls go straight to the wrapped backend); a capability
 // the wrapper must see the calls of, it implements itself, and As finds the
-// wrapper's first. Inline and TxInserter are discovered by direct type
-// assertion, not As, because their mere presence changes what the runtime
-// does (run inside the insert, allow EnqueueTx) and a wrapper that records
-// inserts must intercept them: such a wrapper implements them if and only
-// if the wrapped backend does.
+// wrapper's first. The runtime finds every capability this way, Inline and
+// TxInserter included, so a wrapper never implements one only to keep it:
+// implementing one the wrapped backend lacks would change what the runtime
+// does (run jobs inside the insert, allow EnqueueTx). What a wrapper cannot
+// see of a call that goes past it, the client's hooks report
+// (jobq.ClientHooks: AfterEnqueue for EnqueueTx and workflows,
+// InlineStarted and InlineFinished for the sync backend's runs).
 type Unwrapper interface {
 	// Unwrap returns the wrapped backend, never the wrapper itself.
 	Unwrap() Backend
@@ -30,9 +32,10 @@ const maxUnwrap = 32
 
 // As returns b as T if b implements T; otherwise it follows b's Unwrap
 // chain (see Unwrapper) and returns the first backend on it that
-// implements T. It is how the runtime discovers an optional capability
-// (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
-// ScheduleStore, InsertCounter) through wrappers that do not intercept it.
+// implements T. It is how the runtime discovers every optional capability
+// (Inline, TxInserter, Notifier, Migrator, TxCompleter, QueueController,
+// Canceller, Retainer, ScheduleStore, Workflower, WorkflowTxInserter,
+// InsertCounter) through wrappers that do not intercept it.
 // The chain is followed at most 32 links; past that, or at a backend that
 // is not an Unwrapper, or at a nil one, As reports false.
 func As[T any](b Backend) (T, bool) {

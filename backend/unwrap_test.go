@@ -93,3 +93,35 @@ func TestAsBackendInterface(t *testing.T) {
 		t.Fatalf("As[Backend] = %v, %v; want the wrapper itself", got, ok)
 	}
 }
+
+// running has the two capabilities whose presence alone changes what the
+// runtime does: Inline and TxInserter.
+type running struct{ backend.Backend }
+
+func (running) SetRunner(func(context.Context, *backend.JobRow) error) {}
+
+func (running) JobInsertManyTx(context.Context, any, []backend.InsertParams) ([]backend.InsertResult, error) {
+	return nil, nil
+}
+
+// TestAsFindsInlineAndTxInserter: Inline and TxInserter are found through
+// a wrapper like every other capability, so a wrapper that intercepts
+// neither keeps both, and one without the wrapped backend's has neither.
+func TestAsFindsInlineAndTxInserter(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		b     backend.Backend
+		found bool
+	}{
+		{"direct", running{}, true},
+		{"through a wrapper", &wrapper{inner: running{}}, true},
+		{"not on the wrapped backend", &wrapper{inner: &base{}}, false},
+	} {
+		_, inline := backend.As[backend.Inline](c.b)
+		_, tx := backend.As[backend.TxInserter](c.b)
+		if inline != c.found || tx != c.found {
+			t.Errorf("%s: As found Inline %v, TxInserter %v; want %v", c.name, inline, tx, c.found)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/inline"
 	"github.com/jobq/jobq/jobqtest"
 )
 
@@ -188,4 +189,31 @@ func TestRecorderWorkerCancel(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	})
+}
+
+// TestRecorderInlineRunsOfItsClient: the recorder hears of the sync
+// backend's runs through its client hooks, so a client built later on the
+// same backend (which takes over the backend's runner) neither hides the
+// recorder's client's runs nor has its own jobs' runs recorded; its inserts
+// through Backend() still are.
+func TestRecorderInlineRunsOfItsClient(t *testing.T) {
+	rec := jobqtest.NewRecorder(inline.New())
+	reg := noop("mine", "theirs")
+	client := rec.NewClient(t, jobq.ClientConfig{Registry: reg})
+	plain, err := jobq.NewClient(rec.Backend(), jobq.ClientConfig{Registry: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Enqueue(t.Context(), "mine", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Enqueue(t.Context(), "theirs", nil); err != nil {
+		t.Fatal(err)
+	}
+	if o := rec.Observe("mine"); o.Class != jobqtest.Ran || len(o.Runs) != 1 || !o.Runs[0].Inline {
+		t.Fatalf("%s\nwant ran inline once", o)
+	}
+	if o := rec.Observe("theirs"); len(o.Runs) != 0 || len(o.Enqueues) != 1 || !o.Enqueues[0].Inline {
+		t.Fatalf("%s\nwant its insert recorded, no run: its client has no recorder hooks", o)
+	}
 }

@@ -27,20 +27,20 @@ import (
 //
 // Give Backend() (not the wrapped backend) to the code under test's client,
 // and the recorder's ClientHooks first in its ClientConfig.Hooks (NewClient
-// does both): without the hooks, an enqueue refused before it reached the
-// backend (by a hook or as bad input) and Client.Skip are invisible, and
-// such a type reads as not wired.
+// does both). Backend() records the inserts every backend takes
+// (Client.Enqueue, EnqueueMany); the client hooks record the rest: an
+// enqueue refused before it reached the backend (by a hook or as bad
+// input), Client.Skip, EnqueueTx, the workflows' tasks, and the handlers
+// the sync backend runs inside the enqueue. Without the hooks those are
+// invisible, and such a type reads as not wired.
 //
-// Backend() has backend.Inline and backend.TxInserter exactly when the
-// wrapped backend has them, and records what goes through them; so it does
-// with backend.Workflower and backend.WorkflowTxInserter, found with
-// backend.As as the client finds them. Every other optional capability
-// (Notifier, Migrator, TxCompleter, QueueController, Canceller, Retainer,
-// ScheduleStore) it leaves to the wrapped backend: Backend() is a
-// backend.Unwrapper, and jobq finds them with backend.As. Code of your own
-// that needs one of those should use backend.As too; a direct type
-// assertion on Backend() fails. Jobs that schedule ticks insert are not
-// recorded: they are the workers' enqueues, not a request's.
+// Backend() implements no optional capability itself: it is a
+// backend.Unwrapper, and jobq finds every capability of the wrapped
+// backend (Inline, TxInserter, Workflower, Notifier, Canceller, ...) with
+// backend.As, whose calls go straight to the wrapped backend. Code of your
+// own that needs one should use backend.As too; a direct type assertion
+// on Backend() fails. Jobs that schedule ticks insert are not recorded:
+// they are the workers' enqueues, not a request's.
 //
 // A Recorder is safe for concurrent use.
 type Recorder struct {
@@ -55,7 +55,6 @@ type Recorder struct {
 	unhandled map[runKey]bool // attempts that found no handler for their type
 	marks     []Skip          // Client.Skip, MarkSkipped and refusals before the backend
 	reached   map[string]int
-	backErrs  []error         // errors the wrapped backend's inserts returned
 	queues    map[string]bool // every queue a job was stored in, kept across Reset
 	elapse    bool            // RunQueue is running: retry delays are written as 0
 }
@@ -153,11 +152,11 @@ type Skip struct {
 // closes inner, and so does closing inner itself.
 func NewRecorder(inner backend.Backend) *Recorder {
 	r := &Recorder{inner: inner, runSeen: map[runKey]bool{}, unhandled: map[runKey]bool{}, reached: map[string]int{}, queues: map[string]bool{}}
-	_, r.inline = inner.(backend.Inline)
+	_, r.inline = backend.As[backend.Inline](inner)
 	// A tick of a schedule (ScheduleStore.ScheduleTick, reached through
 	// As) inserts its job unrecorded: the scheduler's jobs are the
 	// workers' own, not something a request did.
-	r.b = compose(&recBackend{Backend: inner, r: r, next: chain(r, inner)}, inner)
+	r.b = &recBackend{Backend: inner, r: r}
 	return r
 }
 
@@ -180,10 +179,13 @@ func (r *Recorder) NewClient(t testing.TB, cfg jobq.ClientConfig) *jobq.Client {
 	return c
 }
 
-// ClientHooks returns the hooks through which the recorder sees enqueue
-// points that never reach the backend: a refusal by a later hook or as bad
-// input, and Client.Skip. Put them first in ClientConfig.Hooks, so they see
-// every job before another hook can refuse it.
+// ClientHooks returns the hooks through which the recorder sees what does
+// not pass through Backend()'s own inserts: enqueue points that never
+// reach the backend (a refusal by a later hook or as bad input, and
+// Client.Skip), EnqueueTx, the tasks of EnqueueWorkflow and
+// EnqueueWorkflowTx, and on the sync backend the handlers run inside the
+// enqueue. Put them first in ClientConfig.Hooks, so they see every job
+// before another hook can refuse it.
 func (r *Recorder) ClientHooks() jobq.ClientHooks {
 	return jobq.ClientHooks{
 		BeforeEnqueue: func(ctx context.Context, job *jobq.EnqueueInfo) error {
@@ -193,22 +195,36 @@ func (r *Recorder) ClientHooks() jobq.ClientHooks {
 			return nil
 		},
 		AfterEnqueue: func(ctx context.Context, job jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
-			if err == nil {
-				return // stored or duplicate: the backend wrapper recorded it
-			}
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			for _, be := range r.backErrs {
-				if errors.Is(err, be) {
-					return // the backend refused it: recorded with the insert
+			switch {
+			case job.Insert == nil:
+				if err != nil {
+					r.mu.Lock()
+					r.marks = append(r.marks, Skip{Type: job.Type, Queue: job.Queue, Reason: "refused before the backend: " + err.Error()})
+					r.mu.Unlock()
 				}
+			case job.InTx || job.Task != "":
+				// Found with backend.As, these inserts bypass Backend().
+				r.recordHooked(job, res, err)
 			}
-			r.marks = append(r.marks, Skip{Type: job.Type, Queue: job.Queue, Reason: "refused before the backend: " + err.Error()})
+			// Otherwise Backend().JobInsertMany recorded it, with the
+			// backend's answer.
 		},
 		Skipped: func(ctx context.Context, job jobq.EnqueueInfo, reason string) {
 			r.MarkSkipped(job.Type, job.Queue, reason)
 		},
+		InlineStarted: func(ctx context.Context, j *jobq.Job) {
+			r.recordRun(Run{JobID: j.ID, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt, Inline: true}, inlineKey(j))
+		},
+		InlineFinished: func(ctx context.Context, j *jobq.Job, err error) {
+			r.endRun(inlineKey(j), err)
+		},
 	}
+}
+
+// inlineKey is the key of the attempt of j the sync backend runs: its IDs
+// are the backend's own, apart from a worker's.
+func inlineKey(j *jobq.Job) runKey {
+	return runKey{id: j.ID, attempt: j.Attempt, token: j.Token, inline: true}
 }
 
 // WorkerHooks returns the hooks that record the attempts a Worker starts,
@@ -270,7 +286,7 @@ func (r *Recorder) OnPath(parts ...string) {
 func (r *Recorder) Reset() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.enqueues, r.runs, r.marks, r.backErrs = nil, nil, nil, nil
+	r.enqueues, r.runs, r.marks = nil, nil, nil
 	r.runSeen = map[runKey]bool{}
 	r.unhandled = map[runKey]bool{}
 	r.reached = map[string]int{}
@@ -358,33 +374,48 @@ func (r *Recorder) endRun(k runKey, err error) {
 	}
 }
 
-// recordInserts notes one insert call's jobs and results.
-func (r *Recorder) recordInserts(params []backend.InsertParams, res []backend.InsertResult, err error, inTx bool) {
+// recordInserts notes one JobInsertMany call's jobs and results.
+func (r *Recorder) recordInserts(params []backend.InsertParams, res []backend.InsertResult, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.appendInserts(params, res, err, inTx)
-}
-
-// appendInserts is recordInserts under r.mu; the call's enqueues are the
-// last len(params) of r.enqueues.
-func (r *Recorder) appendInserts(params []backend.InsertParams, res []backend.InsertResult, err error, inTx bool) {
-	if err != nil {
-		r.backErrs = append(r.backErrs, err)
-	}
 	for i, p := range params {
-		e := Enqueue{
-			Type: p.Type, Queue: p.Queue, Payload: append(json.RawMessage(nil), p.Payload...),
-			UniqueKey: p.UniqueKey, Delay: p.Delay, RunAt: p.RunAt, Metadata: maps.Clone(p.Metadata),
-			Err: err, Inline: r.inline, InTx: inTx,
-		}
+		e := enqueueOf(p, err)
 		if i < len(res) {
 			e.ID, e.Duplicate = res[i].ID, res[i].Duplicate
 		}
-		if err == nil && !e.Duplicate && !r.inline {
-			r.queues[p.Queue] = true
-		}
-		r.enqueues = append(r.enqueues, e)
+		r.appendEnqueue(e)
 	}
+}
+
+// recordHooked notes one job an AfterEnqueue hook heard of: inserted in a
+// transaction, or a workflow's task. A task without a job ID once stored
+// waits for its dependencies: the backend releases the others at once.
+func (r *Recorder) recordHooked(job jobq.EnqueueInfo, res jobq.EnqueueResult, err error) {
+	e := enqueueOf(*job.Insert, err)
+	e.ID, e.Duplicate, e.InTx = res.ID, res.Duplicate, job.InTx
+	e.Workflow, e.Task, e.Waiting = job.Workflow, job.Task, job.Task != "" && err == nil && res.ID == 0
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.appendEnqueue(e)
+}
+
+// enqueueOf is the Enqueue of p, whose insert call returned err, with
+// copies of what the caller may reuse.
+func enqueueOf(p backend.InsertParams, err error) Enqueue {
+	return Enqueue{
+		Type: p.Type, Queue: p.Queue, Payload: append(json.RawMessage(nil), p.Payload...),
+		UniqueKey: p.UniqueKey, Delay: p.Delay, RunAt: p.RunAt, Metadata: maps.Clone(p.Metadata),
+		Err: err,
+	}
+}
+
+// appendEnqueue adds e under r.mu, noting the queue of a job stored.
+func (r *Recorder) appendEnqueue(e Enqueue) {
+	e.Inline = r.inline
+	if e.Err == nil && !e.Duplicate && !r.inline {
+		r.queues[e.Queue] = true
+	}
+	r.enqueues = append(r.enqueues, e)
 }
 
 // storedQueues lists the queues jobs were stored in, sorted.
@@ -414,25 +445,23 @@ func (r *Recorder) setElapse(on bool) {
 }
 
 // recBackend is the recorder's backend.Backend: every method passes
-// through, inserts are recorded, and while RunQueue runs retry delays are
-// written as elapsed.
+// through, JobInsertMany is recorded, and while RunQueue runs retry
+// delays are written as elapsed. It implements no optional capability,
+// so it never needs to match the wrapped backend's set: backend.As finds
+// them through Unwrap.
 type recBackend struct {
 	backend.Backend
 	r *Recorder
-	// next is the wrapped backend, behind the links that record its
-	// workflow capabilities (see chain).
-	next backend.Backend
 }
 
-// Unwrap returns the wrapped backend (through the recorder's workflow
-// links), for backend.As to find the capabilities the recorder does not
-// intercept.
-func (b *recBackend) Unwrap() backend.Backend { return b.next }
+// Unwrap returns the wrapped backend, for backend.As.
+func (b *recBackend) Unwrap() backend.Backend { return b.Backend }
 
-// JobInsertMany records the jobs and their results.
+// JobInsertMany records the jobs and their results. Every backend has
+// it, so a client without the recorder's hooks is recorded too.
 func (b *recBackend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
 	res, err := b.Backend.JobInsertMany(ctx, params)
-	b.r.recordInserts(params, res, err, false)
+	b.r.recordInserts(params, res, err)
 	return res, err
 }
 
@@ -454,28 +483,4 @@ func (b *recBackend) JobComplete(ctx context.Context, params backend.CompletePar
 		params.Outcomes = out
 	}
 	return b.Backend.JobComplete(ctx, params)
-}
-
-// inlineCap is the recorder's backend.Inline: it records each job the sync
-// backend runs inside an insert.
-type inlineCap struct{ r *Recorder }
-
-func (c *inlineCap) SetRunner(run func(ctx context.Context, job *backend.JobRow) error) {
-	c.r.inner.(backend.Inline).SetRunner(func(ctx context.Context, job *backend.JobRow) error {
-		k := runKey{id: job.ID, attempt: job.Attempts, token: job.Token, inline: true}
-		c.r.recordRun(Run{JobID: job.ID, Type: job.Type, Queue: job.Queue, Attempt: job.Attempts, Inline: true}, k)
-		err := run(ctx, job)
-		c.r.endRun(k, err)
-		return err
-	})
-}
-
-// txInsertCap is the recorder's backend.TxInserter: it records jobs
-// inserted inside the caller's transaction.
-type txInsertCap struct{ r *Recorder }
-
-func (c *txInsertCap) JobInsertManyTx(ctx context.Context, tx any, params []backend.InsertParams) ([]backend.InsertResult, error) {
-	res, err := c.r.inner.(backend.TxInserter).JobInsertManyTx(ctx, tx, params)
-	c.r.recordInserts(params, res, err, true)
-	return res, err
 }

@@ -227,7 +227,7 @@ func (r *demoRun) count(pred func(*demoJob) bool) int {
 }
 
 func (a *app) runDemo(ctx context.Context, b backend.Backend) error {
-	if _, inline := b.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](b); inline {
 		return usagef("the demo needs a backend that stores jobs for a worker (sqlite:PATH, memory:); %s runs each job inside Enqueue", a.db)
 	}
 	reg := demoRegistry()

@@ -92,7 +92,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Backend == nil {
 		return c, fmt.Errorf("%w: bench needs a backend", jobq.ErrInvalidInput)
 	}
-	if _, inline := c.Backend.(backend.Inline); inline {
+	if _, inline := backend.As[backend.Inline](c.Backend); inline {
 		return c, fmt.Errorf("%w: the sync backend runs each job inside Enqueue and stores nothing; bench a backend that stores jobs", jobq.ErrInvalidInput)
 	}
 	ints := []struct {

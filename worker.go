@@ -265,8 +265,8 @@ func (r *run) runHandlers(ctx context.Context) {
 // dispatch hands a claimed job to an idle job goroutine, or starts one.
 // Job goroutines live on between jobs (see runJobs): a goroutine per job
 // paid for its creation and, with deep handlers or middleware (tracing),
-// for growing its stack again every time; on the SQLite drain benchmark
-// with tracing that was a tenth of the CPU.
+// for growing its stack again every time: a noticeable share of the CPU
+// on the SQLite drain benchmark with tracing (docs/performance.md).
 func (r *run) dispatch(c runner.Claimed) {
 	r.inflight.Add(1)
 	select {

@@ -54,7 +54,7 @@ func ValidateQueue(name string) error {
 
 // validQueue: 1 to 128 letters, digits, '_', '-', '.', ':', starting with a
 // letter or digit. A loop, not a regexp: it runs for every enqueued job, and
-// the regexp was a fifth of a batch enqueue's CPU.
+// the regexp was a large share of a batch enqueue's CPU (docs/performance.md).
 func validQueue(name string) bool {
 	if len(name) == 0 || len(name) > MaxQueueLen {
 		return false

@@ -100,10 +100,11 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 // slowReadFactor keeps a slow depth read from loading the backend and the
 // process: a read serves scrapes for at least this many times as long as
 // it took, so reads take at most 2 % of the time, however big the tables
-// grow and however often they are scraped. At a tenth, a million pending
-// jobs on SQLite cost a worker scraped every 15 s 7 % of a core; the
-// depths then lag by up to a minute, which a backlog alert that waits
-// minutes does not notice.
+// grow and however often they are scraped. A factor a tenth as large cost
+// a worker with a large SQLite backlog a noticeable share of a core
+// (docs/performance.md, "Why the code is shaped this way"); the depths
+// then lag by up to this many times a read's duration, which a backlog
+// alert that waits minutes does not notice.
 const slowReadFactor = 50
 
 // read returns the cached depths, reading them anew when the cache has

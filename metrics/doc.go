@@ -64,29 +64,27 @@
 //
 // # What it costs
 //
-// The hooks add no allocation to an attempt, and 80 ns of CPU when their
-// data is in the CPU's cache (BenchmarkHooks), 0.3 µs when a sweep of
-// 4 MiB before each attempt evicts it, as the backend's work and other
-// jobs do in a busy worker (BenchmarkHooksCold). In CPU profiles of `jobq bench --observe` (drain and
-// steady, SQLite and PostgreSQL) the metrics code, with a scrape every
-// second and its depth reads, takes 0.2–3.3% of the process's time.
+// The hooks add no allocation to an attempt and little CPU, whether their
+// data is in the CPU's cache (BenchmarkHooks) or a sweep of 4 MiB before
+// each attempt evicts it, as the backend's work and other jobs do in a
+// busy worker (BenchmarkHooksCold). In CPU profiles of `jobq bench
+// --observe` (drain and steady, SQLite and PostgreSQL) the metrics code,
+// with a scrape every second and its depth reads, takes a small share of
+// the process's time. docs/performance.md gives the figures.
 //
 // The depth gauges cost one Inspector.Stats per scrape at most: scrapes
 // wait for the same read, and a read serves every scrape for
 // Options.StatsCache (5s by default), or for 50 times as long as it took
 // when that is longer, so several scrapers or a short interval add no
 // load and depth reads never keep the backend busy more than 2 % of the
-// time. On the SQL backends the read counts the jobs table: with a
-// million pending jobs in 4 queues it takes about 1.0–1.3 s on SQLite (a
-// scan of the table) and 0.25–0.3 s on PostgreSQL, against 30–40 ms in
-// memory and under a millisecond on Redis (kept counts), on a 2-core
-// machine (BenchmarkQueueStats, JOBQ_BENCH_JOBS=1000000); with ten
-// thousand jobs, 8 ms on SQLite and 4 ms on PostgreSQL. With a million
-// jobs the reads take 2 % of a core on both, whatever the interval (at
-// most one read every 50 to 65 s on SQLite, every 15 s on PostgreSQL),
-// and the depths may be that old. Where many
-// worker processes share one database, serve the depths from one
-// `jobq metrics` sidecar and run the workers with --metrics-depth=false.
+// time. On the SQL backends the read counts the jobs table (on SQLite a
+// scan of it), so its time grows with the backlog, while memory and Redis
+// (kept counts) stay fast (BenchmarkQueueStats, JOBQ_BENCH_JOBS=1000000;
+// docs/performance.md has the figures). With a large backlog a read then
+// serves for 50 times its duration, whatever the interval, and the depths
+// may be that old. Where many worker processes share one database, serve
+// the depths from one `jobq metrics` sidecar and run the workers with
+// --metrics-depth=false.
 //
 // # Alerts
 //

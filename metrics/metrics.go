@@ -49,9 +49,9 @@ type Options struct {
 	// StatsCache is how long one read of the queue depths serves scrapes:
 	// scrapes within it (from several Prometheus servers, say) cost the
 	// backend nothing. A read that took longer than a fiftieth of it
-	// serves for 50 times its duration instead (a million jobs on SQLite:
-	// about a minute), so depth reads never keep the backend busy more
-	// than 2 % of the time. Defaults to 5s; negative reads on every
+	// serves for 50 times its duration instead (a large SQLite backlog's,
+	// say: docs/performance.md), so depth reads never keep the backend busy
+	// more than 2 % of the time. Defaults to 5s; negative reads on every
 	// scrape.
 	StatsCache time.Duration
 	// StatsTimeout bounds one read of the queue depths. Defaults to 10s.

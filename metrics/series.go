@@ -14,12 +14,13 @@ import (
 // theirs is a separate allocation (a histogram several: its hot and cold
 // counts and their bucket slices), so one attempt's four hooks touched a
 // dozen cache lines spread over the heap. In a busy worker the backend's
-// work and a hundred other jobs evict them between two attempts: the
-// hooks took 530-620 ns an attempt so (BenchmarkHooksCold), against
-// 140-170 ns in a loop (BenchmarkHooks). Here a series is one allocation
-// in which an attempt touches about four lines: 280-350 ns cold, 80 ns
-// in a loop. A scrape pays instead, making constant metrics (about 0.5
-// ms more for 100 series, BenchmarkScrape), once every 15 s or so.
+// work and a hundred other jobs evict them between two attempts, and the
+// hooks then cost far more than in a loop (BenchmarkHooksCold against
+// BenchmarkHooks). Here a series is one allocation in which an attempt
+// touches about four lines, so the hooks cost less, cold or in a loop. A
+// scrape pays instead, making constant metrics (BenchmarkScrape), once
+// every 15 s or so. The figures: docs/performance.md, "Why the code is
+// shaped this way".
 
 // counter indexes series.counts.
 type counter int

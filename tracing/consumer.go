@@ -37,8 +37,9 @@ func Middleware(opts ...Option) jobq.Middleware {
 // link and attributes, is on the stack only of traced attempts. The
 // collector shrinks the stacks of job goroutines waiting for work, and a
 // large frame under every handler made each attempt grow its stack again
-// (runtime.newstack at 9 times its share without tracing, in CPU profiles
-// of Redis drain). For the same reason runInSpan's deferred call, which
+// (runtime.newstack far above its share without tracing, in CPU profiles
+// of Redis drain: docs/performance.md, "Why the code is shaped this
+// way"). For the same reason runInSpan's deferred call, which
 // runs at every return, leaves the panic's recording to endPanicked.
 type attempts struct {
 	config

@@ -19,10 +19,10 @@ const maxDests = 1024
 // with: its name, its start options (its kind, and with
 // WithSamplingAttributes its attributes) and the attributes a span that
 // records is given after its start (all of them without that option).
-// Built once, shared read-only by every span: a no-op job spends a few
-// microseconds in all, and building these per span (the name
-// concatenated, the attributes' slice and its boxing into an option) was
-// a tenth of tracing's share of it.
+// Built once, shared read-only by every span: building these per span
+// (the name concatenated, the attributes' slice and its boxing into an
+// option) was a noticeable part of what tracing adds to a no-op job
+// (docs/performance.md, "Why the code is shaped this way").
 type dest struct {
 	name  string
 	start []trace.SpanStartOption

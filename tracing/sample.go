@@ -29,8 +29,8 @@ import (
 //
 // Why: a job jobq does not trace costs no SDK call. In a busy worker,
 // where the SDK's code and data have left the CPU's caches by the time the
-// next job comes round, an untraced attempt costs 1.6–1.8 µs against
-// 1.9–2.5 through the SDK's sampler (BenchmarkAttemptCold); most of what
+// next job comes round, an untraced attempt costs less than one the SDK's
+// sampler decides (BenchmarkAttemptCold measures both); most of what
 // remains is the context the handler gets. And every attempt of a sampled
 // enqueue is traced, where the SDK's ratio sampler decides each attempt's
 // new trace afresh (an attempt only links to its enqueue by default) and

@@ -38,8 +38,8 @@
 // span the parent instead, so the whole life of a job shows as one trace.
 //
 // Sampling: by default the provider's sampler decides every span, and a
-// span it drops still costs the SDK's call (1.9–2.5 µs of CPU per attempt
-// in a busy worker). At high job rates WithSampleRatio has jobq decide
+// span it drops still costs the SDK's call (BenchmarkAttemptCold measures
+// it in a busy worker). At high job rates WithSampleRatio has jobq decide
 // first, as a parent-based ratio sampler would, and call the SDK only for
 // the jobs it traces.
 package tracing
@@ -127,9 +127,10 @@ func WithParent() Option {
 // conventions advise for samplers that decide by attributes. Without it a
 // span gets them after its start, and only when it records: the SDK's own
 // samplers (always, never, ratio, parent-based) read no attribute, and
-// the start's copy of them was two thirds of what an unsampled span
-// allocates (320 of 484 bytes per attempt), which the garbage collector
-// pays for on every job. Use it when your sampler reads attributes.
+// the start's copy of them was most of what an unsampled span allocates
+// (docs/performance.md, "Why the code is shaped this way"), which the
+// garbage collector pays for on every job. Use it when your sampler reads
+// attributes.
 func WithSamplingAttributes() Option {
 	return func(c *config) { c.early = true }
 }

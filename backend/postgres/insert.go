@@ -258,7 +258,8 @@ func copyable(params []backend.InsertParams) bool {
 
 // copyInsert inserts a batch with COPY in the transaction tx: ids are
 // drawn first (COPY returns nothing), then the rows stream in binary,
-// which the server parses several times faster than an unnest of arrays.
+// which the server parses much faster than an unnest of arrays
+// (BenchmarkInsertBatch1000 against BenchmarkBaselineInsertBatch1000).
 func (b *Backend) copyInsert(ctx context.Context, tx pgx.Tx, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
 	var ids []int64
 	if err := tx.QueryRow(ctx, b.q.reserveIDs, len(params)).Scan(&ids); err != nil {

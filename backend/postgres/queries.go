@@ -118,7 +118,7 @@ RETURNING 1::bigint, j.id, false, j.available_at <= now()`
 // drawn in input order before inserting, so each result row can be matched
 // to its item whatever order the insert returns rows in. Jobs without a
 // unique key are inserted apart: ON CONFLICT makes every row a speculative
-// insertion, which costs about as much again as the insert itself.
+// insertion, which makes each row cost markedly more (docs/performance.md).
 const insertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
@@ -204,8 +204,8 @@ SELECT set_config('synchronous_commit', 'off', true),
 // JobClaim claims the limited ones with sqlClaimLimited. The table, a few
 // rows, is read once per claim into an array (an InitPlan); a NOT EXISTS
 // probe per queue name, under the claim plan's enable_seqscan=off, cost
-// about 3 % of Postgres drain throughput (jobq bench --workload drain,
-// interleaved runs).
+// measurable Postgres drain throughput (jobq bench --workload drain,
+// interleaved runs; docs/performance.md).
 //
 // Each claim raises the job's claim_token, the fence of its holder's
 // writes. The claim commits synchronously on purpose: a claim lost in a
@@ -243,13 +243,13 @@ RETURNING ` + claimedColumns
 // table's statistics, and a queue table's statistics are usually wrong: taken
 // while the table held nothing pending, they predict a row or two, and the
 // planner then prefers a bitmap scan of the queue's whole slice of
-// jobs_claim_idx followed by a sort, which took 20 ms per claim with 50,000
-// jobs queued instead of well under 1 ms. With bitmap and sequential scans
-// off, the ordered scan of jobs_claim_idx, which stops after $2 rows, is the
-// cheapest plan whatever the statistics say. set_config(..., true) lasts
-// until that transaction ends, so the pool's other statements (and the
-// application's transactions on it) plan as usual. No parameters; returns
-// one row.
+// jobs_claim_idx followed by a sort, whose time grows with the jobs queued
+// where the ordered scan's does not (docs/performance.md). With bitmap and
+// sequential scans off, the ordered scan of jobs_claim_idx, which stops
+// after $2 rows, is the cheapest plan whatever the statistics say.
+// set_config(..., true) lasts until that transaction ends, so the pool's
+// other statements (and the application's transactions on it) plan as
+// usual. No parameters; returns one row.
 //
 // Its third column names every limited (and not paused) queue: JobClaim
 // claims those of them it serves with sqlClaimLimited. The list covers
@@ -485,8 +485,8 @@ const sqlVacuum = `VACUUM (SKIP_LOCKED) {schema}.jobs`
 // sqlVacuumAnalyze is sqlVacuum that also analyzes, which the vacuumer
 // does only now and then (see analyzeEvery). VACUUM alone sets the row
 // count but no column statistics, and with autovacuum off the planner then
-// expects two pending rows and sorts every pending job for each claim
-// (77 ms instead of 0.5 ms over 100,000 jobs).
+// expects two pending rows and sorts every pending job for each claim,
+// a cost that grows with the backlog (docs/performance.md).
 const sqlVacuumAnalyze = `VACUUM (SKIP_LOCKED, ANALYZE) {schema}.jobs`
 
 // sqlJobGet reads one live job.

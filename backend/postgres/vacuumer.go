@@ -11,19 +11,19 @@ import (
 // jobs table and its claim index fill with dead rows far faster than a
 // default autovacuum cleans them (and some servers run with autovacuum
 // off): each claim then walks past every dead entry at the front of the
-// claim index, and draining 50,000 jobs fell from 17,000 to 1,500 jobs/s
-// on this project's test server. A claim's cost grows with the dead
-// entries it walks past, not with the live rows, so the vacuumer checks the
-// table's dead-row count every vacuumInterval and vacuums once it passes
-// vacuumMinDead, however many live rows there are.
+// claim index, and a drain slowed to a fraction of its speed
+// (docs/performance.md, "Why the code is shaped this way"). A claim's cost
+// grows with the dead entries it walks past, not with the live rows, so the
+// vacuumer checks the table's dead-row count every vacuumInterval and
+// vacuums once it passes vacuumMinDead, however many live rows there are.
 //
 // The vacuum also analyzes when the table has no column statistics yet, or
 // its last analysis is older than analyzeEvery, not every time: an ANALYZE
 // reads a sample of the table and invalidates every session's cached plans
 // of it, and analyzing at every vacuum (about once a second under load) cost
-// the steady benchmark a fifth of its throughput (7,500 against 9,400 jobs/s
-// here). Claims do not depend on fresh statistics (see sqlClaimPlan), and
-// outcome writes find their jobs by primary key.
+// the steady benchmark a sizeable share of its throughput
+// (docs/performance.md). Claims do not depend on fresh statistics (see
+// sqlClaimPlan), and outcome writes find their jobs by primary key.
 //
 // Every worker process has a vacuumer, but one vacuum at a time is enough:
 // a vacuum runs under a session advisory lock named after the schema

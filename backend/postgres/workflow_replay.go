@@ -75,7 +75,7 @@ func (b *Backend) replayTasks(ctx context.Context, tx pgx.Tx, ids []int64) (task
 	}
 	// The restore statement's recursive CTEs are estimated at thousands
 	// of rows whatever the graph, which passes jit_above_cost: compiling
-	// it took 200 ms of a replay whose statements run in a millisecond.
+	// it took far longer than the replay's statements (docs/performance.md).
 	if _, err := tx.Exec(ctx, "SET LOCAL jit = off"); err != nil {
 		return out, err
 	}

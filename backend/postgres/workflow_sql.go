@@ -142,8 +142,9 @@ const (
 // (one row for a chain or a fan-in), each row's membership and values
 // looked up in a one-row jsonb map (depN, depCancel). Joining two CTEs, or
 // a CTE and a table without statistics yet, the planner expects a row or
-// two on each side and picks a nested loop over both: quadratic, 2 s for a
-// fan-out of 1,000. (Addressing the rows by ctid would skip a row another
+// two on each side and picks a nested loop over both: quadratic in the
+// fan-out (docs/performance.md, "Why the code is shaped this way").
+// (Addressing the rows by ctid would skip a row another
 // transaction updated meanwhile: EPQ rechecks the new version's TID
 // against the list.)
 //
@@ -427,8 +428,8 @@ func depCancelled(col string) string {
 // The restore statements walk the graph from edges, by index, through
 // LATERAL subqueries and per-row lookups of tasks, and update by an idx
 // range and a jsonb map, as resolveTail does, for the same reason: a
-// replay restoring 2,000 tasks took 4 s when the planner joined CTEs and
-// workflow_tasks by nested loops.
+// replay restoring a large fan-out crawled when the planner joined CTEs
+// and workflow_tasks by nested loops (docs/performance.md).
 
 // sqlTaskRestoreLock locks, in idx order, the failed task whose job $2
 // was just replayed, the tasks its failure cancelled (reachable through

@@ -86,8 +86,9 @@ func newClient(cfg clientConfig) (*client, error) {
 		TLSConfig:         cfg.tls,
 		// Every call takes a connection of its own from this pool.
 		// Auto-pipelining is off: once concurrent calls have switched a
-		// connection into pipelining mode, a lone call on it became about
-		// 20 % slower than on go-redis, which this client replaced.
+		// connection into pipelining mode, a lone call on it became
+		// slower than on go-redis, which this client replaced
+		// (docs/performance.md, "Why the code is shaped this way").
 		DisableAutoPipelining: true,
 		BlockingPoolSize:      poolSize,
 		// RESP2: the replies of scripts keep their Lua-to-RESP2 shapes.
@@ -105,8 +106,9 @@ func newClient(cfg clientConfig) (*client, error) {
 		// caller's earlier deadline still applies. rueidis bounds the
 		// wait for a free connection by the context only, so do gives a
 		// timer context to the calls that may wait (more in flight than
-		// the pool holds), not to every call: that cost about 5 µs of
-		// CPU a call, a twentieth of a single enqueue's round trip.
+		// the pool holds), not to every call: on every call it was a
+		// noticeable share of a single enqueue's round trip
+		// (docs/performance.md, "Why the code is shaped this way").
 		ConnWriteTimeout: cfg.timeout,
 		Dialer:           net.Dialer{Timeout: cfg.timeout},
 		DialCtxFn:        dialChecked,

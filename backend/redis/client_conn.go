@@ -70,12 +70,12 @@ func dialChecked(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config
 // checkIdle or more it looks whether the socket has anything to read,
 // which it should not between a reply and the next command, and fails the
 // write, before anything is sent, when it has (see do). The look is a
-// system call; a busy connection goes without it (1.6 µs of a 60-80 µs
-// round trip here): a server that restarts within checkIdle of a call
-// fails the next call on that connection once, as any dropped connection
-// does. A connection whose reads run beside its writes (pub/sub,
-// pipelining) may have data in flight, so once seen so it is not checked
-// again.
+// system call, a noticeable share of a round trip (docs/performance.md), so
+// a busy connection goes without it: a server that restarts within
+// checkIdle of a call fails the next call on that connection once, as any
+// dropped connection does. A connection whose reads run beside its writes
+// (pub/sub, pipelining) may have data in flight, so once seen so it is not
+// checked again.
 //
 // Only the first write after a read is checked, before any byte of the
 // request goes out. rueidis writes a request larger than its buffer (a

@@ -50,9 +50,9 @@
 // backing-off jobs by due time, promoted into the ready set inside the
 // claim script (at most 1000 a call); reserved jobs by lease deadline
 // (the sweeper's index); failed jobs by failed ID; and one hash per job
-// (a small pending job takes about 190 bytes of Redis memory, in the list,
-// whether inserted in a batch or alone: BenchmarkMemoryPerJob,
-// BenchmarkMemoryPerJobSingle). Times are microseconds of the Redis
+// (BenchmarkMemoryPerJob and BenchmarkMemoryPerJobSingle measure a small
+// pending job's Redis memory, in the list, inserted in a batch or alone:
+// docs/performance.md, Redis). Times are microseconds of the Redis
 // clock (TIME inside the scripts), never a worker's.
 //
 // IDs are ts<<12 | queue index, ts being microseconds since 2025 and

@@ -11,10 +11,10 @@ import (
 
 // SQLite's automatic checkpoint runs inside whichever commit pushes the WAL
 // past 1000 pages, on the single write connection, fsyncing the database
-// while every claim waits behind it: that was the whole latency tail (p99
-// 5-7 ms, max 20-36 ms at 200 jobs/s). So the write connection runs with
-// wal_autocheckpoint(0) and this loop checkpoints on a connection of its
-// own, where a PASSIVE checkpoint never blocks the writer.
+// while every claim waits behind it: that was the whole latency tail (jobq
+// bench --workload latency; docs/performance.md). So the write connection
+// runs with wal_autocheckpoint(0) and this loop checkpoints on a connection
+// of its own, where a PASSIVE checkpoint never blocks the writer.
 const (
 	checkpointInterval = 500 * time.Millisecond
 	// walTruncateBytes: past this size a PASSIVE checkpoint is not keeping

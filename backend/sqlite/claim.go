@@ -109,7 +109,8 @@ func scanJob(s scanner) (*backend.JobRow, error) { return newRowScan(false).scan
 // rowScan reads rows of jobColumns or of claimColumns into its fields,
 // reused row after row. Scan's destinations escape, so scanning each row
 // into locals put every one of them on the heap, and the slice of their
-// addresses too: a fifth of what a claimed job allocated.
+// addresses too: a sizeable share of what a claimed job allocated
+// (docs/performance.md, "Why the code is shaped this way").
 type rowScan struct {
 	j                                                backend.JobRow
 	avail, created, attempts, maxAtt, prio, releases int64

@@ -17,8 +17,8 @@ import (
 
 // claimColumns is the column list a claim returns and rowScan reads, in
 // order: every column but the three the claim sets itself (status,
-// reserved_at, lease_until), which cost a claim as much to read back as
-// releases and metadata cost to add. claim_token is read back although the
+// reserved_at, lease_until), whose reading back cost a claim measurably
+// (docs/performance.md). claim_token is read back although the
 // claim sets it: its value is the job's own (the last claim's plus one).
 const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority,
 	available_at, created_at, last_error, unique_key, releases, metadata, claim_token`
@@ -63,7 +63,8 @@ const insertColumnsPerRow = 9
 // available_at, created_at, unique_key (NULL for none) and, when metadata
 // is set, metadata (JSON text, NULL for none). Jobs without metadata, the
 // common case, go through the statement without that column (it defaults
-// to NULL): a ninth parameter per row cost a batch insert 4%. Returns no
+// to NULL): a ninth parameter per row cost a batch insert measurably
+// (BenchmarkInsertBatch1000; docs/performance.md). Returns no
 // rows; with AUTOINCREMENT under the write lock the rows get consecutive
 // IDs in VALUES order, ending at the result's LastInsertId.
 func insertSQL(n int, metadata bool) string {
@@ -98,8 +99,8 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 //
 // The limit is written "?3 + 0" because SQLite re-prepares a statement
 // whose bound LIMIT value changed (it feeds the planner), and the claimer's
-// batch size changes on nearly every claim: that re-prepare cost about a
-// third of each claim.
+// batch size changes on nearly every claim: that re-prepare was a large
+// share of each claim (docs/performance.md).
 //
 // With one queue the subquery walks jobs_claim in order and stops at the
 // limit. With several, each queue's arm is limited on its own index range
@@ -231,8 +232,8 @@ const qJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?1`
 // counts and the oldest due available_at (NULL when none is due) per queue
 // with a pending job. It reads the partial index jobs_claim alone (it
 // holds queue and available_at of every pending job), never the rows with
-// their payloads: about a fifth of a table scan's time over 100,000 jobs
-// (BenchmarkQueueStats), and every dashboard view and metrics scrape asks.
+// their payloads: much faster than a table scan (BenchmarkQueueStats
+// measures it), and every dashboard view and metrics scrape asks.
 const qStatsPending = `SELECT queue,
 	SUM(available_at <= ?1),
 	SUM(available_at > ?1),

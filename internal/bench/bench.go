@@ -76,8 +76,8 @@ type Config struct {
 	// there the spans the set-up's enqueues left in the tracer's batcher.
 	// In a deployment the producer's process holds them, not the
 	// worker's; left in, they sat in the worker's heap through the timed
-	// drain (at 1 % of 100,000 jobs, 1.4 MB live at its start instead of
-	// 0.8 MB).
+	// drain, which then started with a markedly larger live heap
+	// (docs/performance.md).
 	Settle func(context.Context) error
 	// Observed labels the results with the observability that was on
 	// (e.g. "metrics,tracing"); empty for none.

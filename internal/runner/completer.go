@@ -41,9 +41,10 @@ type Item struct {
 // full batch, it lingers briefly for more before writing. Each write costs
 // the database a transaction whatever its size, so fewer, larger writes
 // leave more of the server to enqueuers and claims: on the Postgres steady
-// benchmark here, lingering 5 ms made writes average 75 outcomes instead of
-// 10. A lone outcome (an idle worker) is written at once. The jobs' slots are
-// freed before their outcomes are written, so lingering never holds up work.
+// benchmark, lingering 5 ms made writes far larger (docs/performance.md,
+// "Why the code is shaped this way"). A lone outcome (an idle worker) is
+// written at once. The jobs' slots are freed before their outcomes are
+// written, so lingering never holds up work.
 //
 // No outcome can hold back the others: a batch the backend refuses (as
 // invalid input at once, or with any error but unavailability a few times
@@ -71,8 +72,9 @@ type Completer struct {
 	closeOnce sync.Once
 
 	// Run's own, reused from batch to batch: every job's outcome passes
-	// through them, and making them afresh for each batch was a third of
-	// what a no-op job allocated on SQLite, garbage the collector paid for.
+	// through them, and making them afresh for each batch was a large share
+	// of what a no-op job allocated on SQLite, garbage the collector paid
+	// for (docs/performance.md).
 	outcomes, releases []Item
 	sent               []backend.Outcome
 }

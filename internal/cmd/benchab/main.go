@@ -1,10 +1,10 @@
 // Command benchab compares builds or settings of jobq by running their
 // benchmark commands interleaved, in separate processes, and printing
 // medians and ratios from the same run: on a shared machine an absolute
-// figure drifts by tens of percent within an hour, so only a comparison
-// made round by round means something. Each variant is a label and a
-// command (split on spaces, no shell) that prints a `jobq bench` JSON line
-// as its last line of output:
+// figure drifts far within an hour (docs/performance.md says how far), so
+// only a comparison made round by round means something. Each variant is
+// a label and a command (split on spaces, no shell) that prints a
+// `jobq bench` JSON line as its last line of output:
 //
 //	go run ./internal/cmd/benchab -rounds 10 -remove '/tmp/b/bench.db*' -- \
 //	  'off=/tmp/jobq bench --db sqlite:/tmp/b/bench.db --workload drain -n 100000' \

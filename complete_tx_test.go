@@ -139,7 +139,7 @@ func TestCompleteTxRollbackKeepsLease(t *testing.T) {
 		wait:
 			for {
 				row, gerr := b.JobGet(ctx, j.ID)
-				if gerr == nil && row.Status == backend.StatusReserved && row.Attempts == 1 &&
+				if gerr == nil && row.Status == backend.StateReserved && row.Attempts == 1 &&
 					row.LeaseUntil.After(first.LeaseUntil) && time.Now().After(first.LeaseUntil) {
 					err = write(ctx, j, true)
 					break

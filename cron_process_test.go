@@ -163,7 +163,7 @@ func cronProcesses(t *testing.T, url string) {
 		perProcess = append(perProcess, countLines(t, l+".log", "scheduled job enqueued"))
 		refused = append(refused, countLines(t, l+".log", "scheduled tick already enqueued"))
 	}
-	for _, state := range []string{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved} {
+	for _, state := range []jobq.JobState{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved} {
 		rows, err := in.JobsPage(t.Context(), state, jobq.JobFilter{}, 1000, 0)
 		if err != nil {
 			t.Fatal(err)

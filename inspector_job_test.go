@@ -35,7 +35,7 @@ func TestInspectorJob(t *testing.T) {
 				}
 				return id
 			}
-			want := func(id int64, state string) {
+			want := func(id int64, state jobq.JobState) {
 				t.Helper()
 				info, err := insp.Job(ctx, id)
 				if err != nil {

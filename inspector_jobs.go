@@ -49,40 +49,58 @@ func (i *Inspector) Cancel(ctx context.Context, ids ...int64) ([]CancelResult, e
 	return c.JobCancel(ctx, ids)
 }
 
-// Job states the inspector lists.
+// JobState is where a job is: pending, scheduled, reserved, cancelling,
+// failed, completed or cancelled (see backend.JobState, which says which
+// calls take which). Workflows and tasks have their own states
+// (WorkflowState, TaskState).
+type JobState = backend.JobState
+
+// The states of a job, typed: the values Inspector.Job reports and
+// JobsPage and FinishedPage take, spelled as the command line and the
+// admin API show them.
 const (
-	StatePending   = "pending"   // due now
-	StateScheduled = "scheduled" // due later (delayed or backing off)
-	StateReserved  = "reserved"  // running (cancelling ones included)
+	StatePending   = backend.StatePending   // due now
+	StateScheduled = backend.StateScheduled // due later (delayed or backing off)
+	StateReserved  = backend.StateReserved  // running (cancelling ones included)
 	// StateCancelling is what Inspector.Job says of a running job whose
 	// cancel was requested; listings count it as reserved.
-	StateCancelling = string(backend.StatusCancelling)
-	StateCompleted  = "completed" // kept by retention
-	StateCancelled  = "cancelled" // kept for Retention.Cancelled
+	StateCancelling = backend.StateCancelling
+	StateFailed     = backend.StateFailed    // in the failed jobs (Inspector.FailedPage)
+	StateCompleted  = backend.StateCompleted // kept by retention
+	StateCancelled  = backend.StateCancelled // kept for Retention.Cancelled
 )
+
+// ParseJobState reads a job state as a user types it ("pending",
+// "scheduled", …), refusing an unknown name with an error that wraps
+// ErrInvalidInput and lists the valid ones. Check the result against what
+// the call takes: JobsPage lists pending, scheduled and reserved jobs,
+// FinishedPage completed and cancelled ones.
+func ParseJobState(s string) (JobState, error) {
+	return backend.ParseJobState(s)
+}
 
 // JobsPage lists live jobs in state (StatePending, StateScheduled or
 // StateReserved) matching f, newest first: limit of them (0 means 100)
 // with IDs below beforeID (0: from the newest). Pass the last ID of a page
 // as beforeID to get the next. A backend that cannot list (sync) returns
 // ErrNotSupported.
-func (i *Inspector) JobsPage(ctx context.Context, state string, f JobFilter, limit int, beforeID int64) ([]*JobRow, error) {
+func (i *Inspector) JobsPage(ctx context.Context, state JobState, f JobFilter, limit int, beforeID int64) ([]*JobRow, error) {
 	r, err := i.retainer("list jobs")
 	if err != nil {
 		return nil, err
 	}
-	return r.JobList(ctx, backend.JobListParams{State: backend.ListState(state), Filter: f, Limit: limit, BeforeID: beforeID})
+	return r.JobList(ctx, backend.JobListParams{State: state, Filter: f, Limit: limit, BeforeID: beforeID})
 }
 
 // FinishedPage lists kept jobs in state (StateCompleted or StateCancelled)
 // matching f (its time range bounds when they finished), newest first,
 // paged like JobsPage.
-func (i *Inspector) FinishedPage(ctx context.Context, state string, f JobFilter, limit int, beforeID int64) ([]*FinishedJob, error) {
+func (i *Inspector) FinishedPage(ctx context.Context, state JobState, f JobFilter, limit int, beforeID int64) ([]*FinishedJob, error) {
 	r, err := i.retainer("list finished jobs")
 	if err != nil {
 		return nil, err
 	}
-	return r.FinishedList(ctx, backend.FinishedListParams{State: backend.FinishedState(state), Filter: f, Limit: limit, BeforeID: beforeID})
+	return r.FinishedList(ctx, backend.FinishedListParams{State: state, Filter: f, Limit: limit, BeforeID: beforeID})
 }
 
 func (i *Inspector) retainer(op string) (backend.Retainer, error) {
@@ -106,7 +124,7 @@ func keepsNothing(b backend.Backend) string {
 type JobInfo struct {
 	// State is StatePending, StateScheduled, StateReserved,
 	// StateCancelling, StateCompleted or StateCancelled.
-	State    string
+	State    JobState
 	Live     *JobRow      // a pending, scheduled or reserved job
 	Finished *FinishedJob // a kept completed or cancelled job
 }
@@ -134,25 +152,25 @@ func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
 	}
 	// The newest kept job at or below id is id itself when it is kept: one
 	// indexed read per state, no new backend method.
-	for _, st := range []backend.FinishedState{backend.FinishedCompleted, backend.FinishedCancelled} {
+	for _, st := range []JobState{StateCompleted, StateCancelled} {
 		got, err := r.FinishedList(ctx, backend.FinishedListParams{State: st, Limit: 1, BeforeID: id + 1})
 		if err != nil {
 			return JobInfo{}, err
 		}
 		if len(got) == 1 && got[0].ID == id {
-			return JobInfo{State: string(st), Finished: got[0]}, nil
+			return JobInfo{State: st, Finished: got[0]}, nil
 		}
 	}
 	return JobInfo{}, fmt.Errorf("job %d: %w", id, ErrNotFound)
 }
 
-// liveState names a live job's state as the listings do.
-func liveState(row *JobRow, now time.Time) string {
+// liveState is a live job's state as Inspector.Job reports it: its stored
+// status, except that a pending job due later is scheduled, which no store
+// records because the clock alone turns it pending.
+func liveState(row *JobRow, now time.Time) JobState {
 	switch {
-	case row.Status == backend.StatusCancelling:
-		return StateCancelling
-	case row.Status == backend.StatusReserved:
-		return StateReserved
+	case row.Status == StateCancelling, row.Status == StateReserved:
+		return row.Status
 	case row.AvailableAt.After(now):
 		return StateScheduled
 	}

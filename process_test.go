@@ -268,7 +268,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 	}
 	victim.cmd.Wait()
 	row, err := b.JobGet(context.Background(), id)
-	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
+	if err != nil || row.Status != backend.StateReserved || row.Attempts != 1 {
 		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker", row, err)
 	}
 	// The rescuer's long lease keeps a loaded machine's late heartbeat from
@@ -318,7 +318,7 @@ func TestProcessSIGTERM(t *testing.T) {
 		t.Fatal("the in-flight job was not completed before exit")
 	}
 	row, err := b.JobGet(context.Background(), second)
-	if err != nil || row.Status != backend.StatusPending || row.Attempts != 0 {
+	if err != nil || row.Status != backend.StatePending || row.Attempts != 0 {
 		t.Fatalf("second job %+v, %v; want pending and never claimed", row, err)
 	}
 	lines := readLedgers(t, w)

@@ -156,7 +156,7 @@ func TestWorkerNoPanicAfterRun(t *testing.T) {
 			t.Fatalf("the late result was not logged as dropped:\n%s", log.String())
 		}
 		row, err := b.JobGet(context.Background(), id)
-		if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
+		if err != nil || row.Status != backend.StateReserved || row.Attempts != 1 {
 			t.Fatalf("job = %+v, %v; want still reserved for the lease sweep", row, err)
 		}
 	})

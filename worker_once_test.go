@@ -201,7 +201,7 @@ func TestRunOneHandlerGoexit(t *testing.T) {
 		t.Fatal("RunOne returned; want its goroutine ended by the handler's Goexit")
 	}
 	row, err := b.JobGet(context.Background(), id)
-	if err != nil || row.Status != backend.StatusPending || row.Attempts != 1 || !strings.Contains(row.LastError, "runtime.Goexit") {
+	if err != nil || row.Status != backend.StatePending || row.Attempts != 1 || !strings.Contains(row.LastError, "runtime.Goexit") {
 		t.Fatalf("job = %+v, %v; want pending again after attempt 1, its error naming runtime.Goexit", row, err)
 	}
 	if w.Busy() != 0 {

@@ -149,7 +149,7 @@ func TestWorkerBackoff(t *testing.T) {
 		var row *backend.JobRow
 		eventually(t, settle, "the retry to be scheduled", func() bool {
 			row, err = b.JobGet(context.Background(), id)
-			return err == nil && row.Status == backend.StatusPending && row.Attempts == n
+			return err == nil && row.Status == backend.StatePending && row.Attempts == n
 		})
 		gap := row.AvailableAt.Sub(clock.Now())
 		nominal := 10 * time.Second << (n - 1)
@@ -183,7 +183,7 @@ func TestWorkerRetryAfter(t *testing.T) {
 	startWorker(t, b, reg, fastConfig())
 	eventually(t, settle, "the retry to be scheduled", func() bool {
 		row, err := b.JobGet(context.Background(), id)
-		return err == nil && row.Attempts == 1 && row.Status == backend.StatusPending
+		return err == nil && row.Attempts == 1 && row.Status == backend.StatePending
 	})
 	row, _ := b.JobGet(context.Background(), id)
 	if gap := row.AvailableAt.Sub(clock.Now()); gap != 42*time.Second {
@@ -249,7 +249,7 @@ func TestWorkerShutdown(t *testing.T) {
 			t.Fatal("in-flight job was not completed before the worker stopped")
 		}
 		row, err := b.JobGet(context.Background(), second)
-		if err != nil || row.Status != backend.StatusPending || row.Attempts != 0 {
+		if err != nil || row.Status != backend.StatePending || row.Attempts != 0 {
 			t.Fatalf("second job = %+v, %v; want pending and never claimed", row, err)
 		}
 	})
@@ -272,7 +272,7 @@ func TestWorkerShutdown(t *testing.T) {
 		<-started
 		stop()
 		row, err := b.JobGet(context.Background(), id)
-		if err != nil || row.Status != backend.StatusPending || row.Attempts != 0 {
+		if err != nil || row.Status != backend.StatePending || row.Attempts != 0 {
 			t.Fatalf("job after shutdown = %+v, %v; want pending with the attempt un-counted", row, err)
 		}
 		if c, _ := cause.Load().(string); c != "worker shutting down" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -216,7 +217,7 @@ func timePtr(t time.Time) *time.Time {
 
 // listQuery is a parsed job list request.
 type listQuery struct {
-	state  string
+	state  jobq.JobState
 	filter jobq.JobFilter
 	limit  int
 	cursor int64
@@ -235,12 +236,13 @@ func parseListQuery(q url.Values) (listQuery, error) {
 		return lq, err
 	}
 	if v := q.Get("state"); v != "" {
-		lq.state = v
-	}
-	switch lq.state {
-	case jobq.StatePending, jobq.StateScheduled, jobq.StateReserved, jobq.StateCompleted, jobq.StateCancelled:
-	default:
-		return lq, badField("state", "%q: use pending, scheduled, reserved, completed or cancelled (failed jobs are at /api/v1/failed)", lq.state)
+		// The parser's own refusal lists every state, cancelling and
+		// failed too, which this list does not take: name its own.
+		st, err := jobq.ParseJobState(v)
+		if err != nil || !slices.Contains(listStates, st) {
+			return lq, badField("state", "%q: use pending, scheduled, reserved, completed or cancelled (failed jobs are at /api/v1/failed)", v)
+		}
+		lq.state = st
 	}
 	var err error
 	if lq.filter.Queue, lq.filter.Type, err = queueType(q); err != nil {

@@ -36,7 +36,7 @@ func TestAPI(t *testing.T) {
 func (e *env) reset() {
 	e.t.Helper()
 	ctx := context.Background()
-	for _, st := range []string{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved} {
+	for _, st := range []jobq.JobState{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved} {
 		for {
 			rows, err := e.insp.JobsPage(ctx, st, jobq.JobFilter{}, 1000, 0)
 			if err != nil {
@@ -156,6 +156,8 @@ func testBadInput(t *testing.T, e *env) {
 	}
 	for _, c := range []struct{ path, field string }{
 		{"/api/v1/jobs?state=done", "state"},
+		{"/api/v1/jobs?state=failed", "state"},     // at /api/v1/failed
+		{"/api/v1/jobs?state=cancelling", "state"}, // listed as reserved
 		{"/api/v1/jobs?limit=0", "limit"},
 		{"/api/v1/jobs?limit=5000", "limit"},
 		{"/api/v1/jobs?cursor=-1", "cursor"},

@@ -86,7 +86,7 @@ func (d *dashboard) queues(w http.ResponseWriter, r *http.Request) {
 }
 
 // listStates are the states a queue's job list offers, in tab order.
-var listStates = []string{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved, jobq.StateCompleted, jobq.StateCancelled}
+var listStates = []jobq.JobState{jobq.StatePending, jobq.StateScheduled, jobq.StateReserved, jobq.StateCompleted, jobq.StateCancelled}
 
 // jobRow is one job as the lists and the detail page show it, whatever
 // its state.
@@ -94,7 +94,7 @@ type jobRow struct {
 	ID          int64
 	Queue       string
 	Type        string
-	State       string
+	State       jobq.JobState
 	Attempts    int
 	MaxAttempts int
 	Priority    int
@@ -112,7 +112,7 @@ type jobRow struct {
 }
 
 // liveRow is a live job's row, its error's URL credentials masked.
-func (d *dashboard) liveRow(j *jobq.JobRow, state string) jobRow {
+func (d *dashboard) liveRow(j *jobq.JobRow, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
 		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true}
@@ -120,7 +120,7 @@ func (d *dashboard) liveRow(j *jobq.JobRow, state string) jobRow {
 
 // finishedRow is a kept finished job's row, its error's URL credentials
 // masked.
-func (d *dashboard) finishedRow(j *jobq.FinishedJob, state string) jobRow {
+func (d *dashboard) finishedRow(j *jobq.FinishedJob, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey}
 }
@@ -129,8 +129,8 @@ func (d *dashboard) finishedRow(j *jobq.FinishedJob, state string) jobRow {
 type jobsData struct {
 	Queue  string
 	Info   jobq.QueueInfo
-	State  string
-	States []string
+	State  jobq.JobState
+	States []jobq.JobState
 	Type   string
 	Jobs   []jobRow
 	Next   template.URL // query of the next page (url.Values encoded), empty on the last
@@ -141,9 +141,11 @@ type jobsData struct {
 // first, paged by the last ID shown.
 func (d *dashboard) queueJobs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	data := jobsData{Queue: r.PathValue("queue"), State: q.Get("state"), States: listStates, Type: strings.TrimSpace(q.Get("type"))}
-	if data.State == "" {
-		data.State = jobq.StatePending
+	data := jobsData{Queue: r.PathValue("queue"), State: jobq.StatePending, States: listStates, Type: strings.TrimSpace(q.Get("type"))}
+	if v := q.Get("state"); v != "" {
+		// An unknown state parses as "", which the switch below refuses
+		// with the states this page offers, after the cursor's check.
+		data.State, _ = jobq.ParseJobState(v)
 	}
 	before, ok := cursor(q.Get("before"))
 	if !ok {
@@ -185,7 +187,7 @@ func (d *dashboard) queueJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(data.Jobs) == pageSize {
-		data.Next = template.URL(url.Values{"state": {data.State}, "type": {data.Type}, "before": {strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10)}}.Encode())
+		data.Next = template.URL(url.Values{"state": {string(data.State)}, "type": {data.Type}, "before": {strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10)}}.Encode())
 	}
 	d.render(w, r, http.StatusOK, "jobs", "Queue "+data.Queue, "queues", data)
 }

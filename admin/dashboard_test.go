@@ -88,7 +88,7 @@ func TestDashboardPages(t *testing.T) {
 // Bad parameters are a 400 page, not a 500 or an empty list.
 func TestDashboardBadInput(t *testing.T) {
 	srv, _ := dashServer(t, openSQLite(t))
-	for _, p := range []string{"/queues/q?before=x", "/queues/q?before=-1", "/queues/q?state=dead", "/failed?before=0x1", "/jobs/abc", "/failed/0"} {
+	for _, p := range []string{"/queues/q?before=x", "/queues/q?before=-1", "/queues/q?state=dead", "/queues/q?state=cancelling", "/failed?before=0x1", "/jobs/abc", "/failed/0"} {
 		if code, _ := get(t, srv, p); code != http.StatusBadRequest {
 			t.Errorf("GET %s: %d, want 400", p, code)
 		}

@@ -45,7 +45,9 @@
 // failed_jobs atomically). A holder may extend its lease (JobExtendLease) or
 // give the job back untouched (JobRelease, which un-counts the attempt).
 // LeaseSweep returns reserved jobs whose lease expired to pending, or moves them
-// to failed_jobs when their attempts are spent.
+// to failed_jobs when their attempts are spent. JobState names these
+// states, and the ones derived from them (scheduled, cancelling, completed,
+// cancelled), in the words every surface shows.
 //
 // # The fence
 //
@@ -175,16 +177,6 @@ type Backend interface {
 	Close() error
 }
 
-// Status is where a live job is in its lifecycle.
-type Status string
-
-// The statuses a row in the jobs table can have. Done jobs are deleted and
-// failed ones live in failed_jobs, so they have no status here.
-const (
-	StatusPending  Status = "pending"
-	StatusReserved Status = "reserved"
-)
-
 // JobRow is one live job.
 type JobRow struct {
 	ID          int64
@@ -194,7 +186,12 @@ type JobRow struct {
 	Attempts    int // tries made so far, including the one in progress
 	MaxAttempts int
 	Priority    int
-	Status      Status
+	// Status is the job's stored status: StatePending (due now or later:
+	// scheduled is AvailableAt in the future, read against a clock, so it
+	// is never stored), StateReserved or StateCancelling. Done jobs are
+	// deleted or kept apart (FinishedJob) and failed ones live in
+	// failed_jobs, so no live row has another state.
+	Status      JobState
 	AvailableAt time.Time
 	ReservedAt  time.Time // zero unless reserved
 	LeaseUntil  time.Time // zero unless reserved

@@ -5,11 +5,6 @@ import (
 	"fmt"
 )
 
-// StatusCancelling is the status JobGet reports for a reserved job whose
-// cancel was requested: its holder is being told to stop, and the job ends
-// cancelled whatever the holder reports (see Canceller).
-const StatusCancelling Status = "cancelling"
-
 // Canceller is implemented by backends whose jobs can be cancelled (sqlite,
 // postgres, redis, memory; not sync, which runs each job inside its
 // enqueue).

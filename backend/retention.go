@@ -38,23 +38,14 @@ type Retainer interface {
 	PruneTurn(ctx context.Context, holder string, ttl time.Duration) (bool, error)
 }
 
-// FinishedState is the end a kept job came to.
-type FinishedState string
-
-// The states of finished jobs.
-const (
-	FinishedCompleted FinishedState = "completed"
-	FinishedCancelled FinishedState = "cancelled"
-)
-
 // FinishedJob is one kept job that completed or was cancelled.
 type FinishedJob struct {
 	ID          int64 // the job's ID while it was live
 	Queue       string
 	Type        string
 	Payload     []byte
-	State       FinishedState
-	Attempts    int // tries made; 0 for a job cancelled before its first
+	State       JobState // StateCompleted or StateCancelled
+	Attempts    int      // tries made; 0 for a job cancelled before its first
 	MaxAttempts int
 	Priority    int
 	LastError   string // the error of the last failed attempt, if any
@@ -77,7 +68,7 @@ type JobFilter struct {
 
 // FinishedListParams pages through finished jobs of one state.
 type FinishedListParams struct {
-	State    FinishedState
+	State    JobState // StateCompleted or StateCancelled
 	Filter   JobFilter
 	Limit    int   // 0 means 100
 	BeforeID int64 // when > 0, only IDs lower than this (the next page)
@@ -85,43 +76,16 @@ type FinishedListParams struct {
 
 // JobListParams pages through live jobs of one state.
 type JobListParams struct {
-	State    ListState
+	State    JobState // StatePending, StateScheduled or StateReserved
 	Filter   JobFilter
 	Limit    int
 	BeforeID int64
 }
 
-// ListState is a state JobList lists.
-type ListState string
-
-// The states of live jobs JobList lists.
-const (
-	ListPending   ListState = "pending"
-	ListScheduled ListState = "scheduled"
-	ListReserved  ListState = "reserved"
-)
-
 // FinishedPruneParams selects finished jobs to delete.
 type FinishedPruneParams struct {
-	State     FinishedState
+	State     JobState      // StateCompleted or StateCancelled
 	OlderThan time.Duration // > 0
-}
-
-// ValidateFinishedState refuses a state that is not completed or cancelled.
-func ValidateFinishedState(s FinishedState) error {
-	if s != FinishedCompleted && s != FinishedCancelled {
-		return &InputError{Field: "state", Reason: fmt.Sprintf("%q: want %q or %q", s, FinishedCompleted, FinishedCancelled)}
-	}
-	return nil
-}
-
-// ValidateListState refuses a state JobList does not list.
-func ValidateListState(s ListState) error {
-	switch s {
-	case ListPending, ListScheduled, ListReserved:
-		return nil
-	}
-	return &InputError{Field: "state", Reason: fmt.Sprintf("%q: want pending, scheduled or reserved", s)}
 }
 
 // ValidateJobFilter refuses a time range that ends before it starts.
@@ -143,7 +107,7 @@ func ValidatePage(limit int, beforeID int64) (int, error) {
 
 // ValidatePrune refuses a bad FinishedPruneParams.
 func ValidatePrune(p FinishedPruneParams) error {
-	if err := ValidateFinishedState(p.State); err != nil {
+	if err := ValidateKeptState(p.State); err != nil {
 		return err
 	}
 	if p.OlderThan <= 0 {
@@ -167,7 +131,7 @@ func ValidatePruneTurn(holder string, ttl time.Duration) error {
 func ValidateFinishedList(p FinishedListParams) (int, error) {
 	limit, err := ValidatePage(p.Limit, p.BeforeID)
 	if err == nil {
-		err = ValidateFinishedState(p.State)
+		err = ValidateKeptState(p.State)
 	}
 	if err == nil {
 		err = ValidateJobFilter(p.Filter)
@@ -181,7 +145,7 @@ func ValidateFinishedList(p FinishedListParams) (int, error) {
 func ValidateJobList(p JobListParams) (int, error) {
 	limit, err := ValidatePage(p.Limit, p.BeforeID)
 	if err == nil {
-		err = ValidateListState(p.State)
+		err = ValidateLiveState(p.State)
 	}
 	if err == nil {
 		err = ValidateJobFilter(p.Filter)

@@ -70,10 +70,10 @@ func (d *depthCollector) Collect(ch chan<- prometheus.Metric) {
 	seen := map[string]bool{}
 	emit := func(s jobq.QueueStats) {
 		for _, v := range []struct {
-			state string
+			state jobq.JobState
 			n     int64
-		}{{"pending", s.Pending}, {"scheduled", s.Scheduled}, {"reserved", s.Reserved}, {"failed", s.Failed}} {
-			ch <- prometheus.MustNewConstMetric(d.jobs, prometheus.GaugeValue, float64(v.n), s.Queue, v.state)
+		}{{jobq.StatePending, s.Pending}, {jobq.StateScheduled, s.Scheduled}, {jobq.StateReserved, s.Reserved}, {jobq.StateFailed, s.Failed}} {
+			ch <- prometheus.MustNewConstMetric(d.jobs, prometheus.GaugeValue, float64(v.n), s.Queue, string(v.state))
 		}
 		if !s.OldestDue.IsZero() {
 			ch <- prometheus.MustNewConstMetric(d.oldest, prometheus.GaugeValue, float64(s.OldestDue.UnixMicro())/1e6, s.Queue)

@@ -296,7 +296,7 @@ func TestCheckWithoutTokens(t *testing.T) {
 
 func TestCheckNotFinishedAndCounts(t *testing.T) {
 	fs := acked(1)
-	fs.live = map[int64]*backend.JobRow{1: {ID: 1, Status: backend.StatusPending, Attempts: 1, MaxAttempts: 3}}
+	fs.live = map[int64]*backend.JobRow{1: {ID: 1, Status: backend.StatePending, Attempts: 1, MaxAttempts: 3}}
 	fs.stats.Pending = 1
 	// A failed job nobody enqueued, and a failed count that disagrees.
 	fs.failed = []*backend.FailedJob{{ID: 7, JobID: 99, Error: "x", Payload: []byte(`{"run":"other","seq":1}`)}}

@@ -24,7 +24,7 @@ func testCancel(t *testing.T, h Harness) {
 		gone(t, b, id)
 		claimNone(t, b, "c")
 		wantNoStats(t, b)
-		f := wantFinished(t, r, backend.FinishedCancelled, id)
+		f := wantFinished(t, r, backend.StateCancelled, id)
 		if f.Attempts != 0 || f.Queue != "c" || f.Type != "t" || !jsonEqual(f.Payload, p.Payload) || f.UniqueKey != "u1" {
 			t.Fatalf("cancelled job = %+v, want the inserted job with 0 attempts", f)
 		}
@@ -67,8 +67,8 @@ func testCancel(t *testing.T, h Harness) {
 		wantCancel(t, c, []int64{id}, backend.CancelCancelled)
 		gone(t, b, id)
 		wantStats(t, b, backend.QueueStats{Queue: "c", Scheduled: 1})
-		wantFinished(t, r, backend.FinishedCancelled, id)
-		wantStatus(t, b, keep, backend.StatusPending, 0)
+		wantFinished(t, r, backend.StateCancelled, id)
+		wantStatus(t, b, keep, backend.StatePending, 0)
 	})
 
 	// A reserved job: the holder learns, and every way its attempt can end
@@ -110,7 +110,7 @@ func testCancel(t *testing.T, h Harness) {
 			if res[0].Attempt != 1 {
 				t.Fatalf("CancelRequested attempt = %d, want 1", res[0].Attempt)
 			}
-			wantStatus(t, b, id, backend.StatusCancelling, 1)
+			wantStatus(t, b, id, backend.StateCancelling, 1)
 			wantStats(t, b, backend.QueueStats{Queue: "c", Reserved: 2})
 			if refs := cancelling(t, c); !slices.Equal(refs, []backend.JobRef{ref}) {
 				t.Fatalf("JobCancelling = %v, want [%v]", refs, ref)
@@ -124,14 +124,14 @@ func testCancel(t *testing.T, h Harness) {
 			if refs := cancelling(t, c); len(refs) != 0 {
 				t.Fatalf("JobCancelling after the end = %v, want none", refs)
 			}
-			f := wantFinished(t, r, backend.FinishedCancelled, id)
+			f := wantFinished(t, r, backend.StateCancelled, id)
 			if f.Attempts != 1 {
 				t.Fatalf("cancelled job attempts = %d, want 1", f.Attempts)
 			}
 			if n := len(failedList(t, b, backend.FailedListParams{})); n != 0 {
 				t.Fatalf("failed jobs = %d, want none: a cancelled job never fails", n)
 			}
-			if fs := finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted}); len(fs) != 0 {
+			if fs := finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted}); len(fs) != 0 {
 				t.Fatalf("completed jobs = %d, want none", len(fs))
 			}
 			claimNone(t, b, "c")
@@ -162,7 +162,7 @@ func testCancel(t *testing.T, h Harness) {
 		}
 		gone(t, b, id)
 		claimNone(t, b, "c")
-		wantFinished(t, r, backend.FinishedCancelled, id)
+		wantFinished(t, r, backend.StateCancelled, id)
 		// The holder's late outcome is stale now.
 		if res := complete(t, b, retry(held[0].Ref(), 0, "late")); len(res.Stale) != 1 {
 			t.Fatalf("late outcome = %+v, want stale", res)
@@ -269,7 +269,7 @@ func finishedList(t *testing.T, r backend.Retainer, p backend.FinishedListParams
 }
 
 // wantFinished asserts job id is kept in state, exactly once.
-func wantFinished(t *testing.T, r backend.Retainer, state backend.FinishedState, id int64) *backend.FinishedJob {
+func wantFinished(t *testing.T, r backend.Retainer, state backend.JobState, id int64) *backend.FinishedJob {
 	t.Helper()
 	var found *backend.FinishedJob
 	for _, f := range finishedList(t, r, backend.FinishedListParams{State: state, Limit: 1000}) {

@@ -42,7 +42,7 @@ func testClaim(t *testing.T, h Harness) {
 					mu.Lock()
 					for _, r := range rows {
 						seen[r.ID]++
-						if r.Attempts != 1 || r.Status != backend.StatusReserved {
+						if r.Attempts != 1 || r.Status != backend.StateReserved {
 							t.Errorf("claimed job %d: attempts %d status %q, want 1 reserved", r.ID, r.Attempts, r.Status)
 						}
 					}
@@ -248,7 +248,7 @@ func testClaim(t *testing.T, h Harness) {
 			r.Priority != 3 || r.MaxAttempts != 4 || r.UniqueKey != "u" {
 			t.Errorf("claimed row %+v does not match inserted %+v", r, p)
 		}
-		if r.Status != backend.StatusReserved || r.Attempts != 1 {
+		if r.Status != backend.StateReserved || r.Attempts != 1 {
 			t.Errorf("claimed row status %q attempts %d, want reserved 1", r.Status, r.Attempts)
 		}
 		if r.Token <= 0 || r.Ref() != (backend.JobRef{ID: id, Attempt: 1, Token: r.Token}) {
@@ -257,7 +257,7 @@ func testClaim(t *testing.T, h Harness) {
 		near(t, "ReservedAt", r.ReservedAt, before, skew)
 		near(t, "LeaseUntil", r.LeaseUntil, before.Add(time.Minute), skew)
 		near(t, "LeaseUntil - ReservedAt", r.ReservedAt.Add(time.Minute), r.LeaseUntil, time.Second)
-		g := wantStatus(t, b, id, backend.StatusReserved, 1)
+		g := wantStatus(t, b, id, backend.StateReserved, 1)
 		near(t, "JobGet LeaseUntil", g.LeaseUntil, r.LeaseUntil, 5*time.Millisecond)
 		wantStats(t, b, backend.QueueStats{Queue: "q", Reserved: 1})
 		claimNone(t, b, "q")

@@ -27,7 +27,7 @@ func testComplete(t *testing.T, h Harness) {
 		r := claimOne(t, b, "q")
 		before := time.Now()
 		completeFresh(t, b, retry(r.Ref(), time.Hour, "smtp timeout"))
-		row := wantStatus(t, b, id, backend.StatusPending, 1)
+		row := wantStatus(t, b, id, backend.StatePending, 1)
 		if row.LastError != "smtp timeout" {
 			t.Errorf("LastError = %q, want %q", row.LastError, "smtp timeout")
 		}
@@ -126,7 +126,7 @@ func testComplete(t *testing.T, h Harness) {
 		if f := failedByJob(t, b, ids[2]); f.Error != "broken" {
 			t.Errorf("failed error %q, want broken", f.Error)
 		}
-		wantStatus(t, b, ids[3], backend.StatusReserved, 1)
+		wantStatus(t, b, ids[3], backend.StateReserved, 1)
 		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1, Reserved: 1, Failed: 1})
 	})
 
@@ -193,7 +193,7 @@ func testComplete(t *testing.T, h Harness) {
 			t.Fatalf("JobComplete = %+v, want Stale %v (in any order)", res, want)
 		}
 		gone(t, b, j1.ID)
-		if row := wantStatus(t, b, j2.ID, backend.StatusPending, 1); row.LastError != "later" {
+		if row := wantStatus(t, b, j2.ID, backend.StatePending, 1); row.LastError != "later" {
 			t.Fatalf("retried job: last error %q, want later", row.LastError)
 		}
 		f := failedList(t, b, backend.FailedListParams{})

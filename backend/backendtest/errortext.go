@@ -103,7 +103,7 @@ func testErrorText(t *testing.T, h Harness) {
 		if f := failedByJob(t, b, ids[k+2]); f.Error != "ordinary" {
 			t.Errorf("ordinary fail: error %q", f.Error)
 		}
-		wantStatus(t, b, ids[k+3], backend.StatusReserved, 1)
+		wantStatus(t, b, ids[k+3], backend.StateReserved, 1)
 		for i, tx := range texts {
 			row := wantPendingNow(t, b, ids[2*i], 1)
 			wantStored(t, "retry "+tx.name+": JobGet LastError", row.LastError, tx.raw)

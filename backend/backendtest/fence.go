@@ -27,7 +27,7 @@ func refusedAll(t *testing.T, b backend.Backend, old backend.JobRef, cur *backen
 	if res := releaseRes(t, b, old); !slices.Equal(res.Stale, []backend.JobRef{old}) || len(res.Cancelled) != 0 {
 		t.Fatalf("JobRelease(%+v) = %+v; want it stale", old, res)
 	}
-	row := wantStatus(t, b, cur.ID, backend.StatusReserved, cur.Attempts)
+	row := wantStatus(t, b, cur.ID, backend.StateReserved, cur.Attempts)
 	if row.Token != cur.Token {
 		t.Fatalf("job %d: Token %d after the stale writes, want the current claim's %d", cur.ID, row.Token, cur.Token)
 	}
@@ -179,7 +179,7 @@ func testFence(t *testing.T, h Harness) {
 			t.Fatalf("the same outcomes again = %+v, want all 3 stale", res)
 		}
 		gone(t, b, ids[0])
-		if row := wantStatus(t, b, ids[1], backend.StatusPending, 1); row.LastError != "again" {
+		if row := wantStatus(t, b, ids[1], backend.StatePending, 1); row.LastError != "again" {
 			t.Fatalf("retried job: last error %q, want %q", row.LastError, "again")
 		}
 		if n := len(failedList(t, b, backend.FailedListParams{})); n != 1 {
@@ -222,7 +222,7 @@ func testFence(t *testing.T, h Harness) {
 		if res := releaseRes(t, b, old); !slices.Equal(res.Stale, []backend.JobRef{old}) || len(res.Cancelled) != 0 {
 			t.Fatalf("JobRelease with the stale ref of a cancelling job = %+v, want it stale", res)
 		}
-		wantStatus(t, b, id, backend.StatusCancelling, cur.Attempts)
+		wantStatus(t, b, id, backend.StateCancelling, cur.Attempts)
 		wantCancelledOutcome(t, b, done(cur.Ref()))
 	})
 
@@ -262,7 +262,7 @@ func testFence(t *testing.T, h Harness) {
 		if res := releaseRes(t, b, r.Ref()); !slices.Equal(res.Stale, []backend.JobRef{r.Ref()}) {
 			t.Fatalf("JobRelease of a pending job = %+v; want Stale [%v]", res, r.Ref())
 		}
-		row := wantStatus(t, b, id, backend.StatusPending, 1)
+		row := wantStatus(t, b, id, backend.StatePending, 1)
 		if row.LastError != "later" {
 			t.Errorf("LastError = %q, want %q", row.LastError, "later")
 		}

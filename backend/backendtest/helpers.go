@@ -156,7 +156,7 @@ func gone(t *testing.T, b backend.Backend, id int64) {
 }
 
 // wantStatus asserts the live job's status and attempts.
-func wantStatus(t *testing.T, b backend.Backend, id int64, status backend.Status, attempts int) *backend.JobRow {
+func wantStatus(t *testing.T, b backend.Backend, id int64, status backend.JobState, attempts int) *backend.JobRow {
 	t.Helper()
 	row := get(t, b, id)
 	if row.Status != status || row.Attempts != attempts {
@@ -168,7 +168,7 @@ func wantStatus(t *testing.T, b backend.Backend, id int64, status backend.Status
 // wantPendingNow asserts that job id is pending, due now, with no lease.
 func wantPendingNow(t *testing.T, b backend.Backend, id int64, attempts int) *backend.JobRow {
 	t.Helper()
-	row := wantStatus(t, b, id, backend.StatusPending, attempts)
+	row := wantStatus(t, b, id, backend.StatePending, attempts)
 	if !row.ReservedAt.IsZero() || !row.LeaseUntil.IsZero() {
 		t.Errorf("pending job %d: ReservedAt %v LeaseUntil %v, want both zero", id, row.ReservedAt, row.LeaseUntil)
 	}

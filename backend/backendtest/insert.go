@@ -47,7 +47,7 @@ func testInsert(t *testing.T, h Harness) {
 		if row.Priority != 7 || row.MaxAttempts != 5 {
 			t.Errorf("priority/max attempts = %d/%d, want 7/5", row.Priority, row.MaxAttempts)
 		}
-		if row.Status != backend.StatusPending || row.Attempts != 0 {
+		if row.Status != backend.StatePending || row.Attempts != 0 {
 			t.Errorf("status/attempts = %q/%d, want pending/0", row.Status, row.Attempts)
 		}
 		if row.UniqueKey != p.UniqueKey {

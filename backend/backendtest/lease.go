@@ -71,7 +71,7 @@ func testLease(t *testing.T, h Harness) {
 		if err != nil || len(lost) != 0 {
 			t.Fatalf("JobExtendLease = %v, %v; want no lost leases", lost, err)
 		}
-		row := wantStatus(t, b, id, backend.StatusReserved, 1)
+		row := wantStatus(t, b, id, backend.StateReserved, 1)
 		near(t, "LeaseUntil", row.LeaseUntil, before.Add(time.Hour), skew)
 		if !row.LeaseUntil.After(r.LeaseUntil) {
 			t.Errorf("LeaseUntil %v did not move past %v", row.LeaseUntil, r.LeaseUntil)
@@ -154,7 +154,7 @@ func testLease(t *testing.T, h Harness) {
 			t.Fatalf("claim got %v, want [%d]", ids(rows), short)
 		}
 		sweepUntil(t, b, 1, 0)
-		row := wantStatus(t, b, long, backend.StatusReserved, 1)
+		row := wantStatus(t, b, long, backend.StateReserved, 1)
 		near(t, "LeaseUntil", row.LeaseUntil, held.LeaseUntil, 5*time.Millisecond)
 		wantPendingNow(t, b, short, 1)
 		completeFresh(t, b, done(held.Ref()))
@@ -208,7 +208,7 @@ func testLease(t *testing.T, h Harness) {
 		wantSwept(sweepUntil(t, b, 0, 1))
 		gone(t, b, twiceID)
 		failedByJob(t, b, twiceID)
-		wantStatus(t, b, heldID, backend.StatusReserved, 1)
+		wantStatus(t, b, heldID, backend.StateReserved, 1)
 		completeFresh(t, b, done(held.Ref()))
 	})
 

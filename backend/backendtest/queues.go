@@ -92,7 +92,7 @@ func testQueues(t *testing.T, h Harness) {
 		pause(t, c, "p", true)
 		completeFresh(t, b, retry(r.Ref(), 0, "again"))
 		claimNone(t, b, "p")
-		wantStatus(t, b, id, backend.StatusPending, 1)
+		wantStatus(t, b, id, backend.StatePending, 1)
 		pause(t, c, "p", false)
 		if r := claimOne(t, b, "p"); r.ID != id || r.Attempts != 2 {
 			t.Fatalf("claimed %d attempt %d after resume, want %d attempt 2", r.ID, r.Attempts, id)

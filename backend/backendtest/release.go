@@ -96,7 +96,7 @@ func testRelease(t *testing.T, h Harness) {
 		}
 		wantPendingNow(t, b, rows[0].ID, 0)
 		wantPendingNow(t, b, rows[1].ID, 0)
-		wantStatus(t, b, rows[2].ID, backend.StatusReserved, 1)
+		wantStatus(t, b, rows[2].ID, backend.StateReserved, 1)
 		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 2, Reserved: 1})
 	})
 

@@ -19,7 +19,7 @@ func testRetention(t *testing.T, h Harness) {
 		id := insertOne(t, b, job("k", "t"))
 		completeFresh(t, b, done(claimOne(t, b, "k").Ref()))
 		gone(t, b, id)
-		for _, s := range []backend.FinishedState{backend.FinishedCompleted, backend.FinishedCancelled} {
+		for _, s := range []backend.JobState{backend.StateCompleted, backend.StateCancelled} {
 			if fs := finishedList(t, r, backend.FinishedListParams{State: s}); len(fs) != 0 {
 				t.Fatalf("%s jobs = %d, want none", s, len(fs))
 			}
@@ -39,7 +39,7 @@ func testRetention(t *testing.T, h Harness) {
 		completeFresh(t, b, keepDone(second.Ref()))
 		gone(t, b, id)
 		wantNoStats(t, b)
-		f := wantFinished(t, r, backend.FinishedCompleted, id)
+		f := wantFinished(t, r, backend.StateCompleted, id)
 		if f.Queue != "k" || f.Type != "t" || !jsonEqual(f.Payload, p.Payload) || f.Attempts != 2 || f.MaxAttempts != 5 ||
 			f.Priority != 3 || f.UniqueKey != "uk" || f.LastError != "try again" || f.Metadata["tenant"] != "a" || len(f.Metadata) != 1 {
 			t.Fatalf("completed job = %+v, want the job's fields after 2 attempts", f)
@@ -68,34 +68,34 @@ func testRetention(t *testing.T, h Harness) {
 			}
 		}
 		f := backend.JobFilter{Queue: "a", Type: "x"}
-		got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Filter: f}))
+		got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Filter: f}))
 		if !slices.Equal(got, want) {
 			t.Fatalf("completed in a/x = %v, want %v", got, want)
 		}
-		page1 := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Limit: 4}))
-		page2 := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Limit: 4, BeforeID: page1[len(page1)-1]}))
+		page1 := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Limit: 4}))
+		page2 := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Limit: 4, BeforeID: page1[len(page1)-1]}))
 		if len(page1) != 4 || len(page2) != 2 || !slices.IsSortedFunc(append(page1, page2...), func(x, y int64) int { return int(y - x) }) {
 			t.Fatalf("pages = %v then %v, want 4 then 2, newest first", page1, page2)
 		}
-		if fs := finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCancelled}); len(fs) != 0 {
+		if fs := finishedList(t, r, backend.FinishedListParams{State: backend.StateCancelled}); len(fs) != 0 {
 			t.Fatalf("cancelled = %d jobs, want none", len(fs))
 		}
 		// Time range: all finished within the last minute, none after now.
 		all := backend.JobFilter{Since: time.Now().Add(-time.Minute - skew)}
-		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Filter: all})); n != 6 {
+		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Filter: all})); n != 6 {
 			t.Fatalf("completed since a minute ago = %d, want 6", n)
 		}
 		later := backend.JobFilter{Since: time.Now().Add(time.Hour)}
-		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Filter: later})); n != 0 {
+		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Filter: later})); n != 0 {
 			t.Fatalf("completed since an hour from now = %d, want 0", n)
 		}
 		before := backend.JobFilter{Until: time.Now().Add(-time.Hour)}
-		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted, Filter: before})); n != 0 {
+		if n := len(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted, Filter: before})); n != 0 {
 			t.Fatalf("completed until an hour ago = %d, want 0", n)
 		}
 		_, err := r.FinishedList(t.Context(), backend.FinishedListParams{State: "done"})
 		wantInvalid(t, err, "state")
-		_, err = r.FinishedList(t.Context(), backend.FinishedListParams{State: backend.FinishedCompleted, Limit: -1})
+		_, err = r.FinishedList(t.Context(), backend.FinishedListParams{State: backend.StateCompleted, Limit: -1})
 		wantInvalid(t, err, "limit")
 	})
 
@@ -118,22 +118,22 @@ func testRetention(t *testing.T, h Harness) {
 		time.Sleep(cut + 500*time.Millisecond)
 		recent := insertOne(t, b, job("k", "t"))
 		completeFresh(t, b, keepDone(claimOne(t, b, "k").Ref()))
-		n, err := r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCompleted, OlderThan: cut})
+		n, err := r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.StateCompleted, OlderThan: cut})
 		if err != nil || n != 1 {
 			t.Fatalf("FinishedPrune(completed, %s) = %d, %v; want 1", cut, n, err)
 		}
-		got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.FinishedCompleted}))
+		got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted}))
 		if !slices.Equal(got, []int64{recent}) {
 			t.Fatalf("completed after prune = %v, want only %d (not %d)", got, recent, old)
 		}
 		if c != nil {
-			wantFinished(t, r, backend.FinishedCancelled, oldCancelled) // another state: untouched
-			n, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: cut})
+			wantFinished(t, r, backend.StateCancelled, oldCancelled) // another state: untouched
+			n, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: cut})
 			if err != nil || n != 1 {
 				t.Fatalf("FinishedPrune(cancelled, %s) = %d, %v; want 1", cut, n, err)
 			}
 		}
-		_, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.FinishedCompleted})
+		_, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.StateCompleted})
 		wantInvalid(t, err, "older than")
 	})
 
@@ -155,7 +155,7 @@ func testRetention(t *testing.T, h Harness) {
 		if _, err := b.JobRelease(t.Context(), []backend.JobRef{rows[0].Ref()}); err != nil {
 			t.Fatal(err)
 		}
-		list := func(s backend.ListState, f backend.JobFilter, limit int, before int64) []int64 {
+		list := func(s backend.JobState, f backend.JobFilter, limit int, before int64) []int64 {
 			rows, err := r.JobList(t.Context(), backend.JobListParams{State: s, Filter: f, Limit: limit, BeforeID: before})
 			if err != nil {
 				t.Fatalf("JobList(%s): %v", s, err)
@@ -167,26 +167,26 @@ func testRetention(t *testing.T, h Harness) {
 			}
 			return ids(rows)
 		}
-		if got := list(backend.ListPending, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{other, p2, held, p1}) {
+		if got := list(backend.StatePending, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{other, p2, held, p1}) {
 			t.Fatalf("pending = %v, want %v", got, []int64{other, p2, held, p1})
 		}
 		claimed := claimOne(t, b, "l")
-		if got := list(backend.ListReserved, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{claimed.ID}) {
+		if got := list(backend.StateReserved, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{claimed.ID}) {
 			t.Fatalf("reserved = %v, want [%d]", got, claimed.ID)
 		}
-		if got := list(backend.ListScheduled, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{scheduled}) {
+		if got := list(backend.StateScheduled, backend.JobFilter{}, 0, 0); !slices.Equal(got, []int64{scheduled}) {
 			t.Fatalf("scheduled = %v, want [%d]", got, scheduled)
 		}
-		if got := list(backend.ListPending, backend.JobFilter{Queue: "m"}, 0, 0); !slices.Equal(got, []int64{other}) {
+		if got := list(backend.StatePending, backend.JobFilter{Queue: "m"}, 0, 0); !slices.Equal(got, []int64{other}) {
 			t.Fatalf("pending in m = %v, want [%d]", got, other)
 		}
-		if got := list(backend.ListPending, backend.JobFilter{Type: "t"}, 1, other); !slices.Equal(got, []int64{p2}) {
+		if got := list(backend.StatePending, backend.JobFilter{Type: "t"}, 1, other); !slices.Equal(got, []int64{p2}) {
 			t.Fatalf("pending of type t, 1 before %d = %v, want [%d]", other, got, p2)
 		}
-		if got := list(backend.ListScheduled, backend.JobFilter{Since: time.Now().Add(30 * time.Minute)}, 0, 0); !slices.Equal(got, []int64{scheduled}) {
+		if got := list(backend.StateScheduled, backend.JobFilter{Since: time.Now().Add(30 * time.Minute)}, 0, 0); !slices.Equal(got, []int64{scheduled}) {
 			t.Fatalf("scheduled due after 30 minutes = %v, want [%d]", got, scheduled)
 		}
-		if got := list(backend.ListScheduled, backend.JobFilter{Until: time.Now().Add(30 * time.Minute)}, 0, 0); len(got) != 0 {
+		if got := list(backend.StateScheduled, backend.JobFilter{Until: time.Now().Add(30 * time.Minute)}, 0, 0); len(got) != 0 {
 			t.Fatalf("scheduled due within 30 minutes = %v, want none", got)
 		}
 		_, err := r.JobList(t.Context(), backend.JobListParams{State: "done"})

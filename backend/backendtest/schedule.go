@@ -100,7 +100,7 @@ func testSchedule(t *testing.T, h Harness) {
 		// The tick's job exists, as given, and is due now.
 		j := get(t, b, res.JobID)
 		if j.Queue != "cron" || j.Type != "nightly.job" || !jsonEqual(j.Payload, p.Job.Payload) ||
-			j.Priority != 7 || j.MaxAttempts != 5 || j.Status != backend.StatusPending || j.Metadata["jobq-schedule"] != "nightly" {
+			j.Priority != 7 || j.MaxAttempts != 5 || j.Status != backend.StatePending || j.Metadata["jobq-schedule"] != "nightly" {
 			t.Fatalf("tick's job = %+v, want the params given", j)
 		}
 		near(t, "job AvailableAt", j.AvailableAt, before, skew)

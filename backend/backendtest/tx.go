@@ -72,7 +72,7 @@ func testTx(t *testing.T, h Harness) {
 					gone(t, b, r.ID)
 					continue
 				}
-				if row := get(t, b, r.ID); row.Status != backend.StatusPending || row.Metadata["trace"] != "x" {
+				if row := get(t, b, r.ID); row.Status != backend.StatePending || row.Metadata["trace"] != "x" {
 					t.Fatalf("committed job = %+v, want pending with its metadata", row)
 				}
 			}
@@ -97,7 +97,7 @@ func testTx(t *testing.T, h Harness) {
 			t.Fatalf("JobCompleteTx: %v", err)
 		}
 		end(t, tx, false)
-		wantStatus(t, b, r.ID, backend.StatusReserved, 1)
+		wantStatus(t, b, r.ID, backend.StateReserved, 1)
 
 		// The holder of a claim given back for free (the attempt
 		// un-counted) cannot complete the next claim of the same attempt.

@@ -177,7 +177,7 @@ func testWorkflow(t *testing.T, h Harness) {
 		if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{big}}); !errors.Is(err, backend.ErrInvalidInput) {
 			t.Fatalf("a result over MaxResultBytes: %v, want ErrInvalidInput", err)
 		}
-		wantStatus(t, b, join.ID, backend.StatusReserved, 1)
+		wantStatus(t, b, join.ID, backend.StateReserved, 1)
 		// JSON whose string holds a byte that is not UTF-8 passes
 		// json.Valid but not PostgreSQL's json: refused on every store
 		// (issue 39), where before PostgreSQL alone refused it when the
@@ -186,7 +186,7 @@ func testWorkflow(t *testing.T, h Harness) {
 		notUTF8 := backend.Outcome{Ref: join.Ref(), Kind: backend.OutcomeDone, Result: []byte("{\"s\":\"a\xffb\"}")}
 		_, err = b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{notUTF8}})
 		wantInvalid(t, err, "result")
-		wantStatus(t, b, join.ID, backend.StatusReserved, 1)
+		wantStatus(t, b, join.ID, backend.StateReserved, 1)
 		completeFresh(t, b, done(join.Ref()))
 		// b failed: the workflow ends failed though join ran.
 		wantWorkflow(t, w, id, backend.WorkflowFailed)
@@ -691,7 +691,7 @@ func testWorkflowRetention(t *testing.T, h Harness) {
 				t.Fatalf("prune during the workflow = %d, %v; want 0", n, err)
 			}
 			if hasRetainer {
-				for _, st := range []backend.FinishedState{backend.FinishedCompleted, backend.FinishedCancelled} {
+				for _, st := range []backend.JobState{backend.StateCompleted, backend.StateCancelled} {
 					if _, err := r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: st, OlderThan: time.Millisecond}); err != nil {
 						t.Fatal(err)
 					}

@@ -56,8 +56,8 @@ func testWorkflowCancelEnds(t *testing.T, h Harness) {
 		if refs := cancelling(t, c); len(refs) != 3 {
 			t.Fatalf("JobCancelling = %v, want run1..run3", refs)
 		}
-		wantFinished(t, r, backend.FinishedCancelled, held["pend"].ID)
-		wantFinished(t, r, backend.FinishedCancelled, held["later"].ID)
+		wantFinished(t, r, backend.StateCancelled, held["pend"].ID)
+		wantFinished(t, r, backend.StateCancelled, held["later"].ID)
 		claimNone(t, b, "w")
 
 		// run1 ends done, run2 by a release, run3 by the sweep: each ends

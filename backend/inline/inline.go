@@ -104,7 +104,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 		now := time.Now()
 		row := &backend.JobRow{
 			ID: b.nextID.Add(1), Queue: p.Queue, Type: p.Type, Payload: p.Payload,
-			Attempts: 1, MaxAttempts: p.MaxAttempts, Priority: p.Priority, Status: backend.StatusReserved,
+			Attempts: 1, MaxAttempts: p.MaxAttempts, Priority: p.Priority, Status: backend.StateReserved,
 			AvailableAt: now, ReservedAt: now, CreatedAt: now, UniqueKey: p.UniqueKey,
 			Metadata: metadata(p.Metadata),
 		}

@@ -28,7 +28,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		j := b.held(o.Ref)
 		if j == nil {
 			if c := b.cancelled(o.Ref); c != nil {
-				b.finishReserved(c, backend.FinishedCancelled, now)
+				b.finishReserved(c, backend.StateCancelled, now)
 				res.Cancelled = append(res.Cancelled, o.Ref)
 				continue
 			}
@@ -38,7 +38,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		switch o.Kind {
 		case backend.OutcomeDone:
 			if o.Keep {
-				b.finishReserved(j, backend.FinishedCompleted, now)
+				b.finishReserved(j, backend.StateCompleted, now)
 			} else {
 				b.removeLive(j)
 			}
@@ -96,7 +96,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		j := b.held(ref)
 		if j == nil {
 			if c := b.cancelled(ref); c != nil {
-				b.finishReserved(c, backend.FinishedCancelled, now)
+				b.finishReserved(c, backend.StateCancelled, now)
 				res.Cancelled = append(res.Cancelled, ref)
 			} else {
 				res.Stale = append(res.Stale, ref)
@@ -151,8 +151,8 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	var res backend.SweepResult
 	woken := map[string]bool{}
 	for _, j := range expired {
-		if j.Status == backend.StatusCancelling {
-			b.finishReserved(j, backend.FinishedCancelled, now)
+		if j.Status == backend.StateCancelling {
+			b.finishReserved(j, backend.StateCancelled, now)
 			res.Cancelled++
 			continue
 		}

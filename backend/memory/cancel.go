@@ -31,12 +31,12 @@ func (b *Backend) cancelOne(id int64, now time.Time) backend.CancelResult {
 	if j, ok := b.jobs[id]; ok {
 		r.Attempt = j.Attempts
 		switch j.Status {
-		case backend.StatusPending:
+		case backend.StatePending:
 			b.removePending(j)
-			b.keep(j, backend.FinishedCancelled, now)
+			b.keep(j, backend.StateCancelled, now)
 			r.Outcome = backend.CancelCancelled
-		case backend.StatusReserved:
-			j.Status = backend.StatusCancelling
+		case backend.StateReserved:
+			j.Status = backend.StateCancelling
 			r.Outcome = backend.CancelRequested
 		default:
 			r.Outcome = backend.CancelAlready
@@ -46,7 +46,7 @@ func (b *Backend) cancelOne(id int64, now time.Time) backend.CancelResult {
 	if f, ok := b.finished[id]; ok {
 		r.Attempt = f.Attempts
 		r.Outcome = backend.CancelCompleted
-		if f.State == backend.FinishedCancelled {
+		if f.State == backend.StateCancelled {
 			r.Outcome = backend.CancelAlready
 		}
 		return r
@@ -67,7 +67,7 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 	defer b.mu.Unlock()
 	var refs []backend.JobRef
 	for _, j := range b.reserved {
-		if j.Status == backend.StatusCancelling {
+		if j.Status == backend.StateCancelling {
 			refs = append(refs, j.Ref())
 		}
 	}
@@ -78,7 +78,7 @@ func (b *Backend) JobCancelling(ctx context.Context) ([]backend.JobRef, error) {
 // none: the holder's writes for it end the job cancelled.
 func (b *Backend) cancelled(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Token != ref.Token || j.Status != backend.StatusCancelling {
+	if j == nil || j.Token != ref.Token || j.Status != backend.StateCancelling {
 		return nil
 	}
 	return j
@@ -99,13 +99,13 @@ func (b *Backend) removePending(j *backend.JobRow) {
 }
 
 // finishReserved ends a reserved (or cancelling) job in state, keeping it.
-func (b *Backend) finishReserved(j *backend.JobRow, state backend.FinishedState, now time.Time) {
+func (b *Backend) finishReserved(j *backend.JobRow, state backend.JobState, now time.Time) {
 	b.removeLive(j)
 	b.keep(j, state, now)
 }
 
 // keep records j among the finished jobs.
-func (b *Backend) keep(j *backend.JobRow, state backend.FinishedState, now time.Time) {
+func (b *Backend) keep(j *backend.JobRow, state backend.JobState, now time.Time) {
 	b.finished[j.ID] = &backend.FinishedJob{
 		ID:          j.ID,
 		Queue:       j.Queue,
@@ -124,7 +124,7 @@ func (b *Backend) keep(j *backend.JobRow, state backend.FinishedState, now time.
 	// Every job that ends cancelled passes here (JobCancel of a pending
 	// job, a cancelling job's holder reporting, the sweep): a task's job
 	// ends its task in the same critical section.
-	if state == backend.FinishedCancelled {
+	if state == backend.StateCancelled {
 		b.taskJobEnded(j.ID, backend.TaskCancelled, jobCancelledReason, nil, now)
 	}
 }

@@ -158,7 +158,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			Payload:     f.Payload,
 			MaxAttempts: f.MaxAttempts,
 			Priority:    f.Priority,
-			Status:      backend.StatusPending,
+			Status:      backend.StatePending,
 			AvailableAt: now,
 			CreatedAt:   f.CreatedAt,
 			LastError:   f.Error,

@@ -52,7 +52,7 @@ func (b *Backend) newJob(p backend.InsertParams, now time.Time) *backend.JobRow 
 		Payload:     append([]byte(nil), p.Payload...),
 		MaxAttempts: p.MaxAttempts,
 		Priority:    p.Priority,
-		Status:      backend.StatusPending,
+		Status:      backend.StatePending,
 		AvailableAt: p.AvailableAt(now),
 		CreatedAt:   now,
 		UniqueKey:   p.UniqueKey,
@@ -110,7 +110,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		}
 		j := best.ready.pop()
 		best.reserved++
-		j.Status = backend.StatusReserved
+		j.Status = backend.StateReserved
 		j.Attempts++
 		b.lastToken++
 		j.Token = b.lastToken

@@ -187,7 +187,7 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 // (a cancelling job is no longer held: see cancelled).
 func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 	j := b.reserved[ref.ID]
-	if j == nil || j.Token != ref.Token || j.Status != backend.StatusReserved {
+	if j == nil || j.Token != ref.Token || j.Status != backend.StateReserved {
 		return nil
 	}
 	return j
@@ -196,7 +196,7 @@ func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 // unreserve turns a reserved job back into a pending one due at availableAt.
 func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
 	delete(b.reserved, j.ID)
-	j.Status = backend.StatusPending
+	j.Status = backend.StatePending
 	j.AvailableAt = availableAt
 	j.ReservedAt = time.Time{}
 	j.LeaseUntil = time.Time{}

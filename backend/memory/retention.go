@@ -84,18 +84,18 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 		}
 		var at time.Time
 		switch params.State {
-		case backend.ListPending:
-			if j.Status != backend.StatusPending || j.AvailableAt.After(now) {
+		case backend.StatePending:
+			if j.Status != backend.StatePending || j.AvailableAt.After(now) {
 				continue
 			}
 			at = j.AvailableAt
-		case backend.ListScheduled:
-			if j.Status != backend.StatusPending || !j.AvailableAt.After(now) {
+		case backend.StateScheduled:
+			if j.Status != backend.StatePending || !j.AvailableAt.After(now) {
 				continue
 			}
 			at = j.AvailableAt
-		case backend.ListReserved:
-			if j.Status == backend.StatusPending {
+		case backend.StateReserved:
+			if j.Status == backend.StatePending {
 				continue
 			}
 			at = j.ReservedAt

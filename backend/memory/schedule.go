@@ -68,7 +68,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 		Payload:     append([]byte(nil), j.Payload...),
 		MaxAttempts: j.MaxAttempts,
 		Priority:    j.Priority,
-		Status:      backend.StatusPending,
+		Status:      backend.StatePending,
 		AvailableAt: j.AvailableAt(now),
 		CreatedAt:   now,
 		Metadata:    cloneMetadata(j.Metadata),

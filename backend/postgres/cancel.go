@@ -195,7 +195,7 @@ func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
 	if f.Metadata, err = decodeMetadata(metadata); err != nil {
 		return nil, fmt.Errorf("finished job %d: %w", f.ID, err)
 	}
-	f.State = backend.FinishedState(state)
+	f.State = backend.JobState(state)
 	f.LastError, f.UniqueKey = lastError.String, uniqueKey.String
 	return &f, nil
 }

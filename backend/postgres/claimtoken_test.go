@@ -62,7 +62,7 @@ func TestMigrateClaimToken(t *testing.T) {
 	if v := mustInt(t, b, "SELECT max(version) FROM "+s+".jobq_schema_version"); v != int64(LatestVersion()) || LatestVersion() < 8 {
 		t.Fatalf("schema at version %d after Open, want %d (8 or later)", v, LatestVersion())
 	}
-	for id, want := range map[int64]backend.Status{1: backend.StatusPending, 2: backend.StatusReserved} {
+	for id, want := range map[int64]backend.JobState{1: backend.StatePending, 2: backend.StateReserved} {
 		row, err := b.JobGet(t.Context(), id)
 		if err != nil || row.Status != want || row.Token != 0 {
 			t.Fatalf("job %d after the migration = %+v, %v; want %s with token 0", id, row, err, want)
@@ -166,10 +166,10 @@ func TestTokenSurvivesEveryMove(t *testing.T) {
 		t.Fatalf("outcomes of the earlier claims = %+v, %v; want all %d stale", r, err, len(held)-1)
 	}
 	row, err := b.JobGet(ctx, id)
-	if err != nil || row.Status != backend.StatusReserved || row.Token != cur.Token {
+	if err != nil || row.Status != backend.StateReserved || row.Token != cur.Token {
 		t.Fatalf("job after the stale outcomes = %+v, %v; want held by token %d", row, err, cur.Token)
 	}
-	listed, err := b.JobList(ctx, backend.JobListParams{State: backend.ListReserved})
+	listed, err := b.JobList(ctx, backend.JobListParams{State: backend.StateReserved})
 	if err != nil || len(listed) != 1 || listed[0].Token != cur.Token {
 		t.Fatalf("JobList(reserved) = %v, %v; want job %d with token %d", listed, err, id, cur.Token)
 	}

@@ -416,10 +416,10 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	if j.Metadata, err = decodeMetadata(metadata); err != nil {
 		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
-	j.Status = backend.Status(status)
-	if j.Status != backend.StatusPending && j.Status != backend.StatusReserved && j.Status != backend.StatusCancelling {
+	j.Status = backend.JobState(status)
+	if j.Status != backend.StatePending && j.Status != backend.StateReserved && j.Status != backend.StateCancelling {
 		// Nothing in the schema stops another writer (see migration 003).
-		return nil, fmt.Errorf("job %d has status %q: jobq writes only %q or %q", j.ID, status, backend.StatusPending, backend.StatusReserved)
+		return nil, fmt.Errorf("job %d has status %q: jobq writes only %q or %q", j.ID, status, backend.StatePending, backend.StateReserved)
 	}
 	j.ReservedAt = reservedAt.Time
 	j.LeaseUntil = leaseUntil.Time

@@ -218,7 +218,7 @@ func TestCompleteTx(t *testing.T) {
 			t.Fatalf("sql %v: handler (rollback): %v", useSQL, err)
 		}
 		row, err := b.JobGet(t.Context(), job.ID)
-		if err != nil || row.Status != backend.StatusReserved || ledgerCount(job.ID) != 0 {
+		if err != nil || row.Status != backend.StateReserved || ledgerCount(job.ID) != 0 {
 			t.Fatalf("sql %v: after rollback job = %+v, %v, ledger %d; want reserved, ledger 0", useSQL, row, err, ledgerCount(job.ID))
 		}
 
@@ -235,7 +235,7 @@ func TestCompleteTx(t *testing.T) {
 		if err := handle(useSQL, stale, true); !errors.Is(err, backend.ErrNotFound) {
 			t.Fatalf("sql %v: stale claim err = %v, want ErrNotFound", useSQL, err)
 		}
-		if row, err := b.JobGet(t.Context(), job.ID); err != nil || row.Status != backend.StatusReserved || row.Token != job.Token || ledgerCount(job.ID) != 0 {
+		if row, err := b.JobGet(t.Context(), job.ID); err != nil || row.Status != backend.StateReserved || row.Token != job.Token || ledgerCount(job.ID) != 0 {
 			t.Fatalf("sql %v: after the stale claim's tx job = %+v, %v, ledger %d; want held by the new claim, ledger 0", useSQL, row, err, ledgerCount(job.ID))
 		}
 

@@ -48,7 +48,7 @@ func TestServerRestart(t *testing.T) {
 	if len(rows) != len(ids)-1 {
 		t.Fatalf("claimed %d jobs after the restart, want %d", len(rows), len(ids)-1)
 	}
-	if row, err := b.JobGet(t.Context(), held.ID); err != nil || row.Status != backend.StatusReserved {
+	if row, err := b.JobGet(t.Context(), held.ID); err != nil || row.Status != backend.StateReserved {
 		t.Fatalf("job held before the restart = %+v, %v; want reserved", row, err)
 	}
 }

@@ -113,7 +113,7 @@ func TestWorkerBadErrorTextDoesNotStall(t *testing.T) {
 	// normalised text of its first attempt.
 	pollEvery(t, 50*time.Millisecond, time.Minute, "the nul job's retry to be written", func() bool {
 		row, err := b.JobGet(t.Context(), retryID)
-		return err == nil && row.Status == backend.StatusPending && row.Attempts == 1
+		return err == nil && row.Status == backend.StatePending && row.Attempts == 1
 	})
 	row, err := b.JobGet(t.Context(), retryID)
 	if err != nil {

@@ -199,7 +199,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 			UniqueKey:   f.str(i + 8),
 			Metadata:    f.metadata(i + 9),
 			Token:       f.int64(i + 10),
-			Status:      backend.StatusReserved,
+			Status:      backend.StateReserved,
 			ReservedAt:  reserved,
 			LeaseUntil:  lease,
 		}
@@ -246,16 +246,16 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		ReservedAt:  f.micros(9),
 		LeaseUntil:  f.micros(10),
 		Token:       f.int64(12),
-		Status:      backend.StatusPending,
+		Status:      backend.StatePending,
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)
 	if row.AvailableAt.IsZero() {
 		row.AvailableAt = row.CreatedAt // not stored when the same
 	}
 	if !row.LeaseUntil.IsZero() {
-		row.Status = backend.StatusReserved
+		row.Status = backend.StateReserved
 		if f.str(11) != "" {
-			row.Status = backend.StatusCancelling
+			row.Status = backend.StateCancelling
 		}
 	}
 	return row, f.err

@@ -92,7 +92,7 @@ func TestMigrateLayout4(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].Pending != 5 {
 		t.Fatalf("QueueStats = %+v, %v; want 5 pending", st, err)
 	}
-	list, err := b.JobList(ctx, backend.JobListParams{State: backend.ListPending})
+	list, err := b.JobList(ctx, backend.JobListParams{State: backend.StatePending})
 	if err != nil || len(list) != 5 {
 		t.Fatalf("JobList pending = %d jobs, %v; want 5", len(list), err)
 	}

@@ -423,7 +423,7 @@ func TestLostReplyReplay(t *testing.T) {
 	live := func(when string) {
 		t.Helper()
 		row, err := b.JobGet(ctx, id)
-		if err != nil || row.Status != backend.StatusPending || row.Token != old.Token {
+		if err != nil || row.Status != backend.StatePending || row.Token != old.Token {
 			t.Fatalf("%s: JobGet = %+v, %v; want it pending, its token %d kept", when, row, err, old.Token)
 		}
 		if f, err := b.FailedList(ctx, backend.FailedListParams{}); err != nil || len(f) != 0 {
@@ -640,7 +640,7 @@ func TestConcurrentReplays(t *testing.T) {
 			if !errors.Is(err, backend.ErrNotFound) {
 				t.Fatalf("the replay that lost the race: %v; want ErrNotFound", err)
 			}
-			if row, err := b.JobGet(ctx, id); err != nil || row.Status != backend.StatusPending {
+			if row, err := b.JobGet(ctx, id); err != nil || row.Status != backend.StatePending {
 				t.Fatalf("JobGet = %+v, %v; want the job pending", row, err)
 			}
 			if got := uniqueHolder(t, b, "k"); got != id {

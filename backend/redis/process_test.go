@@ -517,7 +517,7 @@ func TestProcessKilledMidJob(t *testing.T) {
 	})
 	victim.Kill(t)
 	row, err := b.JobGet(t.Context(), id)
-	if err != nil || row.Status != backend.StatusReserved || row.Attempts != 1 {
+	if err != nil || row.Status != backend.StateReserved || row.Attempts != 1 {
 		t.Fatalf("after SIGKILL the job is %+v, %v; want reserved by the dead worker on attempt 1", row, err)
 	}
 

@@ -55,8 +55,8 @@ func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64, wt *
 		switch {
 		case cancelling:
 			r.Outcome = backend.CancelAlready
-		case backend.Status(status) == backend.StatusPending:
-			if _, err := tx.ExecContext(ctx, qFinishPending, id, string(backend.FinishedCancelled), now); err != nil {
+		case backend.JobState(status) == backend.StatePending:
+			if _, err := tx.ExecContext(ctx, qFinishPending, id, string(backend.StateCancelled), now); err != nil {
 				return r, err
 			}
 			wf, err := deleteJob(ctx, tx, nil, id)
@@ -85,7 +85,7 @@ func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64, wt *
 	case err == nil:
 		r.Attempt = int(attempts)
 		r.Outcome = backend.CancelCompleted
-		if backend.FinishedState(state) == backend.FinishedCancelled {
+		if backend.JobState(state) == backend.StateCancelled {
 			r.Outcome = backend.CancelAlready
 		}
 		return r, nil

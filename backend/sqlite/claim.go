@@ -152,12 +152,12 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	j.CreatedAt = fromMicros(r.created)
 	j.UniqueKey = r.uniqueKey.String
 	if claimed != nil {
-		j.Status, j.ReservedAt, j.LeaseUntil = backend.StatusReserved, claimed.ReservedAt, claimed.LeaseUntil
+		j.Status, j.ReservedAt, j.LeaseUntil = backend.StateReserved, claimed.ReservedAt, claimed.LeaseUntil
 		return j, nil
 	}
-	j.Status = backend.Status(r.status)
+	j.Status = backend.JobState(r.status)
 	if r.cancelling {
-		j.Status = backend.StatusCancelling
+		j.Status = backend.StateCancelling
 	}
 	if r.reservedAt.Valid {
 		j.ReservedAt = fromMicros(r.reservedAt.Int64)

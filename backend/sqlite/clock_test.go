@@ -86,7 +86,7 @@ func TestFakeClock(t *testing.T) {
 		t.Fatalf("sweep after expiry = %+v, %v; want 1 rescued", r, err)
 	}
 	row, err = b.JobGet(ctx, id)
-	if err != nil || row.Status != backend.StatusPending || !row.AvailableAt.Equal(clock.Now()) || row.LastError != "lease expired" {
+	if err != nil || row.Status != backend.StatePending || !row.AvailableAt.Equal(clock.Now()) || row.LastError != "lease expired" {
 		t.Fatalf("rescued job = %+v, %v", row, err)
 	}
 

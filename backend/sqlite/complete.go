@@ -53,7 +53,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		// refused sorts an outcome the fence refused: the cancelling
 		// claim it names ends cancelled, anything else is stale.
 		refused := func(o backend.Outcome) error {
-			cancelled, wf, err := fin.move(fin.cancelStmt(), o.Ref.ID, o.Ref.Token, backend.FinishedCancelled, nowUS)
+			cancelled, wf, err := fin.move(fin.cancelStmt(), o.Ref.ID, o.Ref.Token, backend.StateCancelled, nowUS)
 			if err != nil {
 				return err
 			}
@@ -78,7 +78,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			switch o.Kind {
 			case backend.OutcomeDone:
 				if o.Keep {
-					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.FinishedCompleted, nowUS)
+					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.StateCompleted, nowUS)
 					if err != nil {
 						return err
 					}
@@ -228,7 +228,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				continue
 			}
 			// The cancelling claim it names ends cancelled.
-			if moved, wf, err = fin.move(fin.cancelStmt(), id, tok, backend.FinishedCancelled, now); err != nil {
+			if moved, wf, err = fin.move(fin.cancelStmt(), id, tok, backend.StateCancelled, now); err != nil {
 				return err
 			}
 			if wf != 0 {
@@ -333,7 +333,7 @@ func (f *finisher) cancelStmt() *sql.Stmt {
 // deletes it; moved is false when the fence refused. wf is the job's
 // workflow_id, 0 unless it is a workflow task's (whose task the caller
 // then ends).
-func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.FinishedState, now int64) (moved bool, wf int64, err error) {
+func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.JobState, now int64) (moved bool, wf int64, err error) {
 	r, err := copy.ExecContext(f.ctx, id, string(state), now, token)
 	if err != nil {
 		return false, 0, err

@@ -42,7 +42,7 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 		return nil, err
 	}
 	f.Metadata = md
-	f.State = backend.FinishedState(state)
+	f.State = backend.JobState(state)
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
 	f.CreatedAt = fromMicros(created)
@@ -94,11 +94,11 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 	var args []any
 	at := "available_at"
 	switch params.State {
-	case backend.ListPending:
+	case backend.StatePending:
 		terms, args = []string{"status = 'pending'", "available_at <= ?"}, []any{now}
-	case backend.ListScheduled:
+	case backend.StateScheduled:
 		terms, args = []string{"status = 'pending'", "available_at > ?"}, []any{now}
-	case backend.ListReserved:
+	case backend.StateReserved:
 		terms, at = []string{"status = 'reserved'"}, "reserved_at"
 	}
 	where, args := listWhere(terms, args, params.Filter, at, params.BeforeID)

@@ -63,7 +63,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			if e.cancelling {
 				// Its holder let the lease run out after the cancel:
 				// the job ends cancelled, never rescued.
-				_, wf, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.FinishedCancelled, now)
+				_, wf, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.StateCancelled, now)
 				if err != nil {
 					return err
 				}

@@ -28,7 +28,7 @@ func TestTxTypedNil(t *testing.T) {
 	if err := b.JobCompleteTx(ctx, (*sql.Tx)(nil), rows[0].Ref()); !errors.Is(err, backend.ErrInvalidInput) {
 		t.Fatalf("JobCompleteTx(nil tx): %v, want ErrInvalidInput", err)
 	}
-	if row, err := b.JobGet(ctx, rows[0].ID); err != nil || row.Status != backend.StatusReserved {
+	if row, err := b.JobGet(ctx, rows[0].ID); err != nil || row.Status != backend.StateReserved {
 		t.Fatalf("job after the refused JobCompleteTx = %+v, %v; want still reserved", row, err)
 	}
 }

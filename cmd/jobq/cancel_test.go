@@ -107,6 +107,7 @@ func TestCancelAndJobsBadInput(t *testing.T) {
 		{"jobs", "list"},
 		{"jobs", "list", "--state", "done"},
 		{"jobs", "list", "--state", "failed"},
+		{"jobs", "list", "--state", "cancelling"}, // a job state, listed as reserved
 		{"jobs", "list", "--state", "pending", "--since", "yesterday"},
 		{"jobs", "list", "--state", "pending", "--since", "1h", "--until", "2h"},
 		{"jobs", "list", "--state", "pending", "--limit", "0"},

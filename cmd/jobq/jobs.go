@@ -59,13 +59,15 @@ RFC 3339 times or durations before now (--since 1h).`,
 			if state == "" {
 				return usagef("%s needs --state pending, scheduled, reserved, completed or cancelled", cmd.CommandPath())
 			}
-			live := state == jobq.StatePending || state == jobq.StateScheduled || state == jobq.StateReserved
-			if !live && state != jobq.StateCompleted && state != jobq.StateCancelled {
+			// The parser's own refusal lists every state, cancelling and
+			// failed too, which this command does not list: name its own.
+			st, err := jobq.ParseJobState(state)
+			live := st == jobq.StatePending || st == jobq.StateScheduled || st == jobq.StateReserved
+			if err != nil || !live && st != jobq.StateCompleted && st != jobq.StateCancelled {
 				return usagef("--state %q: use pending, scheduled, reserved, completed or cancelled (failed jobs: jobq failed list)", state)
 			}
 			now := time.Now()
 			jf := jobq.JobFilter{Queue: f.queue, Type: f.typ}
-			var err error
 			if jf.Since, err = parseWhen("since", since, now); err != nil {
 				return err
 			}
@@ -78,24 +80,24 @@ RFC 3339 times or durations before now (--since 1h).`,
 			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				ins := jobq.NewInspector(b)
 				if live {
-					rows, err := ins.JobsPage(cmd.Context(), state, jf, limit, before)
+					rows, err := ins.JobsPage(cmd.Context(), st, jf, limit, before)
 					if err != nil {
 						return err
 					}
 					if asJSON {
-						return writeJSON(a.out, jobview.LiveList(a.masker(), state, rows))
+						return writeJSON(a.out, jobview.LiveList(a.masker(), st, rows))
 					}
-					a.printLiveTable(rows, state, limit)
+					a.printLiveTable(rows, st, limit)
 					return nil
 				}
-				rows, err := ins.FinishedPage(cmd.Context(), state, jf, limit, before)
+				rows, err := ins.FinishedPage(cmd.Context(), st, jf, limit, before)
 				if err != nil {
 					return err
 				}
 				if asJSON {
 					return writeJSON(a.out, jobview.FinishedList(a.masker(), rows))
 				}
-				a.printFinishedTable(rows, state, limit)
+				a.printFinishedTable(rows, st, limit)
 				return nil
 			})
 		},
@@ -129,7 +131,7 @@ func parseWhen(flag, s string, now time.Time) (time.Time, error) {
 	return t, nil
 }
 
-func (a *app) printLiveTable(rows []*jobq.JobRow, state string, limit int) {
+func (a *app) printLiveTable(rows []*jobq.JobRow, state jobq.JobState, limit int) {
 	if len(rows) == 0 {
 		fmt.Fprintf(a.out, "no %s jobs\n", state)
 		return
@@ -152,7 +154,7 @@ func (a *app) printLiveTable(rows []*jobq.JobRow, state string, limit int) {
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
 }
 
-func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state string, limit int) {
+func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state jobq.JobState, limit int) {
 	if len(rows) == 0 {
 		fmt.Fprintf(a.out, "no %s jobs kept\n", state)
 		return
@@ -167,7 +169,7 @@ func (a *app) printFinishedTable(rows []*jobq.FinishedJob, state string, limit i
 	a.morePages(rows[len(rows)-1].ID, len(rows), limit, state)
 }
 
-func (a *app) morePages(last int64, n, limit int, state string) {
+func (a *app) morePages(last int64, n, limit int, state jobq.JobState) {
 	if n == limit {
 		fmt.Fprintf(a.errOut, "more may follow: jobq jobs list --state %s --before %d\n", state, last)
 	}

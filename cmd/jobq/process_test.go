@@ -215,7 +215,7 @@ func TestWorkerProcessSIGTERM(t *testing.T) {
 		t.Fatalf("in-flight job %d after shutdown: %v, want done (deleted)", first, err)
 	}
 	job, err := b.JobGet(t.Context(), second)
-	if err != nil || job.Status != backend.StatusPending || job.Attempts != 0 {
+	if err != nil || job.Status != backend.StatePending || job.Attempts != 0 {
 		t.Fatalf("job enqueued after SIGTERM = %+v, %v; want pending, never tried", job, err)
 	}
 	if failed, _ := b.FailedList(t.Context(), backend.FailedListParams{}); len(failed) != 0 {
@@ -272,7 +272,7 @@ func TestWorkerProcessSecondSignal(t *testing.T) {
 		t.Errorf("no line saying why it exited:\n%s", log)
 	}
 	job, err := openDB(t, db).JobGet(t.Context(), id)
-	if err != nil || job.Status != backend.StatusReserved || job.Attempts != 1 {
+	if err != nil || job.Status != backend.StateReserved || job.Attempts != 1 {
 		t.Fatalf("hung job after a forced exit = %+v, %v; want reserved, attempt 1", job, err)
 	}
 }

@@ -8,14 +8,13 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
-	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/redact"
 )
 
 // Job is a job in any state but failed.
 type Job struct {
 	ID          int64             `json:"id"`
-	State       string            `json:"state"`
+	State       jobq.JobState     `json:"state"`
 	Queue       string            `json:"queue"`
 	Type        string            `json:"type"`
 	Payload     json.RawMessage   `json:"payload"`
@@ -52,8 +51,8 @@ type Failed struct {
 // Live is a pending, scheduled or reserved job in state (the caller's
 // reading of it: pending and scheduled differ only by the clock), or
 // cancelling, whatever state says, when its cancel was requested.
-func Live(m *redact.Masker, state string, j *jobq.JobRow) Job {
-	if j.Status == backend.StatusCancelling {
+func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
+	if j.Status == jobq.StateCancelling {
 		state = jobq.StateCancelling
 	}
 	return Job{
@@ -68,7 +67,7 @@ func Live(m *redact.Masker, state string, j *jobq.JobRow) Job {
 // Finished is a kept completed or cancelled job.
 func Finished(m *redact.Masker, j *jobq.FinishedJob) Job {
 	return Job{
-		ID: j.ID, State: string(j.State), Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
+		ID: j.ID, State: j.State, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: m.Text(j.LastError),
 		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
@@ -85,7 +84,7 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 }
 
 // LiveList is rows, all listed as state, as Live shows them.
-func LiveList(m *redact.Masker, state string, rows []*jobq.JobRow) []Job {
+func LiveList(m *redact.Masker, state jobq.JobState, rows []*jobq.JobRow) []Job {
 	return each(rows, func(j *jobq.JobRow) Job { return Live(m, state, j) })
 }
 

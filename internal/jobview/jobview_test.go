@@ -19,7 +19,7 @@ func TestViews(t *testing.T) {
 	m := redact.Default
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	row := &jobq.JobRow{ID: 7, Queue: "q", Type: "mail", Payload: []byte(`{"password":"pw-1","to":"a@b"}`),
-		Status: backend.StatusCancelling, CreatedAt: now, ReservedAt: now,
+		Status: backend.StateCancelling, CreatedAt: now, ReservedAt: now,
 		LastError: "dial https://u:pw-2@h.example/x", Metadata: map[string]string{"api_key": "k-3", "traceparent": "tp"}}
 	live, err := json.Marshal(Live(m, jobq.StateReserved, row))
 	if err != nil {

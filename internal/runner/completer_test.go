@@ -138,7 +138,7 @@ func TestCompleterIsolatesRefusedOutcome(t *testing.T) {
 			}
 		}
 		row, err := mem.JobGet(context.Background(), bad.ID)
-		if err != nil || row.Status != backend.StatusPending || !strings.Contains(row.LastError, "could not be stored") {
+		if err != nil || row.Status != backend.StatePending || !strings.Contains(row.LastError, "could not be stored") {
 			t.Fatalf("refused job = %+v, %v; want it retried with a plain error text", row, err)
 		}
 		if !strings.Contains(log.String(), "job_id="+fmt.Sprint(bad.ID)) {
@@ -243,7 +243,7 @@ func TestCompleterReleaseFailureKeepsOutcomesWritten(t *testing.T) {
 			t.Fatalf("stale outcomes %v; want none", stale)
 		}
 		row, err := mem.JobGet(context.Background(), rows[1].ID)
-		if err != nil || row.Status != backend.StatusPending || row.Attempts != 0 {
+		if err != nil || row.Status != backend.StatePending || row.Attempts != 0 {
 			t.Fatalf("released job = %+v, %v; want pending with the attempt un-counted", row, err)
 		}
 	})

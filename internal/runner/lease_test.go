@@ -84,7 +84,7 @@ func TestLeaseExtenderKeysByAttempt(t *testing.T) {
 			t.Fatalf("the new attempt was cancelled: %v", newC.cause())
 		}
 		row, err := mem.JobGet(context.Background(), newRef.ID)
-		if err != nil || row.Status != backend.StatusReserved {
+		if err != nil || row.Status != backend.StateReserved {
 			t.Fatalf("job after 10s of heartbeats with a 3s lease = %+v, %v; want still reserved", row, err)
 		}
 	})

@@ -63,10 +63,10 @@ func (p *Pruner) RunOnce(ctx context.Context) {
 		run  func() (int, error)
 	}{
 		{"completed jobs", p.cfg.Completed > 0, func() (int, error) {
-			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCompleted, OlderThan: p.cfg.Completed})
+			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCompleted, OlderThan: p.cfg.Completed})
 		}},
 		{"cancelled jobs", p.cfg.Cancelled > 0, func() (int, error) {
-			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.FinishedCancelled, OlderThan: p.cfg.Cancelled})
+			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: p.cfg.Cancelled})
 		}},
 		{"failed jobs (age)", p.cfg.FailedMaxAge > 0, func() (int, error) {
 			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{OlderThan: p.cfg.FailedMaxAge}})

@@ -16,7 +16,7 @@ func init() {
 	unfence = func(ctx context.Context, b backend.Backend, refs []*backend.JobRef) {
 		for _, ref := range refs {
 			row, err := b.JobGet(ctx, ref.ID)
-			if err != nil || row.Status == backend.StatusPending {
+			if err != nil || row.Status == backend.StatePending {
 				continue
 			}
 			ref.Attempt, ref.Token = row.Attempts, row.Token

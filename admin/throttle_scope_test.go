@@ -5,36 +5,18 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/jobq/jobq/jobqtest"
 )
 
-// testClock is a throttle clock the test moves by hand, so a wait is
-// waited out without sleeping.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
-// withClock gives e's throttle a clock of the test's own, before any
-// request reaches it.
-func withClock(e *env) *testClock {
-	c := &testClock{t: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+// withClock gives e's throttle a clock the test moves by hand, before any
+// request reaches it, so a wait is waited out without sleeping.
+func withClock(e *env) *jobqtest.Clock {
+	c := jobqtest.NewClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	e.s.throttle.mu.Lock()
-	e.s.throttle.now = c.now
+	e.s.throttle.now = c.Now
 	e.s.throttle.mu.Unlock()
 	return c
 }
@@ -149,7 +131,7 @@ func TestThrottleWaitGrowsPastLowerScope(t *testing.T) {
 				if out, after := try(e, readToken); out != held || after != itoa(wait) {
 					t.Fatalf("read token within a %v wait: %s Retry-After %q, want held, %s", wait, out, after, itoa(wait))
 				}
-				clock.advance(wait)
+				clock.Advance(wait)
 				if out, _ := try(e, readToken); out != accepted {
 					t.Fatalf("read token after the wait: %s, want accepted", out)
 				}
@@ -187,7 +169,7 @@ func TestThrottleTopScopeClears(t *testing.T) {
 					if out, after := try(e, c.top); out != held || after != "1" {
 						t.Fatalf("top token right after %d mistakes: %s Retry-After %q, want held, 1", freeFailures, out, after)
 					}
-					clock.advance(time.Second)
+					clock.Advance(time.Second)
 					if out, _ := try(e, c.top); out != accepted {
 						t.Fatalf("top token after the wait: %s, want accepted", out)
 					}

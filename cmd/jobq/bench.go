@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/bench"
 )
@@ -103,8 +104,8 @@ func (f *benchFlags) check() ([]string, error) {
 			return nil, usagef("--%s %d must be greater than zero", v.name, v.v)
 		}
 	}
-	if f.cfg.Workers > 10000 {
-		return nil, usagef("--workers %d is over the worker's limit of 10000", f.cfg.Workers)
+	if f.cfg.Workers > jobq.MaxConcurrency {
+		return nil, usagef("--workers %d is over the worker's limit of %d", f.cfg.Workers, jobq.MaxConcurrency)
 	}
 	if f.cfg.KeepCompleted < 0 {
 		return nil, usagef("--keep-completed %s is negative", f.cfg.KeepCompleted)

@@ -7,8 +7,8 @@ import (
 )
 
 // The SQL of the jobs' paths lives in this file (the workflows' in
-// workflow_sql*.go, retention's in queries_retention.go, migrations in
-// migrations/). Each statement is written once with placeholders filled
+// workflow_sql*.go, retention's in queries_retention.go, the schema's
+// management in migrate.go, the migrations themselves in migrations/). Each statement is written once with placeholders filled
 // in by newQueries:
 //
 //	{schema}         the quoted schema name ("jobq")
@@ -673,62 +673,6 @@ LIMIT 1`
 // no parameters (LISTEN accepts none): the channel is the quoted
 // identifier {channel_ident}.
 const sqlListen = `LISTEN {channel_ident}`
-
-// Schema management. The migration statements run in one transaction:
-// lock, create schema and version table, read the version, apply each
-// missing migration file with search_path set to the schema, record it.
-
-// sqlMigrateLock serialises migrations of one schema across processes.
-//
-//	$1 lock name text
-//
-// Returns one row (void); the lock is released at commit or rollback.
-const sqlMigrateLock = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
-
-// sqlCreateSchema creates the schema and the version table when missing.
-// No parameters; returns nothing. Runs under sqlMigrateLock.
-const sqlCreateSchema = `
-CREATE SCHEMA IF NOT EXISTS {schema};
-CREATE TABLE IF NOT EXISTS {schema}.jobq_schema_version (
-	version    integer     PRIMARY KEY,
-	applied_at timestamptz NOT NULL DEFAULT now()
-)`
-
-// sqlVersionTableExists tells whether the schema has a version table yet,
-// without creating anything (a read-only user can open an up-to-date
-// schema).
-//
-//	$1 qualified table name text
-//
-// Returns one row: (exists bool).
-const sqlVersionTableExists = `SELECT to_regclass($1) IS NOT NULL`
-
-// sqlSchemaState tells what an Existing open finds, without creating
-// anything or taking a lock.
-//
-//	$1 schema name text, $2 its version table, $3 its jobs table,
-//	$4 its failed_jobs table (qualified names, text)
-//
-// Returns one row: (schema_exists bool, has_version bool, has_tables bool).
-const sqlSchemaState = `
-SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1),
-       to_regclass($2) IS NOT NULL,
-       to_regclass($3) IS NOT NULL AND to_regclass($4) IS NOT NULL`
-
-// sqlSchemaVersion reads the version in force.
-// No parameters; returns one row: (version int), 0 when none was applied.
-const sqlSchemaVersion = `SELECT coalesce(max(version), 0) FROM {schema}.jobq_schema_version`
-
-// sqlSetSearchPath points unqualified names of a migration file at the
-// schema for the rest of the migration transaction. No parameters.
-const sqlSetSearchPath = `SET LOCAL search_path TO {schema}`
-
-// sqlRecordVersion records an applied migration.
-//
-//	$1 version int
-//
-// Returns nothing.
-const sqlRecordVersion = `INSERT INTO {schema}.jobq_schema_version (version) VALUES ($1)`
 
 // queries holds the statements with the schema filled in.
 type queries struct {

@@ -19,6 +19,7 @@ import (
 	"github.com/jobq/jobq/admin"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/httpserve"
+	"github.com/jobq/jobq/metrics"
 )
 
 // envAdminTokens holds tokens for 'jobq serve', comma-separated.
@@ -65,7 +66,17 @@ restricts the names answered to these and the loopback ones. Tokens are
 never logged.
 
 Behind a proxy that terminates TLS, add --secure-cookies so the
-dashboard's login cookie is only ever sent over HTTPS.`,
+dashboard's login cookie is only ever sent over HTTPS.
+
+--metrics-addr serves Prometheus metrics on /metrics, with /healthz and
+/readyz, on an address of its own. With --worker it serves what 'jobq
+worker --metrics-addr' does: the worker's counters and, unless
+--metrics-depth=false, the queue depths of --db. Without --worker it
+serves the queue depths of --db alone, as 'jobq metrics' does, read at
+most once per --metrics-cache. The other worker flags (--queues,
+--concurrency, --metrics-depth, ...) only apply with --worker.`,
+		Example: `  jobq serve --token-file tokens --addr 0.0.0.0:8080 --metrics-addr 127.0.0.1:9090
+  jobq serve --worker --queues default,mail --metrics-addr 127.0.0.1:9090`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error { return a.runServe(cmd, f) },
 	}
@@ -85,15 +96,16 @@ dashboard's login cookie is only ever sent over HTTPS.`,
 }
 
 // workerOnlyFlags are the worker flags that mean nothing without --worker:
-// all of 'jobq worker's but the log flags and the shutdown timeout, which
-// the server uses too.
+// all of 'jobq worker's but the log flags, the shutdown timeout and the
+// metrics address and cache, which the server uses too (without a worker
+// its metrics are the queue depths; see runServe).
 func workerOnlyFlags() map[string]bool {
 	scratch := &cobra.Command{}
 	var wf workerFlags
 	wf.add(scratch)
 	names := map[string]bool{}
 	scratch.Flags().VisitAll(func(fl *pflag.Flag) { names[fl.Name] = true })
-	for _, shared := range []string{"log-format", "log-level", "json-logs", "shutdown-timeout"} {
+	for _, shared := range []string{"log-format", "log-level", "json-logs", "shutdown-timeout", "metrics-addr", "metrics-cache"} {
 		delete(names, shared)
 	}
 	return names
@@ -110,7 +122,13 @@ func (f *serveFlags) check(cmd *cobra.Command) ([]admin.Token, error) {
 			}
 		})
 		if len(stray) > 0 {
-			return nil, usagef("%s only applies with --worker", strings.Join(stray, ", "))
+			return nil, usagef("%s only applies with --worker (add --worker to run one in this process)", strings.Join(stray, ", "))
+		}
+		if cmd.Flags().Changed("metrics-cache") && f.w.metricsAddr == "" {
+			return nil, usagef("--metrics-cache only applies with --metrics-addr")
+		}
+		if err := positive(cmd, "metrics-cache", f.w.metricsCache); err != nil {
+			return nil, err
 		}
 	}
 	if f.prefix != "" && (!strings.HasPrefix(f.prefix, "/") || strings.HasSuffix(f.prefix, "/") || strings.ContainsAny(f.prefix, "?#{} ")) {
@@ -250,6 +268,18 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 		if err != nil {
 			return err
 		}
+		if !f.worker && f.w.metricsAddr != "" {
+			// Without a worker, the metrics are the queue depths, as
+			// 'jobq metrics' serves them; with one, workOn serves its own.
+			served, err := a.serveDepths(ctx, f.w, b, log)
+			if err != nil {
+				return err
+			}
+			defer func() {
+				cancel()
+				<-served
+			}()
+		}
 		l, err := net.Listen("tcp", f.addr)
 		if err != nil {
 			return fmt.Errorf("serve: %w", err)
@@ -273,6 +303,19 @@ func (a *app) runServe(cmd *cobra.Command, f serveFlags) error {
 		}
 		return first
 	})
+}
+
+// serveDepths serves the queue depths of b on f.metricsAddr until ctx ends;
+// served is closed once that server has stopped.
+func (a *app) serveDepths(ctx context.Context, f workerFlags, b backend.Backend, log *slog.Logger) (served <-chan struct{}, err error) {
+	met, err := metrics.New(metrics.Options{StatsCache: f.metricsCache, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	if err := met.ObserveQueues(jobq.NewInspector(b)); err != nil {
+		return nil, err
+	}
+	return a.serveMetrics(ctx, f.metricsAddr, met, b, log)
 }
 
 // mount serves h under prefix, as an application would with

@@ -47,7 +47,10 @@ func TestServeRefusals(t *testing.T) {
 		{[]string{"--token-file", bad}, "line 3: token: unknown scope \"superuser\""},
 		{[]string{"--token-file", empty}, "holds no token"},
 		{[]string{"--token-file", filepath.Join(dir, "missing")}, "--token-file: open"},
-		{[]string{"--concurrency", "3"}, "--concurrency only applies with --worker"},
+		{[]string{"--concurrency", "3"}, "--concurrency only applies with --worker (add --worker to run one in this process)"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--metrics-depth=false"}, "--metrics-depth only applies with --worker"},
+		{[]string{"--metrics-cache", "1s"}, "--metrics-cache only applies with --metrics-addr"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--metrics-cache", "0s"}, "--metrics-cache 0s must be greater than zero"},
 		{[]string{"--prefix", "admin/"}, "--prefix \"admin/\": use a path such as /admin"},
 		{[]string{"--max-body", "10"}, "--max-body 10"},
 		{[]string{"--allowed-hosts", "*"}, "--allowed-hosts '*' without a token"},
@@ -234,5 +237,47 @@ func TestServeMissingStore(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("serve created %s (stat: %v)", path, err)
+	}
+}
+
+// TestServeMetricsWithoutWorker: 'jobq serve --metrics-addr' without
+// --worker serves the queue depths of --db (and /healthz, /readyz) on an
+// address of its own, no worker's counters, and stops with the server.
+func TestServeMetricsWithoutWorker(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	jobID(t, run(t, "--db", db, "enqueue", "http", `{"url":"http://127.0.0.1:1/"}`, "--queue", "mail"))
+	s := startServe(t, "--db", db, "serve", "--metrics-addr", "127.0.0.1:0", "--metrics-cache", "10ms")
+	var base string
+	waitFor(t, "the metrics server to listen", func() bool {
+		m := regexp.MustCompile(`url=(http://[0-9.:]+)/metrics`).FindStringSubmatch(s.errOut.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	})
+	code, page, err := httpGet(t, base+"/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", code, err)
+	}
+	if want := `jobq_queue_jobs{queue="mail",state="pending"} 1` + "\n"; !strings.Contains(page, want) {
+		t.Errorf("/metrics lacks %q:\n%s", want, page)
+	}
+	if strings.Contains(page, "jobq_jobs_started_total") || strings.Contains(page, "jobq_workers_capacity") {
+		t.Errorf("/metrics shows a worker's series, with no worker running:\n%s", page)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if code, body, err := httpGet(t, base+path); err != nil || code != http.StatusOK {
+			t.Errorf("GET %s = %d %q %v, want 200", path, code, body, err)
+		}
+	}
+	if code, _ := call(t, "GET", s.url+"/api/v1/queues", "", ""); code != http.StatusOK {
+		t.Errorf("the admin API beside the metrics: %d", code)
+	}
+	if err := s.stop(); err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("serve stopped with %v\n%s", err, s.errOut.String())
+	}
+	if _, _, err := httpGet(t, base+"/metrics"); err == nil {
+		t.Errorf("the metrics server still answers after serve returned")
 	}
 }

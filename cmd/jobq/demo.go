@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -436,16 +439,20 @@ func (a *app) demoSummary(ctx context.Context, in *jobq.Inspector, run *demoRun,
 	if a.db != defaultDB {
 		db = " --db " + shellQuote(a.db)
 	}
+	jobqCmd, install := demoCommand()
 	fmt.Fprintln(out, "\nInspect and replay the failed jobs:")
-	fmt.Fprintf(out, "  jobq stats%s\n", db)
-	fmt.Fprintf(out, "  jobq failed list --queue %s%s\n", demoQueue, db)
-	if len(failedRows) > 0 {
-		fmt.Fprintf(out, "  jobq failed show %d%s\n", failedRows[0].ID, db)
-	} else {
-		fmt.Fprintf(out, "  jobq failed show ID%s\n", db)
+	if install != "" {
+		fmt.Fprintln(out, install)
 	}
-	fmt.Fprintf(out, "  jobq failed retry --all --queue %s%s\n", demoQueue, db)
-	fmt.Fprintf(out, "Replayed jobs wait on queue %q; run `jobq demo%s` again to work them (the malformed charge fails again).\n", demoQueue, db)
+	fmt.Fprintf(out, "  %s stats%s\n", jobqCmd, db)
+	fmt.Fprintf(out, "  %s failed list --queue %s%s\n", jobqCmd, demoQueue, db)
+	if len(failedRows) > 0 {
+		fmt.Fprintf(out, "  %s failed show %d%s\n", jobqCmd, failedRows[0].ID, db)
+	} else {
+		fmt.Fprintf(out, "  %s failed show ID%s\n", jobqCmd, db)
+	}
+	fmt.Fprintf(out, "  %s failed retry --all --queue %s%s\n", jobqCmd, demoQueue, db)
+	fmt.Fprintf(out, "Replayed jobs wait on queue %q; run `%s demo%s` again to work them (the malformed charge fails again).\n", demoQueue, jobqCmd, db)
 	if strings.HasPrefix(a.db, "memory:") {
 		fmt.Fprintln(out, "(memory: keeps nothing after the demo exits; use a sqlite: file to inspect afterwards.)")
 	}
@@ -457,6 +464,63 @@ func (a *app) demoSummary(ctx context.Context, in *jobq.Inspector, run *demoRun,
 	}
 	return nil
 }
+
+// demoCommand is how the reader runs jobq again for the commands the
+// summary suggests, found from how the demo itself was run (see
+// jobqCommand), with a line telling how to install jobq when that is not
+// known.
+func demoCommand() (cmd, install string) {
+	exe, _ := os.Executable()
+	var pkg, version string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		pkg, version = bi.Path, bi.Main.Version
+	}
+	_, err := os.Stat(filepath.Join("cmd", "jobq", "main.go"))
+	return jobqCommand(os.Args[0], exe, pkg, version, err == nil)
+}
+
+// jobqCommand returns the command that runs this jobq again, given how it
+// was started: arg0 as typed, the executable's path, the main package's
+// path and module version, and whether the working directory is a clone of
+// jobq's module (it has cmd/jobq). Under go run the binary is deleted when
+// it exits, so the command is go run again: "go run ./cmd/jobq" in the
+// clone, else the package path (at its version when it has one). When not
+// even that is known, it is "jobq" with install, a line saying how to
+// install it first. A binary run by a path (./jobq) is named as typed;
+// anything else as "jobq".
+func jobqCommand(arg0, exe, pkg, version string, inClone bool) (cmd, install string) {
+	if goRunBinary(exe) {
+		switch {
+		case inClone:
+			return "go run ./cmd/jobq", ""
+		case pkg != "" && pkg != "command-line-arguments" && version != "" && version != "(devel)":
+			return "go run " + shellQuote(pkg+"@"+version), ""
+		case pkg != "" && pkg != "command-line-arguments":
+			return "go run " + shellQuote(pkg), ""
+		}
+		return "jobq", "(These need the jobq command: run `go install ./cmd/jobq` once in your clone of jobq; it installs into $(go env GOPATH)/bin.)"
+	}
+	if strings.TrimSuffix(filepath.Base(arg0), ".exe") == "jobq" && strings.ContainsAny(arg0, `/\`) {
+		return shellQuote(arg0), ""
+	}
+	return "jobq", ""
+}
+
+// goRunBinary reports whether exe was built by go run: into $WORK/b001/exe/
+// under a go-build temporary directory, or (Go 1.24 on, which caches go
+// run's executables) into the build cache, $GOCACHE/xx/<hex hash>-d/.
+func goRunBinary(exe string) bool {
+	dir := filepath.Dir(exe)
+	if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+		return true
+	}
+	return goCacheEntry.MatchString(filepath.Base(dir)) && goCacheShard.MatchString(filepath.Base(filepath.Dir(dir)))
+}
+
+var (
+	goCacheEntry = regexp.MustCompile(`^[0-9a-f]{64}-d$`)
+	goCacheShard = regexp.MustCompile(`^[0-9a-f]{2}$`)
+)
 
 // demoFailedRows returns the failed_jobs rows of this run's jobs, oldest
 // first, paging through the queue's failed jobs.

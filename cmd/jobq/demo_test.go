@@ -81,10 +81,15 @@ func TestDemoSummaryAgreesWithInspector(t *testing.T) {
 	in := jobq.NewInspector(openDB(t, db))
 	failed := checkDemoDB(t, in, 1)
 	checkFailedRowsPrinted(t, first, failed, nil)
+	// In process the binary is the test's, neither go run's nor one named
+	// jobq, so the hints name plain jobq (TestJobqCommand covers the rest).
 	for _, cmd := range []string{"jobq stats --db " + db, "jobq failed list --queue demo --db " + db, "jobq failed retry --all --queue demo --db " + db} {
-		if !strings.Contains(r.out, cmd) {
-			t.Errorf("summary lacks the command %q", cmd)
+		if !strings.Contains(r.out, "\n  "+cmd+"\n") {
+			t.Errorf("summary lacks the command line %q:\n%s", cmd, r.out)
 		}
+	}
+	if strings.Contains(r.out, "go install") {
+		t.Errorf("summary tells how to install jobq, though it was not run by go run:\n%s", r.out)
 	}
 
 	// Replay the failures: the next demo works them too but keeps them
@@ -198,5 +203,44 @@ func checkFailedRowsPrinted(t *testing.T, s demoSummary, rows, prev map[int64]*j
 	}
 	if printed != 2 || len(s.failedRows) != 2 {
 		t.Errorf("summary printed %d failed rows (%d matching failed_jobs), want 2", len(s.failedRows), printed)
+	}
+}
+
+// TestJobqCommand: the demo's hints name the command that runs jobq again
+// the way the demo was run: go run again (its binary is gone), in the
+// clone as ./cmd/jobq, elsewhere by package path and version; a binary run
+// by a path as typed; otherwise jobq. When go run's package is not known,
+// they say how to install jobq.
+func TestJobqCommand(t *testing.T) {
+	t.Parallel()
+	const (
+		goRun  = "/tmp/go-build1234/b001/exe/jobq"
+		cached = "/root/.cache/go-build/8b/8bfb0c40e238a8a690ca6dee0439da4ebaf2ecb9a99996ff53bf30a3caa5d01e-d/jobq" // go run's, from Go 1.24
+		pkg    = "github.com/jobq/jobq/cmd/jobq"
+	)
+	for _, c := range []struct {
+		arg0, exe, pkg, version string
+		inClone                 bool
+		want                    string
+		install                 bool
+	}{
+		{goRun, goRun, pkg, "(devel)", true, "go run ./cmd/jobq", false},
+		{goRun, goRun, pkg, "(devel)", false, "go run " + pkg, false},
+		{cached, cached, pkg, "(devel)", true, "go run ./cmd/jobq", false},
+		{goRun, goRun, pkg, "v1.4.0", false, "go run " + pkg + "@v1.4.0", false},
+		{goRun, goRun, "command-line-arguments", "", true, "go run ./cmd/jobq", false},
+		{goRun, goRun, "command-line-arguments", "", false, "jobq", true},
+		{"jobq", "/home/me/go/bin/jobq", pkg, "(devel)", true, "jobq", false},
+		{"./jobq", "/src/jobq/jobq", pkg, "(devel)", true, "./jobq", false},
+		{"/opt/my tools/jobq", "/opt/my tools/jobq", pkg, "v1.4.0", false, "'/opt/my tools/jobq'", false},
+		{"/tmp/go-build1234/b001/jobq.test", "/tmp/go-build1234/b001/jobq.test", "", "", false, "jobq", false},
+	} {
+		cmd, install := jobqCommand(c.arg0, c.exe, c.pkg, c.version, c.inClone)
+		if cmd != c.want || (install != "") != c.install {
+			t.Errorf("jobqCommand(%q, %q, %q, %q, %v) = %q, %q; want %q, install line %v", c.arg0, c.exe, c.pkg, c.version, c.inClone, cmd, install, c.want, c.install)
+		}
+		if c.install && !strings.Contains(install, "go install ./cmd/jobq") {
+			t.Errorf("install line %q does not name go install ./cmd/jobq", install)
+		}
 	}
 }

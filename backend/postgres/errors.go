@@ -22,10 +22,13 @@ var errQueryTimeout = errors.New("query timeout")
 // It is the only place that inspects pgx, pgconn and network errors:
 //
 //   - calls after Close: backend.ErrClosed;
-//   - the caller's context ended: its error, wrapped;
+//   - the caller's context ended: its error, wrapped (and, for a
+//     deadline that ends Open, backend.ErrUnavailable too);
 //   - QueryTimeout ran out, the server could not be reached, refused the
 //     login, does not have the database, is shutting down, or the
-//     connection broke: backend.ErrUnavailable, naming the host;
+//     connection broke: backend.ErrUnavailable, naming the host (and the
+//     likely fix when the URL's TLS setting does not match the server's:
+//     see tlsHint);
 //   - bad data the server refused (invalid JSON text, a NUL byte):
 //     backend.ErrInvalidInput;
 //   - a missing table or schema: a *backend.SchemaError (ErrNoSchema);
@@ -55,10 +58,16 @@ func (b *Backend) classify(ctx context.Context, op string, err error) error {
 			return fmt.Errorf("%s: %w: postgres at %s did not answer within the query timeout: %w",
 				op, backend.ErrUnavailable, b.host, context.DeadlineExceeded)
 		}
+		if b.opening.Load() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			// Open's caller gave the server this long: to Open, no answer
+			// in time is a server unavailable, as with the query timeout.
+			return fmt.Errorf("%s: %w: postgres at %s did not answer before the deadline: %w",
+				op, backend.ErrUnavailable, b.host, context.Cause(ctx))
+		}
 		return fmt.Errorf("%s: %w", op, context.Cause(ctx))
 	}
 	if unavailable(err) {
-		return fmt.Errorf("%s: %w: postgres at %s: %w", op, backend.ErrUnavailable, b.host, oneLine{err})
+		return fmt.Errorf("%s: %w: postgres at %s: %w%s", op, backend.ErrUnavailable, b.host, oneLine{err}, tlsHint(err))
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
@@ -152,3 +161,23 @@ func (e oneLine) Error() string {
 }
 
 func (e oneLine) Unwrap() error { return e.err }
+
+// tlsHint is what to add to the error of a connection that failed the
+// way a TLS setting at odds with the server's makes it fail, naming the
+// likely fix; "" for any other error. pgx's own text names the step
+// ("server refused TLS connection", "failed to receive message") but not
+// the cause.
+func tlsHint(err error) string {
+	var connectErr *pgconn.ConnectError
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &connectErr) || errors.As(err, &pgErr) {
+		return ""
+	}
+	switch {
+	case strings.Contains(err.Error(), "server refused TLS connection"):
+		return " (the server does not accept TLS: is ssl off on it? use sslmode=disable or prefer for a plain one)"
+	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
+		return " (the server closed the connection without a PostgreSQL reply: is it a TLS-only port? use sslnegotiation=direct&sslmode=require for one)"
+	}
+	return ""
+}

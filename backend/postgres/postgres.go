@@ -185,6 +185,7 @@ type Backend struct {
 	limits     *limitwake.Tracker // wakes local workers when a queue limit lets jobs go
 	origin     string             // tags this Backend's NOTIFY payloads (see sqlNotify)
 	url        string             // as given to Open when it has secrets, to scrub them from errors and logs
+	opening    atomic.Bool        // Open is running: its deadline running out is ErrUnavailable (see classify)
 }
 
 var (
@@ -200,15 +201,17 @@ var (
 // Open connects to the PostgreSQL server named by a postgres:// or
 // postgresql:// URL and, unless opts.NoMigrate or opts.Existing, applies
 // pending migrations to the schema. ctx bounds only the opening (connecting
-// and migrating).
+// and migrating), each step of it; the URL's connect_timeout bounds each
+// connection's dial, TLS and login.
 //
 // It fails with backend.ErrInvalidInput for a malformed URL or option,
 // backend.ErrUnavailable when the server cannot be reached, refuses the
-// login or lacks the database, backend.ErrSchemaTooNew when the schema was
-// migrated by a newer jobq, and, with opts.Existing, backend.ErrNoSchema
-// when the schema is missing, empty or older than this build. No error
-// (nor any log line of the Backend) shows the URL's password or
-// password-like query parameters (see backend.Redact).
+// login, lacks the database or does not answer before ctx's deadline (a
+// TLS setting at odds with the server's says so), backend.ErrSchemaTooNew
+// when the schema was migrated by a newer jobq, and, with opts.Existing,
+// backend.ErrNoSchema when the schema is missing, empty or older than this
+// build. No error (nor any log line of the Backend) shows the URL's
+// password or password-like query parameters (see backend.Redact).
 func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	b, err := openBackend(ctx, rawURL, opts)
 	if err != nil {
@@ -255,6 +258,8 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	if len(backend.Secrets(rawURL)) > 0 {
 		b.url = rawURL // only a URL with secrets needs scrubbing from errors
 	}
+	b.opening.Store(true)
+	defer b.opening.Store(false)
 	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, b.mapError(ctx, "open", err)

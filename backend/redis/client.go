@@ -49,6 +49,7 @@ type client struct {
 	cluster bool
 	host    string // the first address, for error messages
 	timeout time.Duration
+	dialer  *dialer
 	closed  atomic.Bool // rueidis says ErrClosing for a closed client and for a dead connection alike
 	// calls in flight beyond the pool's size wait for a connection (see do).
 	poolSize int64
@@ -63,9 +64,11 @@ type client struct {
 
 // newClient connects: rueidis dials at creation (a cluster's topology is
 // read then), so an unreachable server or a refused login fails here,
-// classified like the failure of any call.
-func newClient(cfg clientConfig) (*client, error) {
-	c := &client{cluster: cfg.cluster, host: cfg.addrs[0], timeout: cfg.timeout}
+// classified like the failure of any call. Until opened, the end of ctx
+// (Open's) fails every network step of the client (see dialer), which
+// rueidis.NewClient, taking no context, would not see.
+func newClient(ctx context.Context, cfg clientConfig) (*client, error) {
+	c := &client{cluster: cfg.cluster, host: cfg.addrs[0], timeout: cfg.timeout, dialer: newDialer(ctx, cfg.timeout)}
 	addrs := cfg.addrs
 	if !cfg.cluster && len(addrs) > 1 {
 		addrs = addrs[:1]
@@ -111,7 +114,7 @@ func newClient(cfg clientConfig) (*client, error) {
 		// (docs/performance.md, "Why the code is shaped this way").
 		ConnWriteTimeout: cfg.timeout,
 		Dialer:           net.Dialer{Timeout: cfg.timeout},
-		DialCtxFn:        dialChecked,
+		DialCtxFn:        c.dialer.dial,
 	}
 	// One seed at a time: given several, rueidis dials them all at once
 	// and, when more than one answers, leaves a goroutine behind that
@@ -123,9 +126,25 @@ func newClient(cfg clientConfig) (*client, error) {
 		if c.rdb, err = rueidis.NewClient(opt); err == nil {
 			return c, nil
 		}
+		if c.rdb != nil {
+			// A single client comes back failed but made.
+			c.rdb.Close()
+		}
+		if ctx.Err() != nil {
+			break
+		}
 	}
-	return nil, c.classify(context.Background(), err)
+	if cfg.tls == nil {
+		err = plainOpenError(err)
+	}
+	err = c.classify(ctx, err)
+	c.dialer.opened()
+	return nil, err
 }
+
+// opened ends the watch of Open's context (see newClient); false means
+// that context ended first.
+func (c *client) opened() bool { return c.dialer.opened() }
 
 func (c *client) close() error {
 	c.closed.Store(true)
@@ -602,7 +621,11 @@ func (c *client) ping(ctx context.Context) error {
 //     connection broke, or the server cannot serve now (loading, read-only
 //     replica, cluster down, out of memory, busy script, refused login):
 //     backend.ErrUnavailable, naming the host;
-//   - the caller's context ended: its error;
+//   - a failed TLS handshake, or a first reply that suggests a TLS port
+//     (connError): backend.ErrUnavailable with its hint, even when the
+//     caller's deadline cut it short;
+//   - the caller's context ended: its error, except that a deadline
+//     that ends Open is backend.ErrUnavailable too;
 //   - a script refused its input ("jobq: …"): backend.ErrInvalidInput;
 //   - anything else: wrapped as is.
 //
@@ -618,7 +641,17 @@ func (c *client) classify(ctx context.Context, err error) error {
 	if c.closed.Load() && (errors.Is(err, rueidis.ErrClosing) || errors.Is(err, rueidis.ErrDedicatedClientRecycled)) {
 		return fmt.Errorf("%w: %w", backend.ErrClosed, err)
 	}
+	var ce *connError
+	if errors.As(err, &ce) {
+		// Its hint says more than the context's end that cut it short.
+		return fmt.Errorf("%w: redis at %s: %w", backend.ErrUnavailable, c.host, err)
+	}
 	if ctx.Err() != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && c.dialer.isOpening() {
+			// Open's caller gave the server this long: to Open, no answer
+			// in time is a server unavailable, as with the call timeout.
+			return fmt.Errorf("%w: redis at %s did not answer before the deadline: %w", backend.ErrUnavailable, c.host, context.Cause(ctx))
+		}
 		return context.Cause(ctx)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

@@ -1,9 +1,7 @@
 package redis
 
 import (
-	"context"
 	"crypto/sha1"
-	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"net"
@@ -29,39 +27,6 @@ func (e *staleConnError) Unwrap() error { return e.err }
 func isStaleConn(err error) bool {
 	var s *staleConnError
 	return err != nil && errors.As(err, &s)
-}
-
-// dialChecked dials as rueidis does, with a checkedConn between the
-// socket and TLS, if any.
-func dialChecked(ctx context.Context, dst string, d *net.Dialer, cfg *tls.Config) (net.Conn, error) {
-	conn, err := d.DialContext(ctx, "tcp", dst)
-	if err != nil {
-		return nil, err
-	}
-	cc := &checkedConn{Conn: conn, dialed: time.Now()}
-	if sc, ok := conn.(syscall.Conn); ok && cfg == nil {
-		// Under TLS the server may send data unasked (session tickets),
-		// so only a plain connection is checked, as go-redis did.
-		cc.rc, _ = sc.SyscallConn()
-	}
-	if cfg == nil {
-		return cc, nil
-	}
-	if cfg.ServerName == "" {
-		// As tls.Dial does: verify the name dialled.
-		host, _, err := net.SplitHostPort(dst)
-		if err != nil {
-			host = dst
-		}
-		cfg = cfg.Clone()
-		cfg.ServerName = host
-	}
-	tc := tls.Client(cc, cfg)
-	if err := tc.HandshakeContext(ctx); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	return tc, nil
 }
 
 // checkedConn keeps a pooled connection that the server closed while it

@@ -661,12 +661,12 @@ func TestConcurrentReplays(t *testing.T) {
 func TestCheckedConnFirstWriteOnly(t *testing.T) {
 	srv := redistest.StartServer(t)
 	ctx := t.Context()
-	conn, err := dialChecked(ctx, fmt.Sprintf("127.0.0.1:%d", srv.Port), &net.Dialer{Timeout: 5 * time.Second}, nil)
+	conn, err := dialChecked(ctx, fmt.Sprintf("127.0.0.1:%d", srv.Port), &net.Dialer{Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cc := conn.(*checkedConn)
+	cc := conn
 	if cc.rc == nil {
 		t.Skip("connections are not checked on this platform")
 	}

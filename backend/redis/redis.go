@@ -10,11 +10,11 @@
 //	redis://host1:7001?cluster=true&addr=host2:7002&addr=host3:7003
 //
 // Parameters: key_prefix (default "jobq"; several applications can share a
-// server under different prefixes), timeout (per call, default 10s),
-// pool_size (connections, default 10 per CPU), cluster=true (a
-// Redis Cluster, reached through the URL's host and every addr; database
-// 0 only). Any other parameter is refused. The server must be Redis 6.2 or
-// later (SET … GET).
+// server under different prefixes), timeout (per call and per step of
+// connecting, default 10s), pool_size (connections, default 10 per CPU),
+// cluster=true (a Redis Cluster, reached through the URL's host and every
+// addr; database 0 only). Any other parameter is refused. The server
+// must be Redis 6.2 or later (SET … GET).
 //
 // # Atomicity
 //
@@ -204,9 +204,10 @@ type Options struct {
 
 	// Timeout bounds every step of a call to Redis, on top of the
 	// caller's context: the wait for a connection, sending the command
-	// and reading its reply each take at most this long; a call that runs
-	// out fails with backend.ErrUnavailable. The URL parameter timeout
-	// sets it too, and wins. Defaults to 10 seconds.
+	// and reading its reply each take at most this long, and so does each
+	// step of making a connection (TCP, the TLS handshake, AUTH and
+	// SELECT); a call that runs out fails with backend.ErrUnavailable. The
+	// URL parameter timeout sets it too, and wins. Defaults to 10 seconds.
 	Timeout time.Duration
 
 	// PoolSize caps the connections. The URL parameter pool_size sets it
@@ -288,13 +289,16 @@ var (
 
 // Open connects to the Redis server or cluster named by a redis:// or
 // rediss:// URL and, unless opts.Existing, writes the key prefix's layout
-// marker (prefix:schema). ctx bounds only the opening.
+// marker (prefix:schema). ctx bounds only the opening, each step of it
+// (connecting included), as Options.Timeout does.
 //
 // It fails with backend.ErrInvalidInput for a malformed URL or option,
-// backend.ErrUnavailable when the server cannot be reached or refuses the
-// login, backend.ErrSchemaTooNew when the prefix was written by a newer
-// jobq, and, with opts.Existing, backend.ErrNoSchema when the prefix holds
-// no jobq data. No error shows the URL's password.
+// backend.ErrUnavailable when the server cannot be reached, refuses the
+// login, or does not answer before ctx's deadline (a rediss:// URL for a
+// plain port, or the reverse, says so), backend.ErrSchemaTooNew when the
+// prefix was written by a newer jobq, and, with opts.Existing,
+// backend.ErrNoSchema when the prefix holds no jobq data. No error shows
+// the URL's password.
 func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 	b, err := openBackend(ctx, rawURL, opts)
 	if err != nil {
@@ -315,7 +319,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	cfg := u.client
 	cfg.timeout = opts.Timeout
 	cfg.poolSize = opts.PoolSize
-	c, err := newClient(cfg)
+	c, err := newClient(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open: %w", err)
 	}
@@ -333,7 +337,12 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	b.notifier = newNotifier(b)
 	b.limits = limitwake.New(b.notifier.wake)
 	b.inserts = newInserter(b)
-	if err := b.start(ctx); err != nil {
+	err = b.start(ctx)
+	if !b.c.opened() && err == nil {
+		// ctx ended as start returned: a connection may have been closed.
+		err = fmt.Errorf("open: %w", context.Cause(ctx))
+	}
+	if err != nil {
 		_ = b.c.close()
 		return nil, err
 	}

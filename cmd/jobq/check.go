@@ -112,7 +112,9 @@ and the backend's error otherwise. It never creates a store.`,
 				return err
 			})
 			if err != nil {
-				if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+				// Backends name the cause of a deadline that ended Open
+				// themselves; other steps leave it to be named here.
+				if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil && !strings.Contains(err.Error(), cause.Error()) {
 					err = fmt.Errorf("%w: %w", cause, err)
 				}
 				return a.checkUnknown("%s", firstLine(a.redact(err).Error(), 500))

@@ -266,6 +266,13 @@ const (
 	OutcomeRetry
 	// OutcomeFail: moved to failed_jobs with Error, whatever attempts remain.
 	OutcomeFail
+	// OutcomeDefer: back to pending, available at now + RetryDelay, with
+	// the attempt un-counted (attempts-1) and last_error and releases as
+	// they were; Error is ignored. It is for a holder that could not start
+	// the job at all (a worker without a handler for its type during a
+	// rolling deploy): the job loses nothing however often it is deferred,
+	// and a worker that can run it takes it once it is due.
+	OutcomeDefer
 )
 
 // String names the kind for logs.
@@ -277,6 +284,8 @@ func (k OutcomeKind) String() string {
 		return "retry"
 	case OutcomeFail:
 		return "fail"
+	case OutcomeDefer:
+		return "defer"
 	}
 	return "unknown"
 }
@@ -285,7 +294,7 @@ func (k OutcomeKind) String() string {
 type Outcome struct {
 	Ref        JobRef
 	Kind       OutcomeKind
-	RetryDelay time.Duration // OutcomeRetry only; >= 0
+	RetryDelay time.Duration // OutcomeRetry and OutcomeDefer only; >= 0
 	// Error is the attempt's error text (OutcomeRetry and OutcomeFail).
 	// Backends store ErrorText(Error): any string is accepted, invalid
 	// UTF-8, NUL bytes and a megabyte of panic stack included (see

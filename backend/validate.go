@@ -319,12 +319,12 @@ func ValidateOutcome(o Outcome) error {
 	}
 	switch o.Kind {
 	case OutcomeDone, OutcomeFail:
-	case OutcomeRetry:
+	case OutcomeRetry, OutcomeDefer:
 		if o.RetryDelay < 0 {
 			return &InputError{Field: "retry delay", Reason: fmt.Sprintf("%s is negative", o.RetryDelay)}
 		}
 	default:
-		return &InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry or fail", o.Kind)}
+		return &InputError{Field: "outcome kind", Reason: fmt.Sprintf("%d is not done, retry, fail or defer", o.Kind)}
 	}
 	return nil
 }

@@ -89,6 +89,9 @@ func testCancel(t *testing.T, h Harness) {
 		{"Fail", func(t *testing.T, b backend.Backend, ref backend.JobRef) {
 			wantCancelledOutcome(t, b, fail(ref, "stopped"))
 		}},
+		{"Defer", func(t *testing.T, b backend.Backend, ref backend.JobRef) {
+			wantCancelledOutcome(t, b, deferred(ref, 0))
+		}},
 		{"Release", func(t *testing.T, b backend.Backend, ref backend.JobRef) {
 			if res := releaseRes(t, b, ref); !slices.Equal(res.Cancelled, []backend.JobRef{ref}) || len(res.Stale) != 0 {
 				t.Fatalf("JobRelease of a cancelling attempt = %+v; want Cancelled [%v]", res, ref)

@@ -129,6 +129,12 @@ func retry(ref backend.JobRef, delay time.Duration, msg string) backend.Outcome 
 	return backend.Outcome{Ref: ref, Kind: backend.OutcomeRetry, RetryDelay: delay, Error: msg}
 }
 
+// deferred is the outcome of a holder that could not start the job: it
+// carries an error text, which the backend must ignore.
+func deferred(ref backend.JobRef, delay time.Duration) backend.Outcome {
+	return backend.Outcome{Ref: ref, Kind: backend.OutcomeDefer, RetryDelay: delay, Error: "no handler registered for type t"}
+}
+
 func fail(ref backend.JobRef, msg string) backend.Outcome {
 	return backend.Outcome{Ref: ref, Kind: backend.OutcomeFail, Error: msg}
 }

@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"Claim", testClaim},
 		{"ClaimOrder", testClaimOrder},
 		{"Complete", testComplete},
+		{"Defer", testDefer},
 		{"Fence", testFence},
 		{"Lease", testLease},
 		{"Release", testRelease},

@@ -45,8 +45,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			// A task's job that is done ends its task with its result
 			// (failed and cancelled ends are hooked in toFailed and keep).
 			b.taskJobEnded(j.ID, backend.TaskSucceeded, "", o.Result, now)
-		case backend.OutcomeRetry:
-			j.LastError = o.Error
+		case backend.OutcomeRetry, backend.OutcomeDefer:
+			if o.Kind == backend.OutcomeDefer {
+				j.Attempts--
+			} else {
+				j.LastError = o.Error
+			}
 			b.unreserve(j, now.Add(o.RetryDelay), now)
 			if o.RetryDelay <= 0 {
 				woken[j.Queue] = true

@@ -65,6 +65,7 @@ const (
 	kindDone  = 1
 	kindRetry = 2
 	kindFail  = 3
+	kindDefer = 7 // 4 to 6 are kindDoneKeep and sqlTaskSettle's
 )
 
 // kindCode maps an outcome kind to sqlComplete's code, 0 when unknown.
@@ -76,6 +77,8 @@ func kindCode(k backend.OutcomeKind) int32 {
 		return kindRetry
 	case backend.OutcomeFail:
 		return kindFail
+	case backend.OutcomeDefer:
+		return kindDefer
 	}
 	return 0
 }

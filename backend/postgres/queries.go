@@ -261,10 +261,11 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 // sqlComplete applies a batch of outcomes in one statement, each fenced by
 // (id, claim_token, status reserved).
 //
-//	$1 id bigint[], $2 token bigint[], $3 kind int[] (1 done, 2 retry, 3 fail),
-//	$4 delay_us bigint[] (retry), $5 error text[] (retry, fail)
+//	$1 id bigint[], $2 token bigint[], $3 kind int[] (1 done, 2 retry, 3 fail,
+//	7 defer), $4 delay_us bigint[] (retry, defer), $5 error text[] (retry, fail)
 //
-// Done rows are deleted; retried rows go back to pending at now() + delay;
+// Done rows are deleted; retried rows go back to pending at now() + delay,
+// deferred ones too, with the attempt un-counted and last_error kept;
 // failed rows are deleted and inserted into failed_jobs (token and all) by
 // the same statement, so a job is never in both tables nor in neither. The
 // input must not repeat an (id, token). Returns one row: (ids bigint[],
@@ -287,9 +288,10 @@ retried AS (
 	    available_at = now() + i.delay_us * interval '1 microsecond',
 	    reserved_at = NULL,
 	    lease_until = NULL,
-	    last_error = i.error
+	    attempts = CASE WHEN i.kind = 7 THEN j.attempts - 1 ELSE j.attempts END,
+	    last_error = CASE WHEN i.kind = 7 THEN j.last_error ELSE i.error END
 	FROM input i
-	WHERE i.kind = 2 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
+	WHERE i.kind IN (2, 7) AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
 	RETURNING j.id, j.claim_token, j.queue, i.delay_us
 ),
 failed AS (

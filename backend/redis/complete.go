@@ -47,6 +47,8 @@ func outcomeKind(o backend.Outcome) string {
 	switch o.Kind {
 	case backend.OutcomeRetry:
 		return "r"
+	case backend.OutcomeDefer:
+		return "u"
 	case backend.OutcomeFail:
 		return "f"
 	}

@@ -851,7 +851,8 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 --   KEYS[15] base (workflows.lua)  KEYS[16..] job... one per outcome
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
 --   then per outcome, 5 values: ID, token, kind ('d' done, 'k' done and
---   kept, 'r' retry, 'f' fail), retry delay µs, error text (retry, fail)
+--   kept, 'r' retry, 'u' defer: a retry that un-counts the attempt and
+--   keeps the last error, 'f' fail), retry delay µs, error text (retry, fail)
 --   or result JSON (done: what a task's dependants read)
 -- A job that ends and is a workflow task's (field w) ends its task here,
 -- releasing or cancelling its dependants (job_ended in workflows.lua).
@@ -878,10 +879,15 @@ for i = 1, n do
     if v[6] then wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 'c', 'cancelled', nil) end
   else
     gone[#gone + 1] = id
-    if kind == 'r' then
+    if kind == 'r' or kind == 'u' then
       local delay = tonumber(ARGV[b + 3])
       local av = n2s(now + delay)
-      redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
+      if kind == 'u' then
+        redis.call('HINCRBY', k, 'a', -1)
+        redis.call('HSET', k, 'av', av, 'ra', '', 'lu', '')
+      else
+        redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
+      end
       if delay <= 0 then ready(mv, id, v[3] or '0', av) else later(mv, id, av) end
     else
       if kind == 'f' then

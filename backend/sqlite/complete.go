@@ -104,12 +104,16 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 						return err
 					}
 				}
-			case backend.OutcomeRetry:
+			case backend.OutcomeRetry, backend.OutcomeDefer:
 				if retry == nil {
 					retry = tx.StmtContext(rowCtx, st.retry)
 				}
+				deferred := 0
+				if o.Kind == backend.OutcomeDefer {
+					deferred = 1
+				}
 				var queue string
-				err := retry.QueryRowContext(rowCtx, id, tok, micros(now.Add(o.RetryDelay)), o.Error).Scan(&queue)
+				err := retry.QueryRowContext(rowCtx, id, tok, micros(now.Add(o.RetryDelay)), o.Error, deferred).Scan(&queue)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 					applied = false

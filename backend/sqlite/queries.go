@@ -160,10 +160,12 @@ const qCompleteDoneTask = `DELETE FROM jobs WHERE id = ?1 AND claim_token = ?2 A
 RETURNING workflow_id`
 
 // qCompleteRetry: ?1 id, ?2 claim_token (the fence), ?3 available_at,
-// ?4 last_error. Returns the job to pending; returns its queue, or no row
+// ?4 last_error, ?5 1 for a defer (the attempt un-counted, last_error
+// kept), else 0. Returns the job to pending; returns its queue, or no row
 // when stale.
 const qCompleteRetry = `UPDATE jobs
-SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
+SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL,
+    attempts = attempts - ?5, last_error = CASE WHEN ?5 = 1 THEN last_error ELSE ?4 END
 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL
 RETURNING queue`
 

@@ -25,10 +25,11 @@ var (
 	// ErrNotSupported is returned when the backend lacks an optional
 	// capability, e.g. EnqueueTx on a backend without transactions.
 	ErrNotSupported = backend.ErrNotSupported
-	// ErrNoHandler is what an attempt of a job whose type has no handler
-	// registered fails with (an ordinary, retried failure: another
-	// deployment of the workers may know the type). Tests tell such an
-	// attempt, which started nothing, from one that ran.
+	// ErrNoHandler is the error of a job whose type has no handler
+	// registered. A worker never runs nor fails such a job: it gives it
+	// back untouched for a worker that has the handler (EventDeferred,
+	// whose Err matches it). On the sync backend Enqueue returns it.
+	// Tests tell such a job, of which nothing started, from one that ran.
 	ErrNoHandler = errors.New("no handler registered")
 )
 

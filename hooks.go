@@ -15,7 +15,10 @@ import (
 // and never block in them. A panicking hook is a bug in the hook; the
 // worker does not recover it.
 type WorkerHooks struct {
-	// Claimed: the worker claimed the job and is about to run it.
+	// Claimed: the worker claimed the job and is about to run it. A job
+	// of a type the worker has no handler for is not run: Claimed,
+	// Started and Finished skip it, and Written reports it given back
+	// (EventDeferred).
 	Claimed func(ClaimedEvent)
 	// Started: the handler is about to be called, with the handler's
 	// context (middleware runs inside it).

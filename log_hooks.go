@@ -54,6 +54,9 @@ func logHooks(log *slog.Logger) WorkerHooks {
 				level, msg = slog.LevelInfo, "job interrupted by shutdown; given back"
 			case EventCancelled:
 				level, msg = slog.LevelInfo, "job cancelled"
+			case EventDeferred:
+				// Paced lines at warn or error say it (worker_unhandled.go).
+				level, msg = slog.LevelDebug, "job given back untouched: no handler for its type here"
 			default:
 				level, msg = slog.LevelDebug, "job "+e.Kind.String()
 			}
@@ -64,6 +67,8 @@ func logHooks(log *slog.Logger) WorkerHooks {
 			switch e.Kind {
 			case EventRetry:
 				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.Duration("retry_in", e.RetryDelay), slog.String("error", errorText(e.Err)))
+			case EventDeferred:
+				attrs = append(attrs, slog.Duration("due_in", e.RetryDelay))
 			case EventFailed:
 				attrs = append(attrs, slog.Int("max_attempts", e.Job.MaxAttempts), slog.String("error", errorText(e.Err)))
 			}

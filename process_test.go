@@ -29,6 +29,10 @@ const (
 	childLedgerEnv = "JOBQ_TEST_CHILD_LEDGER"
 	childConcEnv   = "JOBQ_TEST_CHILD_CONCURRENCY"
 	childLeaseEnv  = "JOBQ_TEST_CHILD_LEASE"
+	// childOldEnv makes the child an older deployment: it has none of
+	// the handlers below, and writes "<job id> <attempt> <pid> deferred"
+	// for each job it gives back for want of one.
+	childOldEnv = "JOBQ_TEST_CHILD_OLD"
 )
 
 // runChild is a worker process: it works the "record" type, which appends
@@ -52,7 +56,22 @@ func runChild() int {
 		_, err := fmt.Fprintf(ledger, "%d %d %d %s\n", j.ID, j.Attempt, os.Getpid(), event)
 		return err
 	}
+	conc, _ := strconv.Atoi(os.Getenv(childConcEnv))
+	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
+	cfg := jobq.WorkerConfig{
+		Concurrency: conc, Lease: lease, PollInterval: 20 * time.Millisecond,
+		SweepInterval: 100 * time.Millisecond, Logger: quietLog,
+	}
 	reg := jobq.NewRegistry()
+	if os.Getenv(childOldEnv) != "" {
+		reg.HandleFunc("legacy", func(ctx context.Context, j *jobq.Job) error { return record(j, "ran") })
+		cfg.Hooks = []jobq.WorkerHooks{{Written: func(e jobq.Event) {
+			if e.Kind == jobq.EventDeferred {
+				_ = record(e.Job, "deferred")
+			}
+		}}}
+		return runChildWorker(ctx, b, reg, cfg, nil)
+	}
 	reg.HandleFunc("record", func(ctx context.Context, j *jobq.Job) error { return record(j, "ran") })
 	reg.HandleFunc("hang-first", func(ctx context.Context, j *jobq.Job) error {
 		if err := record(j, "started"); err != nil {
@@ -71,12 +90,7 @@ func runChild() int {
 		time.Sleep(time.Second) // the work the shutdown must wait for
 		return record(j, "ran")
 	})
-	conc, _ := strconv.Atoi(os.Getenv(childConcEnv))
-	lease, _ := time.ParseDuration(os.Getenv(childLeaseEnv))
-	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
-		Concurrency: conc, Lease: lease, PollInterval: 20 * time.Millisecond,
-		SweepInterval: 100 * time.Millisecond, Logger: quietLog,
-	}, nil)
+	return runChildWorker(ctx, b, reg, cfg, nil)
 }
 
 type child struct {
@@ -84,12 +98,13 @@ type child struct {
 	ledger string
 }
 
-func startChild(t *testing.T, db, dir string, n, concurrency int, lease time.Duration) *child {
+func startChild(t *testing.T, db, dir string, n, concurrency int, lease time.Duration, env ...string) *child {
 	t.Helper()
 	ledger := filepath.Join(dir, fmt.Sprintf("ledger-%d.txt", n))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"="+db, childLedgerEnv+"="+ledger,
 		childConcEnv+"="+strconv.Itoa(concurrency), childLeaseEnv+"="+lease.String())
+	cmd.Env = append(cmd.Env, env...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start worker process: %v", err)

@@ -205,8 +205,8 @@ func (r *Registry) handler(typ string) (h handlerEntry, fn HandlerFunc) {
 	return h, fn
 }
 
-// errNoHandler is an ordinary (retryable) failure: another deployment of the
-// workers may know the type.
+// errNoHandler is the error of a job of a type without a handler: what
+// the sync backend's Enqueue returns, and what EventDeferred carries.
 type errNoHandler struct{ typ string }
 
 func (e errNoHandler) Error() string { return "no handler registered for type " + e.typ }

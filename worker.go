@@ -52,6 +52,9 @@ type Worker struct {
 	// warnedLimit holds the types whose jobs arrived with a stored
 	// attempt limit other than the one they declare: warned once each.
 	warnedLimit sync.Map
+	// unhandled paces the log lines about jobs given back for want of a
+	// handler (see deferUnhandled).
+	unhandled unhandledLog
 }
 
 // NewWorker checks cfg and every handler's options and returns a worker
@@ -138,7 +141,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	// The claimer alone runs under ctx itself, so it stops claiming the
 	// moment ctx ends, before Stop even begins.
 	g.Start(ctx, lifecycle.Component{Name: "claimer", Run: r.runClaimer})
-	w.log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency)
+	w.log.Info("worker started", "queues", w.cfg.Queues, "concurrency", w.cfg.Concurrency, "types", w.reg.Types())
 	<-ctx.Done()
 	w.log.Info("worker stopping: no new claims, waiting for in-flight jobs", "busy", w.Busy(), "timeout", w.cfg.ShutdownTimeout)
 	g.Stop()

@@ -26,6 +26,12 @@ const (
 	// context was cancelled with ErrJobCancelled and the job ended
 	// cancelled, whatever the handler returned.
 	EventCancelled
+	// EventDeferred: the worker has no handler for the job's type, so it
+	// gave the job back untouched, due again after RetryDelay, with the
+	// attempt not counted (backend.OutcomeDefer), for a worker that has
+	// the handler. No handler started: only the Written (or Stale) hooks
+	// hear of it, and RunOne returns it; Err matches ErrNoHandler.
+	EventDeferred
 )
 
 // String names the kind.
@@ -43,6 +49,8 @@ func (k EventKind) String() string {
 		return "abandoned"
 	case EventCancelled:
 		return "cancelled"
+	case EventDeferred:
+		return "deferred"
 	}
 	return "unknown"
 }
@@ -52,7 +60,7 @@ type Event struct {
 	Kind       EventKind
 	Job        *Job
 	Err        error         // the handler's error; nil for EventDone
-	RetryDelay time.Duration // EventRetry only
+	RetryDelay time.Duration // EventRetry and EventDeferred only
 	Duration   time.Duration // how long the handler ran
 }
 
@@ -104,6 +112,9 @@ type attempt struct {
 func (w *Worker) runAttempt(ctx, workCtx context.Context, row *backend.JobRow, h attemptHolder) (Event, error) {
 	job := w.jobOf(row)
 	ref := row.Ref()
+	if _, known := w.reg.lookup(row.Type); !known {
+		return w.deferUnhandled(ctx, row, job, h)
+	}
 	fire(w.hooks, claimedHook, ClaimedEvent{Job: job, Wait: waitTime(row)})
 	a := &attempt{w: w, holder: h, row: row, ctx: ctx, workCtx: workCtx,
 		jc: &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { h.completingInTx(ref) }}}

@@ -68,6 +68,14 @@ type WorkerConfig struct {
 	// disables the poll, and cancels then reach handlers at the next
 	// heartbeat. Only backends implementing backend.Canceller are polled.
 	CancelPollInterval time.Duration
+	// NoHandlerAlertAfter is how long a job of a type this worker has no
+	// handler for may have existed (since it was enqueued) before the
+	// worker, giving it back once more, logs at error level that no
+	// worker seems able to run its type. Such jobs are never run nor
+	// failed here: each is given back untouched, its attempt not counted,
+	// for a worker that has the handler (see docs/operating.md, "Job
+	// types no worker runs"). Defaults to DefaultNoHandlerAlertAfter.
+	NoHandlerAlertAfter time.Duration
 	// Retention keeps finished jobs and bounds failed ones; see
 	// Retention. The zero value deletes completed jobs at once.
 	Retention Retention
@@ -122,6 +130,9 @@ const (
 	// well within Kubernetes' default 30 s between SIGTERM and SIGKILL,
 	// with room left for the final writes.
 	DefaultShutdownTimeout = 10 * time.Second
+	// DefaultNoHandlerAlertAfter is WorkerConfig.NoHandlerAlertAfter's
+	// default: longer than a rolling deploy takes.
+	DefaultNoHandlerAlertAfter = 10 * time.Minute
 	// DefaultCancelPollInterval is WorkerConfig.CancelPollInterval's
 	// default: how long a cancel may take to reach a running handler.
 	DefaultCancelPollInterval = 250 * time.Millisecond
@@ -150,6 +161,7 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 		{"SweepInterval", &c.SweepInterval, DefaultSweepInterval},
 		{"PollInterval", &c.PollInterval, DefaultPollInterval},
 		{"ShutdownTimeout", &c.ShutdownTimeout, DefaultShutdownTimeout},
+		{"NoHandlerAlertAfter", &c.NoHandlerAlertAfter, DefaultNoHandlerAlertAfter},
 		{"HeartbeatInterval", &c.HeartbeatInterval, 0},
 	}
 	for _, d := range durations {

@@ -111,6 +111,8 @@ func writtenKind(it runner.Item) EventKind {
 		return EventDone
 	case backend.OutcomeRetry:
 		return EventRetry
+	case backend.OutcomeDefer:
+		return EventDeferred
 	}
 	return EventFailed
 }
@@ -119,7 +121,7 @@ func writtenKind(it runner.Item) EventKind {
 func writtenEvent(it runner.Item, kind EventKind) Event {
 	job, _ := it.Job.(*Job)
 	ev := Event{Kind: kind, Job: job, Err: it.Err, Duration: it.Took}
-	if kind == EventRetry {
+	if kind == EventRetry || kind == EventDeferred {
 		ev.RetryDelay = it.Outcome.RetryDelay
 	}
 	return ev

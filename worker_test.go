@@ -89,7 +89,6 @@ func TestWorkerFailureKinds(t *testing.T) {
 	}{
 		{"permanent error skips retries", "perm", nil, 1, "permanent: card declined"},
 		{"undecodable payload fails permanently", "typed", map[string]string{"amount": "lots"}, 0, "decode typed payload"},
-		{"unknown type retries then fails", "nobody-handles-this", nil, 0, "no handler registered for type nobody-handles-this"},
 		{"panic is recovered with its stack", "panics", nil, 3, "panic: kaboom"},
 	}
 	for _, tc := range cases {

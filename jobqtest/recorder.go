@@ -229,9 +229,10 @@ func inlineKey(j *jobq.Job) runKey {
 
 // WorkerHooks returns the hooks that record the attempts a Worker starts,
 // for tests that run a real Worker on Backend() instead of RunQueue (which
-// installs them itself). An attempt that found no handler for its type is
-// told apart when it ends (see Observation.Unhandled); until then it
-// counts as a run.
+// installs them itself). A job the worker gave back for want of a handler
+// for its type (jobq.EventDeferred) is recorded among the attempts that
+// found no handler (see Observation.Unhandled), once the backend applied
+// it.
 func (r *Recorder) WorkerHooks() jobq.WorkerHooks {
 	return jobq.WorkerHooks{
 		Started: func(ctx context.Context, j *jobq.Job) {
@@ -240,6 +241,13 @@ func (r *Recorder) WorkerHooks() jobq.WorkerHooks {
 		Finished: func(ev jobq.Event) {
 			if ev.Job != nil {
 				r.endRun(jobKey(ev.Job), ev.Err)
+			}
+		},
+		Written: func(ev jobq.Event) {
+			if ev.Kind == jobq.EventDeferred && ev.Job != nil {
+				j := ev.Job
+				r.recordRun(Run{JobID: j.ID, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt}, jobKey(j))
+				r.endRun(jobKey(j), ev.Err)
 			}
 		},
 	}

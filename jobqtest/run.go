@@ -27,6 +27,11 @@ const (
 	// StateReleased: given back untouched (the worker's shutdown cause on
 	// the context): not seen unless the test's context says so.
 	StateReleased State = "released"
+	// StateDeferred: no handler in the registry for its type, so it was
+	// given back untouched, its attempt not counted, due again after a
+	// delay (jobq.EventDeferred) that Drain does not treat as elapsed:
+	// the job stays pending for a worker that has the handler.
+	StateDeferred State = "deferred"
 )
 
 // Attempt is one attempt Drain ran.
@@ -50,8 +55,11 @@ func (a Attempt) String() string {
 	if a.Err != nil {
 		s += ": " + a.Err.Error()
 	}
-	if a.State == StateRetried {
+	switch a.State {
+	case StateRetried:
 		s += fmt.Sprintf(" (retry delay %s, treated as elapsed)", a.RetryDelay)
+	case StateDeferred:
+		s += fmt.Sprintf(" (given back, the attempt not counted; due again in %s)", a.RetryDelay)
 	}
 	return s
 }
@@ -107,9 +115,9 @@ func (as Attempts) String() string {
 // new queue during the call runs in it too, in claim order; queues the
 // caller names are kept as given. cfg.Logger defaults to a discarding
 // one. The recorder's WorkerHooks are added to cfg.Hooks, so every attempt
-// counts as Ran, except one that finds no handler in reg for its type (it
-// is reported among the attempts, and retried or failed as a worker
-// would, but nothing of the part started: see Observation.Unhandled). On
+// counts as Ran, except a job whose type has no handler in reg: as a
+// worker would, Drain gives it back untouched (StateDeferred), and it
+// stays pending; nothing of the part started (see Observation.Unhandled). On
 // the sync backend nothing is ever deferred and Drain returns no attempts.
 //
 // Do not run a Worker on the same backend meanwhile: Drain's retries would
@@ -196,6 +204,8 @@ func attemptOf(ev jobq.Event) Attempt {
 		a.State = StateRetried
 	case jobq.EventFailed:
 		a.State = StateFailed
+	case jobq.EventDeferred:
+		a.State = StateDeferred
 	default:
 		a.State = StateReleased
 	}

@@ -154,14 +154,14 @@ func TestRetryPolicies(t *testing.T) {
 		if p := as.OfType("permanent"); len(p) != 1 || p[0].State != jobqtest.StateFailed {
 			t.Fatalf("permanent: %s", p)
 		}
-		// A type without a handler is retried (another deployment may know
-		// it) until its attempts run out.
+		// A type without a handler is given back untouched, once (another
+		// deployment may know it), and never failed.
 		u := as.OfType("unknown")
-		if len(u) != 5 || u[4].State != jobqtest.StateFailed || !strings.Contains(u[4].Err.Error(), "no handler registered") {
+		if len(u) != 1 || u[0].State != jobqtest.StateDeferred || !strings.Contains(u[0].Err.Error(), "no handler registered") {
 			t.Fatalf("unknown type:\n%s", u)
 		}
-		if n := len(failedJobs(t, b)); n != 2 {
-			t.Fatalf("%d failed jobs, want 2 (permanent, unknown)", n)
+		if n := len(failedJobs(t, b)); n != 1 {
+			t.Fatalf("%d failed jobs, want 1 (permanent)", n)
 		}
 	})
 }

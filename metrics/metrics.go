@@ -111,6 +111,8 @@ type Metrics struct {
 	types  map[string]bool // the labelled types, at most MaxTypes
 	depth  *depthCollector // nil until ObserveQueues
 	queues map[string]bool // the queues whose depth is exported even when empty
+	// unhandledMu serialises the writers of series' unhandled ages.
+	unhandledMu sync.Mutex
 }
 
 type key struct{ queue, typ string }
@@ -297,6 +299,10 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 				s.inc(cReleased)
 			case jobq.EventCancelled:
 				s.inc(cCancelled)
+			case jobq.EventDeferred:
+				s.inc(cDeferred)
+				now := time.Now()
+				s.noteUnhandled(&m.unhandledMu, max(0, now.Sub(e.Job.CreatedAt)), now)
 			}
 		},
 		Rescued: func(e jobq.RescuedEvent) {

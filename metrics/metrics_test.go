@@ -293,3 +293,35 @@ func TestSlowDepthReadCachedLonger(t *testing.T) {
 		t.Fatalf("second read after %s, want after 50× the first read's 20ms", took)
 	}
 }
+
+// TestDeferredCounted: a job given back for want of a handler counts in
+// jobs_deferred_total, touches no other counter nor the busy gauge, and
+// shows its age (since enqueue) in jobq_unhandled_job_age_seconds, the
+// oldest of the window; a queue and type with none given back has no
+// such series.
+func TestDeferredCounted(t *testing.T) {
+	m := newMetrics(t, metrics.Options{})
+	h := m.WorkerHooks()
+	now := time.Now()
+	for _, age := range []time.Duration{20 * time.Minute, 5 * time.Second} {
+		h.Written(jobq.Event{Kind: jobq.EventDeferred, Job: &jobq.Job{Queue: "q", Type: "new.type", CreatedAt: now.Add(-age)}, RetryDelay: time.Minute})
+	}
+	job := &jobq.Job{Queue: "q", Type: "known"}
+	h.Started(t.Context(), job)
+	h.Finished(jobq.Event{Kind: jobq.EventDone, Job: job})
+	h.Written(jobq.Event{Kind: jobq.EventDone, Job: job})
+	s := scrapeOf(t, m)
+	s.check(t, want{
+		"jobq_jobs_deferred_total{queue=q,type=new.type}":    2,
+		"jobq_jobs_started_total{queue=q,type=new.type}":     0,
+		"jobq_jobs_retried_total{queue=q,type=new.type}":     0,
+		"jobq_jobs_failed_total{queue=q,type=new.type}":      0,
+		"jobq_jobs_deferred_total{queue=q,type=known}":       0,
+		"jobq_unhandled_job_age_seconds{queue=q,type=known}": absent,
+		"jobq_workers_busy{queue=q}":                         0,
+	})
+	age, ok := s.value("jobq_unhandled_job_age_seconds", map[string]string{"queue": "q", "type": "new.type"})
+	if !ok || age < 1200 || age > 1260 {
+		t.Fatalf("jobq_unhandled_job_age_seconds = %v (present %v), want the older job's 1200 s", age, ok)
+	}
+}

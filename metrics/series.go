@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ const (
 	cStale
 	cReplayed
 	cCancelled
+	cDeferred
 	nCounters
 )
 
@@ -51,6 +53,7 @@ var counterSpecs = [nCounters]struct{ name, help string }{
 	cStale:     {"jobs_stale_outcomes_total", "Outcomes refused because their attempt had lost its lease: another worker took the job over."},
 	cReplayed:  {"jobs_replayed_total", "Failed jobs this process replayed back to pending."},
 	cCancelled: {"jobs_cancelled_total", "Attempts stopped because their job was cancelled while they ran: the job ended cancelled."},
+	cDeferred:  {"jobs_deferred_total", "Jobs this process claimed and gave back untouched, their attempt not counted, because it has no handler for their type: a worker that has one runs them."},
 }
 
 // series is every per-queue-and-type value, made together so that all of
@@ -64,9 +67,39 @@ type series struct {
 	// types of one queue never write the same line.
 	busy           atomic.Int64
 	wait, duration histogram
+	// unhandledAge is the age (nanoseconds) of the oldest job of this
+	// queue and type given back for want of a handler since
+	// unhandledSince; unhandledAt is when the last one was (both Unix
+	// nanoseconds). See noteUnhandled.
+	unhandledAge, unhandledSince, unhandledAt atomic.Int64
 }
 
 func (s *series) inc(c counter) { s.counts[c].Add(1) }
+
+// unhandledWindow is how long a job given back for want of a handler
+// keeps jobq_unhandled_job_age_seconds up: longer than the longest delay
+// before such a job is due again (a minute), so a job no worker runs
+// keeps it up, and one some worker ran lets it lapse.
+const unhandledWindow = 2 * time.Minute
+
+// noteUnhandled records a job of age given back at now: the gauge shows
+// the oldest such job of the current window, and a window begins anew
+// every unhandledWindow, so that once a worker with the handler runs the
+// old jobs the gauge falls to the ages of the young ones the others still
+// give back. Writers are few (a claim of a type nobody here handles) and
+// serialised by mu.
+func (s *series) noteUnhandled(mu *sync.Mutex, age time.Duration, now time.Time) {
+	mu.Lock()
+	defer mu.Unlock()
+	t := now.UnixNano()
+	if since := s.unhandledSince.Load(); since == 0 || t-since >= int64(unhandledWindow) {
+		s.unhandledSince.Store(t)
+		s.unhandledAge.Store(int64(age))
+	} else if int64(age) > s.unhandledAge.Load() {
+		s.unhandledAge.Store(int64(age))
+	}
+	s.unhandledAt.Store(t)
+}
 
 // histogram counts observations in the buckets of one set of bounds. The
 // sum comes first: it shares its cache line with the lowest buckets,
@@ -127,6 +160,7 @@ type seriesCollector struct {
 	counters       [nCounters]*prometheus.Desc
 	duration, wait *prometheus.Desc
 	busy           *prometheus.Desc
+	unhandled      *prometheus.Desc
 }
 
 func newSeriesCollector(m *Metrics) *seriesCollector {
@@ -136,6 +170,8 @@ func newSeriesCollector(m *Metrics) *seriesCollector {
 		duration: prometheus.NewDesc("jobq_job_duration_seconds", "How long handlers ran, per attempt, whatever its outcome.", qt, nil),
 		wait:     prometheus.NewDesc("jobq_job_wait_seconds", "How long jobs had been due when a worker claimed them (by the backend's clock).", qt, nil),
 		busy:     prometheus.NewDesc("jobq_workers_busy", "Handlers of this process running jobs of the queue now.", []string{"queue"}, nil),
+		unhandled: prometheus.NewDesc("jobq_unhandled_job_age_seconds",
+			"Age, since its enqueue, of the oldest job of the queue and type this process gave back for want of a handler in the last 2 minutes; absent when it gave none back. Growing past minutes, it means no worker runs the type.", qt, nil),
 	}
 	for i, s := range counterSpecs {
 		c.counters[i] = prometheus.NewDesc("jobq_"+s.name, s.help, qt, nil)
@@ -151,12 +187,14 @@ func (c *seriesCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.duration
 	ch <- c.wait
 	ch <- c.busy
+	ch <- c.unhandled
 }
 
 // Collect implements prometheus.Collector.
 func (c *seriesCollector) Collect(ch chan<- prometheus.Metric) {
 	all := *c.m.series.Load()
 	busy := make(map[string]int64)
+	now := time.Now().UnixNano()
 	for _, s := range all {
 		for i, d := range c.counters {
 			ch <- constMetric(d, prometheus.CounterValue, float64(s.counts[i].Load()), s.queue, s.typ)
@@ -164,6 +202,9 @@ func (c *seriesCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- s.duration.metric(c.duration, c.m.upper, s.queue, s.typ)
 		ch <- s.wait.metric(c.wait, c.m.upper, s.queue, s.typ)
 		busy[s.queue] += s.busy.Load()
+		if at := s.unhandledAt.Load(); at != 0 && now-at < int64(unhandledWindow) {
+			ch <- constMetric(c.unhandled, prometheus.GaugeValue, time.Duration(s.unhandledAge.Load()).Seconds(), s.queue, s.typ)
+		}
 	}
 	for q, n := range busy {
 		ch <- constMetric(c.busy, prometheus.GaugeValue, float64(n), q)

@@ -44,7 +44,10 @@ outlives the grace period ends in failed jobs). A second SIGTERM or Ctrl-C exits
 (code 143 or 130) without waiting: jobs still running stay reserved until
 their --lease expires, then another worker runs them again. It creates and
 migrates the --db store if needed, and logs it with any password shown as
-***. Your own job types run in your own Go program with the jobq library.
+***. Your own job types run in your own Go program with the jobq library:
+a job of another type on these queues is never run nor failed here, but
+given back untouched (no attempt counted) for a worker that has its handler,
+with a warning naming the type (an error once such a job is 10 minutes old).
 
 http jobs never connect to loopback, private, link-local, carrier-grade NAT,
 multicast or cloud metadata addresses (checked on the address dialled, after

@@ -203,6 +203,20 @@ func drained(t *testing.T, b backend.Backend, stall time.Duration, what string) 
 	}
 }
 
+// wantEachOnce asserts that runs, the runs per job ID, names total jobs
+// and each ran exactly once.
+func wantEachOnce(t *testing.T, runs map[int64]int, total int) {
+	t.Helper()
+	if len(runs) != total {
+		t.Fatalf("%d distinct jobs ran, want %d", len(runs), total)
+	}
+	for id, n := range runs {
+		if n != 1 {
+			t.Fatalf("job %d ran %d times, want exactly once", id, n)
+		}
+	}
+}
+
 // TestProcessesShareOneSQLiteFile: 4 worker processes work 10,000 jobs; every
 // job's handler runs exactly once, on its first attempt (so no job was ever
 // held by two workers, nor rescued from one), and nothing fails.
@@ -239,14 +253,7 @@ func TestProcessesShareOneSQLiteFile(t *testing.T) {
 			t.Errorf("job %d ran as attempt %d: it was re-claimed", l.id, l.attempt)
 		}
 	}
-	if len(runs) != total {
-		t.Fatalf("%d distinct jobs ran, want %d", len(runs), total)
-	}
-	for id, n := range runs {
-		if n != 1 {
-			t.Fatalf("job %d ran %d times, want exactly once", id, n)
-		}
-	}
+	wantEachOnce(t, runs, total)
 	if len(pids) < 2 {
 		t.Fatalf("only %d process did any work: %v", len(pids), pids)
 	}

@@ -66,14 +66,7 @@ func TestProcessRollingDeploy(t *testing.T) {
 			}
 		}
 	}
-	if len(runs) != total {
-		t.Fatalf("%d distinct jobs ran, want %d", len(runs), total)
-	}
-	for id, n := range runs {
-		if n != 1 {
-			t.Fatalf("job %d ran %d times, want once", id, n)
-		}
-	}
+	wantEachOnce(t, runs, total)
 	if f := failedJobs(t, b); len(f) != 0 {
 		t.Fatalf("%d jobs failed", len(f))
 	}

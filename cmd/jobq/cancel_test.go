@@ -128,3 +128,18 @@ func TestCancelAndJobsBadInput(t *testing.T) {
 		t.Errorf("cancel on a missing store: %v, want ErrNoSchema (nothing created)", r.err)
 	}
 }
+
+// TestJobsListStateColumn: the table names the state listed, as --json
+// does: a scheduled job is stored pending, and was shown so.
+func TestJobsListStateColumn(t *testing.T) {
+	db := tempDB(t)
+	if r := run(t, "--db", db, "enqueue", "report.build", "{}", "--delay", "1h"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	r := run(t, "--db", db, "jobs", "list", "--state", "scheduled")
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if r.err != nil || len(lines) < 2 || !strings.Contains(lines[0], "STATE") ||
+		strings.Fields(lines[1])[3] != "scheduled" {
+		t.Fatalf("jobs list --state scheduled = %q, %v; want the row's STATE scheduled", r.out, r.err)
+	}
+}

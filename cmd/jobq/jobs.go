@@ -141,13 +141,19 @@ func (a *app) printLiveTable(rows []*jobq.JobRow, state jobq.JobState, limit int
 	if state == jobq.StateReserved {
 		when = "CLAIMED AT"
 	}
-	fmt.Fprintf(tw, "ID\tQUEUE\tTYPE\tSTATUS\tATTEMPTS\t%s\tCREATED AT\tLAST ERROR\n", when)
+	fmt.Fprintf(tw, "ID\tQUEUE\tTYPE\tSTATE\tATTEMPTS\t%s\tCREATED AT\tLAST ERROR\n", when)
 	for _, j := range rows {
 		at := j.AvailableAt
 		if state == jobq.StateReserved {
 			at = j.ReservedAt
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type, j.Status,
+		// The listed state, as --json says it: a scheduled job is stored
+		// pending; only a running job's cancel shows in its own row.
+		shown := state
+		if j.Status == jobq.StateCancelling {
+			shown = j.Status
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\n", j.ID, j.Queue, j.Type, shown,
 			j.Attempts, j.MaxAttempts, timeText(at), timeText(j.CreatedAt), firstLine(a.masker().Text(j.LastError), 60))
 	}
 	tw.Flush()

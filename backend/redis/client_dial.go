@@ -230,9 +230,9 @@ func plainOpenError(err error) error {
 	case errors.As(err, &me):
 		return err
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
-		return &connError{hint: "the server closed the connection without a reply: is it a TLS port? use rediss:// for TLS", err: err, raw: err}
+		return &connError{hint: "the server closed the connection without a reply: is it a TLS port (use rediss://), or not a Redis server at all?", err: err, raw: err}
 	case strings.Contains(err.Error(), "unknown message type"):
-		return &connError{hint: "the server answered in another protocol: is it a TLS port? use rediss:// for TLS", err: err, raw: err}
+		return &connError{hint: "the server answered in another protocol: is it a TLS port (use rediss://), or not a Redis server at all?", err: err, raw: err}
 	}
 	return err
 }

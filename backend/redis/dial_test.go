@@ -105,8 +105,8 @@ func TestOpenTLSToPlainServer(t *testing.T) {
 // TLS port that kept the connection silent would fail by the timeout.
 func TestOpenPlainToTLSServer(t *testing.T) {
 	addr, _ := netfake.TLS(t, openBound)
-	openFails(t, t.Context(), "redis://"+addr+"/0?timeout=1s", "is it a TLS port? use rediss:// for TLS")
-	openFails(t, deadline(t, time.Second), "redis://"+addr+"/0", "is it a TLS port? use rediss:// for TLS")
+	openFails(t, t.Context(), "redis://"+addr+"/0?timeout=1s", "is it a TLS port (use rediss://)")
+	openFails(t, deadline(t, time.Second), "redis://"+addr+"/0", "is it a TLS port (use rediss://)")
 }
 
 // TestOpenTLSServerSilent: a server that completes the TLS handshake and

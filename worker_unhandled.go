@@ -101,7 +101,9 @@ func (l *unhandledLog) note(log *slog.Logger, row *backend.JobRow, age, alertAft
 	jobs := s.jobs
 	s.logged, s.jobs = now, 0
 	l.mu.Unlock()
-	attrs := []any{"queue", row.Queue, "type", row.Type, "job_id", row.ID, "age", age.Round(time.Second), "jobs", jobs}
+	// given_back counts this job and those of the same queue and type
+	// given back since the last line; jobq_jobs_deferred_total counts all.
+	attrs := []any{"queue", row.Queue, "type", row.Type, "job_id", row.ID, "age", age.Round(time.Second), "given_back", jobs}
 	if age > alertAfter {
 		log.Error("no worker seems able to run this job type: its jobs wait, given back untouched by every worker without its handler; deploy a worker that registers it, or cancel the jobs", attrs...)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -153,11 +154,20 @@ func (e beginError) Unwrap() error { return e.err }
 
 // oneLine shows a driver error on one line: pgconn lists each address it
 // tried on a line of its own, and a log line or a command's error must
-// stay one line.
+// stay one line. An attempt that failed as an earlier one did (sslmode
+// prefer tries TLS, then plain, on one refused port) is said once.
 type oneLine struct{ err error }
 
 func (e oneLine) Error() string {
-	return strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(e.err.Error())
+	s := strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", "; ").Replace(e.err.Error())
+	parts := strings.Split(s, "; ")
+	kept := parts[:1]
+	for _, p := range parts[1:] {
+		if !slices.ContainsFunc(kept, func(k string) bool { return strings.HasSuffix(k, p) }) {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, "; ")
 }
 
 func (e oneLine) Unwrap() error { return e.err }

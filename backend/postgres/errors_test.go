@@ -52,3 +52,19 @@ func TestMapErrorDataException(t *testing.T) {
 		t.Fatal("a data exception is retried as it is")
 	}
 }
+
+// TestOneLineSaysEachAttemptOnce: pgconn lists every connection attempt
+// on a line of its own; attempts that failed alike (TLS then plain, on
+// one refused port) are said once, different ones all.
+func TestOneLineSaysEachAttemptOnce(t *testing.T) {
+	refused := "127.0.0.1:5499 (127.0.0.1): dial error: dial tcp 127.0.0.1:5499: connect: connection refused"
+	for _, tc := range []struct{ in, want string }{
+		{"failed to connect to `user=postgres database=test`:\n\t" + refused + "\n\t" + refused,
+			"failed to connect to `user=postgres database=test`: " + refused},
+		{"failed to connect:\n\ta: refused\n\tb: timeout", "failed to connect: a: refused; b: timeout"},
+	} {
+		if got := (oneLine{errors.New(tc.in)}).Error(); got != tc.want {
+			t.Errorf("oneLine(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}

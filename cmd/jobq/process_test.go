@@ -209,6 +209,11 @@ func TestWorkerProcessSIGTERM(t *testing.T) {
 	if code := worker.wait(t, log); code != 0 {
 		t.Fatalf("worker exited %d, want 0; log:\n%s", code, log)
 	}
+	// The command's line about the signal comes before the worker's own.
+	out := log.String()
+	if i, j := strings.Index(out, "shutting down: running jobs may finish"), strings.Index(out, "worker stopped"); i < 0 || j < i {
+		t.Errorf("the shutdown line at %d, \"worker stopped\" at %d; want the first before the second:\n%s", i, j, out)
+	}
 
 	b := openDB(t, db)
 	if _, err := b.JobGet(t.Context(), first); !errors.Is(err, backend.ErrNotFound) {

@@ -199,15 +199,20 @@ func (a *app) workOn(ctx context.Context, b backend.Backend, cfg jobq.WorkerConf
 		}()
 	}
 	cfg.Logger.Info("jobq worker", "db", backend.RedactURL(a.db), "types", reg.Types(), "http_allow", f.guard.Entries())
+	// The worker hears of the signal only once its line is written, so
+	// the line comes before the worker's own "stopped".
+	runCtx, stopRun := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopRun(nil)
 	logged := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(logged)
 		cfg.Logger.Info("shutting down: running jobs may finish; send SIGTERM or Ctrl-C again to exit at once", "shutdown_timeout", cfg.ShutdownTimeout)
+		stopRun(context.Cause(ctx))
 	})
 	defer func() {
 		if !stop() {
 			<-logged // no line written after the command returns
 		}
 	}()
-	return w.Run(ctx)
+	return w.Run(runCtx)
 }

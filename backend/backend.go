@@ -127,12 +127,15 @@ type Backend interface {
 	// like a failure, so a job that always outlives the shutdown grace
 	// cannot escape its attempt limit: Releases+1, and with attempts left it
 	// goes back to pending, available now, with last_error ReleasedError;
-	// with none left it moves to failed_jobs with that error.
+	// with none left it moves to failed_jobs with that error. A counted
+	// release appends that error to the job's Errors (Duration 0, no
+	// Worker: the holder reports none); a free one adds nothing.
 	JobRelease(ctx context.Context, refs []JobRef) (CompleteResult, error)
 
 	// LeaseSweep finds reserved jobs whose lease_until has passed. Those with
 	// attempts < max_attempts go back to pending, available now; the others
-	// move to failed_jobs with the error "lease expired". At most
+	// move to failed_jobs with the error "lease expired", each appending
+	// it to the job's Errors (Duration 0, no Worker). At most
 	// params.Limit jobs are handled per call (0 means a backend default).
 	// The result names every job it moved (SweepResult.Jobs). A call that
 	// fails after part of its work committed (PostgreSQL sweeps tasks'
@@ -158,7 +161,8 @@ type Backend interface {
 	// FailedReplay moves the matching failed jobs back to the jobs table as
 	// pending, available now, attempts and releases reset to 0, keeping
 	// their original job ID, queue, type, payload, priority, max attempts
-	// and metadata; each failed_jobs row is deleted in the same transaction
+	// and metadata, and their Errors (the history of the attempts before
+	// the replay); each failed_jobs row is deleted in the same transaction
 	// that re-creates its job, so a job is never in both tables nor in
 	// neither. A replayed job whose unique key is now held by a live job is
 	// left in failed_jobs and counted in Skipped. Replaying an ID that does
@@ -197,7 +201,14 @@ type JobRow struct {
 	LeaseUntil  time.Time // zero unless reserved
 	CreatedAt   time.Time
 	LastError   string // the error of the previous failed attempt, if any
-	UniqueKey   string // empty when the job has none
+	// Errors is the history of the job's failed attempts, oldest first,
+	// at most MaxAttemptErrors (the oldest dropped): its last entry's
+	// Error is LastError. A replay keeps it (attempts start again from 0,
+	// the record of the attempts before stays). Nil when none failed.
+	// JobGet fills it; the rows of JobClaim may leave it nil (a handler
+	// reads LastError, and every claim would pay to read the history).
+	Errors    []AttemptError
+	UniqueKey string // empty when the job has none
 	// Releases counts the times JobRelease gave the job back (see
 	// MaxFreeReleases); 0 for a new or replayed job.
 	Releases int
@@ -262,13 +273,14 @@ const (
 	// OutcomeDone: the job succeeded and is deleted.
 	OutcomeDone OutcomeKind = iota + 1
 	// OutcomeRetry: back to pending, available at now + RetryDelay, with
-	// last_error = Error.
+	// last_error = Error and an AttemptError appended to the job's Errors.
 	OutcomeRetry
-	// OutcomeFail: moved to failed_jobs with Error, whatever attempts remain.
+	// OutcomeFail: moved to failed_jobs with Error, whatever attempts
+	// remain, an AttemptError appended to its Errors.
 	OutcomeFail
 	// OutcomeDefer: back to pending, available at now + RetryDelay, with
 	// the attempt un-counted (attempts-1) and last_error and releases as
-	// they were; Error is ignored. It is for a holder that could not start
+	// they were; Error is ignored and Errors unchanged. It is for a holder that could not start
 	// the job at all (a worker without a handler for its type during a
 	// rolling deploy): the job loses nothing however often it is deferred,
 	// and a worker that can run it takes it once it is due.
@@ -308,6 +320,12 @@ type Outcome struct {
 	// completed instead of deleting it; only backends implementing
 	// Retainer honour it, the others delete the job as usual.
 	Keep bool
+	// Duration is how long the handler ran, >= 0 (0: unknown), and Worker
+	// names the holder that ran it (WorkerText applies; "" : unknown).
+	// OutcomeRetry and OutcomeFail record them, with Error, as the
+	// attempt's AttemptError; the other kinds ignore them.
+	Duration time.Duration
+	Worker   string
 }
 
 // CompleteParams is a batch of outcomes.
@@ -382,10 +400,15 @@ type FailedJob struct {
 	MaxAttempts int
 	Priority    int
 	Error       string
-	UniqueKey   string
-	Metadata    map[string]string // as given at insert; nil when none
-	CreatedAt   time.Time         // when the job was first enqueued
-	FailedAt    time.Time
+	// Errors is the history of the job's failed attempts, oldest first,
+	// at most MaxAttemptErrors, the attempt that failed it last (its
+	// Error is Error); kept through replays, so a job failed again after
+	// a replay shows the attempts of both runs.
+	Errors    []AttemptError
+	UniqueKey string
+	Metadata  map[string]string // as given at insert; nil when none
+	CreatedAt time.Time         // when the job was first enqueued
+	FailedAt  time.Time
 }
 
 // FailedFilter selects failed jobs. Zero fields match everything.

@@ -231,7 +231,8 @@ func ErrorText(s string) string {
 }
 
 // PrepareOutcomes validates a batch of outcomes (see ValidateOutcome) and
-// returns it with every error text normalised by ErrorText. The caller's
+// returns it with every error text normalised by ErrorText and every
+// worker name by WorkerText. The caller's
 // slice is never modified: when a text needs changing, a copy is returned.
 // Backends call it first in JobComplete; an error names the outcome's index
 // and wraps ErrInvalidInput.
@@ -241,12 +242,13 @@ func PrepareOutcomes(outcomes []Outcome) ([]Outcome, error) {
 		if err := ValidateOutcome(o); err != nil {
 			return nil, fmt.Errorf("outcome %d (job %d attempt %d): %w", i, o.Ref.ID, o.Ref.Attempt, err)
 		}
-		if t := ErrorText(o.Error); t != o.Error {
+		t, w := ErrorText(o.Error), WorkerText(o.Worker)
+		if t != o.Error || w != o.Worker {
 			if !copied {
 				outcomes = append([]Outcome(nil), outcomes...)
 				copied = true
 			}
-			outcomes[i].Error = t
+			outcomes[i].Error, outcomes[i].Worker = t, w
 		}
 	}
 	return outcomes, nil
@@ -308,14 +310,17 @@ func ValidateClaim(p ClaimParams) error {
 	return nil
 }
 
-// ValidateOutcome checks one outcome: a known kind, and a retry delay that
-// is not negative.
+// ValidateOutcome checks one outcome: a known kind, and a retry delay and
+// a duration that are not negative.
 func ValidateOutcome(o Outcome) error {
 	if o.Result != nil && o.Kind != OutcomeDone {
 		return &InputError{Field: "result", Reason: "only a done outcome carries a result"}
 	}
 	if err := ValidateResult(o.Result); err != nil {
 		return err
+	}
+	if o.Duration < 0 {
+		return &InputError{Field: "duration", Reason: fmt.Sprintf("%s is negative", o.Duration)}
 	}
 	switch o.Kind {
 	case OutcomeDone, OutcomeFail:

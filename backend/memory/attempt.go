@@ -49,13 +49,14 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			if o.Kind == backend.OutcomeDefer {
 				j.Attempts--
 			} else {
-				j.LastError = o.Error
+				recordError(j, o.Error, o.Duration, o.Worker, now)
 			}
 			b.unreserve(j, now.Add(o.RetryDelay), now)
 			if o.RetryDelay <= 0 {
 				woken[j.Queue] = true
 			}
 		case backend.OutcomeFail:
+			recordError(j, o.Error, o.Duration, o.Worker, now)
 			b.toFailed(j, o.Error, now)
 		}
 	}
@@ -112,8 +113,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		case j.Releases <= backend.MaxFreeReleases:
 			j.Attempts--
 		case j.Attempts < j.MaxAttempts:
-			j.LastError = backend.ReleasedError
+			recordError(j, backend.ReleasedError, 0, "", now)
 		default:
+			recordError(j, backend.ReleasedError, 0, "", now)
 			b.toFailed(j, backend.ReleasedError, now)
 			continue
 		}
@@ -162,12 +164,12 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		}
 		spent := j.Attempts >= j.MaxAttempts
 		res.Jobs = append(res.Jobs, backend.SweptJob{Ref: j.Ref(), Queue: j.Queue, Type: j.Type, Failed: spent})
+		recordError(j, backend.LeaseExpiredError, 0, "", now)
 		if spent {
 			b.toFailed(j, backend.LeaseExpiredError, now)
 			res.Failed++
 			continue
 		}
-		j.LastError = backend.LeaseExpiredError
 		b.unreserve(j, now, now)
 		woken[j.Queue] = true
 		res.Rescued++

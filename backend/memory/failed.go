@@ -162,6 +162,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			AvailableAt: now,
 			CreatedAt:   f.CreatedAt,
 			LastError:   f.Error,
+			Errors:      f.Errors,
 			UniqueKey:   f.UniqueKey,
 			Metadata:    f.Metadata,
 		}, now)

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -193,6 +194,15 @@ func (b *Backend) held(ref backend.JobRef) *backend.JobRow {
 	return j
 }
 
+// recordError ends the held attempt of j with an error: LastError and a
+// new entry of its Errors, which toFailed carries over when the job fails.
+func recordError(j *backend.JobRow, msg string, took time.Duration, worker string, now time.Time) {
+	j.LastError = msg
+	j.Errors = backend.AppendAttemptError(j.Errors, backend.AttemptError{
+		Attempt: j.Attempts, At: now, Duration: took, Worker: worker, Error: msg,
+	})
+}
+
 // unreserve turns a reserved job back into a pending one due at availableAt.
 func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
 	delete(b.reserved, j.ID)
@@ -220,6 +230,7 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		MaxAttempts: j.MaxAttempts,
 		Priority:    j.Priority,
 		Error:       msg,
+		Errors:      j.Errors,
 		UniqueKey:   j.UniqueKey,
 		Metadata:    j.Metadata,
 		CreatedAt:   j.CreatedAt,
@@ -239,6 +250,7 @@ func cloneJob(j *backend.JobRow) *backend.JobRow {
 	c := *j
 	c.Payload = append([]byte(nil), j.Payload...)
 	c.Metadata = cloneMetadata(j.Metadata)
+	c.Errors = slices.Clone(j.Errors)
 	return &c
 }
 
@@ -246,6 +258,7 @@ func cloneFailed(f *backend.FailedJob) *backend.FailedJob {
 	c := *f
 	c.Payload = append([]byte(nil), f.Payload...)
 	c.Metadata = cloneMetadata(f.Metadata)
+	c.Errors = slices.Clone(f.Errors)
 	return &c
 }
 

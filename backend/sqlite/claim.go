@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/attemptlog"
 )
 
 // JobClaim implements backend.Backend with one UPDATE ... RETURNING
@@ -114,7 +115,7 @@ func scanJob(s scanner) (*backend.JobRow, error) { return newRowScan(false).scan
 type rowScan struct {
 	j                                                backend.JobRow
 	avail, created, attempts, maxAtt, prio, releases int64
-	uniqueKey, metadata                              sql.NullString
+	uniqueKey, metadata, errors                      sql.NullString
 	status                                           string
 	reservedAt, leaseUntil                           sql.NullInt64
 	cancelling                                       bool
@@ -127,7 +128,7 @@ func newRowScan(claim bool) *rowScan {
 	r.dest = []any{&r.j.ID, &r.j.Queue, &r.j.Type, &r.j.Payload, &r.attempts, &r.maxAtt, &r.prio,
 		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token}
 	if !claim {
-		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling)
+		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors)
 	}
 	return r
 }
@@ -154,6 +155,9 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	if claimed != nil {
 		j.Status, j.ReservedAt, j.LeaseUntil = backend.StateReserved, claimed.ReservedAt, claimed.LeaseUntil
 		return j, nil
+	}
+	if j.Errors, err = attemptlog.Decode([]byte(r.errors.String)); err != nil {
+		return nil, err
 	}
 	j.Status = backend.JobState(r.status)
 	if r.cancelling {

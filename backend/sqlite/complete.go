@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -113,7 +114,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					deferred = 1
 				}
 				var queue string
-				err := retry.QueryRowContext(rowCtx, id, tok, micros(now.Add(o.RetryDelay)), o.Error, deferred).Scan(&queue)
+				err := retry.QueryRowContext(rowCtx, id, tok, micros(now.Add(o.RetryDelay)), o.Error, deferred,
+					nowUS, o.Duration.Microseconds(), o.Worker).Scan(&queue)
 				switch {
 				case errors.Is(err, sql.ErrNoRows):
 					applied = false
@@ -123,7 +125,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 					woken[queue] = struct{}{}
 				}
 			case backend.OutcomeFail:
-				moved, wf, err := fails.move(id, tok, o.Error, nowUS)
+				moved, wf, err := fails.move(id, tok, o.Error, nowUS, o.Duration, o.Worker)
 				if err != nil {
 					return err
 				}
@@ -219,7 +221,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				return err
 			}
 			// Stale, or its last attempt is spent: the fenced move tells.
-			moved, wf, err := fails.move(id, tok, backend.ReleasedError, now)
+			moved, wf, err := fails.move(id, tok, backend.ReleasedError, now, 0, "")
 			if err != nil {
 				return err
 			}
@@ -266,14 +268,15 @@ type failMover struct {
 }
 
 // move copies the job into failed_jobs with error text and deletes it, if
-// the claim with token still holds it (the fence); moved is false when it
+// the claim with token still holds it (the fence), appending the attempt's
+// error (text, took, worker) to its errors; moved is false when it
 // does not. wf is the job's workflow_id, 0 unless it is a workflow task's
 // (whose task the caller then ends).
-func (m *failMover) move(id, token int64, text string, now int64) (moved bool, wf int64, err error) {
+func (m *failMover) move(id, token int64, text string, now int64, took time.Duration, worker string) (moved bool, wf int64, err error) {
 	if m.copy == nil {
 		m.copy, m.del = m.tx.StmtContext(m.ctx, m.st.failCopy), m.tx.StmtContext(m.ctx, m.st.jobDelete)
 	}
-	r, err := m.copy.ExecContext(m.ctx, id, token, text, now)
+	r, err := m.copy.ExecContext(m.ctx, id, token, text, now, took.Microseconds(), worker)
 	if err != nil {
 		return false, 0, err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/attemptlog"
 )
 
 // FailedList implements backend.Backend on the read connections.
@@ -300,10 +301,11 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 		f                      backend.FailedJob
 		attempts, maxAtt, prio int64
 		uniqueKey, metadata    sql.NullString
+		errs                   sql.NullString
 		created, failed        int64
 	)
 	if err := s.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.Error, &uniqueKey, &created, &failed, &metadata); err != nil {
+		&f.Error, &uniqueKey, &created, &failed, &metadata, &errs); err != nil {
 		return nil, err
 	}
 	md, err := decodeMetadata(metadata.String, metadata.Valid)
@@ -311,6 +313,9 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 		return nil, err
 	}
 	f.Metadata = md
+	if f.Errors, err = attemptlog.Decode([]byte(errs.String)); err != nil {
+		return nil, err
+	}
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
 	f.CreatedAt = fromMicros(created)

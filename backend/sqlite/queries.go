@@ -24,11 +24,24 @@ const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority
 	available_at, created_at, last_error, unique_key, releases, metadata, claim_token`
 
 // jobColumns is the column list scanJob reads, in order.
-const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL`
+const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors`
 
 // failedColumns is the column list scanFailed reads, in order.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
-	error, unique_key, created_at, failed_at, metadata`
+	error, unique_key, created_at, failed_at, metadata, errors`
+
+// appendErrorSQL is the errors column of the row being written with one
+// backend.AttemptError appended (the oldest dropped past
+// backend.MaxAttemptErrors), for the attempt the row's attempts counts:
+// at, took and worker are the SQL of its time (µs), duration (µs) and
+// worker name, msg that of its error text. The entry's fields are those
+// internal/attemptlog reads. Only the statements that record an error use
+// it: a done job never reads or writes the column.
+func appendErrorSQL(at, took, worker, msg string) string {
+	return `json_insert(CASE WHEN json_array_length(coalesce(errors, '[]')) >= ` + strconv.Itoa(backend.MaxAttemptErrors) +
+		` THEN json_remove(errors, '$[0]') ELSE coalesce(errors, '[]') END, '$[#]', json_object('attempt', attempts, 'at_us', ` +
+		at + `, 'duration_us', ` + took + `, 'worker', ` + worker + `, 'error', ` + msg + `))`
+}
 
 // --- schema bookkeeping ---
 
@@ -161,22 +174,26 @@ RETURNING workflow_id`
 
 // qCompleteRetry: ?1 id, ?2 claim_token (the fence), ?3 available_at,
 // ?4 last_error, ?5 1 for a defer (the attempt un-counted, last_error
-// kept), else 0. Returns the job to pending; returns its queue, or no row
-// when stale.
-const qCompleteRetry = `UPDATE jobs
+// and errors kept), else 0, ?6 now, ?7 duration µs, ?8 worker (the
+// attempt's entry in errors). Returns the job to pending; returns its
+// queue, or no row when stale.
+var qCompleteRetry = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL,
-    attempts = attempts - ?5, last_error = CASE WHEN ?5 = 1 THEN last_error ELSE ?4 END
+    attempts = attempts - ?5, last_error = CASE WHEN ?5 = 1 THEN last_error ELSE ?4 END,
+    errors = CASE WHEN ?5 = 1 THEN errors ELSE ` + appendErrorSQL("?6", "?7", "?8", "?4") + ` END
 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL
 RETURNING queue`
 
-// qFailCopy: ?1 id, ?2 claim_token (the fence), ?3 error, ?4 failed_at.
-// Copies the held job into failed_jobs, its claim token with it (a replay
-// brings it back), and its workflow_id (a replay must know a task's job);
-// RowsAffected is 0 when stale. qJobDelete must follow in the same
-// transaction.
-const qFailCopy = `INSERT INTO failed_jobs
-	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id)
-SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token, workflow_id
+// qFailCopy: ?1 id, ?2 claim_token (the fence), ?3 error, ?4 failed_at,
+// ?5 duration µs, ?6 worker. Copies the held job into failed_jobs, its
+// claim token with it (a replay brings it back), its workflow_id (a replay
+// must know a task's job) and its errors with the failing attempt's
+// appended; RowsAffected is 0 when stale. qJobDelete must follow in the
+// same transaction.
+var qFailCopy = `INSERT INTO failed_jobs
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id, errors)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token, workflow_id,
+	` + appendErrorSQL("?4", "?5", "?6", "?3") + `
 FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qJobDelete: ?1 id. Deletes the job (after qFailCopy or a copy into
@@ -196,14 +213,16 @@ const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_t
 // qRelease: ?1 id, ?2 claim_token (the fence), ?3 available_at (now), ?4
 // backend.MaxFreeReleases, ?5 backend.ReleasedError. Returns the job to
 // pending and counts the release: while it has free releases left the
-// attempt is un-counted, after that it counts (last_error ?5). Returns the
+// attempt is un-counted, after that it counts (last_error ?5, appended to
+// errors without a duration or worker: the holder reports none). Returns the
 // queue, or no row when stale or when the counted release spent the last
 // attempt (qFailCopy with ?5 then moves the job to failed_jobs). SET
 // expressions read the row's values from before the update.
-const qRelease = `UPDATE jobs
+var qRelease = `UPDATE jobs
 SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, releases = releases + 1,
 	attempts = CASE WHEN releases < ?4 THEN attempts - 1 ELSE attempts END,
-	last_error = CASE WHEN releases < ?4 THEN last_error ELSE ?5 END
+	last_error = CASE WHEN releases < ?4 THEN last_error ELSE ?5 END,
+	errors = CASE WHEN releases < ?4 THEN errors ELSE ` + appendErrorSQL("?3", "0", "''", "?5") + ` END
 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL AND (releases < ?4 OR attempts < max_attempts)
 RETURNING queue`
 
@@ -219,10 +238,11 @@ ORDER BY lease_until LIMIT ?2`
 
 // qSweepRescue: ?1 id, ?2 claim_token, ?3 available_at (now), ?4
 // last_error. Returns an expired job to pending keeping its attempt count
-// and its token (the next claim raises it); RowsAffected is 0 if it changed
-// meanwhile.
-const qSweepRescue = `UPDATE jobs
-SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4
+// and its token (the next claim raises it), ?4 appended to its errors
+// (no duration, no worker); RowsAffected is 0 if it changed meanwhile.
+var qSweepRescue = `UPDATE jobs
+SET status = 'pending', available_at = ?3, reserved_at = NULL, lease_until = NULL, last_error = ?4,
+	errors = ` + appendErrorSQL("?3", "0", "''", "?4") + `
 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved'`
 
 // --- reads ---
@@ -315,7 +335,7 @@ const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
-// reset, keeping its metadata and its claim token (never reset: the
+// reset, keeping its metadata, its errors and its claim token (never reset: the
 // holder from before the failure must stay stale) and its workflow_id,
 // unless a live job holds that ID or its unique key, or it is the task of
 // a workflow that was cancelled (or pruned, which only a cancelled one
@@ -324,8 +344,8 @@ const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 // then restored in the same transaction) and job ID, or no row when
 // skipped (or the ID does not exist).
 const qReplay = `INSERT INTO jobs
-	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id)
-SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token, f.workflow_id
+	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, errors)
+SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token, f.workflow_id, f.errors
 FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)

@@ -83,7 +83,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 				res.Rescued++
 				woken[e.queue] = struct{}{}
 			} else {
-				_, wf, err := fails.move(e.id, e.token, backend.LeaseExpiredError, now)
+				_, wf, err := fails.move(e.id, e.token, backend.LeaseExpiredError, now, 0, "")
 				if err != nil {
 					return err
 				}

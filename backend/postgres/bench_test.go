@@ -128,6 +128,47 @@ func BenchmarkClaimComplete100(b *testing.B) {
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
 }
 
+// BenchmarkClaimRetry100: claim 100 jobs and retry them at once with an
+// error in one batch, the path that records an attempt's error (and, from
+// migration 011, appends it to the job's errors); each op handles 100
+// jobs. 1000 jobs go round, so after 200 ops every job holds
+// MaxAttemptErrors entries and each retry also drops the oldest: run it
+// with -benchtime 2000x or more to measure that steady state.
+func BenchmarkClaimRetry100(b *testing.B) {
+	be := openTest(b, Options{})
+	ctx := context.Background()
+	const batch, jobs = 100, 1000
+	ps := make([]backend.InsertParams, jobs)
+	for i := range ps {
+		ps[i] = testJob("q")
+		ps[i].MaxAttempts = backend.MaxMaxAttempts
+	}
+	if _, err := be.JobInsertMany(ctx, ps); err != nil {
+		b.Fatal(err)
+	}
+	if b.N*batch/jobs >= backend.MaxMaxAttempts {
+		b.Fatalf("b.N %d would spend the jobs' %d attempts", b.N, backend.MaxMaxAttempts)
+	}
+	outcomes := make([]backend.Outcome, 0, batch)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: batch, Lease: time.Minute})
+		if err != nil || len(rows) != batch {
+			b.Fatalf("JobClaim: %d rows, %v", len(rows), err)
+		}
+		outcomes = outcomes[:0]
+		for _, r := range rows {
+			outcomes = append(outcomes, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeRetry,
+				Error: "dial tcp 10.0.0.7:5432: connect: connection refused"})
+		}
+		res, err := be.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes})
+		if err != nil || len(res.Stale) != 0 {
+			b.Fatalf("JobComplete: %+v, %v", res, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "jobs/s")
+}
+
 // The baselines run the plainest SQL that stores the same rows, so a run
 // can compare the backend's statements against the server's own speed on
 // the same (shared, noisy) machine.

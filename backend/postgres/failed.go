@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/attemptlog"
 )
 
 // FailedList implements backend.Backend.
@@ -262,13 +263,17 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 		f         backend.FailedJob
 		uniqueKey pgtype.Text
 		metadata  []byte
+		errs      []byte
 	)
 	err := row.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts,
-		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata)
+		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata, &errs)
 	if err != nil {
 		return nil, err
 	}
 	if f.Metadata, err = decodeMetadata(metadata); err != nil {
+		return nil, fmt.Errorf("failed job %d: %w", f.ID, err)
+	}
+	if f.Errors, err = attemptlog.Decode(errs); err != nil {
 		return nil, fmt.Errorf("failed job %d: %w", f.ID, err)
 	}
 	f.UniqueKey = uniqueKey.String

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/attemptlog"
 )
 
 // JobClaim implements backend.Backend with one statement that commits at
@@ -110,6 +111,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	kinds := make([]int32, 0, n)
 	delays := make([]int64, 0, n)
 	errs := make([]string, 0, n)
+	tooks := make([]int64, 0, n)
+	workers := make([]string, 0, n)
 	// Keyed by claim, not by the whole ref: two outcomes of one claim in one
 	// statement would write the same row twice, whatever their Attempt says.
 	sent := make(map[claimKey]int, n) // the index in outcomes of the one sent
@@ -131,11 +134,13 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		kinds = append(kinds, code)
 		delays = append(delays, micros(o.RetryDelay))
 		errs = append(errs, o.Error)
+		tooks = append(tooks, micros(o.Duration))
+		workers = append(workers, o.Worker)
 	}
 	var appliedIDs, appliedTokens []int64
 	var due []string
 	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, stmt, ids, tokens, kinds, delays, errs).
+		return b.pool.QueryRow(ctx, stmt, ids, tokens, kinds, delays, errs, tooks, workers).
 			Scan(&appliedIDs, &appliedTokens, &due)
 	})
 	if err != nil {
@@ -168,7 +173,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			if o.Kind == backend.OutcomeDone && o.Keep {
 				kind = kindDoneKeep
 			}
-			return taskClaim{ref: o.Ref, kind: kind, err: o.Error, result: o.Result}
+			return taskClaim{ref: o.Ref, kind: kind, err: o.Error, result: o.Result, took: o.Duration, worker: o.Worker}
 		})
 		if err != nil {
 			return backend.CompleteResult{}, err
@@ -408,15 +413,18 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		status                 string
 		reservedAt, leaseUntil pgtype.Timestamptz
 		lastError, uniqueKey   pgtype.Text
-		metadata               []byte
+		metadata, errs         []byte
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata, &j.Token)
+		&j.Releases, &metadata, &j.Token, &errs)
 	if err != nil {
 		return nil, err
 	}
 	if j.Metadata, err = decodeMetadata(metadata); err != nil {
+		return nil, fmt.Errorf("job %d: %w", j.ID, err)
+	}
+	if j.Errors, err = attemptlog.Decode(errs); err != nil {
 		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}
 	j.Status = backend.JobState(status)

@@ -79,7 +79,8 @@ func TestCompletePlanUsesPrimaryKey(t *testing.T) {
 	for i, r := range rows {
 		ids[i], tokens[i], kinds[i] = r.ID, r.Token, kindDone
 	}
-	plan := explain(t, b, nil, b.q.complete, ids, tokens, kinds, delays, errs)
+	tooks, workers := make([]int64, len(rows)), make([]string, len(rows))
+	plan := explain(t, b, nil, b.q.complete, ids, tokens, kinds, delays, errs, tooks, workers)
 	if strings.Contains(plan, "jobs_lease_idx") || !strings.Contains(plan, "jobs_pkey") {
 		t.Fatalf("outcome write does not look jobs up by primary key:\n%s", plan)
 	}

@@ -44,17 +44,18 @@ import (
 // in the order scanJob reads it.
 const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
 	available_at, reserved_at, lease_until, created_at, last_error, unique_key, releases, metadata,
-	claim_token`
+	claim_token, errors`
 
 // claimedColumns is jobColumns as the claim statements return them, from
-// the updated jobs row j.
+// the updated jobs row j, but for errors: a claim returns none (see
+// backend.JobRow.Errors) rather than read a jsonb array per claim.
 const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token`
+	j.releases, j.metadata, j.claim_token, NULL::jsonb`
 
 // failedColumns is the column list scanFailed reads.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
-	error, unique_key, created_at, failed_at, metadata`
+	error, unique_key, created_at, failed_at, metadata, errors`
 
 // sqlInsert inserts a batch of jobs in one statement.
 //
@@ -262,7 +263,9 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 // (id, claim_token, status reserved).
 //
 //	$1 id bigint[], $2 token bigint[], $3 kind int[] (1 done, 2 retry, 3 fail,
-//	7 defer), $4 delay_us bigint[] (retry, defer), $5 error text[] (retry, fail)
+//	7 defer), $4 delay_us bigint[] (retry, defer), $5 error text[] (retry, fail),
+//	$6 duration_us bigint[], $7 worker text[] (retry, fail: the attempt's
+//	entry in errors, see appendErrors)
 //
 // Done rows are deleted; retried rows go back to pending at now() + delay,
 // deferred ones too, with the attempt un-counted and last_error kept;
@@ -271,10 +274,10 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 // input must not repeat an (id, token). Returns one row: (ids bigint[],
 // tokens bigint[], queues text[]): the outcomes that applied, and the
 // queues that got a retry due at once.
-const sqlComplete = `
+var sqlComplete = `
 WITH input AS MATERIALIZED (
-	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[])
-	       AS t(id, token, kind, delay_us, error)
+	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::text[])
+	       AS t(id, token, kind, delay_us, error, took_us, worker)
 ),
 done AS (
 	DELETE FROM {schema}.jobs j USING input i
@@ -289,7 +292,8 @@ retried AS (
 	    reserved_at = NULL,
 	    lease_until = NULL,
 	    attempts = CASE WHEN i.kind = 7 THEN j.attempts - 1 ELSE j.attempts END,
-	    last_error = CASE WHEN i.kind = 7 THEN j.last_error ELSE i.error END
+	    last_error = CASE WHEN i.kind = 7 THEN j.last_error ELSE i.error END,
+	    errors = CASE WHEN i.kind = 7 THEN j.errors ELSE ` + appendErrors("j", "i.error", "i.took_us", "i.worker") + ` END
 	FROM input i
 	WHERE i.kind IN (2, 7) AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
 	RETURNING j.id, j.claim_token, j.queue, i.delay_us
@@ -298,12 +302,13 @@ failed AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 3 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved' AND j.workflow_id IS NULL
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token
+	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          ` + appendErrors("j", "i.error", "i.took_us", "i.worker") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata, claim_token
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata, claim_token, errors
 	FROM failed
 	RETURNING job_id, claim_token
 ),
@@ -354,7 +359,7 @@ RETURNING j.id, j.claim_token`
 // refs that still matched (IDs and tokens, pairwise) and the queues that
 // got a job back. The release ends the claim, so the same refs sent again
 // match nothing.
-const sqlRelease = `
+var sqlRelease = `
 WITH ref AS (
 	SELECT DISTINCT * FROM unnest($1::bigint[], $2::bigint[]) AS t(id, token)
 ),
@@ -363,6 +368,7 @@ released AS (
 	SET status = 'pending',
 	    attempts = CASE WHEN j.releases < $3 THEN j.attempts - 1 ELSE j.attempts END,
 	    last_error = CASE WHEN j.releases < $3 THEN j.last_error ELSE $4 END,
+	    errors = CASE WHEN j.releases < $3 THEN j.errors ELSE ` + appendErrors("j", "$4::text", "0::bigint", "''::text") + ` END,
 	    releases = j.releases + 1,
 	    available_at = now(),
 	    reserved_at = NULL,
@@ -377,12 +383,13 @@ dead AS (
 	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
 	  AND j.releases >= $3 AND j.attempts >= j.max_attempts AND j.workflow_id IS NULL -- tasks: settleTasks
 	RETURNING j.id, r.token, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata, j.claim_token
+	          j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          ` + appendErrors("j", "$4::text", "0::bigint", "''::text") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata, claim_token
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata, claim_token, errors
 	FROM dead
 	RETURNING 1
 ),
@@ -403,7 +410,7 @@ SELECT ARRAY(SELECT id FROM matched ORDER BY id, token)::bigint[],
 // Returns one row per job moved: (id bigint, attempts int, claim_token
 // bigint, queue text, type text, failed bool), the claim whose lease
 // expired.
-const sqlSweep = `
+var sqlSweep = `
 WITH expired AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
 	WHERE status = 'reserved' AND lease_until < now() AND (workflow_id IS NULL OR attempts < max_attempts) -- see sweepTasks
@@ -417,7 +424,8 @@ rescued AS (
 	    available_at = now(),
 	    reserved_at = NULL,
 	    lease_until = NULL,
-	    last_error = {lease_expired}
+	    last_error = {lease_expired},
+	    errors = ` + appendErrors("j", "{lease_expired}::text", "0::bigint", "''::text") + `
 	FROM expired e
 	WHERE j.id = e.id AND j.attempts < j.max_attempts
 	RETURNING j.id, j.attempts, j.claim_token, j.queue, j.type
@@ -426,12 +434,13 @@ dead AS (
 	DELETE FROM {schema}.jobs j USING expired e
 	WHERE j.id = e.id AND j.attempts >= j.max_attempts
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata, j.claim_token
+	          j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          ` + appendErrors("j", "{lease_expired}::text", "0::bigint", "''::text") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, {lease_expired}, unique_key, created_at, now(), metadata, claim_token
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, {lease_expired}, unique_key, created_at, now(), metadata, claim_token, errors
 	FROM dead
 	RETURNING job_id, attempts, claim_token, queue, type
 )
@@ -562,7 +571,7 @@ const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHE
 // replayTail is the common end of sqlFailedReplayIDs and
 // sqlFailedReplayChunk: it moves the failed jobs in sel back to jobs as
 // pending, due now, attempts and releases 0, with their original id,
-// metadata and claim_token (reset, the next claim would hand a holder from
+// metadata, errors and claim_token (reset, the next claim would hand a holder from
 // before the failure its token again); a job whose unique key (or id) is
 // held by a live job stays in failed_jobs. It returns one row: (last_id bigint, matched bigint,
 // replayed bigint, queues text[], types text[], counts bigint[]): the
@@ -574,9 +583,9 @@ const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token)
+	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, errors)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key, 0, metadata, claim_token
+	       now(), created_at, error, unique_key, 0, metadata, claim_token, errors
 	FROM sel WHERE workflow_id IS NULL -- a task's: replayTasks (workflow_replay.go), named below
 	ORDER BY id
 	ON CONFLICT DO NOTHING

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -147,6 +148,8 @@ type taskClaim struct {
 	kind   int32 // see sqlTaskSettle
 	err    string
 	result []byte
+	took   time.Duration // a failed job's entry in errors (see appendErrors)
+	worker string
 }
 
 // settled is a job sqlTaskSettle ended.
@@ -186,12 +189,15 @@ func (b *Backend) settleInTx(ctx context.Context, tx pgx.Tx, claims []taskClaim)
 	tokens := make([]int64, n)
 	kinds := make([]int32, n)
 	errs := make([]string, n)
+	tooks := make([]int64, n)
+	workers := make([]string, n)
 	results := make(map[claimKey][]byte, n)
 	for i, c := range claims {
 		ids[i], tokens[i], kinds[i], errs[i] = c.ref.ID, c.ref.Token, c.kind, c.err
+		tooks[i], workers[i] = micros(c.took), c.worker
 		results[keyOf(c.ref)] = c.result
 	}
-	rows, err := tx.Query(ctx, b.wq().settle, ids, tokens, kinds, errs, int32(backend.MaxFreeReleases))
+	rows, err := tx.Query(ctx, b.wq().settle, ids, tokens, kinds, errs, int32(backend.MaxFreeReleases), tooks, workers)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -319,17 +319,19 @@ WITH src AS (
 // workflow_id in failed_jobs.
 //
 //	$1 id bigint[], $2 token bigint[], $3 kind int[], $4 error text[],
-//	$5 free releases int
+//	$5 free releases int, $6 duration_us bigint[], $7 worker text[] (a
+//	failed job's last entry in errors, see appendErrors)
 //
 // Returns one row per job ended: (id bigint, claim_token bigint,
 // workflow_id bigint, ending text ('succeeded', 'failed', 'cancelled'),
 // error text, attempts int, queue text, type text).
 var sqlTaskSettle = `
 WITH input AS MATERIALIZED (
-	SELECT DISTINCT ON (id, token) * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[]) AS t(id, token, kind, error)
+	SELECT DISTINCT ON (id, token) * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $6::bigint[], $7::text[])
+	       AS t(id, token, kind, error, took_us, worker)
 ),
 locked AS MATERIALIZED (
-	SELECT j.id, j.status, i.kind, i.error
+	SELECT j.id, j.status, i.kind, i.error, i.took_us, i.worker
 	FROM {schema}.jobs j JOIN input i ON j.id = i.id AND j.claim_token = i.token
 	WHERE j.workflow_id IS NOT NULL
 	  AND (j.status = 'cancelling'
@@ -342,7 +344,7 @@ locked AS MATERIALIZED (
 gone AS (
 	DELETE FROM {schema}.jobs j USING locked l
 	WHERE j.id = l.id
-	RETURNING j.*, l.kind, l.error,
+	RETURNING j.*, l.kind, l.error, ` + appendErrors("j", "l.error", "l.took_us", "l.worker") + ` AS new_errors,
 	          CASE WHEN l.status = 'cancelling' THEN 'cancelled'
 	               WHEN l.kind IN (1, 4) THEN 'succeeded' ELSE 'failed' END AS ending
 ),
@@ -355,9 +357,9 @@ stopped AS (
 moved AS (
 	INSERT INTO {schema}.failed_jobs
 	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key,
-	        created_at, failed_at, metadata, claim_token, workflow_id)
+	        created_at, failed_at, metadata, claim_token, workflow_id, errors)
 	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key,
-	       created_at, now(), metadata, claim_token, workflow_id
+	       created_at, now(), metadata, claim_token, workflow_id, new_errors
 	FROM gone
 	WHERE ending = 'failed'
 )
@@ -399,9 +401,9 @@ ok AS (
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id)
+	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, errors)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key, 0, metadata, claim_token, workflow_id
+	       now(), created_at, error, unique_key, 0, metadata, claim_token, workflow_id, errors
 	FROM ok
 	ORDER BY id
 	ON CONFLICT DO NOTHING

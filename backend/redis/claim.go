@@ -213,7 +213,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -246,6 +246,7 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		ReservedAt:  f.micros(9),
 		LeaseUntil:  f.micros(10),
 		Token:       f.int64(12),
+		Errors:      f.attemptErrors(13),
 		Status:      backend.StatePending,
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)

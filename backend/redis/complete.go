@@ -58,6 +58,18 @@ func outcomeKind(o backend.Outcome) string {
 	return "d"
 }
 
+// outcomeKindArg is the kind argument of an outcome to the script
+// complete: a retry's and a fail's carry their entry of the job's error
+// log after the kind letter ("r <duration µs> <worker>"), so that the
+// outcomes recording no error (done, the common one) cost no argument more.
+func outcomeKindArg(o backend.Outcome) string {
+	k := outcomeKind(o)
+	if o.Kind != backend.OutcomeRetry && o.Kind != backend.OutcomeFail {
+		return k
+	}
+	return k + " " + strconv.FormatInt(o.Duration.Microseconds(), 10) + " " + o.Worker
+}
+
 // outcomeText is the last argument of an outcome to the script complete:
 // the error of a retry or fail, the result of a done (a task's, for its
 // dependants; nothing reads a done's error), so that no outcome costs an
@@ -112,7 +124,7 @@ func (b *Backend) complete(ctx context.Context, outcomes []backend.Outcome) (bac
 		for _, i := range g.items {
 			o := outcomes[i]
 			keys = scriptComplete.itemKeys(keys, q, o.Ref.ID)
-			args = append(args, tsHex(o.Ref.ID), o.Ref.Token, outcomeKind(o),
+			args = append(args, tsHex(o.Ref.ID), o.Ref.Token, outcomeKindArg(o),
 				strconv.FormatInt(microsCeil(o.RetryDelay), 10), outcomeText(o))
 		}
 		calls[gi] = scriptComplete.call(keys, args)

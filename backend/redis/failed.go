@@ -73,7 +73,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	}
 	what, width := "ref", 4
 	if full {
-		what, width = "rec", 9
+		what, width = "rec", 10
 	}
 	cursor := ""
 	if upper > 0 {
@@ -104,6 +104,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 					Metadata:  f.metadata(i + 7),
 					CreatedAt: f.micros(i + 8),
 					FailedAt:  idTime(r.fid),
+					Errors:    f.attemptErrors(i + 9),
 				}
 				r.row.MaxAttempts, r.row.Type, r.row.Payload = f.record(i + 2)
 				r.typ = r.row.Type
@@ -164,7 +165,7 @@ func (b *Backend) failedList(ctx context.Context, params backend.FailedListParam
 }
 
 // failedFields are the fields FailedGet reads.
-var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c"}
+var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el"}
 
 // FailedGet returns one failed job by its failed ID.
 func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
@@ -192,6 +193,7 @@ func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 		Metadata:  f.metadata(6),
 		CreatedAt: f.micros(7),
 		FailedAt:  idTime(id),
+		Errors:    f.attemptErrors(8),
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(1)
 	return row, f.err

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/attemptlog"
 )
 
 // Readers of script replies. A script returns arrays of strings and
@@ -124,6 +127,16 @@ func (f *fields) metadata(i int) map[string]string {
 		return nil
 	}
 	return m
+}
+
+// attemptErrors reads a job's error log (field el, see add_error in
+// scripts.lua); "" is none.
+func (f *fields) attemptErrors(i int) []backend.AttemptError {
+	errs, err := attemptlog.DecodeLines(f.str(i))
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("unreadable attempt errors from redis: %w", err)
+	}
+	return errs
 }
 
 // micro converts a time to µs since 1970, for a script.

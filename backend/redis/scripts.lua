@@ -115,9 +115,10 @@
 -- was requested (absent otherwise: every write of its holder is then
 -- refused and ends the job cancelled), w the workflow task whose job it is
 -- (absent for a plain job; see workflows.lua: every script that ends or
--- replays a job reads it). A failed job's hash adds j (its job ID) and
--- keeps e as the error, and k, so that a replayed job's tokens still only
--- grow; its failed_at is the time part of its failed ID.
+-- replays a job reads it), el the job's attempt errors (absent: none; see
+-- add_error). A failed job's hash adds j (its job ID) and keeps e as the
+-- error, el, and k, so that a replayed job's tokens still only grow; its
+-- failed_at is the time part of its failed ID.
 --
 -- The fence: a holder's write (complete, extend, release) applies only
 -- while the job is reserved and its k is the token the holder's claim
@@ -313,6 +314,28 @@ local function unready(ko, kn, ids, avs)
     redis.call('HDEL', kn, unpack(gone))
     zrem(ko, gone)
   end
+end
+
+--- helper
+-- add_error appends an attempt's error to el, the error log of the job
+-- hash k: a, its attempt number, ended at now (µs) after took µs on worker
+-- with error err. el holds one JSON object a line (the fields
+-- internal/attemptlog reads), at most MAXERR lines, the oldest dropped:
+-- lines are appended and cut as text, never decoded, since cjson would
+-- round the µs times, and cjson.encode escapes a newline in a string, so a
+-- line is one entry. Only the paths that record an error call it.
+local MAXERR = 20 -- backend.MaxAttemptErrors (TestMaxErrMatches)
+local function add_error(k, a, now, took, worker, err)
+  local line = '{"attempt":' .. n2s(a) .. ',"at_us":' .. n2s(now) .. ',"duration_us":' .. n2s(took) ..
+    ',"worker":' .. cjson.encode(worker) .. ',"error":' .. cjson.encode(err) .. '}'
+  local el = redis.call('HGET', k, 'el')
+  if el then
+    local n = 1
+    for _ in string.gmatch(el, '\n') do n = n + 1 end
+    if n >= MAXERR then el = string.sub(el, string.find(el, '\n', 1, true) + 1) end
+    line = el .. '\n' .. line
+  end
+  redis.call('HSET', k, 'el', line)
 end
 
 --- helper
@@ -852,8 +875,10 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] n
 --   then per outcome, 5 values: ID, token, kind ('d' done, 'k' done and
 --   kept, 'r' retry, 'u' defer: a retry that un-counts the attempt and
---   keeps the last error, 'f' fail), retry delay µs, error text (retry, fail)
---   or result JSON (done: what a task's dependants read)
+--   keeps the last error, 'f' fail; a retry's and a fail's followed by
+--   " <duration µs> <worker>", their entry in el: see add_error), retry
+--   delay µs, error text (retry, fail) or result JSON (done: what a task's
+--   dependants read)
 -- A job that ends and is a workflow task's (field w) ends its task here,
 -- releasing or cancelling its dependants (job_ended in workflows.lua).
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
@@ -866,9 +891,9 @@ local mv = moves()
 local stale, released, gone, failed, cancelled = {}, {}, {}, {}, {}
 for i = 1, n do
   local b = 4 + (i - 1) * 5
-  local id, kind = ARGV[b], ARGV[b + 2]
+  local id, kind = ARGV[b], string.sub(ARGV[b + 2], 1, 1)
   local k = KEYS[15 + i]
-  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx', 'w')
+  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx', 'w', 'a')
   if not v[2] or v[2] == '' or v[1] ~= ARGV[b + 1] then
     stale[#stale + 1] = i
   elseif v[5] then
@@ -886,11 +911,15 @@ for i = 1, n do
         redis.call('HINCRBY', k, 'a', -1)
         redis.call('HSET', k, 'av', av, 'ra', '', 'lu', '')
       else
+        local took, worker = string.match(ARGV[b + 2], '^. (%d+) (.*)$')
+        add_error(k, tonumber(v[7] or '0'), now, tonumber(took), worker, ARGV[b + 4])
         redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
       end
       if delay <= 0 then ready(mv, id, v[3] or '0', av) else later(mv, id, av) end
     else
       if kind == 'f' then
+        local took, worker = string.match(ARGV[b + 2], '^. (%d+) (.*)$')
+        add_error(k, tonumber(v[7] or '0'), now, tonumber(took), worker, ARGV[b + 4])
         local fid = tshex(mint.next())
         to_failed(k, id, KEYS[7], fid, ARGV[b + 4])
         failed[#failed + 1] = 0; failed[#failed + 1] = fid
@@ -975,9 +1004,11 @@ for i = 1, #KEYS - 12 do
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[5] or '0', nows)
     elseif a < tonumber(string.match(v[4], '^%d+')) then
+      add_error(k, a, now, 0, '', ARGV[4])
       redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[5] or '0', nows)
     else
+      add_error(k, a, now, 0, '', ARGV[4])
       local fid = tshex(mint.next())
       to_failed(k, id, KEYS[6], fid, ARGV[4])
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
@@ -1038,6 +1069,7 @@ for i = 1, #exp do
   elseif v[2] then
     local a = tonumber(v[1] or '0')
     local ma, typ = string.match(v[2], '^(%d+) ([^\n]*)')
+    add_error(k, a, now, 0, '', ARGV[4])
     if a < tonumber(ma) then
       redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
       ready(mv, id, v[3] or '0', nows)
@@ -1094,14 +1126,14 @@ return {
 --   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
 --   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
 --   examined  ARGV[7] 'rec' (whole records) or 'ref' (what a replay needs)
--- Returns {cursor ('' when exhausted), then per match: for 'rec' 9
---   values: failed ID, j, d, pr, a, e, u, m, c; for 'ref' 4 values:
+-- Returns {cursor ('' when exhausted), then per match: for 'rec' 10
+--   values: failed ID, j, d, pr, a, e, u, m, c, el; for 'ref' 4 values:
 --   failed ID, j, type, u} (absent fields as '').
 local out = { '' }
 local limit = tonumber(ARGV[5])
 local n = 0
 local ref = ARGV[7] == 'ref'
-local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c' }
+local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'el' }
 if ref then fields = { 'j', 'd', 'u' } end
 out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
   local v = redis.call('HMGET', fk, unpack(fields))

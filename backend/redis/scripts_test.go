@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/jobq/jobq/backend"
 )
 
 // TestScriptHeaders: every script of scripts.lua says what it does, its
@@ -185,4 +187,13 @@ func headerKeys(body string) (names, each []string, err error) {
 		names = append(names, m[1])
 	}
 	return names, each, nil
+}
+
+// TestMaxErrMatches: the error log add_error keeps is as long as the
+// contract's bound; the script cannot read the Go constant.
+func TestMaxErrMatches(t *testing.T) {
+	want := "local MAXERR = " + strconv.Itoa(backend.MaxAttemptErrors) + " "
+	if !strings.Contains(scriptsSource, want) {
+		t.Fatalf("scripts.lua does not define %q", want)
+	}
 }

@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{"OlderThan", testOlderThan},
 		{"Chunks", testChunks},
 		{"ErrorText", testErrorText},
+		{"AttemptErrors", testAttemptErrors},
 		{"Metadata", testMetadata},
 		{"Stats", testStats},
 		{"Closed", testClosed},

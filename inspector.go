@@ -15,12 +15,19 @@ type (
 	QueueStats = backend.QueueStats
 	// FailedJob is one row of failed_jobs.
 	FailedJob = backend.FailedJob
+	// AttemptError is one failed attempt of a job: FailedJob.Errors and
+	// JobRow.Errors hold the last MaxAttemptErrors of them.
+	AttemptError = backend.AttemptError
 	// FailedFilter selects failed jobs; zero fields match all (which
 	// PurgeMatching refuses: PurgeAll says it).
 	FailedFilter = backend.FailedFilter
 	// TypeCount is a number of jobs of one queue and type.
 	TypeCount = backend.TypeCount
 )
+
+// MaxAttemptErrors is how many failed attempts a job's record keeps: the
+// oldest are dropped past it.
+const MaxAttemptErrors = backend.MaxAttemptErrors
 
 // Inspector is the one read-and-repair view of a backend that every operator
 // surface shares (the command line now, HTTP admin and metrics later): queue

@@ -152,6 +152,8 @@ func (a *attempt) end(herr error) (Event, error) {
 		item.Outcome = backend.Outcome{Ref: jc.ref, Kind: backend.OutcomeFail, Error: backend.CancelledError}
 	}
 	jc.attachResult(&item.Outcome)
+	// The record of a failed attempt says how long it ran and where.
+	item.Outcome.Duration, item.Outcome.Worker = took, w.cfg.Name
 	ev.Duration = took
 	item.Job, item.Err, item.Took = jc.job, herr, took
 	// A job the handler completed in its own transaction is gone: writing

@@ -3,6 +3,7 @@ package jobq
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -79,6 +80,12 @@ type WorkerConfig struct {
 	// Retention keeps finished jobs and bounds failed ones; see
 	// Retention. The zero value deletes completed jobs at once.
 	Retention Retention
+	// Name identifies this worker in the record of each failed attempt
+	// (Job errors, `jobq failed show`), so a person can tell which
+	// machine or process ran it: set it where host and pid say little
+	// (containers that all run as pid 1). At most backend.MaxWorkerBytes
+	// bytes of valid UTF-8 without NUL. Defaults to "<hostname>:<pid>".
+	Name string
 	// Logger receives the worker's logs. Defaults to slog.Default().
 	Logger *slog.Logger
 	// Hooks observe the worker's jobs (metrics, tracing, tests), called in
@@ -213,5 +220,21 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Name == "" {
+		c.Name = defaultWorkerName()
+	}
+	if len(c.Name) > backend.MaxWorkerBytes || backend.WorkerText(c.Name) != c.Name {
+		return bad("Name %q is over %d bytes or not valid UTF-8 without NUL", c.Name, backend.MaxWorkerBytes)
+	}
 	return c, nil
+}
+
+// defaultWorkerName is WorkerConfig.Name's default: the host and the
+// process, what tells two workers apart on most deployments.
+func defaultWorkerName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return backend.WorkerText(fmt.Sprintf("%s:%d", host, os.Getpid()))
 }

@@ -269,6 +269,7 @@ func (c *Completer) writeAlone(ctx context.Context, op string, it Item, refusal 
 		plain := it
 		plain.Outcome.Error = "the attempt's error could not be stored: " + backend.ErrorText(refusal.Error())
 		plain.Outcome.RetryDelay = max(0, plain.Outcome.RetryDelay)
+		plain.Outcome.Duration = max(0, plain.Outcome.Duration)
 		if err := once(ctx, []Item{plain}); err == nil {
 			c.log.Error(op+": the backend refused this outcome; wrote it with a plain error text",
 				"job_id", ref.ID, "attempt", ref.Attempt, "outcome", it.Outcome.Kind, "err", refusal)

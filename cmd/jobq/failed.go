@@ -164,6 +164,7 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 		pretty.Write(payload)
 	}
 	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), a.masker().Text(j.Error))
+	a.printAttemptErrors(j.Errors)
 }
 
 // selection is what retry and purge act on: IDs, or everything matching

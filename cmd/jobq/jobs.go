@@ -14,7 +14,7 @@ import (
 func (a *app) newJobsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "jobs",
-		Short: "List jobs by state: pending, scheduled, reserved, completed, cancelled",
+		Short: "List jobs by state, or show one with its failed attempts",
 		Long: `List jobs by state. pending, scheduled and reserved jobs are the live ones;
 completed jobs are listed only while kept (a worker's --keep-completed),
 cancelled ones for --keep-cancelled (a day by default); failed jobs have
@@ -25,6 +25,9 @@ their own command, 'jobq failed list'. Never creates a store.`,
 	list := a.newJobsListCmd()
 	list.PreRunE = a.requireDurable
 	cmd.AddCommand(list)
+	show := a.newJobsShowCmd()
+	show.PreRunE = a.requireDurable
+	cmd.AddCommand(show)
 	return cmd
 }
 

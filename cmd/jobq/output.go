@@ -104,6 +104,32 @@ func writeJSON(w io.Writer, v any) error {
 // writeJSONLine prints v as compact JSON on one line (for --watch streams).
 func writeJSONLine(w io.Writer, v any) error { return json.NewEncoder(w).Encode(v) }
 
+// printAttemptErrors prints a job's failed attempts, one line each, oldest
+// first: attempt, when it ended, how long it ran, where, and the first line
+// of its error, masked like every error shown.
+func (a *app) printAttemptErrors(errs []backend.AttemptError) {
+	if len(errs) == 0 {
+		return
+	}
+	fmt.Fprintf(a.out, "Failed attempts (oldest first, the last %d kept):\n", backend.MaxAttemptErrors)
+	tw := newTable(a.out)
+	fmt.Fprintln(tw, "ATTEMPT\tAT\tDURATION\tWORKER\tERROR")
+	for _, e := range errs {
+		took, worker := "-", e.Worker
+		if e.Duration > 0 {
+			took = e.Duration.Round(time.Millisecond).String()
+			if e.Duration < time.Millisecond {
+				took = e.Duration.String()
+			}
+		}
+		if worker == "" {
+			worker = "-"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Attempt, timeText(e.At), took, worker, firstLine(a.masker().Text(e.Error), 100))
+	}
+	tw.Flush()
+}
+
 // firstLine returns s up to its first newline, cut to max runes, for table
 // cells (a panic's error carries its whole stack).
 func firstLine(s string, max int) string {

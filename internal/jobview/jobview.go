@@ -8,44 +8,80 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/redact"
 )
 
 // Job is a job in any state but failed.
 type Job struct {
-	ID          int64             `json:"id"`
-	State       jobq.JobState     `json:"state"`
-	Queue       string            `json:"queue"`
-	Type        string            `json:"type"`
-	Payload     json.RawMessage   `json:"payload"`
-	Attempts    int               `json:"attempts"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	CreatedAt   time.Time         `json:"created_at"`
-	AvailableAt *time.Time        `json:"available_at,omitempty"`
-	ReservedAt  *time.Time        `json:"reserved_at,omitempty"`
-	LeaseUntil  *time.Time        `json:"lease_until,omitempty"`
-	FinishedAt  *time.Time        `json:"finished_at,omitempty"`
-	LastError   string            `json:"last_error,omitempty"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
+	ID          int64           `json:"id"`
+	State       jobq.JobState   `json:"state"`
+	Queue       string          `json:"queue"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	CreatedAt   time.Time       `json:"created_at"`
+	AvailableAt *time.Time      `json:"available_at,omitempty"`
+	ReservedAt  *time.Time      `json:"reserved_at,omitempty"`
+	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	LastError   string          `json:"last_error,omitempty"`
+	// Errors is the job's failed attempts, oldest first: shown for one
+	// job (Live), left out of lists, whose pages would carry up to
+	// backend.MaxAttemptErrors error texts per job.
+	Errors    []AttemptError    `json:"errors,omitempty"`
+	UniqueKey string            `json:"unique_key,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+}
+
+// AttemptError is one failed attempt of a job (backend.AttemptError), its
+// error masked like the job's.
+type AttemptError struct {
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	// DurationMS is how long the handler ran, in milliseconds (fractions
+	// down to the microsecond); 0 when unknown (an expired lease).
+	DurationMS float64 `json:"duration_ms"`
+	Worker     string  `json:"worker"`
+	Error      string  `json:"error"`
 }
 
 // Failed is a job in the failed jobs, by its failed-jobs ID.
 type Failed struct {
-	ID          int64             `json:"id"`
-	JobID       int64             `json:"job_id"`
-	Queue       string            `json:"queue"`
-	Type        string            `json:"type"`
-	Payload     json.RawMessage   `json:"payload"`
-	Attempts    int               `json:"attempts"`
-	MaxAttempts int               `json:"max_attempts"`
-	Priority    int               `json:"priority"`
-	Error       string            `json:"error"`
-	UniqueKey   string            `json:"unique_key,omitempty"`
-	Metadata    map[string]string `json:"metadata,omitempty"`
-	CreatedAt   time.Time         `json:"created_at"`
-	FailedAt    time.Time         `json:"failed_at"`
+	ID          int64           `json:"id"`
+	JobID       int64           `json:"job_id"`
+	Queue       string          `json:"queue"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	Attempts    int             `json:"attempts"`
+	MaxAttempts int             `json:"max_attempts"`
+	Priority    int             `json:"priority"`
+	Error       string          `json:"error"`
+	// Errors is as Job's: every failed attempt for one failed job
+	// (FailedJob), none in lists.
+	Errors    []AttemptError    `json:"errors,omitempty"`
+	UniqueKey string            `json:"unique_key,omitempty"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+	FailedAt  time.Time         `json:"failed_at"`
+}
+
+// Errors is errs as AttemptError shows them, each error masked by m; nil
+// for none.
+func Errors(m *redact.Masker, errs []backend.AttemptError) []AttemptError {
+	if len(errs) == 0 {
+		return nil
+	}
+	out := make([]AttemptError, len(errs))
+	for i, e := range errs {
+		out[i] = AttemptError{
+			Attempt: e.Attempt, At: e.At, DurationMS: float64(e.Duration.Microseconds()) / 1000,
+			Worker: e.Worker, Error: m.Text(e.Error),
+		}
+	}
+	return out
 }
 
 // Live is a pending, scheduled or reserved job in state (the caller's
@@ -59,8 +95,8 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		ID: j.ID, State: state, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
-		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), UniqueKey: j.UniqueKey,
-		Metadata: m.Map(j.Metadata),
+		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
+		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
 	}
 }
 
@@ -79,13 +115,18 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 	return Failed{
 		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: m.Text(f.Error),
-		UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
+		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
 	}
 }
 
-// LiveList is rows, all listed as state, as Live shows them.
+// LiveList is rows, all listed as state, as Live shows them but without
+// their Errors.
 func LiveList(m *redact.Masker, state jobq.JobState, rows []*jobq.JobRow) []Job {
-	return each(rows, func(j *jobq.JobRow) Job { return Live(m, state, j) })
+	return each(rows, func(j *jobq.JobRow) Job {
+		c := *j // not masked to be dropped
+		c.Errors = nil
+		return Live(m, state, &c)
+	})
 }
 
 // FinishedList is rows as Finished shows them.
@@ -93,9 +134,13 @@ func FinishedList(m *redact.Masker, rows []*jobq.FinishedJob) []Job {
 	return each(rows, func(j *jobq.FinishedJob) Job { return Finished(m, j) })
 }
 
-// FailedList is rows as FailedJob shows them.
+// FailedList is rows as FailedJob shows them but without their Errors.
 func FailedList(m *redact.Masker, rows []*jobq.FailedJob) []Failed {
-	return each(rows, func(f *jobq.FailedJob) Failed { return FailedJob(m, f) })
+	return each(rows, func(f *jobq.FailedJob) Failed {
+		c := *f
+		c.Errors = nil
+		return FailedJob(m, &c)
+	})
 }
 
 // each is view applied to every row, in order.

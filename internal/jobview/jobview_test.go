@@ -55,3 +55,52 @@ func TestViews(t *testing.T) {
 		}
 	}
 }
+
+// TestAttemptErrors: one job's view carries every attempt's error, masked,
+// its duration in milliseconds and its worker, oldest first; lists leave
+// the history out.
+func TestAttemptErrors(t *testing.T) {
+	m := redact.Default
+	at := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	errs := []backend.AttemptError{
+		{Attempt: 1, At: at, Duration: 1500 * time.Microsecond, Worker: "host-a:1", Error: "dial https://u:pw-7@h.example"},
+		{Attempt: 2, At: at.Add(time.Minute), Worker: "", Error: backend.LeaseExpiredError},
+	}
+	f := &jobq.FailedJob{ID: 1, JobID: 7, Payload: []byte(`{}`), Error: backend.LeaseExpiredError, Errors: errs}
+	one, err := json.Marshal(FailedJob(m, f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Errors []map[string]any `json:"errors"`
+	}
+	if err := json.Unmarshal(one, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := []map[string]any{
+		{"attempt": 1.0, "at": "2026-11-30T12:00:00Z", "duration_ms": 1.5, "worker": "host-a:1", "error": "dial https://u:***@h.example"},
+		{"attempt": 2.0, "at": "2026-11-30T12:01:00Z", "duration_ms": 0.0, "worker": "", "error": "lease expired"},
+	}
+	if len(got.Errors) != len(want) {
+		t.Fatalf("errors %v, want %v", got.Errors, want)
+	}
+	for i := range want {
+		for k, v := range want[i] {
+			if got.Errors[i][k] != v {
+				t.Errorf("errors[%d].%s = %v, want %v (%s)", i, k, got.Errors[i][k], v, one)
+			}
+		}
+	}
+	if strings.Contains(string(one), "pw-7") {
+		t.Errorf("an attempt's error shows its secret: %s", one)
+	}
+	live, _ := json.Marshal(Live(m, jobq.StatePending, &jobq.JobRow{ID: 7, Errors: errs}))
+	if !strings.Contains(string(live), `"errors":[{"attempt":1,`) {
+		t.Errorf("Live lacks the history: %s", live)
+	}
+	for _, list := range []any{FailedList(m, []*jobq.FailedJob{f}), LiveList(m, jobq.StatePending, []*jobq.JobRow{{ID: 7, Errors: errs}})} {
+		if b, _ := json.Marshal(list); strings.Contains(string(b), `"errors"`) {
+			t.Errorf("a list carries the history: %s", b)
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
+)
+
+func (a *app) newJobsShowCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one job: state, payload, last error and every failed attempt",
+		Long: `Show one live (pending, scheduled, reserved) or kept (completed, cancelled)
+job by its ID, with the record of its failed attempts: when each ended,
+how long it ran, which worker ran it and its error. A failed job is shown
+by its failed-job ID with 'jobq failed show'.`,
+		Args: exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args, jobIDHint)
+			if err != nil {
+				return err
+			}
+			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
+				info, err := jobq.NewInspector(b).Job(cmd.Context(), ids[0])
+				if errors.Is(err, jobq.ErrNotFound) {
+					return fmt.Errorf("job %d not found: it is done and not kept, failed ('jobq failed list --type …' shows its failed ID), or never existed", ids[0])
+				}
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					if info.Live != nil {
+						return writeJSON(a.out, jobview.Live(a.masker(), info.State, info.Live))
+					}
+					return writeJSON(a.out, jobview.Finished(a.masker(), info.Finished))
+				}
+				a.printJob(info)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// printJob prints one job as 'jobq jobs show' does.
+func (a *app) printJob(info jobq.JobInfo) {
+	var (
+		id, attempts, maxAttempts, priority int
+		queue, typ, lastError, uniqueKey    string
+		payload                             []byte
+		errs                                []backend.AttemptError
+	)
+	tw := newTable(a.out)
+	if j := info.Live; j != nil {
+		id, queue, typ, payload = int(j.ID), j.Queue, j.Type, j.Payload
+		attempts, maxAttempts, priority = j.Attempts, j.MaxAttempts, j.Priority
+		lastError, uniqueKey, errs = j.LastError, j.UniqueKey, j.Errors
+	} else {
+		j := info.Finished
+		id, queue, typ, payload = int(j.ID), j.Queue, j.Type, j.Payload
+		attempts, maxAttempts, priority = j.Attempts, j.MaxAttempts, j.Priority
+		lastError, uniqueKey = j.LastError, j.UniqueKey
+	}
+	fmt.Fprintf(tw, "ID:\t%d\nState:\t%s\nQueue:\t%s\nType:\t%s\n", id, info.State, queue, typ)
+	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", attempts, maxAttempts, priority)
+	if uniqueKey != "" {
+		fmt.Fprintf(tw, "Unique key:\t%s\n", uniqueKey)
+	}
+	if j := info.Live; j != nil {
+		fmt.Fprintf(tw, "Enqueued at:\t%s\nDue at:\t%s\n", timeText(j.CreatedAt), timeText(j.AvailableAt))
+		if !j.LeaseUntil.IsZero() {
+			fmt.Fprintf(tw, "Reserved at:\t%s\nLease until:\t%s\n", timeText(j.ReservedAt), timeText(j.LeaseUntil))
+		}
+	} else {
+		fmt.Fprintf(tw, "Enqueued at:\t%s\nFinished at:\t%s\n", timeText(info.Finished.CreatedAt), timeText(info.Finished.FinishedAt))
+	}
+	tw.Flush()
+	masked := a.masker().JSON(payload)
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, masked, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(masked)
+	}
+	fmt.Fprintf(a.out, "Payload:\n%s\n", pretty.String())
+	if lastError != "" {
+		fmt.Fprintf(a.out, "Last error:\n%s\n", a.masker().Text(lastError))
+	}
+	a.printAttemptErrors(errs)
+}

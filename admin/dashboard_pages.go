@@ -109,6 +109,36 @@ type jobRow struct {
 	Payload     string
 	Metadata    []kv
 	Live        bool // cancellable
+	History     []attemptRow
+}
+
+// attemptRow is one failed attempt as the job pages show it, its error
+// masked like the job's.
+type attemptRow struct {
+	Attempt  int
+	At       time.Time
+	Duration string // "-" when unknown
+	Worker   string // "-" when unknown
+	Error    string
+}
+
+// history is a job's failed attempts as rows, oldest first.
+func (d *dashboard) history(errs []jobq.AttemptError) []attemptRow {
+	rows := make([]attemptRow, len(errs))
+	for i, e := range errs {
+		r := attemptRow{Attempt: e.Attempt, At: e.At, Duration: "-", Worker: "-", Error: d.s.maskedText(e.Error)}
+		if e.Duration > 0 {
+			r.Duration = e.Duration.String()
+			if e.Duration >= time.Millisecond {
+				r.Duration = e.Duration.Round(time.Millisecond).String()
+			}
+		}
+		if e.Worker != "" {
+			r.Worker = e.Worker
+		}
+		rows[i] = r
+	}
+	return rows
 }
 
 // liveRow is a live job's row, its error's URL credentials masked.
@@ -233,6 +263,7 @@ func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
 	var metadata map[string]string
 	if j := info.Live; j != nil {
 		row, payload, metadata = d.liveRow(j, info.State), j.Payload, j.Metadata
+		row.History = d.history(j.Errors)
 		// A job whose cancel was requested is ending: nothing to cancel.
 		row.Live = info.State != jobq.StateCancelling
 	} else {
@@ -313,6 +344,7 @@ type failedJobData struct {
 	*jobq.FailedJob
 	Pretty   string
 	Metadata []kv
+	History  []attemptRow
 }
 
 // failedJob shows one failed job with its payload, error and metadata.
@@ -327,7 +359,7 @@ func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fj.Error = d.s.maskedText(fj.Error) // the page's own copy
-	data := failedJobData{FailedJob: fj, Pretty: d.pretty(fj.Payload), Metadata: d.metadata(fj.Metadata)}
+	data := failedJobData{FailedJob: fj, Pretty: d.pretty(fj.Payload), Metadata: d.metadata(fj.Metadata), History: d.history(fj.Errors)}
 	d.render(w, r, http.StatusOK, "failed_job", "Failed job "+strconv.FormatInt(id, 10), "failed", data)
 }
 

@@ -134,8 +134,15 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		kinds = append(kinds, code)
 		delays = append(delays, micros(o.RetryDelay))
 		errs = append(errs, o.Error)
-		tooks = append(tooks, micros(o.Duration))
-		workers = append(workers, o.Worker)
+		// Only a retry and a fail record their attempt: the done outcomes
+		// of a drain carry no worker name to the server.
+		if o.Kind == backend.OutcomeRetry || o.Kind == backend.OutcomeFail {
+			tooks = append(tooks, micros(o.Duration))
+			workers = append(workers, o.Worker)
+		} else {
+			tooks = append(tooks, 0)
+			workers = append(workers, "")
+		}
 	}
 	var appliedIDs, appliedTokens []int64
 	var due []string

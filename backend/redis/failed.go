@@ -554,3 +554,29 @@ func (b *Backend) purgeFilter(ctx context.Context, filter backend.FailedFilter, 
 	}
 	return total, nil
 }
+
+// indexFailed indexes the failed records of every queue by job ID (the
+// key failedByJob, which layouts before 7 lack), in calls of at most
+// backend.ChunkSize records, so no call blocks the server for long.
+func (b *Backend) indexFailed(ctx context.Context) error {
+	queues, err := b.reg.all(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range queues {
+		k := b.keys.queue(name)
+		for cursor := ""; ; {
+			res, err := scriptFailedIdx.eval(ctx, b.c, scriptFailedIdx.keysOf(k), []any{cursor, backend.ChunkSize})
+			if err == nil {
+				cursor, err = asString(res)
+			}
+			if err != nil {
+				return fmt.Errorf("index failed jobs of queue %s: %w", name, err)
+			}
+			if cursor == "" {
+				break
+			}
+		}
+	}
+	return nil
+}

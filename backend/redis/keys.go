@@ -136,6 +136,7 @@ type queueKeys struct {
 	settings       string // s (queues.go)
 	jobPrefix      string // j:
 	failedPrefix   string // x:
+	failedByJob    string // xj
 	channel        string // w: not a key, the queue's pub/sub channel
 	cancelling     string // c (cancel.go)
 	completed      string // kc (retention.go)
@@ -159,7 +160,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 	k = &queueKeys{
 		name: q, lastTS: base + "t", ready: base + "q", readyOld: base + "p", readyList: base + "l", readyAt: base + "o",
 		readyAtCounts: base + "n", delayed: base + "d", reserved: base + "r", failed: base + "f", settings: base + "s",
-		jobPrefix: base + "j:", failedPrefix: base + "x:", channel: base + "w",
+		jobPrefix: base + "j:", failedPrefix: base + "x:", failedByJob: base + "xj", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
 		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
 		ticks: base + "ts", inserted: base + "i",
@@ -189,6 +190,7 @@ var queueKeyNames = map[string]func(*queueKeys) string{
 	"settings":       func(k *queueKeys) string { return k.settings },
 	"jobPrefix":      func(k *queueKeys) string { return k.jobPrefix },
 	"failedPrefix":   func(k *queueKeys) string { return k.failedPrefix },
+	"failedByJob":    func(k *queueKeys) string { return k.failedByJob },
 	"cancelling":     func(k *queueKeys) string { return k.cancelling },
 	"completed":      func(k *queueKeys) string { return k.completed },
 	"completedAt":    func(k *queueKeys) string { return k.completedAt },

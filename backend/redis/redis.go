@@ -189,7 +189,11 @@ func init() {
 // replay it and leave its task failed, so the marker keeps it out; Migrate
 // raises 5 to 6 in place (layout-5 data is valid layout-6 data without
 // workflows).
-const LayoutVersion = 6
+// Layout 7 indexes failed jobs by the ID they had while live (the hash
+// failedByJob, P:{Q}:xj), the ID every surface names them by: Migrate
+// indexes the failed records already there, and a layout-6 build, which
+// would write records without an entry, is kept out.
+const LayoutVersion = 7
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -410,9 +414,9 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 // Migrate writes the layout marker of the key prefix and returns its
 // version. Redis creates every other key when it is first written, so
 // there is nothing else to set up for a new prefix; a layout-2, 3 or 4
-// prefix has its ready jobs moved into the ready set of layout 5 (see
-// LayoutVersion), queue by queue, before the marker is raised (a layout-5
-// prefix needs nothing but the marker). It fails with
+// prefix has its ready jobs moved into the ready set of layout 5, and a
+// prefix of any layout before 7 its failed jobs indexed by job ID (see
+// LayoutVersion), queue by queue, before the marker is raised. It fails with
 // backend.ErrSchemaTooNew, writing nothing, when the prefix was written by
 // a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
@@ -439,6 +443,11 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	}
 	if ok && v < 5 {
 		if err := b.adoptReady(ctx); err != nil {
+			return 0, b.fail("migrate", err)
+		}
+	}
+	if ok && v < 7 {
+		if err := b.indexFailed(ctx); err != nil {
 			return 0, b.fail("migrate", err)
 		}
 	}

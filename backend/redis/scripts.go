@@ -40,13 +40,15 @@ var (
 	scriptStats = mustScript("stats", "ready", "readyList", "readyAt", "delayed", "reserved", "failed",
 		"jobPrefix", "readyOld")
 	scriptFailedScan = mustScript("failedscan", "failed", "failedPrefix")
-	scriptPurgeScan  = mustScript("purgescan", "failed", "failedPrefix", "base")
-	scriptPurge      = mustScript("purge", "failed", "base", "failedJob...")
-	scriptReplay     = mustScript("replay", "ready", "readyAt", "failed", "readyList", "base", "failedJob...", "job...")
-	scriptUReserve   = mustScript("ureserve", "unique")
-	scriptUSteal     = mustScript("usteal", "unique")
-	scriptURelease   = mustScript("urelease", "unique")
-	scriptQCtl       = mustScript("qctl", "settings")
+	scriptFailedIdx  = mustScript("failedindex", "failed", "failedPrefix", "failedByJob")
+	scriptPurgeScan  = mustScript("purgescan", "failed", "failedPrefix", "base", "failedByJob")
+	scriptPurge      = mustScript("purge", "failed", "base", "failedByJob", "failedJob...")
+	scriptReplay     = mustScript("replay", "ready", "readyAt", "failed", "readyList", "base", "failedByJob",
+		"failedJob...", "job...")
+	scriptUReserve = mustScript("ureserve", "unique")
+	scriptUSteal   = mustScript("usteal", "unique")
+	scriptURelease = mustScript("urelease", "unique")
+	scriptQCtl     = mustScript("qctl", "settings")
 	// cancel.go, retention.go
 	scriptCancel        = mustScript("cancel", cancelKeyNames...)
 	scriptCancelling    = mustScript("cancelling", "cancelling", "jobPrefix")
@@ -71,7 +73,7 @@ var cancelKeyNames = []string{
 // allLuaScripts lists every script, for the tests of their declarations.
 var allLuaScripts = []*luaScript{
 	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
-	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan,
+	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,

@@ -51,6 +51,13 @@
 --   failedPrefix   P:{Q}:x:       as jobPrefix, for failed jobs
 --   failedJob      P:{Q}:x:<ts>   hash: a failed job: the job's hash
 --                  renamed, plus j, e
+--   failedByJob    P:{Q}:xj       hash: the failed jobs by job ID: the ID
+--                  (ts) a job had while live -> its failed ID (ts), the one
+--                  way users name a failed job. Every script that writes a
+--                  failed record (to_failed) or deletes one (replay, purge,
+--                  purgescan) keeps it, so it has as many entries as failed
+--                  has members; Migrate indexes the records of layouts
+--                  before 7 (script "failedindex")
 --   settings       P:{Q}:s        hash: the queue's control settings,
 --                  absent unless it is paused or limited: p '1' (paused),
 --                  cc (concurrency limit), rl and rp (rate limit per period
@@ -211,8 +218,8 @@ end
 local function rtype(d) return string.match(d, '^%d+ ([^\n]*)') end
 
 --- helper
--- zadd and zrem send large batches in slices: unpack() is bounded by the
--- Lua stack (8000).
+-- zadd, zrem and hdel send large batches in slices: unpack() is bounded
+-- by the Lua stack (8000).
 local function zadd(key, args)
   for i = 1, #args, 4000 do
     redis.call('ZADD', key, unpack(args, i, math.min(i + 3999, #args)))
@@ -221,6 +228,11 @@ end
 local function zrem(key, members)
   for i = 1, #members, 4000 do
     redis.call('ZREM', key, unpack(members, i, math.min(i + 3999, #members)))
+  end
+end
+local function hdel(key, fields)
+  for i = 1, #fields, 4000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 3999, #fields)))
   end
 end
 
@@ -340,13 +352,16 @@ end
 
 --- helper
 -- to_failed renames the live job hash k (ID id) to a failed record with
--- failed ID fid (its key xprefix, failedPrefix, and fid) and error err;
--- the caller adds fid to the failed set.
+-- failed ID fid (its key xprefix, failedPrefix, and fid) and error err,
+-- indexed by id in failedByJob; the caller adds fid to the failed set.
+-- failedByJob is failedPrefix with j for its last colon (P:{Q}:x: ->
+-- P:{Q}:xj): the scripts that fail jobs need not take one more key.
 local function to_failed(k, id, xprefix, fid, err)
   local fk = xprefix .. fid
   redis.call('RENAME', k, fk)
   redis.call('HSET', fk, 'j', id, 'e', err)
   redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r')
+  redis.call('HSET', string.sub(xprefix, 1, -2) .. 'j', id, fid)
 end
 
 --- helper
@@ -1145,44 +1160,69 @@ out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARG
 end)
 return out
 
+--- script: failedindex
+-- Indexes the failed records of one queue in failedByJob, oldest first
+-- above a cursor, at most limit of them: Migrate's step from layout 6,
+-- whose records have no entry.
+-- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] failedByJob
+-- ARGV[1] the failed ID to continue above ('' from the start)
+--   ARGV[2] limit
+-- Returns the cursor: the last failed ID indexed, '' once the set is
+--   exhausted.
+local min = '-'
+if ARGV[1] ~= '' then min = '(' .. ARGV[1] end
+local limit = tonumber(ARGV[2])
+local got = redis.call('ZRANGEBYLEX', KEYS[1], min, '+', 'LIMIT', 0, limit)
+for i = 1, #got do
+  local j = redis.call('HGET', KEYS[2] .. got[i], 'j')
+  if j then redis.call('HSET', KEYS[3], j, got[i]) end
+end
+if #got < limit then return '' end
+return got[#got]
+
 --- script: purgescan
 -- Deletes failed jobs of one queue matching a filter, newest first below
 -- the bound: at most limit of them, examining at most budget entries. A
 -- workflow task's job (field w) is counted out of its workflow (purged in
 -- workflows.lua), whose last one lets a failed workflow be pruned.
 -- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] base (workflows.lua)
+--   KEYS[4] failedByJob
 -- ARGV[1..4] as failedscan  ARGV[5] most deleted  ARGV[6] most examined
 -- Returns {cursor ('' when exhausted), number deleted}.
 local limit = tonumber(ARGV[5])
-local del = {}
+local del, jobs = {}, {}
 local cursor = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
   local v = redis.call('HMGET', fk, 'j', 'w')
   redis.call('DEL', fk)
   del[#del + 1] = fid
+  if v[1] then jobs[#jobs + 1] = v[1] end
   if v[2] then wf_lib().purged(KEYS[3], v[1], v[2]) end
   return #del < limit
 end)
 zrem(KEYS[1], del)
+hdel(KEYS[4], jobs)
 return { cursor, #del }
 
 --- script: purge
 -- Deletes the named failed jobs of one queue; unknown ones are ignored. A
 -- workflow task's job (field w) is counted out of its workflow, as in
 -- purgescan.
--- KEYS[1] failed  KEYS[2] base (workflows.lua)  KEYS[3..] failedJob... one
---   per ID
+-- KEYS[1] failed  KEYS[2] base (workflows.lua)  KEYS[3] failedByJob
+--   KEYS[4..] failedJob... one per ID
 -- ARGV failed IDs, in the order of their keys
 -- Returns how many were deleted (integer).
-local del = {}
+local del, jobs = {}, {}
 local base = KEYS[2]
 for i = 1, #ARGV do
-  local v = redis.call('HMGET', KEYS[2 + i], 'j', 'w')
-  if redis.call('DEL', KEYS[2 + i]) == 1 then
+  local v = redis.call('HMGET', KEYS[3 + i], 'j', 'w')
+  if redis.call('DEL', KEYS[3 + i]) == 1 then
     del[#del + 1] = ARGV[i]
+    if v[1] then jobs[#jobs + 1] = v[1] end
     if v[2] then wf_lib().purged(base, v[1], v[2]) end
   end
 end
 zrem(KEYS[1], del)
+hdel(KEYS[3], jobs)
 return #del
 
 --- script: replay
@@ -1195,8 +1235,8 @@ return #del
 -- (replayed in workflows.lua), unless a user cancelled its workflow (or
 -- it was pruned, being cancelled): then it stays failed (skipped).
 -- KEYS[1] ready  KEYS[2] readyAt  KEYS[3] failed  KEYS[4] readyList
---   KEYS[5] base (workflows.lua)  KEYS[6..] failedJob... job... a pair per
---   item
+--   KEYS[5] base (workflows.lua)  KEYS[6] failedByJob  KEYS[7..] failedJob...
+--   job... a pair per item
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] '1' all or nothing, '0' skip
 --   missing ones  then per item: failed ID, job ID
 -- Returns {-1, item number} when all or nothing found one missing, else
@@ -1205,12 +1245,12 @@ return #del
 --   the negated item numbers skipped (their workflow was cancelled)}.
 local now = now_us()
 local nows = n2s(now)
-local n = (#KEYS - 5) / 2
+local n = (#KEYS - 6) / 2
 local base = KEYS[5]
 local strict = ARGV[3] == '1'
 local prs, wvs, skipped = {}, {}, {}
 for i = 1, n do
-  local v = redis.call('HMGET', KEYS[4 + 2 * i], 'j', 'pr', 'w')
+  local v = redis.call('HMGET', KEYS[5 + 2 * i], 'j', 'pr', 'w')
   if v[1] == ARGV[3 + 2 * i] then
     if v[3] and wf_lib().unreplayable(base, v[3]) then
       skipped[#skipped + 1] = -i
@@ -1223,12 +1263,13 @@ for i = 1, n do
   end
 end
 local mv = moves()
-local out, gone = { 0, 0, -1 }, {}
+local out, gone, jobs = { 0, 0, -1 }, {}, {}
 for i = 1, n do
   if prs[i] then
-    local jk, id = KEYS[5 + 2 * i], ARGV[3 + 2 * i]
-    if redis.call('RENAMENX', KEYS[4 + 2 * i], jk) == 1 then
+    local jk, id = KEYS[6 + 2 * i], ARGV[3 + 2 * i]
+    if redis.call('RENAMENX', KEYS[5 + 2 * i], jk) == 1 then
       redis.call('HDEL', jk, 'j')
+      jobs[#jobs + 1] = id
       redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
       ready(mv, id, prs[i], nows)
       gone[#gone + 1] = ARGV[2 + 2 * i]
@@ -1238,6 +1279,7 @@ for i = 1, n do
   end
 end
 zrem(KEYS[3], gone)
+hdel(KEYS[6], jobs)
 out[1] = #gone
 -- delayed, from base: a task the replay released may be delayed.
 out[2], out[3] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)

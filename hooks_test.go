@@ -387,7 +387,7 @@ func TestMetadataReachesHandlerAndFailedJobs(t *testing.T) {
 		if len(f) != 1 || f[0].Metadata["tenant"] != "acme" {
 			t.Fatalf("failed jobs %+v; want the metadata kept", f)
 		}
-		if _, _, err := jobq.NewInspector(b).Replay(context.Background(), f[0].ID); err != nil {
+		if _, _, err := jobq.NewInspector(b).Replay(context.Background(), f[0].JobID); err != nil {
 			t.Fatal(err)
 		}
 		if got := <-seen; got["tenant"] != "acme" {

@@ -13,7 +13,7 @@ import (
 type (
 	// QueueStats counts one queue's jobs by state.
 	QueueStats = backend.QueueStats
-	// FailedJob is one row of failed_jobs.
+	// FailedJob is one row of failed_jobs, named by its JobID.
 	FailedJob = backend.FailedJob
 	// AttemptError is one failed attempt of a job: FailedJob.Errors and
 	// JobRow.Errors hold the last MaxAttemptErrors of them.
@@ -90,9 +90,11 @@ func Totals(stats []QueueStats) QueueStats {
 	return t
 }
 
-// FailedPage lists failed jobs matching f, newest first: limit of them
-// (0 means 100) with IDs below beforeID (0 means from the newest). Pass the
-// last ID of a page as beforeID to get the next.
+// FailedPage lists failed jobs matching f, the last to fail first: limit
+// of them (0 means 100) below the cursor beforeID (0 means from the
+// newest). Pass the last row's ID (FailedJob.ID, the failed row's own, not
+// its JobID) as beforeID to get the next page: it is the cursor and
+// nothing else.
 func (i *Inspector) FailedPage(ctx context.Context, f FailedFilter, limit int, beforeID int64) ([]*FailedJob, error) {
 	if limit < 0 || beforeID < 0 {
 		return nil, fmt.Errorf("%w: limit and before must not be negative", ErrInvalidInput)
@@ -100,16 +102,18 @@ func (i *Inspector) FailedPage(ctx context.Context, f FailedFilter, limit int, b
 	return i.b.FailedList(ctx, backend.FailedListParams{Filter: f, Limit: limit, BeforeID: beforeID})
 }
 
-// Failed returns one failed job by its failed-jobs ID, or ErrNotFound.
-func (i *Inspector) Failed(ctx context.Context, id int64) (*FailedJob, error) {
-	return i.b.FailedGet(ctx, id)
+// Failed returns the failed job whose job ID is jobID (the ID it had while
+// live, which a replay keeps), or ErrNotFound.
+func (i *Inspector) Failed(ctx context.Context, jobID int64) (*FailedJob, error) {
+	return i.b.FailedGet(ctx, jobID)
 }
 
-// Replay moves the given failed jobs back to pending with attempts reset and
-// returns how many were replayed and how many were skipped because a live
-// job now holds their unique key or they are tasks of a workflow a user
-// cancelled. A replayed workflow task brings back, in the same step, the
-// tasks its failure cancelled. An unknown ID is ErrNotFound.
+// Replay moves the failed jobs of the given job IDs back to pending, under
+// the same IDs, with attempts reset and returns how many were replayed and
+// how many were skipped because a live job now holds their unique key or
+// they are tasks of a workflow a user cancelled. A replayed workflow task
+// brings back, in the same step, the tasks its failure cancelled. A job ID
+// that is not among the failed jobs is ErrNotFound.
 func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped int, err error) {
 	if len(ids) == 0 {
 		return 0, 0, fmt.Errorf("%w: name at least one failed job to replay", ErrInvalidInput)
@@ -131,9 +135,10 @@ func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, sk
 	return r.Replayed, r.Skipped, err
 }
 
-// PurgeIDs deletes the listed failed jobs and returns how many were
-// deleted; an ID that is not (or no longer) in failed_jobs is not counted
-// and is no error. An empty list is ErrInvalidInput and deletes nothing.
+// PurgeIDs deletes the failed jobs of the listed job IDs and returns how
+// many were deleted; a job ID that is not (or no longer) among the failed
+// jobs is not counted and is no error. An empty list is ErrInvalidInput
+// and deletes nothing.
 //
 // Purging has one call per meaning (PurgeIDs, PurgeMatching, PurgeAll,
 // PurgeKeepNewest) because a single call taking both IDs and a filter read
@@ -192,8 +197,8 @@ func matchesAll(f FailedFilter) bool {
 }
 
 // PurgeKeepNewest bounds the failed-jobs table by count: of the failed jobs
-// matching f (the zero filter: all of them), the keep newest (highest
-// failed-jobs ID) stay and the rest are deleted, in one step. With a queue
+// matching f (the zero filter: all of them), the keep that failed last
+// stay and the rest are deleted, in one step. With a queue
 // or type in f, only those jobs are counted and pruned; others are
 // untouched. It returns how many were deleted, 0 when no more than keep
 // match. keep must be at least 1 (PurgeMatching and PurgeAll delete every

@@ -131,8 +131,7 @@ type JobInfo struct {
 
 // Job finds a job by ID among the live jobs and the kept finished ones
 // (completed, cancelled), or returns ErrNotFound. A job that failed is
-// found by its failed-jobs ID with Failed, not here: no backend indexes
-// failed jobs by their live ID for reading. Pending and scheduled are told
+// found by the same ID with Failed, not here. Pending and scheduled are told
 // apart by this process's clock. A backend that keeps no finished jobs
 // (sync) finds live jobs only.
 func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {

@@ -12,7 +12,7 @@ import (
 )
 
 // failJobs puts one job per queue into failed_jobs, in order, through the
-// backend's lifecycle, and returns their failed-jobs IDs.
+// backend's lifecycle, and returns their job IDs, which name them.
 func failJobs(t *testing.T, b backend.Backend, queues ...string) []int64 {
 	t.Helper()
 	ctx := t.Context()
@@ -33,7 +33,7 @@ func failJobs(t *testing.T, b backend.Backend, queues ...string) []int64 {
 		if err != nil || len(page) != 1 {
 			t.Fatalf("list failed: %v", err)
 		}
-		ids = append(ids, page[0].ID)
+		ids = append(ids, page[0].JobID)
 	}
 	return ids
 }
@@ -51,7 +51,7 @@ func TestFailedPurgeKeepNewest(t *testing.T) {
 		}
 		out := make([]int64, len(page))
 		for i, j := range page {
-			out[i] = j.ID
+			out[i] = j.JobID
 		}
 		return out
 	}
@@ -121,7 +121,7 @@ func TestPurgeIDs(t *testing.T) {
 	}
 	var left []int64
 	for _, j := range page {
-		left = append(left, j.ID)
+		left = append(left, j.JobID)
 	}
 	if want := []int64{ids[3], ids[1]}; !slices.Equal(left, want) {
 		t.Fatalf("left %v, want %v", left, want)

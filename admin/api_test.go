@@ -270,7 +270,7 @@ func testFailed(t *testing.T, e *env) {
 
 	g := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", fa[0])})
 	e.want(g, http.StatusOK, "")
-	if g.num("id") != fa[0] || g.body["queue"] != "fa" {
+	if g.num("job_id") != fa[0] || g.body["queue"] != "fa" {
 		t.Fatalf("failed detail %s", g.raw)
 	}
 	e.want(e.do(req{path: "/api/v1/failed/999999999"}), http.StatusNotFound, "not_found")

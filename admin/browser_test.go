@@ -191,7 +191,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("failed page: %v %d", err, len(fj))
 		}
 		ctx := tab(t, bctx)
-		run(t, ctx, "open failed job", chromedp.Navigate(fmt.Sprintf("%s/failed/%d", srv.URL, fj[0].ID)), chromedp.WaitVisible(chromedp.ID("replay")))
+		run(t, ctx, "open failed job", chromedp.Navigate(fmt.Sprintf("%s/failed/%d", srv.URL, fj[0].JobID)), chromedp.WaitVisible(chromedp.ID("replay")))
 		screenshot(t, ctx, shots, "failed-job")
 		run(t, ctx, "click replay", chromedp.Click(chromedp.ID("replay")))
 		waitFor(t, ctx, "the job's page", `location.pathname === "/jobs/`+strconv.FormatInt(fj[0].JobID, 10)+`" && document.readyState === "complete"`, 15*time.Second)
@@ -199,8 +199,8 @@ func TestBrowser(t *testing.T) {
 		if h1 := text(t, ctx, "h1"); !strings.Contains(h1, "pending") {
 			t.Errorf("after replay the page shows %q, want the job pending", h1)
 		}
-		if _, err := insp.Failed(t.Context(), fj[0].ID); err == nil {
-			t.Errorf("failed job %d still in the failed jobs after replay", fj[0].ID)
+		if _, err := insp.Failed(t.Context(), fj[0].JobID); err == nil {
+			t.Errorf("failed job %d still in the failed jobs after replay", fj[0].JobID)
 		}
 		rows, err := insp.JobsPage(t.Context(), jobq.StatePending, jobq.JobFilter{Queue: "billing"}, 10, 0)
 		if err != nil || len(rows) != 1 || rows[0].ID != fj[0].JobID || rows[0].Attempts != 0 {
@@ -246,7 +246,7 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 
 	ctx := tab(t, bctx)
 	pages := []string{
-		fmt.Sprintf("/failed/%d", fj[0].ID),
+		fmt.Sprintf("/failed/%d", fj[0].JobID),
 		"/failed",
 		"/failed?queue=xss&type=" + strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20").Replace(xssType),
 		"/",
@@ -264,7 +264,7 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 			t.Errorf("%s: %d elements from the payload became markup", p, injected)
 		}
 	}
-	run(t, ctx, "open the failed job", chromedp.Navigate(srv.URL+fmt.Sprintf("/failed/%d", fj[0].ID)))
+	run(t, ctx, "open the failed job", chromedp.Navigate(srv.URL+fmt.Sprintf("/failed/%d", fj[0].JobID)))
 	payload, errText, typ := text(t, ctx, "#payload"), text(t, ctx, "#error"), text(t, ctx, "dl.facts dd.mono")
 	if payload != wantPayload.String() {
 		t.Errorf("payload shown as\n%s\nwant verbatim\n%s", payload, wantPayload.String())
@@ -288,7 +288,7 @@ func browserCrossSite(t *testing.T, bctx context.Context, srv *httptest.Server, 
 	}
 	targets := map[string]string{
 		"purge all": `<form id="f" method="post" action="` + srv.URL + `/failed/purge"><input name="all" value="1"></form>`,
-		"replay":    `<form id="f" method="post" action="` + srv.URL + `/failed/` + strconv.FormatInt(fj[0].ID, 10) + `/replay"></form>`,
+		"replay":    `<form id="f" method="post" action="` + srv.URL + `/failed/` + strconv.FormatInt(fj[0].JobID, 10) + `/replay"></form>`,
 	}
 	for name, form := range targets {
 		evil := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -313,8 +313,8 @@ func browserCrossSite(t *testing.T, bctx context.Context, srv *httptest.Server, 
 		if got := statsOfQueue(t, insp, "billing").Failed; got != before {
 			t.Fatalf("%s from another site: billing has %d failed jobs, want %d unchanged", name, got, before)
 		}
-		if _, err := insp.Failed(t.Context(), fj[0].ID); err != nil {
-			t.Fatalf("%s from another site: failed job %d: %v", name, fj[0].ID, err)
+		if _, err := insp.Failed(t.Context(), fj[0].JobID); err != nil {
+			t.Fatalf("%s from another site: failed job %d: %v", name, fj[0].JobID, err)
 		}
 	}
 }

@@ -70,7 +70,7 @@ func TestDashboardPages(t *testing.T) {
 			if err != nil || len(failed) != 1 {
 				t.Fatalf("failed page: %v", err)
 			}
-			code, body = get(t, srv, fmt.Sprintf("/failed/%d", failed[0].ID))
+			code, body = get(t, srv, fmt.Sprintf("/failed/%d", failed[0].JobID))
 			if code != http.StatusOK || !strings.Contains(body, "card declined") || !strings.Contains(body, `&#34;invoice&#34;: 42`) {
 				t.Errorf("failed job page: %d %s", code, body)
 			}
@@ -106,7 +106,7 @@ func TestDashboardEscapesPayload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body := get(t, srv, fmt.Sprintf("/failed/%d", fj[0].ID))
+	_, body := get(t, srv, fmt.Sprintf("/failed/%d", fj[0].JobID))
 	for _, raw := range []string{"<script>window", "<img src=x", "</pre><script>"} {
 		if strings.Contains(body, raw) {
 			t.Errorf("page carries %q unescaped", raw)

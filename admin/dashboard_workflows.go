@@ -203,16 +203,16 @@ func (d *dashboard) workflowFailed(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	fid, err := jobview.FailedIDOf(r.Context(), d.s.opts.Inspector, t)
+	replayable, err := jobview.Replayable(r.Context(), d.s.opts.Inspector, []*jobq.WorkflowTask{t})
 	if err != nil {
 		d.failErr(w, r, "find the failed job of task "+t.Name, err)
 		return
 	}
-	if fid == 0 {
+	if !replayable[t.JobID] {
 		d.redirect(w, r, "/workflows/"+strconv.FormatInt(id, 10), nil, taskNotFailedMsg(t))
 		return
 	}
-	d.redirect(w, r, "/failed/"+strconv.FormatInt(fid, 10), nil, "")
+	d.redirect(w, r, "/failed/"+strconv.FormatInt(t.JobID, 10), nil, "")
 }
 
 // taskNotFailedMsg says why a task has no failed job to show or replay.
@@ -231,20 +231,16 @@ func (d *dashboard) replayTask(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	back := "/workflows/" + strconv.FormatInt(id, 10)
-	fid, err := jobview.FailedIDOf(r.Context(), d.s.opts.Inspector, t)
-	if err != nil {
-		d.failErr(w, r, "find the failed job of task "+t.Name, err)
-		return
-	}
-	if fid == 0 {
+	if t.State != backend.TaskFailed || t.JobID == 0 {
 		d.redirect(w, r, back, nil, "Nothing replayed. "+taskNotFailedMsg(t))
 		return
 	}
-	replayed, _, err := d.s.opts.Inspector.Replay(r.Context(), fid)
+	// The failed job has its task's job ID.
+	replayed, _, err := d.s.opts.Inspector.Replay(r.Context(), t.JobID)
 	d.counts.invalidate()
 	switch {
 	case errors.Is(err, jobq.ErrNotFound):
-		// Replayed (or purged) by someone else since the lookup.
+		// Purged, or replayed by someone else since the task was read.
 		d.redirect(w, r, back, nil, "Nothing replayed. "+taskNotFailedMsg(t))
 	case err != nil:
 		d.failErr(w, r, "replay task "+t.Name, err)

@@ -250,8 +250,8 @@ func (e *env) failJobs(queue string, n int) []int64 {
 	return e.failQueued(queue, n)
 }
 
-// failQueued claims n jobs of queue and fails each, returning the
-// queue's failed-job IDs.
+// failQueued claims n jobs of queue and fails each, returning the job
+// IDs of the queue's failed jobs, which name them.
 func (e *env) failQueued(queue string, n int) []int64 {
 	e.t.Helper()
 	ctx := context.Background()
@@ -274,7 +274,7 @@ func (e *env) failQueued(queue string, n int) []int64 {
 	}
 	ids := make([]int64, len(got))
 	for i, f := range got {
-		ids[i] = f.ID
+		ids[i] = f.JobID
 	}
 	return ids
 }

@@ -263,7 +263,7 @@ func TestWorkflowDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/failed/"+strconv.FormatInt(failed[0].ID, 10) {
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/failed/"+strconv.FormatInt(failed[0].JobID, 10) {
 		t.Errorf("failed link: %d to %q", resp.StatusCode, loc)
 	}
 

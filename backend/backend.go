@@ -151,12 +151,17 @@ type Backend interface {
 	// no jobs in any state are omitted. Sorted by queue name.
 	QueueStats(ctx context.Context) ([]QueueStats, error)
 
-	// FailedList lists failed jobs matching params, newest first (highest
-	// ID first), at most params.Limit of them (0 means 100).
+	// FailedList lists failed jobs matching params, the last to fail first
+	// (highest FailedJob.ID first, the order paging follows), at most
+	// params.Limit of them (0 means 100).
 	FailedList(ctx context.Context, params FailedListParams) ([]*FailedJob, error)
 
-	// FailedGet returns one failed job by its failed_jobs ID, or ErrNotFound.
-	FailedGet(ctx context.Context, id int64) (*FailedJob, error)
+	// FailedGet returns the failed job whose job ID (the ID it had while
+	// live, which a replay keeps) is jobID, or ErrNotFound. A job is never
+	// both live and failed and a replay removes its failed row, so a job
+	// ID names at most one failed job. The ID of a failed row
+	// (FailedJob.ID) names nothing here.
+	FailedGet(ctx context.Context, jobID int64) (*FailedJob, error)
 
 	// FailedReplay moves the matching failed jobs back to the jobs table as
 	// pending, available now, attempts and releases reset to 0, keeping
@@ -165,10 +170,11 @@ type Backend interface {
 	// the replay); each failed_jobs row is deleted in the same transaction
 	// that re-creates its job, so a job is never in both tables nor in
 	// neither. A replayed job whose unique key is now held by a live job is
-	// left in failed_jobs and counted in Skipped. Replaying an ID that does
-	// not exist returns ErrNotFound. A replay by filter works in chunks of
-	// at most ChunkSize jobs per transaction, so it never holds a lock for
-	// the whole table; a job failing meanwhile may or may not be included.
+	// left in failed_jobs and counted in Skipped. Replaying a job ID that
+	// is not among the failed jobs returns ErrNotFound. A replay by filter
+	// works in chunks of at most ChunkSize jobs per transaction, so it
+	// never holds a lock for the whole table; a job failing meanwhile may
+	// or may not be included.
 	FailedReplay(ctx context.Context, params FailedReplayParams) (ReplayResult, error)
 
 	// FailedPurge deletes the matching failed jobs and returns how many.
@@ -391,8 +397,14 @@ type QueueStats struct {
 
 // FailedJob is one row of failed_jobs: a job that gave up.
 type FailedJob struct {
-	ID          int64 // failed_jobs id
-	JobID       int64 // the job's id while it was live; kept on replay
+	// ID is the row's own ID (failed_jobs.id, Redis's failed ID): it
+	// orders FailedList and is its paging cursor (BeforeID), and nothing
+	// else. It is not the job's ID and no user needs it: every call that
+	// names a failed job takes JobID.
+	ID int64
+	// JobID is the job's ID, the one it had while live and has again once
+	// replayed: the ID every surface shows and takes for a failed job.
+	JobID       int64
 	Queue       string
 	Type        string
 	Payload     []byte
@@ -425,15 +437,19 @@ type FailedFilter struct {
 	OlderThan time.Duration
 }
 
-// FailedListParams pages through failed jobs, newest first.
+// FailedListParams pages through failed jobs, the last to fail first.
 type FailedListParams struct {
-	Filter   FailedFilter
-	Limit    int   // 0 means 100
-	BeforeID int64 // when > 0, only IDs lower than this (the next page)
+	Filter FailedFilter
+	Limit  int // 0 means 100
+	// BeforeID, when > 0, lists only rows whose FailedJob.ID is lower:
+	// the last row's ID of a page gets the next. It is a cursor, not a
+	// job ID.
+	BeforeID int64
 }
 
-// FailedReplayParams selects failed jobs to replay: the listed IDs when IDs is
-// non-empty, otherwise every job matching Filter.
+// FailedReplayParams selects failed jobs to replay: those whose job IDs
+// (FailedJob.JobID) are listed in IDs when it is non-empty, otherwise
+// every job matching Filter.
 type FailedReplayParams struct {
 	IDs    []int64
 	Filter FailedFilter
@@ -458,14 +474,15 @@ type TypeCount struct {
 	Count int
 }
 
-// FailedPurgeParams selects failed jobs to delete: the listed IDs when IDs is
-// non-empty, otherwise every job matching Filter (the zero Filter purges all).
+// FailedPurgeParams selects failed jobs to delete: those whose job IDs
+// (FailedJob.JobID) are listed in IDs when it is non-empty, otherwise every
+// job matching Filter (the zero Filter purges all).
 type FailedPurgeParams struct {
 	IDs    []int64
 	Filter FailedFilter
 	// KeepNewest, when > 0, bounds the dead-letter queue by count rather
-	// than by age: of the jobs matching Filter, the KeepNewest newest
-	// (highest failed_jobs ID) are kept and the rest deleted, so a queue
+	// than by age: of the jobs matching Filter, the KeepNewest that failed
+	// last (highest FailedJob.ID) are kept and the rest deleted, so a queue
 	// that keeps failing cannot grow failed_jobs without limit. It cannot
 	// be combined with IDs, and a negative value is refused; both are an
 	// *InputError (Field "keep newest") wrapping ErrInvalidInput, with

@@ -19,7 +19,8 @@ import (
 // JobRow.Status); JobList lists pending, scheduled or reserved jobs
 // (ValidateLiveState); FinishedJob.State, FinishedList and FinishedPrune
 // take completed or cancelled (ValidateKeptState); a failed job is a row
-// of failed_jobs, found with FailedList, which has no state to filter by.
+// of failed_jobs, found by its job ID with FailedGet and listed with
+// FailedList, which has no state to filter by.
 //
 // Workflows and their tasks have their own vocabularies, WorkflowState and
 // TaskState: a task's state says where the task is in its workflow, not

@@ -590,7 +590,7 @@ func (c *checker) checkCounts() {
 		if p, err := decodePayload(f.Payload); err == nil && p.Run == c.run {
 			continue // a job of a batch sent again, never run: known by its payload
 		}
-		c.anomaly(AnomalyUnknownFailed, c.job(f.JobID), fmt.Sprintf("failed job %d (job %d) is not one this run enqueued: %q", f.ID, f.JobID, f.Error))
+		c.anomaly(AnomalyUnknownFailed, c.job(f.JobID), fmt.Sprintf("failed job %d is not one this run enqueued: %q", f.JobID, f.Error))
 	}
 	c.rep.BackendFailed = s.Failed
 }

@@ -113,7 +113,7 @@ func (r *verifier) replay(ctx context.Context, f *backend.FailedJob, p payload) 
 	// A call that began completes when the faults stop: its result is
 	// what the checker needs.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	res, err := r.direct.FailedReplay(cctx, backend.FailedReplayParams{IDs: []int64{f.ID}})
+	res, err := r.direct.FailedReplay(cctx, backend.FailedReplayParams{IDs: []int64{f.JobID}})
 	cancel()
 	fields := []field{num("job", f.JobID), num("fid", f.ID), num("wf", p.WF), num("try", int64(p.Try)),
 		str("task", p.Task), str("perm", strconv.FormatBool(p.Perm))}

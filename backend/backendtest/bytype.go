@@ -17,14 +17,14 @@ func testReplayByType(t *testing.T, h Harness) {
 		held.UniqueKey = "held"
 		made := makeFailed(t, b, job("a", "x"), job("a", "y"), job("b", "x"), job("a", "x"), held, job("b", "z"))
 		insertOne(t, b, held) // made[4] is skipped: a live job holds its key
-		ids := []int64{made[0].ID, made[1].ID, made[2].ID, made[3].ID, made[4].ID}
+		ids := []int64{made[0].JobID, made[1].JobID, made[2].JobID, made[3].JobID, made[4].JobID}
 		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: ids})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 4, Skipped: 1}) {
 			t.Fatalf("FailedReplay(5 IDs, 1 key held) = %+v, %v; want 4 replayed, 1 skipped", res, err)
 		}
 		wantByType(t, res, map[backend.TypeCount]int{{Queue: "a", Type: "x"}: 2, {Queue: "a", Type: "y"}: 1, {Queue: "b", Type: "x"}: 1})
 
-		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[4].ID}})
+		res, err = b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[4].JobID}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("FailedReplay(held key) = %+v, %v; want 1 skipped", res, err)
 		}

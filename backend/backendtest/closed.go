@@ -83,11 +83,11 @@ func testClosed(t *testing.T, h Harness) {
 				return err
 			},
 			"FailedGet": func() error {
-				_, err := b.FailedGet(ctx, made[0].ID)
+				_, err := b.FailedGet(ctx, made[0].JobID)
 				return err
 			},
 			"FailedReplay": func() error {
-				_, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{made[0].ID}})
+				_, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{made[0].JobID}})
 				return err
 			},
 			"FailedPurge": func() error {
@@ -108,7 +108,7 @@ func testClosed(t *testing.T, h Harness) {
 			case "JobGet":
 				op = fmt.Sprintf("%s %d", op, held.ID)
 			case "FailedGet":
-				op = fmt.Sprintf("%s %d", op, made[0].ID)
+				op = fmt.Sprintf("%s %d", op, made[0].JobID)
 			}
 			if !strings.HasPrefix(err.Error(), op+": ") {
 				t.Errorf("%s after Close: error %q, want it to start with the operation %q", name, err, op)

@@ -78,9 +78,9 @@ func testComplete(t *testing.T, h Harness) {
 		}
 		near(t, "FailedAt", f.FailedAt, before, skew)
 		near(t, "CreatedAt", f.CreatedAt, created, time.Millisecond)
-		g, err := b.FailedGet(t.Context(), f.ID)
+		g, err := b.FailedGet(t.Context(), f.JobID)
 		if err != nil {
-			t.Fatalf("FailedGet(%d): %v", f.ID, err)
+			t.Fatalf("FailedGet(%d): %v", f.JobID, err)
 		}
 		if g.ID != f.ID || g.JobID != id || g.Error != f.Error {
 			t.Errorf("FailedGet = %+v, want %+v", g, f)

@@ -110,9 +110,9 @@ func testErrorText(t *testing.T, h Harness) {
 			gone(t, b, ids[2*i+1])
 			f := failedByJob(t, b, ids[2*i+1])
 			wantStored(t, "fail "+tx.name+": FailedList Error", f.Error, tx.raw)
-			g, err := b.FailedGet(t.Context(), f.ID)
+			g, err := b.FailedGet(t.Context(), f.JobID)
 			if err != nil {
-				t.Fatalf("FailedGet(%d): %v", f.ID, err)
+				t.Fatalf("FailedGet(%d): %v", f.JobID, err)
 			}
 			wantStored(t, "fail "+tx.name+": FailedGet Error", g.Error, tx.raw)
 		}

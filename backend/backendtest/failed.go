@@ -108,19 +108,89 @@ func testFailed(t *testing.T, h Harness) {
 	parallel(t, h, "Get", func(t *testing.T, b backend.Backend) {
 		made := makeFailed(t, b, typed("a", "x"), typed("b", "y"))
 		for _, m := range made {
-			g, err := b.FailedGet(t.Context(), m.ID)
+			g, err := b.FailedGet(t.Context(), m.JobID)
 			if err != nil {
-				t.Fatalf("FailedGet(%d): %v", m.ID, err)
+				t.Fatalf("FailedGet(%d): %v", m.JobID, err)
 			}
 			if g.ID != m.ID || g.JobID != m.JobID || g.Queue != m.Queue || g.Type != m.Type ||
 				!jsonEqual(g.Payload, m.Payload) || g.Attempts != m.Attempts || g.Error != m.Error {
-				t.Errorf("FailedGet(%d) = %+v, want %+v", m.ID, g, m)
+				t.Errorf("FailedGet(%d) = %+v, want %+v", m.JobID, g, m)
 			}
 			near(t, "FailedAt", g.FailedAt, m.FailedAt, time.Millisecond)
 		}
-		if _, err := b.FailedGet(t.Context(), made[1].ID+1000); !errors.Is(err, backend.ErrNotFound) {
+		if _, err := b.FailedGet(t.Context(), made[1].JobID+1000); !errors.Is(err, backend.ErrNotFound) {
 			t.Fatalf("FailedGet(unknown) error = %v, want ErrNotFound", err)
 		}
+	})
+
+	parallel(t, h, "OneIDForLife", func(t *testing.T, b backend.Backend) {
+		// A failed job is named by its job ID, as it was while live and is
+		// again once replayed; its failed record's own ID names nothing.
+		// Four jobs, the last two failed newest first: on a fresh store
+		// whose records count from 1 their IDs are those of the first two
+		// jobs, which never failed, so no coincidence can pass this.
+		ids := insertIDs(t, b, job("q", "t"), job("q", "t"), job("q", "t"), job("q", "t"))
+		failJob(t, b, "q", ids[3])
+		failJob(t, b, "q", ids[2])
+		jobID := ids[2]
+		f, err := b.FailedGet(t.Context(), jobID)
+		if err != nil || f.JobID != jobID || f.Queue != "q" || f.Error != "boom" {
+			t.Fatalf("FailedGet(job %d) = %+v, %v; want its failed row", jobID, f, err)
+		}
+		records := failedList(t, b, backend.FailedListParams{})
+		failedJobs := map[int64]bool{}
+		for _, r := range records {
+			failedJobs[r.JobID] = true
+		}
+		var strays []int64 // records' own IDs that name no failed job
+		for _, r := range records {
+			if !failedJobs[r.ID] {
+				strays = append(strays, r.ID)
+			}
+		}
+		if len(strays) == 0 {
+			t.Fatalf("every failed record's own ID %v is a failed job's: the test cannot tell them apart", failedIDs(records))
+		}
+		for _, id := range strays {
+			if g, err := b.FailedGet(t.Context(), id); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("FailedGet(record ID %d, no failed job's) = %+v, %v; want ErrNotFound", id, g, err)
+			}
+			if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{id}}); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("FailedReplay(record ID %d) error = %v, want ErrNotFound", id, err)
+			}
+			if n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{id}}); err != nil || n != 0 {
+				t.Errorf("FailedPurge(record ID %d) = %d, %v; want 0 purged", id, n, err)
+			}
+		}
+		if got := len(failedList(t, b, backend.FailedListParams{})); got != 2 {
+			t.Fatalf("%d failed rows after acting on records' own IDs, want both left", got)
+		}
+
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{jobID}})
+		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
+			t.Fatalf("FailedReplay(job %d) = %+v, %v; want 1 replayed", jobID, res, err)
+		}
+		wantPendingNow(t, b, jobID, 0)
+		if g, err := b.FailedGet(t.Context(), jobID); !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("FailedGet(job %d) once replayed = %+v, %v; want ErrNotFound", jobID, g, err)
+		}
+
+		failJob(t, b, "q", jobID)
+		if g, err := b.FailedGet(t.Context(), jobID); err != nil || g.JobID != jobID {
+			t.Fatalf("FailedGet(job %d) failed again = %+v, %v; want its new failed row", jobID, g, err)
+		}
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{jobID}})
+		if err != nil || n != 1 {
+			t.Fatalf("FailedPurge(job %d) = %d, %v; want 1", jobID, n, err)
+		}
+		if g, err := b.FailedGet(t.Context(), jobID); !errors.Is(err, backend.ErrNotFound) {
+			t.Fatalf("FailedGet(job %d) once purged = %+v, %v; want ErrNotFound", jobID, g, err)
+		}
+		gone(t, b, jobID)
+		if left := failedList(t, b, backend.FailedListParams{}); len(left) != 1 || left[0].JobID != ids[3] {
+			t.Fatalf("failed rows left %+v, want job %d's alone", left, ids[3])
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 2, Failed: 1})
 	})
 
 	parallel(t, h, "ReplayByIDs", func(t *testing.T, b backend.Backend) {
@@ -130,7 +200,7 @@ func testFailed(t *testing.T, h Harness) {
 		p.MaxAttempts = 9
 		p.UniqueKey = "mail:y"
 		made := makeFailed(t, b, p, typed("mail", "other"), typed("mail", "third"))
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID, made[2].ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].JobID, made[2].JobID}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 2}) {
 			t.Fatalf("FailedReplay = %+v, %v; want 2 replayed", res, err)
 		}
@@ -140,8 +210,8 @@ func testFailed(t *testing.T, h Harness) {
 				row.Priority != m.Priority || row.MaxAttempts != m.MaxAttempts || row.UniqueKey != m.UniqueKey {
 				t.Errorf("replayed job %+v does not match failed row %+v", row, m)
 			}
-			if _, err := b.FailedGet(t.Context(), m.ID); !errors.Is(err, backend.ErrNotFound) {
-				t.Errorf("FailedGet(%d) after replay: %v, want ErrNotFound", m.ID, err)
+			if _, err := b.FailedGet(t.Context(), m.JobID); !errors.Is(err, backend.ErrNotFound) {
+				t.Errorf("FailedGet(%d) after replay: %v, want ErrNotFound", m.JobID, err)
 			}
 		}
 		if row := get(t, b, made[0].JobID); row.Priority != -2 || row.MaxAttempts != 9 || row.UniqueKey != "mail:y" {
@@ -195,7 +265,7 @@ func testFailed(t *testing.T, h Harness) {
 
 	parallel(t, h, "ReplayUnknown", func(t *testing.T, b backend.Backend) {
 		made := makeFailed(t, b, typed("q", "t"))
-		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID + 1000}})
+		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].JobID + 1000}})
 		if !errors.Is(err, backend.ErrNotFound) {
 			t.Fatalf("FailedReplay(unknown) error = %v, want ErrNotFound", err)
 		}
@@ -207,7 +277,7 @@ func testFailed(t *testing.T, h Harness) {
 		// A replay naming an unknown ID is refused whole: the known job
 		// named with it stays in failed_jobs.
 		made := makeFailed(t, b, typed("q", "t"))
-		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID, made[0].ID + 1000}})
+		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].JobID, made[0].JobID + 1000}})
 		if !errors.Is(err, backend.ErrNotFound) {
 			t.Fatalf("FailedReplay(known, unknown) error = %v, want ErrNotFound", err)
 		}
@@ -220,7 +290,7 @@ func testFailed(t *testing.T, h Harness) {
 		p.UniqueKey = "only-one"
 		made := makeFailed(t, b, p)
 		live := insertOne(t, b, p)
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].JobID}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("FailedReplay = %+v, %v; want 1 skipped", res, err)
 		}
@@ -239,7 +309,7 @@ func testFailed(t *testing.T, h Harness) {
 
 	parallel(t, h, "PurgeByIDs", func(t *testing.T, b backend.Backend) {
 		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"), typed("q", "t"))
-		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{made[0].ID, made[2].ID, made[2].ID + 1000}})
+		n, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{made[0].JobID, made[2].JobID, made[2].JobID + 1000}})
 		if err != nil || n != 2 {
 			t.Fatalf("FailedPurge(ids) = %d, %v; want 2", n, err)
 		}
@@ -369,7 +439,7 @@ func testFailed(t *testing.T, h Harness) {
 	parallel(t, h, "PurgeKeepNewestInvalid", func(t *testing.T, b backend.Backend) {
 		made := makeFailed(t, b, typed("q", "t"), typed("q", "t"))
 		for _, p := range []backend.FailedPurgeParams{
-			{IDs: []int64{made[0].ID}, KeepNewest: 1},
+			{IDs: []int64{made[0].JobID}, KeepNewest: 1},
 			{KeepNewest: -1},
 			{Filter: backend.FailedFilter{Queue: "q"}, KeepNewest: -5},
 		} {

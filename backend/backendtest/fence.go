@@ -146,7 +146,7 @@ func testFence(t *testing.T, h Harness) {
 				completeFresh(t, b, fail(old, "boom"))
 			}
 			f := failedByJob(t, b, id)
-			res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.ID}})
+			res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.JobID}})
 			if err != nil || res.Replayed != 1 {
 				t.Fatalf("FailedReplay = %+v, %v; want 1 replayed", res, err)
 			}

@@ -236,7 +236,8 @@ func failedList(t *testing.T, b backend.Backend, p backend.FailedListParams) []*
 	return rows
 }
 
-// failedByJob returns the failed row of job id; it must be the only one.
+// failedByJob returns the failed row of job id: the only one FailedList
+// shows for it, and the one FailedGet(jobID) returns.
 func failedByJob(t *testing.T, b backend.Backend, jobID int64) *backend.FailedJob {
 	t.Helper()
 	var found *backend.FailedJob
@@ -251,6 +252,9 @@ func failedByJob(t *testing.T, b backend.Backend, jobID int64) *backend.FailedJo
 	if found == nil {
 		t.Fatalf("job %d is not in failed_jobs", jobID)
 	}
+	if g, err := b.FailedGet(t.Context(), jobID); err != nil || g.ID != found.ID || g.JobID != jobID {
+		t.Fatalf("FailedGet(job %d) = %+v, %v; want the failed row FailedList shows, %+v", jobID, g, err, found)
+	}
 	return found
 }
 
@@ -259,30 +263,35 @@ func failedByJob(t *testing.T, b backend.Backend, jobID int64) *backend.FailedJo
 func makeFailed(t *testing.T, b backend.Backend, ps ...backend.InsertParams) []*backend.FailedJob {
 	t.Helper()
 	out := make([]*backend.FailedJob, 0, len(ps))
-	for i, p := range ps {
-		id := insertOne(t, b, p)
-		var held *backend.JobRow
-		rows := claim(t, b, 1000, longLease, p.Queue)
-		var others []backend.JobRef
-		for _, r := range rows {
-			if r.ID == id {
-				held = r
-			} else {
-				others = append(others, r.Ref())
-			}
-		}
-		if len(others) > 0 {
-			if _, err := b.JobRelease(t.Context(), others); err != nil {
-				t.Fatalf("JobRelease: %v", err)
-			}
-		}
-		if held == nil {
-			t.Fatalf("makeFailed: job %d (item %d) was not claimable", id, i)
-		}
-		completeFresh(t, b, fail(held.Ref(), "boom"))
-		out = append(out, failedByJob(t, b, id))
+	for _, p := range ps {
+		out = append(out, failJob(t, b, p.Queue, insertOne(t, b, p)))
 	}
 	return out
+}
+
+// failJob claims the pending job id of queue (giving back the others the
+// claim took) and fails it, and returns its failed row.
+func failJob(t *testing.T, b backend.Backend, queue string, id int64) *backend.FailedJob {
+	t.Helper()
+	var held *backend.JobRow
+	var others []backend.JobRef
+	for _, r := range claim(t, b, 1000, longLease, queue) {
+		if r.ID == id {
+			held = r
+		} else {
+			others = append(others, r.Ref())
+		}
+	}
+	if len(others) > 0 {
+		if _, err := b.JobRelease(t.Context(), others); err != nil {
+			t.Fatalf("JobRelease: %v", err)
+		}
+	}
+	if held == nil {
+		t.Fatalf("failJob: job %d was not claimable", id)
+	}
+	completeFresh(t, b, fail(held.Ref(), "boom"))
+	return failedByJob(t, b, id)
 }
 
 // eventually polls cond until it is true or within passes, then fails the

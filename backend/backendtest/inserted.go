@@ -71,12 +71,12 @@ func testInserted(t *testing.T, h Harness) {
 		same("a retry")
 		failed := makeFailed(t, b, job("f", "t"), job("f", "t"))
 		grows("2 inserts of jobs then failed", 2)
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[0].ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[0].JobID}})
 		if err != nil || res.Replayed != 1 {
 			t.Fatalf("FailedReplay = %+v, %v; want 1 replayed", res, err)
 		}
 		same("a replay (it re-creates a job counted when first inserted)")
-		if got, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{failed[1].ID}}); err != nil || got != 1 {
+		if got, err := b.FailedPurge(t.Context(), backend.FailedPurgeParams{IDs: []int64{failed[1].JobID}}); err != nil || got != 1 {
 			t.Fatalf("FailedPurge = %d, %v; want 1", got, err)
 		}
 		same("a purge")

@@ -107,9 +107,9 @@ func testMetadata(t *testing.T, h Harness) {
 		completeFresh(t, b, fail(r.Ref(), "boom"))
 		f := failedByJob(t, b, id)
 		scribble(f.Metadata, "list")
-		g, err := b.FailedGet(t.Context(), f.ID)
+		g, err := b.FailedGet(t.Context(), f.JobID)
 		if err != nil {
-			t.Fatalf("FailedGet(%d): %v", f.ID, err)
+			t.Fatalf("FailedGet(%d): %v", f.JobID, err)
 		}
 		wantMetadata(t, "FailedGet after the caller changed FailedList's map", g.Metadata, traced())
 	})
@@ -136,9 +136,9 @@ func testMetadata(t *testing.T, h Harness) {
 		for id, md := range want {
 			f := failedByJob(t, b, id)
 			wantMetadata(t, fmt.Sprintf("FailedList row of job %d", id), f.Metadata, md)
-			g, err := b.FailedGet(t.Context(), f.ID)
+			g, err := b.FailedGet(t.Context(), f.JobID)
 			if err != nil {
-				t.Fatalf("FailedGet(%d): %v", f.ID, err)
+				t.Fatalf("FailedGet(%d): %v", f.JobID, err)
 			}
 			wantMetadata(t, fmt.Sprintf("FailedGet row of job %d", id), g.Metadata, md)
 		}
@@ -158,7 +158,7 @@ func testMetadata(t *testing.T, h Harness) {
 	parallel(t, h, "ReplayKeeps", func(t *testing.T, b backend.Backend) {
 		other := map[string]string{"tenant": "other"}
 		made := makeFailed(t, b, withMetadata("a", "t", traced()), withMetadata("b", "t", other), withMetadata("b", "t", nil))
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{made[0].JobID}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("FailedReplay(ids) = %+v, %v; want 1 replayed", res, err)
 		}

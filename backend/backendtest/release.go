@@ -209,7 +209,7 @@ func testRelease(t *testing.T, h Harness) {
 			}
 			failed = append(failed, failedByJob(t, b, id))
 		}
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[0].ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[0].JobID}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("FailedReplay(ids) = %+v, %v; want 1 replayed", res, err)
 		}

@@ -323,8 +323,7 @@ func testWorkflowReplay(t *testing.T, h Harness) {
 		runTasks(t, b, "d")
 		wantWorkflow(t, w, id, backend.WorkflowFailed)
 		a := taskNamed(t, wfGet(t, w, id), "a").JobID
-		f := failedByJob(t, b, a)
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{a}})
 		if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("replay of the failed task = %+v, %v; want 1 replayed", res, err)
 		}
@@ -355,14 +354,14 @@ func testWorkflowReplay(t *testing.T, h Harness) {
 		}
 		wf := wfGet(t, w, id)
 		x, y := failedByJob(t, b, taskNamed(t, wf, "x").JobID), failedByJob(t, b, taskNamed(t, wf, "y").JobID)
-		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{x.ID}}); err != nil {
+		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{x.JobID}}); err != nil {
 			t.Fatal(err)
 		}
 		wf = wantTasks(t, w, id, map[string]backend.TaskState{"x": backend.TaskActive, "y": backend.TaskFailed, "join": backend.TaskCancelled})
 		if r := taskNamed(t, wf, "join").Reason; r != backend.DepCancelReason("y", backend.TaskFailed) {
 			t.Errorf("join's reason %q, want %q", r, backend.DepCancelReason("y", backend.TaskFailed))
 		}
-		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{y.ID}}); err != nil {
+		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{y.JobID}}); err != nil {
 			t.Fatal(err)
 		}
 		wantTasks(t, w, id, map[string]backend.TaskState{"x": backend.TaskActive, "y": backend.TaskActive, "join": backend.TaskWaiting})
@@ -383,7 +382,7 @@ func testWorkflowReplay(t *testing.T, h Harness) {
 			t.Fatalf("e waits on %v, want c", e.WaitingOn)
 		}
 		f := failedByJob(t, b, got["a"].ID)
-		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.ID}}); err != nil {
+		if _, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.JobID}}); err != nil {
 			t.Fatal(err)
 		}
 		wf = wantTasks(t, w, id, map[string]backend.TaskState{"a": backend.TaskActive, "e": backend.TaskWaiting})
@@ -406,7 +405,7 @@ func testWorkflowReplay(t *testing.T, h Harness) {
 		results := make(chan int, 4)
 		for range 4 {
 			go func() {
-				res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.ID}})
+				res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.JobID}})
 				if err != nil && !errors.Is(err, backend.ErrNotFound) {
 					t.Errorf("concurrent replay: %v", err)
 				}
@@ -478,7 +477,7 @@ func testWorkflowCancel(t *testing.T, h Harness) {
 			t.Fatalf("join after the cancel = %+v, want cancelled without a job", j)
 		}
 		// A cancelled workflow's failed task is not replayed.
-		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedLeaf.ID}})
+		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedLeaf.JobID}})
 		if err != nil || !sameReplay(rr, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("replay in a cancelled workflow = %+v, %v; want 1 skipped", rr, err)
 		}
@@ -577,7 +576,7 @@ func testWorkflowRetention(t *testing.T, h Harness) {
 			}
 		}
 		wantWorkflow(t, w, bad, backend.WorkflowFailed)
-		if rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedY.ID}}); err != nil || !sameReplay(rr, backend.ReplayResult{Skipped: 1}) {
+		if rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedY.JobID}}); err != nil || !sameReplay(rr, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("replay of a pruned cancelled workflow's failed task = %+v, %v; want 1 skipped", rr, err)
 		}
 		wantTasks(t, w, running, map[string]backend.TaskState{"r": backend.TaskActive, "s": backend.TaskWaiting})
@@ -637,7 +636,7 @@ func testWorkflowRetention(t *testing.T, h Harness) {
 			params backend.FailedPurgeParams
 			want   int
 		}{
-			{backend.FailedPurgeParams{IDs: []int64{failedA.ID, failedM.ID}}, 2},
+			{backend.FailedPurgeParams{IDs: []int64{failedA.JobID, failedM.JobID}}, 2},
 			{backend.FailedPurgeParams{Filter: backend.FailedFilter{Type: "f"}}, 1},
 		} {
 			if n, err := b.FailedPurge(t.Context(), p.params); err != nil || n != p.want {
@@ -659,7 +658,7 @@ func testWorkflowRetention(t *testing.T, h Harness) {
 		if st, err := w.WorkflowStats(t.Context()); err != nil || st.Failed != 2 {
 			t.Fatalf("WorkflowStats = %+v, %v; want 2 failed", st, err)
 		}
-		if rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedK.ID}}); err != nil || !sameReplay(rr, backend.ReplayResult{Replayed: 1}) {
+		if rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedK.JobID}}); err != nil || !sameReplay(rr, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("replay of kept's failed task = %+v, %v", rr, err)
 		}
 		wantTasks(t, w, kept, map[string]backend.TaskState{"k": backend.TaskActive, "k2": backend.TaskWaiting})

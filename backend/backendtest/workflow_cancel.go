@@ -77,7 +77,7 @@ func testWorkflowCancelEnds(t *testing.T, h Harness) {
 		for _, n := range []string{"run1", "run2", "run3"} {
 			gone(t, b, held[n].ID)
 		}
-		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedByJob(t, b, held["bad"].ID).ID}})
+		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{held["bad"].ID}})
 		if err != nil || !sameReplay(rr, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("replay in a cancelled workflow = %+v, %v; want 1 skipped", rr, err)
 		}
@@ -241,7 +241,7 @@ func testWorkflowCancelEnds(t *testing.T, h Harness) {
 				t.Errorf("pruned workflow %d: %v, want ErrNotFound", wid, err)
 			}
 		}
-		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedByJob(t, b, rows["x"].ID).ID}})
+		rr, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{rows["x"].ID}})
 		if err != nil || !sameReplay(rr, backend.ReplayResult{Skipped: 1}) {
 			t.Fatalf("replay of a pruned cancelled workflow's failed task = %+v, %v; want 1 skipped", rr, err)
 		}

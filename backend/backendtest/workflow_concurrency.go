@@ -191,10 +191,6 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 			fails[i] = fail(got[name("f", i)].Ref(), "broke")
 		}
 		completeFresh(t, b, fails...)
-		failed := make([]int64, rounds)
-		for i := range rounds {
-			failed[i] = failedByJob(t, b, got[name("f", i)].ID).ID
-		}
 		// Four pairs at a time, the two calls of a pair let go together.
 		slots := make(chan struct{}, 4)
 		var pairs sync.WaitGroup
@@ -216,7 +212,7 @@ func testWorkflowConcurrency(t *testing.T, h Harness) {
 				if lag < 0 {
 					time.Sleep(-lag)
 				}
-				if res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failed[i]}}); err != nil || res.Replayed != 1 {
+				if res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{got[name("f", i)].ID}}); err != nil || res.Replayed != 1 {
 					t.Errorf("replay of f%d: %+v, %v; want 1 replayed", i, res, err)
 				}
 			})

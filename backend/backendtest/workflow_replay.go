@@ -32,7 +32,7 @@ func testWorkflowReplayMore(t *testing.T, h Harness) {
 		if e := taskNamed(t, wf, "e"); strings.Join(e.WaitingOn, ",") != "slow" {
 			t.Fatalf("e waits on %v, want slow (a and b ended)", e.WaitingOn)
 		}
-		if res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedByJob(t, b, got["a"].ID).ID}}); err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
+		if res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{got["a"].ID}}); err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 			t.Fatalf("replay of a = %+v, %v; want 1 replayed", res, err)
 		}
 		wf = wantTasks(t, w, id, map[string]backend.TaskState{
@@ -72,7 +72,7 @@ func testWorkflowReplayMore(t *testing.T, h Harness) {
 		}
 		replay := func(jobID int64) {
 			t.Helper()
-			res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{failedByJob(t, b, jobID).ID}})
+			res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{jobID}})
 			if err != nil || !sameReplay(res, backend.ReplayResult{Replayed: 1}) {
 				t.Fatalf("replay of job %d = %+v, %v; want 1 replayed", jobID, res, err)
 			}

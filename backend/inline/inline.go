@@ -190,14 +190,14 @@ func (b *Backend) FailedList(ctx context.Context, p backend.FailedListParams) ([
 }
 
 // FailedGet finds nothing.
-func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
 	if err := b.check(ctx); err != nil {
 		return nil, err
 	}
-	return nil, fmt.Errorf("get failed job %d: %w", id, backend.ErrNotFound)
+	return nil, fmt.Errorf("get failed job %d: %w", jobID, backend.ErrNotFound)
 }
 
-// FailedReplay finds nothing to replay; named IDs are ErrNotFound.
+// FailedReplay finds nothing to replay; named job IDs are ErrNotFound.
 func (b *Backend) FailedReplay(ctx context.Context, p backend.FailedReplayParams) (backend.ReplayResult, error) {
 	if err := backend.ValidateFilter(p.Filter); err != nil {
 		return backend.ReplayResult{}, fmt.Errorf("replay failed jobs: %w", err)

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -51,7 +50,7 @@ func (b *Backend) cancelOne(id int64, now time.Time) backend.CancelResult {
 		}
 		return r
 	}
-	if slices.ContainsFunc(b.failed, func(f *backend.FailedJob) bool { return f.JobID == id }) {
+	if _, ok := b.failedByJob[id]; ok {
 		r.Outcome = backend.CancelFailed
 		return r
 	}

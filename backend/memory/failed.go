@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -56,22 +57,22 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 	return out, nil
 }
 
-// FailedGet implements backend.Backend.
-func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	if err := b.lock(ctx, fmt.Sprintf("get failed job %d", id)); err != nil {
+// FailedGet implements backend.Backend: jobID is the job's ID.
+func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	if err := b.lock(ctx, fmt.Sprintf("get failed job %d", jobID)); err != nil {
 		return nil, err
 	}
 	defer b.mu.Unlock()
-	f, ok := b.failedByID[id]
+	f, ok := b.failedByJob[jobID]
 	if !ok {
-		return nil, fmt.Errorf("get failed job %d: %w", id, backend.ErrNotFound)
+		return nil, fmt.Errorf("get failed job %d: %w", jobID, backend.ErrNotFound)
 	}
 	return cloneFailed(f), nil
 }
 
-// selectFailed returns the failed jobs named by ids, or matching filter when
-// ids is empty, in ascending ID order. An unknown ID is ErrNotFound. Called
-// with b.mu held.
+// selectFailed returns the failed jobs whose job IDs are ids, or matching
+// filter when ids is empty, in the order they failed. An unknown ID is
+// ErrNotFound. Called with b.mu held.
 func (b *Backend) selectFailed(ids []int64, filter backend.FailedFilter, op string) ([]*backend.FailedJob, error) {
 	if len(ids) == 0 {
 		m := b.matcher(filter)
@@ -88,12 +89,13 @@ func (b *Backend) selectFailed(ids []int64, filter backend.FailedFilter, op stri
 	ids = slices.Compact(ids)
 	out := make([]*backend.FailedJob, 0, len(ids))
 	for _, id := range ids {
-		f, ok := b.failedByID[id]
+		f, ok := b.failedByJob[id]
 		if !ok {
 			return nil, fmt.Errorf("%s %d: %w", op, id, backend.ErrNotFound)
 		}
 		out = append(out, f)
 	}
+	slices.SortFunc(out, func(x, y *backend.FailedJob) int { return cmp.Compare(x.ID, y.ID) })
 	return out, nil
 }
 
@@ -105,7 +107,7 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 	gone := make(map[int64]bool, len(rows))
 	for _, f := range rows {
 		gone[f.ID] = true
-		delete(b.failedByID, f.ID)
+		delete(b.failedByJob, f.JobID)
 		// A failed task of a cancelled workflow is never replayed (and
 		// a pruned workflow with failed rows left was cancelled): once its
 		// failed row is gone, so is the last use of its task entry (see
@@ -122,8 +124,8 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 	}
 }
 
-// FailedReplay implements backend.Backend. Unknown IDs fail the whole call
-// before anything moves.
+// FailedReplay implements backend.Backend. Job IDs not among the failed
+// jobs fail the whole call before anything moves.
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
 	if err := backend.ValidateFilter(params.Filter); err != nil {
 		return backend.ReplayResult{}, fmt.Errorf("replay failed jobs: %w", err)
@@ -183,7 +185,8 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	return res, nil
 }
 
-// FailedPurge implements backend.Backend. Unknown IDs are not counted.
+// FailedPurge implements backend.Backend. Job IDs not among the failed
+// jobs are not counted.
 func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgeParams) (int, error) {
 	err := backend.ValidatePurge(params)
 	if err == nil {
@@ -201,7 +204,7 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 		ids := slices.Clone(params.IDs)
 		slices.Sort(ids)
 		for _, id := range slices.Compact(ids) {
-			if f, ok := b.failedByID[id]; ok {
+			if f, ok := b.failedByJob[id]; ok {
 				rows = append(rows, f)
 			}
 		}

@@ -67,15 +67,17 @@ type Backend struct {
 	// lastToken is the last claim token handed out: one sequence for
 	// every job, so a job's tokens only grow whatever becomes of it
 	// (failed, replayed) without storing them apart.
-	lastToken  int64
-	failed     []*backend.FailedJob // ascending ID
-	failedByID map[int64]*backend.FailedJob
-	finished   map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
-	pruneTurn  pruneTurn
-	subs       wakeup.Set
-	control    map[string]*control             // paused or limited queues, see queues.go
-	limits     *limitwake.Tracker              // wakes a rate-limited queue when its next window starts
-	schedules  map[string]*backend.ScheduleRow // see schedule.go
+	lastToken int64
+	failed    []*backend.FailedJob // ascending ID
+	// failedByJob finds a failed job by the ID it had while live, the one
+	// its callers name it by; a job has at most one failed row.
+	failedByJob map[int64]*backend.FailedJob
+	finished    map[int64]*backend.FinishedJob // kept completed and cancelled jobs, see retention.go
+	pruneTurn   pruneTurn
+	subs        wakeup.Set
+	control     map[string]*control             // paused or limited queues, see queues.go
+	limits      *limitwake.Tracker              // wakes a rate-limited queue when its next window starts
+	schedules   map[string]*backend.ScheduleRow // see schedule.go
 	// wf holds the workflows and the index from a task's job ID to its
 	// task, which the paths that end a job consult (see workflow.go).
 	wf workflowStore
@@ -97,14 +99,14 @@ func New(opts Options) *Backend {
 		now = time.Now
 	}
 	b := &Backend{
-		now:        now,
-		jobs:       map[int64]*backend.JobRow{},
-		reserved:   map[int64]*backend.JobRow{},
-		queues:     map[string]*queue{},
-		unique:     map[string]int64{},
-		failedByID: map[int64]*backend.FailedJob{},
-		finished:   map[int64]*backend.FinishedJob{},
-		control:    map[string]*control{},
+		now:         now,
+		jobs:        map[int64]*backend.JobRow{},
+		reserved:    map[int64]*backend.JobRow{},
+		queues:      map[string]*queue{},
+		unique:      map[string]int64{},
+		failedByJob: map[int64]*backend.FailedJob{},
+		finished:    map[int64]*backend.FinishedJob{},
+		control:     map[string]*control{},
 	}
 	b.limits = limitwake.New(func(q string) {
 		b.mu.Lock()
@@ -125,7 +127,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.limits.Close()
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
-	b.failed, b.failedByID, b.finished = nil, nil, nil
+	b.failed, b.failedByJob, b.finished = nil, nil, nil
 	b.wf = workflowStore{}
 	return nil
 }
@@ -237,7 +239,7 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		FailedAt:    now,
 	}
 	b.failed = append(b.failed, f)
-	b.failedByID[f.ID] = f
+	b.failedByJob[f.JobID] = f
 	b.queue(f.Queue).failed++
 	// Every move to failed_jobs passes here: a task's job that fails ends
 	// its task in the same critical section.

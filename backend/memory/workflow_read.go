@@ -209,15 +209,11 @@ func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (i
 	cutoff := b.now().Add(-olderThan)
 	s := &b.wf
 	n := 0
-	// The jobs in failed_jobs: a failed workflow with a task among them
-	// can still be replayed and stays.
-	inFailed := make(map[int64]bool, len(b.failed))
-	for _, f := range b.failed {
-		inFailed[f.JobID] = true
-	}
+	// A failed workflow with a task whose job is in failed_jobs can still
+	// be replayed and stays.
 	replayable := func(w *workflow) bool {
 		for _, t := range w.tasks {
-			if t.state == backend.TaskFailed && inFailed[t.jobID] {
+			if _, failed := b.failedByJob[t.jobID]; failed && t.state == backend.TaskFailed {
 				return true
 			}
 		}
@@ -232,7 +228,7 @@ func (b *Backend) WorkflowPrune(ctx context.Context, olderThan time.Duration) (i
 			// A failed task's job still in failed_jobs (a cancelled
 			// workflow's) keeps its entry, so that a replay still finds
 			// its workflow cancelled and refuses.
-			if t.jobID != 0 && !inFailed[t.jobID] {
+			if _, failed := b.failedByJob[t.jobID]; t.jobID != 0 && !failed {
 				delete(s.byJob, t.jobID)
 			}
 		}

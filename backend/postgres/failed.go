@@ -40,13 +40,13 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 	return jobs, nil
 }
 
-// FailedGet implements backend.Backend.
-func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	return getOne(ctx, b, fmt.Sprintf("get failed job %d", id), b.q.failedGet, id, scanFailed)
+// FailedGet implements backend.Backend: jobID is the job's ID.
+func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	return getOne(ctx, b, fmt.Sprintf("get failed job %d", jobID), b.q.failedGet, jobID, scanFailed)
 }
 
-// FailedReplay implements backend.Backend. Listed IDs are replayed in one
-// transaction: when some are missing it rolls back and returns
+// FailedReplay implements backend.Backend. Listed job IDs are replayed in
+// one transaction: when some have no failed row it rolls back and returns
 // backend.ErrNotFound, replaying none of them. A replay by filter is a
 // series of statements of at most backend.ChunkSize jobs each, each its
 // own transaction; when one fails, the result counts the chunks already
@@ -94,7 +94,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	return res, err
 }
 
-// replayIDs replays the listed failed jobs, all or none. The jobs of
+// replayIDs replays the failed jobs of the listed job IDs, all or none. The jobs of
 // workflow tasks among them come back, with their tasks, in the same
 // transaction (workflow_replay.go).
 func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backend.ReplayResult, error) {
@@ -153,7 +153,7 @@ func (s *replayStep) due() []string {
 	return slices.Compact(slices.Sorted(slices.Values(s.queues)))
 }
 
-// FailedPurge implements backend.Backend. Listed IDs go in one statement;
+// FailedPurge implements backend.Backend. Listed job IDs go in one statement;
 // a purge by filter (with or without KeepNewest) is a series of statements
 // of at most backend.ChunkSize jobs each, and when one fails the count
 // covers the chunks already committed.

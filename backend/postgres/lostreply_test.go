@@ -399,9 +399,9 @@ func TestInsertRoundsAllOrNothing(t *testing.T) {
 func TestLostReplyReplay(t *testing.T) {
 	t.Parallel()
 	// failedJob inserts a job with a unique key and one attempt, claims it
-	// and fails it: it returns the job's ID, its failed_jobs ID and the
-	// claim's ref.
-	failedJob := func(t *testing.T, b *Backend) (int64, int64, backend.JobRef) {
+	// and fails it: it returns the job's ID, which names its failed job
+	// too, and the claim's ref.
+	failedJob := func(t *testing.T, b *Backend) (int64, backend.JobRef) {
 		t.Helper()
 		p := testJob("q")
 		p.UniqueKey, p.MaxAttempts = "k", 1
@@ -417,7 +417,10 @@ func TestLostReplyReplay(t *testing.T) {
 		if err != nil || len(fj) != 1 {
 			t.Fatalf("FailedList = %d, %v", len(fj), err)
 		}
-		return res[0].ID, fj[0].ID, ref
+		if fj[0].JobID != res[0].ID {
+			t.Fatalf("failed job %+v is not job %d", fj[0], res[0].ID)
+		}
+		return res[0].ID, ref
 	}
 	keyed := testJob("q")
 	keyed.UniqueKey = "k"
@@ -425,8 +428,8 @@ func TestLostReplyReplay(t *testing.T) {
 	t.Run("commit", func(t *testing.T) {
 		t.Parallel()
 		b, f := openFaulty(t)
-		id, fid, old := failedJob(t, b)
-		params := backend.FailedReplayParams{IDs: []int64{fid}}
+		id, old := failedJob(t, b)
+		params := backend.FailedReplayParams{IDs: []int64{id}}
 		fired := f.arm("commit", 0, loseReply)
 		_, err := b.FailedReplay(t.Context(), params)
 		wantLost(t, f, fired, err)
@@ -464,8 +467,8 @@ func TestLostReplyReplay(t *testing.T) {
 	t.Run("statement", func(t *testing.T) {
 		t.Parallel()
 		b, f := openFaulty(t)
-		id, fid, _ := failedJob(t, b)
-		params := backend.FailedReplayParams{IDs: []int64{fid}}
+		id, _ := failedJob(t, b)
+		params := backend.FailedReplayParams{IDs: []int64{id}}
 		before := tables(t, b)
 		fired := f.arm(b.q.failedReplayIDs, 0, loseReply)
 		_, err := b.FailedReplay(t.Context(), params)
@@ -484,7 +487,7 @@ func TestLostReplyReplay(t *testing.T) {
 	t.Run("filter", func(t *testing.T) {
 		t.Parallel()
 		b, f := openFaulty(t)
-		id, _, _ := failedJob(t, b)
+		id, _ := failedJob(t, b)
 		fired := f.arm(b.q.failedReplayChunk, 0, loseReply)
 		_, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{Filter: backend.FailedFilter{Queue: "q"}})
 		wantLost(t, f, fired, err)

@@ -561,12 +561,13 @@ WHERE ` + failedFilter + `
 ORDER BY f.id DESC
 LIMIT $6`
 
-// sqlFailedGet reads one failed job.
+// sqlFailedGet reads the failed row of one job (through
+// failed_jobs_job_id_idx; a job has at most one).
 //
-//	$1 id bigint (the failed_jobs id)
+//	$1 job_id bigint
 //
 // Returns zero or one row (failedColumns).
-const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHERE id = $1`
+const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHERE job_id = $1 ORDER BY id DESC LIMIT 1`
 
 // replayTail is the common end of sqlFailedReplayIDs and
 // sqlFailedReplayChunk: it moves the failed jobs in sel back to jobs as
@@ -602,16 +603,17 @@ SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) F
 FROM (SELECT array_agg(queue) AS queues, array_agg(type) AS types, array_agg(n) AS counts
       FROM (SELECT queue, type, count(*) AS n FROM del GROUP BY queue, type) c) g`
 
-// sqlFailedReplayIDs replays the listed failed jobs (see replayTail).
+// sqlFailedReplayIDs replays the failed rows of the listed jobs (see
+// replayTail), found through failed_jobs_job_id_idx.
 //
-//	$1 ids bigint[]
+//	$1 job_ids bigint[]
 //
-// The caller runs it in a transaction and rolls back when listed ids were
-// missing (matched < number of distinct ids).
+// The caller runs it in a transaction and rolls back when listed jobs had
+// no failed row (matched < number of distinct ids).
 const sqlFailedReplayIDs = `
 WITH sel AS MATERIALIZED (
 	SELECT * FROM {schema}.failed_jobs f
-	WHERE f.id = ANY($1)
+	WHERE f.job_id = ANY($1)
 	ORDER BY f.id
 	FOR UPDATE
 ),` + replayTail
@@ -632,12 +634,13 @@ WITH sel AS MATERIALIZED (
 	FOR UPDATE
 ),` + replayTail
 
-// sqlFailedPurgeIDs deletes the listed failed jobs.
+// sqlFailedPurgeIDs deletes the failed rows of the listed jobs (through
+// failed_jobs_job_id_idx).
 //
-//	$1 ids bigint[]
+//	$1 job_ids bigint[]
 //
 // Returns the command tag; its row count is the number deleted.
-const sqlFailedPurgeIDs = `DELETE FROM {schema}.failed_jobs WHERE id = ANY($1)`
+const sqlFailedPurgeIDs = `DELETE FROM {schema}.failed_jobs WHERE job_id = ANY($1)`
 
 // sqlFailedPurgeChunk deletes the next chunk of failed jobs matching a
 // filter: those above the cursor $5 and below the bound $6 in id order, at

@@ -164,22 +164,74 @@ func (b *Backend) failedList(ctx context.Context, params backend.FailedListParam
 	return out, nil
 }
 
+// failedOf finds the failed IDs of the jobs ids, of any queues, through
+// the index of failed jobs by job ID (script "failedof", one call per
+// queue in one pipeline): fids[i] is that of ids[i], 0 when job ids[i] is
+// not failed. groups are the IDs by queue (see groupRefs), those of no
+// known queue left out.
+func (b *Backend) failedOf(ctx context.Context, ids []int64) (groups []*refGroup, fids []int64, err error) {
+	groups, _, err = b.groupRefs(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	fids = make([]int64, len(ids))
+	if len(groups) == 0 {
+		return groups, fids, nil
+	}
+	calls := make([]*evalCall, len(groups))
+	for i, g := range groups {
+		args := make([]any, len(g.items))
+		for k, j := range g.items {
+			args[k] = tsHex(ids[j])
+		}
+		calls[i] = scriptFailedOf.on(g.q, args)
+	}
+	if err := b.c.evalAll(ctx, calls, false); err != nil {
+		return nil, nil, err
+	}
+	for i, g := range groups {
+		v, err := asSlice(calls[i].res)
+		if err != nil || len(v) != len(g.items) {
+			return nil, nil, fmt.Errorf("find failed jobs of %s: unexpected reply", g.q.name)
+		}
+		f := fields{v: v}
+		for k, j := range g.items {
+			if f.str(k) != "" {
+				fids[j] = f.id(k, g.idx)
+			}
+		}
+		if f.err != nil {
+			return nil, nil, f.err
+		}
+	}
+	return groups, fids, nil
+}
+
 // failedFields are the fields FailedGet reads.
 var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el"}
 
-// FailedGet returns one failed job by its failed ID.
-func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	if err := b.begin(fmt.Sprintf("get failed job %d", id)); err != nil {
+// FailedGet returns the failed job of the job jobID, found through the
+// index of failed jobs by job ID.
+func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	if err := b.begin(fmt.Sprintf("get failed job %d", jobID)); err != nil {
 		return nil, err
 	}
-	row, err := b.failedGet(ctx, id)
+	row, err := b.failedGet(ctx, jobID)
 	if err != nil {
-		return nil, b.fail(fmt.Sprintf("get failed job %d", id), err)
+		return nil, b.fail(fmt.Sprintf("get failed job %d", jobID), err)
 	}
 	return row, nil
 }
 
-func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
+func (b *Backend) failedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	_, fids, err := b.failedOf(ctx, []int64{jobID})
+	if err != nil {
+		return nil, err
+	}
+	id := fids[0]
+	if id == 0 {
+		return nil, backend.ErrNotFound
+	}
 	queue, f, err := b.readByID(ctx, id, (*queueKeys).failedJob, failedFields)
 	if err != nil {
 		return nil, err
@@ -199,10 +251,10 @@ func (b *Backend) failedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 	return row, f.err
 }
 
-// FailedReplay moves failed jobs back to ready. By IDs: every named job
-// must exist (else ErrNotFound, nothing moved); by filter: per queue, in
-// chunks of at most backend.ChunkSize. Jobs with a unique key get it
-// reserved first; a key held by a live job leaves its job failed
+// FailedReplay moves failed jobs back to ready. By job IDs: every named
+// job must be failed (else ErrNotFound, nothing moved); by filter: per
+// queue, in chunks of at most backend.ChunkSize. Jobs with a unique key
+// get it reserved first; a key held by a live job leaves its job failed
 // (Skipped).
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
 	if err := b.begin("replay failed jobs"); err != nil {
@@ -249,14 +301,15 @@ func (c *replayCounts) result() backend.ReplayResult {
 	return res
 }
 
+// replayIDs replays the failed jobs of the jobs ids, all or none.
 func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCounts) error {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	groups, unknown, err := b.groupRefs(ctx, ids)
+	groups, fids, err := b.failedOf(ctx, ids)
 	if err != nil {
 		return err
 	}
-	if len(unknown) > 0 {
-		return fmt.Errorf("failed job %d: %w", ids[unknown[0]], backend.ErrNotFound)
+	if i := slices.Index(fids, 0); i >= 0 {
+		return fmt.Errorf("failed job %d: %w", ids[i], backend.ErrNotFound)
 	}
 	// Read what the replay needs; a missing job refuses the whole call.
 	// at[k] is the group and the index in ids of the job read by keys[k].
@@ -268,7 +321,7 @@ func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCoun
 	var at []read
 	for _, g := range groups {
 		for _, i := range g.items {
-			keys = append(keys, g.q.failedJob(ids[i]))
+			keys = append(keys, g.q.failedJob(fids[i]))
 			at = append(at, read{g, i})
 		}
 	}
@@ -284,7 +337,7 @@ func (b *Backend) replayIDs(ctx context.Context, ids []int64, counts *replayCoun
 		}
 		f := fields{v: v}
 		_, typ, _ := f.record(1)
-		recs = append(recs, failedRecord{fid: ids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: typ, uniq: f.str(2)})
+		recs = append(recs, failedRecord{fid: fids[i], jobID: f.id(0, g.idx), queue: g.q.name, typ: typ, uniq: f.str(2)})
 		if f.err != nil {
 			return f.err
 		}
@@ -393,7 +446,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 		recs := byQueue[order[i]]
 		if f.int(0) == -1 {
 			r := recs[f.int(1)-1]
-			missing = cmpErr(missing, fmt.Errorf("failed job %d: %w", r.fid, backend.ErrNotFound))
+			missing = cmpErr(missing, fmt.Errorf("failed job %d: %w", r.jobID, backend.ErrNotFound))
 			for _, r := range recs {
 				unmoved[r.jobID] = true
 			}
@@ -443,7 +496,7 @@ func (b *Backend) replayRecords(ctx context.Context, recs []failedRecord, strict
 	return missing
 }
 
-// FailedPurge deletes failed jobs: by IDs, one script per queue; by
+// FailedPurge deletes failed jobs: by job IDs, one script per queue; by
 // filter, per queue in chunks of at most backend.ChunkSize; with
 // KeepNewest, after finding the failed ID of the KeepNewest-th newest
 // match across the covered queues, every match below it.
@@ -467,21 +520,30 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	return n, b.fail("purge failed jobs", err)
 }
 
+// purgeIDs deletes the failed jobs of the jobs ids; jobs that are not
+// failed are not counted.
 func (b *Backend) purgeIDs(ctx context.Context, ids []int64) (int, error) {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
-	groups, _, err := b.groupRefs(ctx, ids)
+	groups, fids, err := b.failedOf(ctx, ids)
 	if err != nil {
 		return 0, err
 	}
-	calls := make([]*evalCall, len(groups))
-	for i, g := range groups {
+	var calls []*evalCall
+	for _, g := range groups {
 		keys := scriptPurge.keysFor(g.q, len(g.items))
 		args := make([]any, 0, len(g.items))
 		for _, j := range g.items {
-			keys = scriptPurge.itemKeys(keys, g.q, ids[j])
-			args = append(args, tsHex(ids[j]))
+			if fids[j] != 0 {
+				keys = scriptPurge.itemKeys(keys, g.q, fids[j])
+				args = append(args, tsHex(fids[j]))
+			}
 		}
-		calls[i] = scriptPurge.call(keys, args)
+		if len(args) > 0 {
+			calls = append(calls, scriptPurge.call(keys, args))
+		}
+	}
+	if len(calls) == 0 {
+		return 0, nil
 	}
 	err = b.c.evalAll(ctx, calls, false)
 	n := 0

@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -98,4 +99,63 @@ func TestMigrateIndexesFailed(t *testing.T) {
 		t.Fatalf("Migrate of layout 6 = %d, %v; want %d", v, err, LayoutVersion)
 	}
 	checkFailedIndex(t, b)
+}
+
+// TestFailedWithoutIndexEntry: a failed record without an entry in
+// failedByJob, as a layout-6 process still running writes them after the
+// migration, is found, replayed and purged by its job ID all the same
+// (script "failedof" walks the failed set when the index is short), and
+// an entry naming a record that is gone finds nothing.
+func TestFailedWithoutIndexEntry(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	ps := make([]backend.InsertParams, 4)
+	for i := range ps {
+		ps[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
+	}
+	res, err := b.JobInsertMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 3, Lease: time.Minute})
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("claimed %d, %v; want 3", len(rows), err)
+	}
+	outs := make([]backend.Outcome, len(rows))
+	for i, r := range rows {
+		outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "x"}
+	}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: outs}); err != nil {
+		t.Fatal(err)
+	}
+	a, c, live := res[0].ID, res[1].ID, res[3].ID
+	k := b.keys.queue("q")
+	hdel := func(id int64) {
+		mustOK(t, b.c.rdb.Do(ctx, b.c.rdb.B().Hdel().Key(k.failedByJob).Field(tsHex(id)).Build()).Error())
+	}
+	hdel(a)
+	hdel(c)
+
+	if f, err := b.FailedGet(ctx, a); err != nil || f.JobID != a {
+		t.Fatalf("FailedGet(%d) without its index entry = %+v, %v; want its failed job", a, f, err)
+	}
+	if r, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{a}}); err != nil || r.Replayed != 1 {
+		t.Fatalf("FailedReplay(%d) without its index entry = %+v, %v; want 1 replayed", a, r, err)
+	}
+	if row, err := b.JobGet(ctx, a); err != nil || row.Status != backend.StatePending {
+		t.Fatalf("JobGet(%d) after the replay = %+v, %v; want it pending", a, row, err)
+	}
+	if n, err := b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{c}}); err != nil || n != 1 {
+		t.Fatalf("FailedPurge(%d) without its index entry = %d, %v; want 1", c, n, err)
+	}
+	// An entry left by a layout-6 replay, naming a record that is gone.
+	mustOK(t, b.c.rdb.Do(ctx, b.c.rdb.B().Hset().Key(k.failedByJob).FieldValue().FieldValue(tsHex(live), tsHex(c)).Build()).Error())
+	for _, id := range []int64{a, c, live} {
+		if f, err := b.FailedGet(ctx, id); !errors.Is(err, backend.ErrNotFound) {
+			t.Errorf("FailedGet(%d) = %+v, %v; want ErrNotFound", id, f, err)
+		}
+	}
+	if got, err := b.FailedList(ctx, backend.FailedListParams{}); err != nil || len(got) != 1 || got[0].JobID != res[2].ID {
+		t.Fatalf("FailedList = %+v, %v; want job %d's failed row alone", got, err, res[2].ID)
+	}
 }

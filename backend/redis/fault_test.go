@@ -415,10 +415,9 @@ func TestLostReplyReplay(t *testing.T) {
 	if err != nil || len(failed) != 1 || failed[0].JobID != id {
 		t.Fatalf("FailedList = %v, %v; want job %d", failed, err, id)
 	}
-	fid := failed[0].ID
 
 	lost := loseReplies(t, b, "replay", 1)
-	_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{fid}})
+	_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{id}})
 	wantLost(t, "FailedReplay", err, lost)
 	live := func(when string) {
 		t.Helper()
@@ -435,7 +434,7 @@ func TestLostReplyReplay(t *testing.T) {
 	}
 	live("after the lost replay")
 
-	if _, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{fid}}); !errors.Is(err, backend.ErrNotFound) {
+	if _, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{id}}); !errors.Is(err, backend.ErrNotFound) {
 		t.Fatalf("the replay sent again: %v; want ErrNotFound (its failed job is gone)", err)
 	}
 	live("after the replay by ID sent again")
@@ -619,21 +618,20 @@ func TestConcurrentReplays(t *testing.T) {
 				t.Fatal(err)
 			}
 			failed, err := b.FailedList(ctx, backend.FailedListParams{})
-			if err != nil || len(failed) != 1 {
-				t.Fatalf("FailedList = %v, %v", failed, err)
+			if err != nil || len(failed) != 1 || failed[0].JobID != id {
+				t.Fatalf("FailedList = %v, %v; want job %d", failed, err, id)
 			}
-			fid := failed[0].ID
 			var once sync.Once
 			var otherErr error
 			injectFault(t, b, func(fc faultCmd, sent bool) error {
 				if !sent && fc.script == before {
 					once.Do(func() {
-						_, otherErr = other.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{fid}})
+						_, otherErr = other.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{id}})
 					})
 				}
 				return nil
 			})
-			_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{fid}})
+			_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{id}})
 			if otherErr != nil {
 				t.Fatalf("the other replay: %v", otherErr)
 			}

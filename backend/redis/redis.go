@@ -192,7 +192,9 @@ func init() {
 // Layout 7 indexes failed jobs by the ID they had while live (the hash
 // failedByJob, P:{Q}:xj), the ID every surface names them by: Migrate
 // indexes the failed records already there, and a layout-6 build, which
-// would write records without an entry, is kept out.
+// would write records without an entry, is kept out. The records a
+// layout-6 process still running writes are found all the same, by a
+// slower walk (script "failedof").
 const LayoutVersion = 7
 
 // promoteLimit bounds the delayed jobs one claim promotes.

@@ -40,6 +40,7 @@ var (
 	scriptStats = mustScript("stats", "ready", "readyList", "readyAt", "delayed", "reserved", "failed",
 		"jobPrefix", "readyOld")
 	scriptFailedScan = mustScript("failedscan", "failed", "failedPrefix")
+	scriptFailedOf   = mustScript("failedof", "failed", "failedPrefix", "failedByJob")
 	scriptFailedIdx  = mustScript("failedindex", "failed", "failedPrefix", "failedByJob")
 	scriptPurgeScan  = mustScript("purgescan", "failed", "failedPrefix", "base", "failedByJob")
 	scriptPurge      = mustScript("purge", "failed", "base", "failedByJob", "failedJob...")
@@ -73,7 +74,8 @@ var cancelKeyNames = []string{
 // allLuaScripts lists every script, for the tests of their declarations.
 var allLuaScripts = []*luaScript{
 	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
-	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedIdx,
+	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedOf,
+	scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,

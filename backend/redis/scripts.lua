@@ -57,7 +57,8 @@
 --                  failed record (to_failed) or deletes one (replay, purge,
 --                  purgescan) keeps it, so it has as many entries as failed
 --                  has members; Migrate indexes the records of layouts
---                  before 7 (script "failedindex")
+--                  before 7 (script "failedindex"), and failedof finds
+--                  those a layout-6 process still running writes
 --   settings       P:{Q}:s        hash: the queue's control settings,
 --                  absent unless it is paused or limited: p '1' (paused),
 --                  cc (concurrency limit), rl and rp (rate limit per period
@@ -1158,6 +1159,44 @@ out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARG
   n = n + 1
   return n < limit
 end)
+return out
+
+--- script: failedof
+-- Finds the failed records of jobs of one queue by job ID: through
+-- failedByJob, and when it names none (or a record that is gone) while
+-- the failed set holds records it does not index, written by a layout-6
+-- process still running (failedByJob then has fewer or more entries than
+-- failed has members), by a walk of the failed set above the job's ID,
+-- as cancel1 does: a failed ID is minted after its job's ID. So a lookup
+-- costs two reads, and one that finds nothing two more, unless such
+-- records are about.
+-- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] failedByJob
+-- ARGV job IDs
+-- Returns {failed ID, or '' when the job is not failed, per job ID}.
+local out, partial = {}, nil
+for i = 1, #ARGV do
+  local id = ARGV[i]
+  local fid = redis.call('HGET', KEYS[3], id)
+  local stale = fid and redis.call('HGET', KEYS[2] .. fid, 'j') ~= id
+  if stale then fid = nil end
+  if not fid then
+    if partial == nil then
+      partial = redis.call('HLEN', KEYS[3]) ~= redis.call('ZCARD', KEYS[1])
+    end
+    -- An entry naming a gone record with the counts equal: some record
+    -- has no entry.
+    if partial or stale then
+      local fids = redis.call('ZRANGEBYLEX', KEYS[1], '(' .. id, '+')
+      for j = 1, #fids do
+        if redis.call('HGET', KEYS[2] .. fids[j], 'j') == id then
+          fid = fids[j]
+          break
+        end
+      end
+    end
+  end
+  out[i] = fid or ''
+end
 return out
 
 --- script: failedindex

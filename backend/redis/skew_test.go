@@ -127,8 +127,8 @@ func (s *skewed) FailedList(ctx context.Context, params backend.FailedListParams
 	return list, err
 }
 
-func (s *skewed) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	f, err := s.b.FailedGet(ctx, id)
+func (s *skewed) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	f, err := s.b.FailedGet(ctx, jobID)
 	return s.failed(f), err
 }
 

@@ -94,9 +94,9 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	if len(failed) < 2 {
 		t.Fatalf("%d failed jobs, want at least 2", len(failed))
 	}
-	_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{failed[0].ID}})
+	_, err = b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{failed[0].JobID}})
 	must(err)
-	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{failed[1].ID}})
+	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{failed[1].JobID}})
 	must(err)
 	_, err = b.FailedPurge(ctx, backend.FailedPurgeParams{})
 	must(err)

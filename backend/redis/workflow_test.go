@@ -232,8 +232,8 @@ func TestWorkflowPruneFailedCount(t *testing.T) {
 	}
 	purge := func(f *backend.FailedJob) {
 		t.Helper()
-		if n, err := b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{f.ID}}); err != nil || n != 1 {
-			t.Fatalf("FailedPurge(%d) = %d, %v", f.ID, n, err)
+		if n, err := b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{f.JobID}}); err != nil || n != 1 {
+			t.Fatalf("FailedPurge(%d) = %d, %v", f.JobID, n, err)
 		}
 	}
 	prune := func(want int) {

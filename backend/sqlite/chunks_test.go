@@ -133,7 +133,7 @@ func TestPurgeByFilterLetsWritersIn(t *testing.T) {
 		return err
 	})
 	if byID != 1 || bulk != n-1 {
-		t.Fatalf("purge of failed jobs 1 and %d during a purge by filter deleted %d, the purge by filter %d; "+
+		t.Fatalf("purge of the failed jobs of jobs 1 and %d during a purge by filter deleted %d, the purge by filter %d; "+
 			"want 1 (the last, not yet reached) and %d: the purge by IDs must commit between two chunks", n, byID, bulk, n-1)
 	}
 }

@@ -186,15 +186,15 @@ func TestMigrateFromVersion1(t *testing.T) {
 	if err != nil || j.Metadata != nil || j.Releases != 0 || j.Queue != "q" || j.Token != 0 {
 		t.Fatalf("JobGet(1) after migrating = %+v, %v; want queue q, no metadata, no releases, token 0", j, err)
 	}
-	f, err := b.FailedGet(ctx, 1)
+	f, err := b.FailedGet(ctx, 7)
 	if err != nil || f.Metadata != nil || f.JobID != 7 {
-		t.Fatalf("FailedGet(1) after migrating = %+v, %v; want job 7, no metadata", f, err)
+		t.Fatalf("FailedGet(7) after migrating = %+v, %v; want job 7, no metadata", f, err)
 	}
 	if v, err := b.Migrate(ctx); err != nil || v != sqlite.SchemaVersion() {
 		t.Fatalf("Migrate = %d, %v; want %d", v, err, sqlite.SchemaVersion())
 	}
 	// Replay keeps working on a row that failed before the migration.
-	if res, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{1}}); err != nil || res.Replayed != 1 {
+	if res, err := b.FailedReplay(ctx, backend.FailedReplayParams{IDs: []int64{7}}); err != nil || res.Replayed != 1 {
 		t.Fatalf("FailedReplay of a pre-migration row = %+v, %v", res, err)
 	}
 	if j, err := b.JobGet(ctx, 7); err != nil || j.Metadata != nil || j.Token != 0 {

@@ -29,9 +29,10 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 	return listRows(ctx, b, op, failedListSQL(where), append(args, int64(limit)), scanFailed)
 }
 
-// FailedGet implements backend.Backend on the read connections.
-func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, error) {
-	op := fmt.Sprintf("get failed job %d", id)
+// FailedGet implements backend.Backend on the read connections: jobID
+// is the job's ID.
+func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJob, error) {
+	op := fmt.Sprintf("get failed job %d", jobID)
 	if err := b.checkOpen(op); err != nil {
 		return nil, err
 	}
@@ -39,7 +40,7 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 	if err != nil {
 		return nil, b.mapErr(ctx, op, err)
 	}
-	f, err := scanFailed(st.failedGet.QueryRowContext(ctx, id))
+	f, err := scanFailed(st.failedGet.QueryRowContext(ctx, jobID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("%s: %w", op, backend.ErrNotFound)
 	}
@@ -49,9 +50,9 @@ func (b *Backend) FailedGet(ctx context.Context, id int64) (*backend.FailedJob, 
 	return f, nil
 }
 
-// FailedReplay implements backend.Backend. Listed IDs are replayed in one
-// write transaction, and an unknown one rolls the whole call back with
-// ErrNotFound. A replay by filter works in chunks of at most
+// FailedReplay implements backend.Backend. Listed job IDs are replayed in
+// one write transaction, and one without a failed row rolls the whole call
+// back with ErrNotFound. A replay by filter works in chunks of at most
 // backend.ChunkSize jobs, each in a write transaction of its own, so other
 // writers (claims, enqueues) get the write lock between chunks and the
 // replayed jobs are claimable as soon as their chunk commits; it stops at
@@ -91,8 +92,15 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 		}
 	}()
 	if len(params.IDs) > 0 {
-		ids := slices.Compact(slices.Sorted(slices.Values(params.IDs)))
-		if err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error { return replay(tx, st, ids) }); err != nil {
+		jobIDs := slices.Compact(slices.Sorted(slices.Values(params.IDs)))
+		err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+			ids, err := failedOfJobs(ctx, tx, jobIDs)
+			if err != nil {
+				return err
+			}
+			return replay(tx, st, ids)
+		})
+		if err != nil {
 			return res, err
 		}
 		committed()
@@ -106,7 +114,26 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	return res, b.inChunks(ctx, op, where, args, last, replay, committed)
 }
 
-// replayTx replays the failed jobs ids inside tx, counting them into res
+// failedOfJobs returns the failed_jobs ids of the failed rows of the jobs
+// jobIDs, in ascending order (the order they failed), or ErrNotFound
+// naming the first job that has none.
+func failedOfJobs(ctx context.Context, tx *sql.Tx, jobIDs []int64) ([]int64, error) {
+	ids := make([]int64, 0, len(jobIDs))
+	for _, jobID := range jobIDs {
+		var id int64
+		switch err := tx.QueryRowContext(ctx, qFailedOfJob, jobID).Scan(&id); {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, fmt.Errorf("failed job %d: %w", jobID, backend.ErrNotFound)
+		case err != nil:
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// replayTx replays the failed jobs ids (failed_jobs ids) inside tx, counting them into res
 // and byType and adding the queues of replayed jobs to woken.
 func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64, res *backend.ReplayResult, woken map[string]struct{}, byType map[backend.TypeCount]int) error {
 	replay, del, exists := tx.StmtContext(ctx, st.replay), tx.StmtContext(ctx, st.failedDelete), tx.StmtContext(ctx, st.failedExists)
@@ -147,9 +174,9 @@ func replayTx(ctx context.Context, tx *sql.Tx, st *stmts, ids []int64, now int64
 	return nil
 }
 
-// FailedPurge implements backend.Backend. Listed IDs are deleted in one
-// write transaction; those that do not exist are not counted and are not
-// an error. A purge by filter works in chunks of at most backend.ChunkSize
+// FailedPurge implements backend.Backend. The failed rows of listed job
+// IDs are deleted in one write transaction; job IDs without one are not
+// counted and are not an error. A purge by filter works in chunks of at most backend.ChunkSize
 // jobs, each in a write transaction of its own (see FailedReplay); with
 // KeepNewest, the jobs to keep are chosen when it starts. On an error, the
 // count includes the chunks committed before it.
@@ -166,11 +193,10 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	}
 	purged, step := 0, 0
 	if len(params.IDs) > 0 {
-		err := b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
+		err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
 			step = 0
-			del := tx.StmtContext(ctx, st.failedDelete)
-			for _, id := range params.IDs {
-				r, err := del.ExecContext(ctx, id)
+			for _, id := range slices.Compact(slices.Sorted(slices.Values(params.IDs))) {
+				r, err := tx.ExecContext(ctx, qFailedDeleteJob, id)
 				if err != nil {
 					return err
 				}

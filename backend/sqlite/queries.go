@@ -269,8 +269,9 @@ const qStatsReserved = `SELECT queue, count(*) FROM jobs INDEXED BY jobs_lease W
 // qStatsFailed: no parameters. Returns queue and failed_jobs count per queue.
 const qStatsFailed = `SELECT queue, count(*) FROM failed_jobs GROUP BY queue`
 
-// qFailedGet: ?1 failed_jobs id. Returns failedColumns or no row.
-const qFailedGet = `SELECT ` + failedColumns + ` FROM failed_jobs WHERE id = ?1`
+// qFailedGet: ?1 job id. Returns failedColumns of the job's failed row
+// (through failed_jobs_job_id; a job has at most one) or no row.
+const qFailedGet = `SELECT ` + failedColumns + ` FROM failed_jobs WHERE job_id = ?1 ORDER BY id DESC LIMIT 1`
 
 // failedWhere builds the WHERE clause (without the keyword; "1" when f
 // is zero) and its arguments for a failed-jobs filter whose time bound
@@ -333,6 +334,10 @@ func failedChunkSQL(where string) string {
 // qFailedExists: ?1 failed_jobs id. Returns one row when it exists.
 const qFailedExists = `SELECT 1 FROM failed_jobs WHERE id = ?1`
 
+// qFailedOfJob: ?1 job id. Returns the failed_jobs id of the job's failed
+// row (through failed_jobs_job_id), or no row when it has none.
+const qFailedOfJob = `SELECT id FROM failed_jobs WHERE job_id = ?1 ORDER BY id DESC LIMIT 1`
+
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
 // reset, keeping its metadata, its errors and its claim token (never reset: the
@@ -355,6 +360,10 @@ RETURNING queue, type, workflow_id, id`
 
 // qFailedDelete: ?1 failed_jobs id. RowsAffected is 0 when it does not exist.
 const qFailedDelete = `DELETE FROM failed_jobs WHERE id = ?1`
+
+// qFailedDeleteJob: ?1 job id. Deletes the job's failed row (through
+// failed_jobs_job_id); RowsAffected is 0 when it has none.
+const qFailedDeleteJob = `DELETE FROM failed_jobs WHERE job_id = ?1`
 
 // failedPurgeChunkSQL: the failedWhere arguments, then first and last.
 // Deletes the matching failed jobs with first <= id <= last (one chunk);

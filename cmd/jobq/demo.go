@@ -447,7 +447,7 @@ func (a *app) demoSummary(ctx context.Context, in *jobq.Inspector, run *demoRun,
 	fmt.Fprintf(out, "  %s stats%s\n", jobqCmd, db)
 	fmt.Fprintf(out, "  %s failed list --queue %s%s\n", jobqCmd, demoQueue, db)
 	if len(failedRows) > 0 {
-		fmt.Fprintf(out, "  %s failed show %d%s\n", jobqCmd, failedRows[0].ID, db)
+		fmt.Fprintf(out, "  %s failed show %d%s\n", jobqCmd, failedRows[0].JobID, db)
 	} else {
 		fmt.Fprintf(out, "  %s failed show ID%s\n", jobqCmd, db)
 	}

@@ -12,8 +12,8 @@ import (
 )
 
 // seedFailed puts one job per queue/type pair into failed_jobs through the
-// backend's own lifecycle (insert, claim, fail) and returns the failed IDs
-// in the order given.
+// backend's own lifecycle (insert, claim, fail) and returns their job IDs,
+// which name them, in the order given.
 func seedFailed(t *testing.T, b backend.Backend, jobs ...[2]string) []int64 {
 	t.Helper()
 	ctx := t.Context()
@@ -35,7 +35,7 @@ func seedFailed(t *testing.T, b backend.Backend, jobs ...[2]string) []int64 {
 		if err != nil || len(page) != 1 {
 			t.Fatalf("list: %v", err)
 		}
-		ids = append(ids, page[0].ID)
+		ids = append(ids, page[0].JobID)
 	}
 	return ids
 }
@@ -53,7 +53,7 @@ func failedIDs(t *testing.T, db string, args ...string) []int64 {
 	}
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
-		ids[i] = j.ID
+		ids[i] = j.JobID
 	}
 	return ids
 }
@@ -114,7 +114,7 @@ func TestFailedShowMasks(t *testing.T) {
 	if err != nil || len(page) != 1 || string(page[0].Payload) != payload {
 		t.Fatalf("stored failed job %v, %v; want the payload as written", page, err)
 	}
-	for _, args := range [][]string{{"failed", "show", fmt.Sprint(page[0].ID)}, {"failed", "list"}, {"failed", "list", "--json"}} {
+	for _, args := range [][]string{{"failed", "show", fmt.Sprint(page[0].JobID)}, {"failed", "list"}, {"failed", "list", "--json"}} {
 		r := run(t, append([]string{"--db", db}, args...)...)
 		if r.err != nil {
 			t.Fatalf("%v: %v", args, r.err)

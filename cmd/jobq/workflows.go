@@ -193,14 +193,14 @@ func (a *app) printWorkflow(ctx context.Context, in *jobq.Inspector, w *jobq.Wor
 	tw.Flush()
 	fmt.Fprintln(a.out)
 	tw = newTable(a.out)
-	// The failed jobs that replay the failed tasks, found in one search.
-	failed, err := jobview.FailedIDs(ctx, in, w.Tasks)
+	// The failed tasks whose failed jobs are still there to replay.
+	replayable, err := jobview.Replayable(ctx, in, w.Tasks)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(tw, "TASK\tSTATE\tJOB\tQUEUE/TYPE\tDEPENDENCIES AND REASON")
 	for _, t := range w.Tasks {
-		notes := a.taskNotes(t, failed[t.JobID])
+		notes := a.taskNotes(t, replayable[t.JobID])
 		job := "-"
 		if t.JobID > 0 {
 			job = fmt.Sprint(t.JobID)
@@ -228,8 +228,9 @@ func countsText(c backend.TaskCounts) string {
 
 // taskNotes is the last column of a task's line: "after a, b (continue)",
 // "waiting on b", the reason it failed or was cancelled, and for a failed
-// task the command that replays its failed job, failedID.
-func (a *app) taskNotes(t *jobq.WorkflowTask, failedID int64) string {
+// task whose failed job is still there (replayable) the command that
+// replays it.
+func (a *app) taskNotes(t *jobq.WorkflowTask, replayable bool) string {
 	var notes []string
 	if len(t.Deps) > 0 {
 		deps := make([]string, len(t.Deps))
@@ -247,8 +248,8 @@ func (a *app) taskNotes(t *jobq.WorkflowTask, failedID int64) string {
 	if t.Reason != "" && (t.State == backend.TaskFailed || t.State == backend.TaskCancelled) {
 		notes = append(notes, string(t.State)+": "+firstLine(a.masker().Text(t.Reason), 80))
 	}
-	if t.State == backend.TaskFailed && failedID > 0 {
-		notes = append(notes, fmt.Sprintf("replay: jobq failed retry %d", failedID))
+	if t.State == backend.TaskFailed && replayable {
+		notes = append(notes, fmt.Sprintf("replay: jobq failed retry %d", t.JobID))
 	}
 	return strings.Join(notes, "; ")
 }

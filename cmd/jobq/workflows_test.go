@@ -114,7 +114,7 @@ func TestWorkflowCommands(t *testing.T) {
 	}
 	for task, want := range map[string]string{
 		"extract":   `^extract +succeeded +\d+ +wf-extract/extract\.run +-$`,
-		"transform": `^transform +failed +\d+ +wf-transform/transform\.run +after extract; failed: post https://etl:\*\*\*@warehouse\.example/load: boom; replay: jobq failed retry ` + fmt.Sprint(failed[0].ID) + `$`,
+		"transform": `^transform +failed +\d+ +wf-transform/transform\.run +after extract; failed: post https://etl:\*\*\*@warehouse\.example/load: boom; replay: jobq failed retry ` + fmt.Sprint(failed[0].JobID) + `$`,
 		"audit":     `^audit +active +\d+ +wf-audit/audit\.run +after extract$`,
 		"load":      `^load +cancelled +- +wf-load/load\.run +after transform, audit \(continue\); cancelled: dependency "transform" failed$`,
 		"notify":    `^notify +waiting +- +wf-notify/notify\.run +after audit; waiting on audit$`,
@@ -152,7 +152,7 @@ func TestWorkflowCommands(t *testing.T) {
 
 	// The replay show names runs the task again, and the tasks its
 	// failure cancelled wait again.
-	if r = run(t, "--db", db, "failed", "retry", fmt.Sprint(failed[0].ID)); r.err != nil || r.out != "replayed 1, skipped 0\n" {
+	if r = run(t, "--db", db, "failed", "retry", fmt.Sprint(failed[0].JobID)); r.err != nil || r.out != "replayed 1, skipped 0\n" {
 		t.Fatalf("failed retry: %q %v", r.out, r.err)
 	}
 	r = run(t, "--db", db, "workflows", "show", sid)

@@ -3,6 +3,7 @@ package jobview
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/jobq/jobq"
@@ -88,70 +89,21 @@ func WorkflowList(m *redact.Masker, rows []*backend.Workflow) []Workflow {
 	return each(rows, func(w *backend.Workflow) Workflow { return WorkflowOf(m, w) })
 }
 
-// failedPage and failedPages bound the search for failed tasks' failed
-// jobs: pages of failedPage rows, newest first from the moment the tasks
-// failed, failedPages of them beyond one per failedPage tasks sought.
-const (
-	failedPage  = 1000
-	failedPages = 10
-)
-
-// FailedIDOf returns the failed-jobs ID of a failed task's job (what
-// 'jobq failed retry' and the replay routes take), 0 when the task has not
-// failed or its failed job is no longer there (purged, or replayed).
-func FailedIDOf(ctx context.Context, in *jobq.Inspector, t *backend.WorkflowTask) (int64, error) {
-	ids, err := FailedIDs(ctx, in, []*backend.WorkflowTask{t})
-	return ids[t.JobID], err
-}
-
-// FailedIDs maps the job ID of each failed task among tasks to the ID of
-// its failed job, leaving out those not found (see FailedIDOf). Failed
-// jobs are found by their own ID, not their job's, so it searches the
-// failed jobs of each queue and type the tasks have, newest first from a
-// minute after the last of them failed (the same clock wrote both times):
-// a task's row is on the first pages unless thousands of jobs of its type
-// failed since.
-func FailedIDs(ctx context.Context, in *jobq.Inspector, tasks []*backend.WorkflowTask) (map[int64]int64, error) {
-	type group struct {
-		queue, typ string
-	}
-	want := map[group]map[int64]bool{}
-	last := map[group]time.Time{}
+// Replayable returns the job IDs of the failed tasks among tasks whose
+// job is still among the failed jobs (not purged, nor replayed since the
+// tasks were read): what 'jobq failed retry' and the replay routes take
+// to run such a task again. One lookup of a failed job per failed task.
+func Replayable(ctx context.Context, in *jobq.Inspector, tasks []*backend.WorkflowTask) (map[int64]bool, error) {
+	out := map[int64]bool{}
 	for _, t := range tasks {
 		if t.State != backend.TaskFailed || t.JobID == 0 {
 			continue
 		}
-		g := group{t.Queue, t.Type}
-		if want[g] == nil {
-			want[g] = map[int64]bool{}
-		}
-		want[g][t.JobID] = true
-		if t.FinishedAt.After(last[g]) {
-			last[g] = t.FinishedAt
-		}
-	}
-	out := map[int64]int64{}
-	for g, jobs := range want {
-		f := jobq.FailedFilter{Queue: g.queue, Type: g.typ}
-		if !last[g].IsZero() {
-			f.FailedBefore = last[g].Add(time.Minute)
-		}
-		var before int64
-		for range failedPages + len(jobs)/failedPage {
-			rows, err := in.FailedPage(ctx, f, failedPage, before)
-			if err != nil {
-				return out, err
-			}
-			for _, r := range rows {
-				if jobs[r.JobID] {
-					out[r.JobID] = r.ID
-					delete(jobs, r.JobID)
-				}
-			}
-			if len(jobs) == 0 || len(rows) < failedPage {
-				break
-			}
-			before = rows[len(rows)-1].ID
+		switch _, err := in.Failed(ctx, t.JobID); {
+		case err == nil:
+			out[t.JobID] = true
+		case !errors.Is(err, jobq.ErrNotFound):
+			return out, err
 		}
 	}
 	return out, nil

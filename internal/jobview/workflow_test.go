@@ -46,76 +46,59 @@ func TestWorkflowView(t *testing.T) {
 	}
 }
 
-// TestFailedIDs: the failed jobs of a workflow's failed tasks are found
-// across pages of the failed jobs of their queue and type, among others
-// that failed later; tasks that did not fail have none.
-func TestFailedIDs(t *testing.T) {
+// TestReplayable: the failed tasks whose failed jobs are still there are
+// named by their job IDs, among jobs of the same queue and type that
+// failed later; a task that did not fail, and one whose failed job was
+// purged, are not.
+func TestReplayable(t *testing.T) {
 	ctx := t.Context()
 	b := memory.New(memory.Options{})
 	defer b.Close()
-	const n = 1500 // more than a page
-	tasks := make([]backend.TaskParams, n+1)
-	for i := range n {
-		tasks[i] = backend.TaskParams{Name: fmt.Sprint("t", i), Job: backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}}
+	job := func(queue string) backend.InsertParams {
+		return backend.InsertParams{Queue: queue, Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
 	}
-	tasks[n] = backend.TaskParams{Name: "other", Job: backend.InsertParams{Queue: "other", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}}
-	ins, err := b.WorkflowInsert(ctx, backend.WorkflowParams{Tasks: tasks})
+	ins, err := b.WorkflowInsert(ctx, backend.WorkflowParams{Tasks: []backend.TaskParams{
+		{Name: "a", Job: job("q")}, {Name: "b", Job: job("q")}, {Name: "other", Job: job("other")},
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	failAll := func() {
-		for {
-			rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1000, Lease: time.Minute})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(rows) == 0 {
-				return
-			}
-			outs := make([]backend.Outcome, len(rows))
-			for i, r := range rows {
-				outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "boom"}
-			}
-			if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: outs}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	failAll()
-	// Jobs of the same queue and type failing after them come first in
-	// the failed list.
-	plain := make([]backend.InsertParams, 1200)
-	for i := range plain {
-		plain[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}
-	}
-	if _, err := b.JobInsertMany(ctx, plain); err != nil {
+	if _, err := b.JobInsertMany(ctx, []backend.InsertParams{job("q"), job("q")}); err != nil {
 		t.Fatal(err)
 	}
-	failAll()
-
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+	if err != nil || len(rows) != 4 {
+		t.Fatalf("claimed %d, %v; want 4", len(rows), err)
+	}
+	outs := make([]backend.Outcome, len(rows))
+	for i := range rows {
+		// The plain jobs fail first: no failed row's own ID is its job's.
+		r := rows[len(rows)-1-i]
+		outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "boom"}
+	}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: outs}); err != nil {
+		t.Fatal(err)
+	}
 	wf, err := b.WorkflowGet(ctx, ins.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
+	byName := map[string]*backend.WorkflowTask{}
+	for _, tk := range wf.Tasks {
+		byName[tk.Name] = tk
+	}
+	if _, err := b.FailedPurge(ctx, backend.FailedPurgeParams{IDs: []int64{byName["b"].JobID}}); err != nil {
+		t.Fatal(err)
+	}
 	in := jobq.NewInspector(b)
-	ids, err := FailedIDs(ctx, in, wf.Tasks)
+	got, err := Replayable(ctx, in, wf.Tasks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ids) != n {
-		t.Fatalf("found %d failed jobs, want %d", len(ids), n)
+	if want := map[int64]bool{byName["a"].JobID: true}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("Replayable = %v, want %v (task a's job alone)", got, want)
 	}
-	for _, tk := range wf.Tasks[:3] {
-		f, err := in.Failed(ctx, ids[tk.JobID])
-		if err != nil || f.JobID != tk.JobID {
-			t.Errorf("task %s (job %d): failed job %d is %+v, %v", tk.Name, tk.JobID, ids[tk.JobID], f, err)
-		}
-	}
-	for _, tk := range wf.Tasks {
-		if tk.Name == "other" {
-			if id, err := FailedIDOf(ctx, in, tk); id != 0 || err != nil {
-				t.Errorf("an active task's failed job: %d, %v", id, err)
-			}
-		}
+	if r, _, err := in.Replay(ctx, byName["a"].JobID); err != nil || r != 1 {
+		t.Fatalf("replay of task a's job %d = %d, %v; want 1 replayed", byName["a"].JobID, r, err)
 	}
 }

@@ -42,10 +42,13 @@ func TestInspectorJob(t *testing.T) {
 					t.Fatalf("Job(%d): %v", id, err)
 				}
 				gotID := int64(0)
-				if info.Live != nil {
+				switch {
+				case info.Live != nil:
 					gotID = info.Live.ID
-				} else if info.Finished != nil {
+				case info.Finished != nil:
 					gotID = info.Finished.ID
+				case info.Failed != nil:
+					gotID = info.Failed.JobID
 				}
 				if info.State != state || gotID != id {
 					t.Fatalf("Job(%d) = %s (id %d), want %s", id, info.State, gotID, state)
@@ -69,7 +72,23 @@ func TestInspectorJob(t *testing.T) {
 			if rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"r"}, Max: 1, Lease: time.Minute}); err != nil || len(rows) != 1 {
 				t.Fatalf("claim: %v", err)
 			}
+			// Two jobs failed, the later first, so that their failed
+			// rows' own IDs are not their jobs': each is found by its
+			// job's ID all the same.
+			failed := enqueue(jobq.Queue("f"))
+			failedLast := enqueue(jobq.Queue("f"))
+			rows, err = b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"f"}, Max: 2, Lease: time.Minute})
+			if err != nil || len(rows) != 2 {
+				t.Fatalf("claim: %v %d", err, len(rows))
+			}
+			for _, r := range []*backend.JobRow{rows[1], rows[0]} {
+				if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "boom"}}}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			want(pending, jobq.StatePending)
+			want(failed, jobq.StateFailed)
+			want(failedLast, jobq.StateFailed)
 			want(scheduled, jobq.StateScheduled)
 			want(reserved, jobq.StateReserved)
 			want(cancelled, jobq.StateCancelled)

@@ -119,21 +119,23 @@ func keepsNothing(b backend.Backend) string {
 	return fmt.Sprintf("%T keeps no cancellable or listable jobs", b)
 }
 
-// JobInfo is one job found by ID (Inspector.Job): exactly one of Live and
-// Finished is set.
+// JobInfo is one job found by ID (Inspector.Job): exactly one of Live,
+// Finished and Failed is set.
 type JobInfo struct {
 	// State is StatePending, StateScheduled, StateReserved,
-	// StateCancelling, StateCompleted or StateCancelled.
+	// StateCancelling, StateCompleted, StateCancelled or StateFailed.
 	State    JobState
 	Live     *JobRow      // a pending, scheduled or reserved job
 	Finished *FinishedJob // a kept completed or cancelled job
+	Failed   *FailedJob   // a job among the failed jobs
 }
 
-// Job finds a job by ID among the live jobs and the kept finished ones
-// (completed, cancelled), or returns ErrNotFound. A job that failed is
-// found by the same ID with Failed, not here. Pending and scheduled are told
-// apart by this process's clock. A backend that keeps no finished jobs
-// (sync) finds live jobs only.
+// Job finds a job by ID wherever it is: among the live jobs, the failed
+// ones (a job keeps its ID for its whole life, failed and replayed too)
+// and the kept finished ones (completed, cancelled), or returns
+// ErrNotFound. Pending and scheduled are told apart by this process's
+// clock. A backend that keeps no finished jobs (sync) finds live and
+// failed jobs only.
 func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
 	if id < 1 {
 		return JobInfo{}, &backend.InputError{Field: "id", Reason: fmt.Sprintf("%d: job IDs start at 1", id)}
@@ -142,6 +144,13 @@ func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
 	switch {
 	case err == nil:
 		return JobInfo{State: liveState(row, time.Now()), Live: row}, nil
+	case !errors.Is(err, ErrNotFound):
+		return JobInfo{}, err
+	}
+	f, err := i.b.FailedGet(ctx, id)
+	switch {
+	case err == nil:
+		return JobInfo{State: StateFailed, Failed: f}, nil
 	case !errors.Is(err, ErrNotFound):
 		return JobInfo{}, err
 	}

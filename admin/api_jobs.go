@@ -374,7 +374,7 @@ func pathID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// getJob shows one live or kept job.
+// getJob shows one job, live, failed or kept.
 func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
@@ -386,11 +386,14 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if info.Live != nil {
+	switch {
+	case info.Live != nil:
 		writeJSON(w, http.StatusOK, jobview.Live(s.mask, info.State, info.Live))
-		return
+	case info.Failed != nil:
+		writeJSON(w, http.StatusOK, jobview.FailedAsJob(s.mask, info.Failed))
+	default:
+		writeJSON(w, http.StatusOK, jobview.Finished(s.mask, info.Finished))
 	}
-	writeJSON(w, http.StatusOK, jobview.Finished(s.mask, info.Finished))
 }
 
 // cancelJob cancels one job; the outcome says what happened. An unknown

@@ -274,6 +274,12 @@ func testFailed(t *testing.T, e *env) {
 		t.Fatalf("failed detail %s", g.raw)
 	}
 	e.want(e.do(req{path: "/api/v1/failed/999999999"}), http.StatusNotFound, "not_found")
+	// The job's own route finds it too, failed, under the same ID.
+	j := e.do(req{path: fmt.Sprintf("/api/v1/jobs/%d", fa[0])})
+	e.want(j, http.StatusOK, "")
+	if j.num("id") != fa[0] || j.body["state"] != "failed" || j.body["last_error"] != "boom" || j.body["finished_at"] == nil {
+		t.Fatalf("failed job %d as a job: %s", fa[0], j.raw)
+	}
 
 	// Replay one: it is pending again and gone from the failed jobs.
 	r := e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/failed/%d/replay", fa[0])})

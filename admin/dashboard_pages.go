@@ -251,11 +251,17 @@ func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
 	info, err := d.s.opts.Inspector.Job(r.Context(), id)
 	if errors.Is(err, jobq.ErrNotFound) {
 		d.fail(w, r, http.StatusNotFound, "Job not found",
-			"Job "+strconv.FormatInt(id, 10)+" is not live nor kept: it completed and was not kept, or it failed (see the failed jobs).")
+			"Job "+strconv.FormatInt(id, 10)+" is not live, failed nor kept: it completed and was not kept, its failed job was purged, or it never was.")
 		return
 	}
 	if err != nil {
 		d.failErr(w, r, "read job "+strconv.FormatInt(id, 10), err)
+		return
+	}
+	if info.Failed != nil {
+		// Its page is the failed job's, under the same ID, with its
+		// error and the replay and purge buttons.
+		d.redirect(w, r, "/failed/"+strconv.FormatInt(id, 10), nil, "")
 		return
 	}
 	var row jobRow

@@ -74,6 +74,12 @@ func TestDashboardPages(t *testing.T) {
 			if code != http.StatusOK || !strings.Contains(body, "card declined") || !strings.Contains(body, `&#34;invoice&#34;: 42`) {
 				t.Errorf("failed job page: %d %s", code, body)
 			}
+			// The job's page of a failed job is its failed job's page.
+			replay := fmt.Sprintf(`action="/failed/%d/replay"`, failed[0].JobID)
+			if code, body := get(t, srv, fmt.Sprintf("/jobs/%d", failed[0].JobID)); code != http.StatusOK ||
+				!strings.Contains(body, "card declined") || !strings.Contains(body, replay) {
+				t.Errorf("job page of failed job %d: %d %s", failed[0].JobID, code, body)
+			}
 			if code, _ := get(t, srv, "/schedules"); code != http.StatusOK {
 				t.Errorf("schedules: %d", code)
 			}

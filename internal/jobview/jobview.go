@@ -12,7 +12,8 @@ import (
 	"github.com/jobq/jobq/internal/redact"
 )
 
-// Job is a job in any state but failed.
+// Job is a job in any state, as GET /api/v1/jobs/{id} shows it; a failed
+// one has the fuller view Failed too.
 type Job struct {
 	ID          int64           `json:"id"`
 	State       jobq.JobState   `json:"state"`
@@ -97,6 +98,17 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
 		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
 		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
+	}
+}
+
+// FailedAsJob is a failed job as one job among the others: its error as
+// last_error, the time it failed as finished_at.
+func FailedAsJob(m *redact.Masker, f *jobq.FailedJob) Job {
+	return Job{
+		ID: f.JobID, State: jobq.StateFailed, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
+		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority,
+		CreatedAt: f.CreatedAt, FinishedAt: timePtr(f.FailedAt), LastError: m.Text(f.Error),
+		UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata),
 	}
 }
 

@@ -63,7 +63,9 @@ func parseFailedQuery(q url.Values) (f jobq.FailedFilter, limit int, cursor int6
 	return f, limit, cursor, err
 }
 
-// listFailed lists failed jobs, newest first, a page at a time.
+// listFailed lists failed jobs, the last to fail first, a page at a time.
+// Each shows its job's ID; next_cursor is the last row's own ID, a
+// position in the list that only the next page's cursor takes.
 func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	f, limit, cursor, err := parseFailedQuery(r.URL.Query())
 	if err != nil {
@@ -85,7 +87,7 @@ func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// getFailed shows one failed job.
+// getFailed shows one failed job, named by its job ID.
 func (s *server) getFailed(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
@@ -106,7 +108,7 @@ type replayResult struct {
 	Skipped  int `json:"skipped"`
 }
 
-// replayOne replays one failed job.
+// replayOne replays one failed job, named by its job ID.
 func (s *server) replayOne(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
@@ -121,7 +123,8 @@ func (s *server) replayOne(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, replayResult{n, skipped})
 }
 
-// purgeOne deletes one failed job; an unknown one is 404.
+// purgeOne deletes one failed job, named by its job ID; an unknown one
+// is 404.
 func (s *server) purgeOne(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
 	if err != nil {
@@ -142,9 +145,10 @@ func (s *server) purgeOne(w http.ResponseWriter, r *http.Request) {
 	}{n})
 }
 
-// bulkRequest selects failed jobs for a replay or purge: the listed IDs,
-// or with all set every job matching the filter (not just a page). "all"
-// must be said, so an empty body never touches every failed job.
+// bulkRequest selects failed jobs for a replay or purge: those of the
+// listed job IDs, or with all set every job matching the filter (not just
+// a page). "all" must be said, so an empty body never touches every
+// failed job.
 type bulkRequest struct {
 	IDs []int64 `json:"ids"`
 	All bool    `json:"all"`

@@ -263,14 +263,24 @@ func testFailed(t *testing.T, e *env) {
 	if first["error"] != "boom" || first["payload"].(map[string]any)["password"] != "***" {
 		t.Fatalf("failed job shown as %v", first)
 	}
-	pg := e.do(req{path: "/api/v1/failed?limit=2"})
+	// A failed job's id is its job's; the cursor pages past the last shown.
+	for i, f := range list {
+		if id := num(f.(map[string]any)["id"]); id != fa[i] {
+			t.Fatalf("failed job %d of fa listed with id %d, want its job's %d: %s", i, id, fa[i], l.raw)
+		}
+	}
+	pg := e.do(req{path: "/api/v1/failed?queue=fa&limit=2"})
 	if len(pg.body["failed"].([]any)) != 2 || pg.num("next_cursor") == 0 {
 		t.Fatalf("a full page of 2 has no cursor: %s", pg.raw)
+	}
+	rest := e.do(req{path: fmt.Sprintf("/api/v1/failed?queue=fa&limit=2&cursor=%d", pg.num("next_cursor"))})
+	if got := rest.body["failed"].([]any); len(got) != 1 || num(got[0].(map[string]any)["id"]) != fa[2] {
+		t.Fatalf("the page after the cursor: %s, want job %d alone", rest.raw, fa[2])
 	}
 
 	g := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", fa[0])})
 	e.want(g, http.StatusOK, "")
-	if g.num("job_id") != fa[0] || g.body["queue"] != "fa" {
+	if g.num("id") != fa[0] || g.body["queue"] != "fa" || g.body["job_id"] != nil {
 		t.Fatalf("failed detail %s", g.raw)
 	}
 	e.want(e.do(req{path: "/api/v1/failed/999999999"}), http.StatusNotFound, "not_found")

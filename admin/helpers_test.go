@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,8 +238,8 @@ func (e *env) wantCounts(pending, scheduled, failed int64) {
 	}
 }
 
-// failJobs enqueues n jobs on queue and fails each at once, returning
-// their failed-job IDs.
+// failJobs enqueues n jobs on queue and fails each at once (see
+// failQueued), returning their job IDs.
 func (e *env) failJobs(queue string, n int) []int64 {
 	e.t.Helper()
 	ctx := context.Background()
@@ -250,8 +251,10 @@ func (e *env) failJobs(queue string, n int) []int64 {
 	return e.failQueued(queue, n)
 }
 
-// failQueued claims n jobs of queue and fails each, returning the job
-// IDs of the queue's failed jobs, which name them.
+// failQueued claims n jobs of queue and fails each, the newest first, so
+// that the failed jobs' own IDs are not their jobs' (a route taking one
+// for the other fails the tests), and returns the job IDs of the queue's
+// failed jobs, which name them, the last to fail first.
 func (e *env) failQueued(queue string, n int) []int64 {
 	e.t.Helper()
 	ctx := context.Background()
@@ -265,6 +268,7 @@ func (e *env) failQueued(queue string, n int) []int64 {
 			outcomes = append(outcomes, backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "boom"})
 		}
 	}
+	slices.Reverse(outcomes)
 	if _, err := e.b.JobComplete(ctx, backend.CompleteParams{Outcomes: outcomes}); err != nil {
 		e.t.Fatal(err)
 	}

@@ -77,13 +77,13 @@ func TestMaskedInAPI(t *testing.T) {
 	}
 	var list struct {
 		Failed []struct {
-			JobID int64 `json:"job_id"`
+			ID int64 `json:"id"`
 		} `json:"failed"`
 	}
 	if err := json.Unmarshal(fl.raw, &list); err != nil || len(list.Failed) != 1 {
 		t.Fatalf("failed list %s: %v", fl.raw, err)
 	}
-	one := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", list.Failed[0].JobID)})
+	one := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", list.Failed[0].ID)})
 	if strings.Contains(string(one.raw), "hunter2") || !strings.Contains(string(one.raw), `"***"`) {
 		t.Errorf("failed detail shows %s", one.raw)
 	}

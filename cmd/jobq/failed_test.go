@@ -53,7 +53,7 @@ func failedIDs(t *testing.T, db string, args ...string) []int64 {
 	}
 	ids := make([]int64, len(jobs))
 	for i, j := range jobs {
-		ids[i] = j.JobID
+		ids[i] = j.ID
 	}
 	return ids
 }

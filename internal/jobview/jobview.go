@@ -49,10 +49,11 @@ type AttemptError struct {
 	Error      string  `json:"error"`
 }
 
-// Failed is a job in the failed jobs, by its failed-jobs ID.
+// Failed is a job in the failed jobs. Its ID is the job's, the one it had
+// while live and has again once replayed, which every command and route
+// takes: the failed row's own ID is a paging cursor, never shown.
 type Failed struct {
 	ID          int64           `json:"id"`
-	JobID       int64           `json:"job_id"`
 	Queue       string          `json:"queue"`
 	Type        string          `json:"type"`
 	Payload     json.RawMessage `json:"payload"`
@@ -125,7 +126,7 @@ func Finished(m *redact.Masker, j *jobq.FinishedJob) Job {
 // FailedJob is f as Failed.
 func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 	return Failed{
-		ID: f.ID, JobID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
+		ID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: m.Text(f.Error),
 		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
 	}

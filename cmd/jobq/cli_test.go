@@ -128,7 +128,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown subcommand", []string{"failed", "nope"}, "list, purge, retry, show"},
 		{"missing subcommand", []string{"failed"}, "needs a subcommand"},
 		{"unknown flag", []string{"stats", "--nope"}, "unknown flag"},
-		{"bad id", []string{"failed", "show", "abc"}, "not a failed job ID"},
+		{"bad id", []string{"failed", "show", "abc"}, "not a failed job's ID"},
 		{"purge everything", []string{"failed", "purge"}, "--all"},
 		{"ids and all", []string{"failed", "retry", "1", "--all"}, "not both"},
 		{"limit", []string{"failed", "list", "--limit", "0"}, "--limit"},

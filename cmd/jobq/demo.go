@@ -423,7 +423,7 @@ func (a *app) demoSummary(ctx context.Context, in *jobq.Inspector, run *demoRun,
 
 	fmt.Fprintf(out, "  failed    %3d  moved to failed_jobs, where they stay for you to inspect:\n", len(failedRows))
 	for _, f := range failedRows {
-		fmt.Fprintf(out, "                 failed ID %-4d job %-4d %-16s %s: %s\n", f.ID, f.JobID, f.Type, plural(f.Attempts, "attempt"), firstLine(redact.Default.Text(f.Error), 160))
+		fmt.Fprintf(out, "                 job %-4d %-16s %s: %s\n", f.JobID, f.Type, plural(f.Attempts, "attempt"), firstLine(redact.Default.Text(f.Error), 160))
 	}
 	if run.earlier > 0 {
 		fmt.Fprintf(out, "  (also ran %d attempts of jobs left on queue %q by earlier runs)\n", run.earlier, demoQueue)

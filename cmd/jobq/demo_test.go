@@ -14,7 +14,7 @@ import (
 type demoSummary struct {
 	completed, retriedJobs, retries, failed int
 	delays                                  [][]time.Duration // per retried job, in order
-	failedRows                              map[int64]string  // failed ID -> "type attempts: error"
+	failedRows                              map[int64]string  // job ID -> "type attempts: error"
 }
 
 var (
@@ -22,7 +22,7 @@ var (
 	reRetried   = regexp.MustCompile(`(?m)^  retried +(\d+)  jobs, (\d+) retries`)
 	reWaited    = regexp.MustCompile(`(?m)waited (.+), (?:completed|failed) `)
 	reFailed    = regexp.MustCompile(`(?m)^  failed +(\d+)  moved`)
-	reFailedRow = regexp.MustCompile(`(?m)failed ID (\d+) +job \d+ +(\S+) +(\d+) attempts?: (.*)$`)
+	reFailedRow = regexp.MustCompile(`(?m)^ +job (\d+) +(\S+) +(\d+) attempts?: (.*)$`)
 )
 
 func parseDemo(t *testing.T, out string) demoSummary {
@@ -91,6 +91,17 @@ func TestDemoSummaryAgreesWithInspector(t *testing.T) {
 	if strings.Contains(r.out, "go install") {
 		t.Errorf("summary tells how to install jobq, though it was not run by go run:\n%s", r.out)
 	}
+	// The show it suggests names one of the failed jobs, by its job ID.
+	m := regexp.MustCompile(`\n  jobq failed show (\d+) --db `).FindStringSubmatch(r.out)
+	if m == nil {
+		t.Fatalf("summary lacks a failed show command:\n%s", r.out)
+	}
+	shown, _ := strconv.ParseInt(m[1], 10, 64)
+	if f, ok := failed[shown]; !ok {
+		t.Errorf("summary suggests failed show %d, not a failed job's ID (%v)", shown, failed)
+	} else if r := run(t, "--db", db, "failed", "show", m[1]); r.err != nil || !strings.Contains(r.out, f.Type) {
+		t.Errorf("failed show %d: %v\n%s", shown, r.err, r.out)
+	}
 
 	// Replay the failures: the next demo works them too but keeps them
 	// out of its own numbers.
@@ -143,7 +154,7 @@ func checkDemoRun(t *testing.T, s demoSummary, out string) {
 
 // checkDemoDB checks the queue is drained and failed_jobs holds exactly
 // runs × (one malformed charge after 1 attempt, one report after 3), and
-// returns those rows by failed ID.
+// returns those rows by job ID.
 func checkDemoDB(t *testing.T, in *jobq.Inspector, runs int) map[int64]*jobq.FailedJob {
 	t.Helper()
 	ctx := t.Context()
@@ -162,7 +173,7 @@ func checkDemoDB(t *testing.T, in *jobq.Inspector, runs int) map[int64]*jobq.Fai
 	out := map[int64]*jobq.FailedJob{}
 	for _, f := range rows {
 		byType[f.Type]++
-		out[f.ID] = f
+		out[f.JobID] = f
 		switch f.Type {
 		case demoCharge:
 			if f.Attempts != 1 || !strings.Contains(f.Error, "decode payment.charge payload") || !strings.HasPrefix(f.Error, "permanent: ") {
@@ -180,25 +191,30 @@ func checkDemoDB(t *testing.T, in *jobq.Inspector, runs int) map[int64]*jobq.Fai
 	return out
 }
 
-// checkFailedRowsPrinted checks the summary listed exactly the failed_jobs
-// rows that are new since prev, with their IDs, types, attempts and errors.
+// checkFailedRowsPrinted checks the summary listed exactly the failed jobs
+// of this run's jobs, those not in prev, with their job IDs, types,
+// attempts and errors.
 func checkFailedRowsPrinted(t *testing.T, s demoSummary, rows, prev map[int64]*jobq.FailedJob) {
 	t.Helper()
-	// The first run's rows were replayed and failed again under new IDs,
-	// so "new" is: not an ID of prev, and of a job the summary printed.
+	// The first run's jobs were replayed and failed again under their
+	// IDs: the second run names them as earlier runs' jobs, not here.
 	printed := 0
 	for id, f := range rows {
-		if _, old := prev[id]; old {
-			t.Errorf("failed ID %d survived a replay", id)
-		}
 		line, ok := s.failedRows[id]
+		if _, old := prev[id]; old {
+			if ok {
+				t.Errorf("summary lists job %d, an earlier run's", id)
+			}
+			continue
+		}
 		if !ok {
+			t.Errorf("summary lacks failed job %d (%s)", id, f.Type)
 			continue
 		}
 		printed++
 		want := f.Type + " " + strconv.Itoa(f.Attempts) + ": " + f.Error
 		if line != want {
-			t.Errorf("summary row for failed ID %d = %q, want %q", id, line, want)
+			t.Errorf("summary row for job %d = %q, want %q", id, line, want)
 		}
 	}
 	if printed != 2 || len(s.failedRows) != 2 {

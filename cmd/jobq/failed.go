@@ -20,8 +20,10 @@ func (a *app) newFailedCmd() *cobra.Command {
 		Short: "List, show, replay and purge failed jobs",
 		Long: `Jobs that ran out of attempts, or failed permanently, wait in the failed
 jobs table with their payload and last error until replayed or purged.
-These commands never create a store: a --db without a jobq schema is an
-error (exit 1) that names the 'jobq migrate' command creating it.`,
+A failed job keeps its job's ID, which these commands take, and a replay
+brings the job back under it. These commands never create a store: a
+--db without a jobq schema is an error (exit 1) that names the 'jobq
+migrate' command creating it.`,
 	}
 	requireSubcommand(cmd)
 	a.addMaskKeys(cmd)
@@ -74,7 +76,7 @@ func (a *app) newFailedListCmd() *cobra.Command {
 				return usagef("--limit %d: use 1 to 10000", limit)
 			}
 			if before < 0 {
-				return usagef("--before %d: use a failed job ID from a previous page", before)
+				return usagef("--before %d: use the cursor a previous page printed", before)
 			}
 			if err := f.check(); err != nil {
 				return err
@@ -85,43 +87,48 @@ func (a *app) newFailedListCmd() *cobra.Command {
 					return err
 				}
 				if asJSON {
-					return writeJSON(a.out, jobview.FailedList(a.masker(), jobs))
+					err = writeJSON(a.out, jobview.FailedList(a.masker(), jobs))
+				} else {
+					a.printFailedTable(jobs)
 				}
-				a.printFailedTable(jobs, limit)
-				return nil
+				if err == nil && len(jobs) == limit {
+					// The failed row's own ID: a position in the list, not
+					// a job ID, which is why it is printed here only.
+					fmt.Fprintf(a.errOut, "more may follow: jobq failed list --before %d\n", jobs[len(jobs)-1].ID)
+				}
+				return err
 			})
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().IntVar(&limit, "limit", 50, "at most this many jobs")
-	cmd.Flags().Int64Var(&before, "before", 0, "only jobs with a lower ID (the next page)")
+	cmd.Flags().Int64Var(&before, "before", 0, "continue below this cursor, which the previous page printed")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-func (a *app) printFailedTable(jobs []*jobq.FailedJob, limit int) {
+// printFailedTable lists failed jobs by their job IDs, the IDs every
+// failed command takes.
+func (a *app) printFailedTable(jobs []*jobq.FailedJob) {
 	if len(jobs) == 0 {
 		fmt.Fprintln(a.out, "no failed jobs")
 		return
 	}
 	tw := newTable(a.out)
-	fmt.Fprintln(tw, "ID\tJOB\tQUEUE\tTYPE\tATTEMPTS\tFAILED AT\tERROR")
+	fmt.Fprintln(tw, "ID\tQUEUE\tTYPE\tATTEMPTS\tFAILED AT\tERROR")
 	for _, j := range jobs {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.JobID, j.Queue, j.Type,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.JobID, j.Queue, j.Type,
 			j.Attempts, j.MaxAttempts, timeText(j.FailedAt), firstLine(a.masker().Text(j.Error), 80))
 	}
 	tw.Flush()
-	if len(jobs) == limit {
-		fmt.Fprintf(a.errOut, "more may follow: jobq failed list --before %d\n", jobs[len(jobs)-1].ID)
-	}
 }
 
 func (a *app) newFailedShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one failed job: payload, full error, attempts and times",
-		Args:  exactArgs(1, "one failed job ID"),
+		Short: "Show one failed job, by its job ID: payload, full error, attempts and times",
+		Args:  exactArgs(1, "one failed job's ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseIDs(args, failedIDHint)
 			if err != nil {
@@ -149,7 +156,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 
 func (a *app) printFailedJob(j *jobq.FailedJob) {
 	tw := newTable(a.out)
-	fmt.Fprintf(tw, "ID:\t%d\nJob ID:\t%d\nQueue:\t%s\nType:\t%s\n", j.ID, j.JobID, j.Queue, j.Type)
+	fmt.Fprintf(tw, "ID:\t%d\nQueue:\t%s\nType:\t%s\n", j.JobID, j.Queue, j.Type)
 	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", j.Attempts, j.MaxAttempts, j.Priority)
 	if j.UniqueKey != "" {
 		fmt.Fprintf(tw, "Unique key:\t%s\n", j.UniqueKey)

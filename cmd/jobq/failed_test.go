@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -13,10 +14,22 @@ import (
 
 // seedFailed puts one job per queue/type pair into failed_jobs through the
 // backend's own lifecycle (insert, claim, fail) and returns their job IDs,
-// which name them, in the order given.
+// which name them, in the order given. A job is done first, so that the
+// failed rows' own IDs (from 1) are not their jobs' (from 2): a command
+// taking one for the other fails the tests.
 func seedFailed(t *testing.T, b backend.Backend, jobs ...[2]string) []int64 {
 	t.Helper()
 	ctx := t.Context()
+	if _, err := b.JobInsertMany(ctx, []backend.InsertParams{{Queue: "done", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"done"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("claim: %v, %d rows", err, len(rows))
+	}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+		t.Fatal(err)
+	}
 	var ids []int64
 	for i, qt := range jobs {
 		payload := fmt.Sprintf(`{"n":%d}`, i)
@@ -32,8 +45,8 @@ func seedFailed(t *testing.T, b backend.Backend, jobs ...[2]string) []int64 {
 			t.Fatal(err)
 		}
 		page, err := b.FailedList(ctx, backend.FailedListParams{Limit: 1})
-		if err != nil || len(page) != 1 {
-			t.Fatalf("list: %v", err)
+		if err != nil || len(page) != 1 || page[0].ID == page[0].JobID {
+			t.Fatalf("list: %+v, %v; want a failed row whose own ID is not its job's", page, err)
 		}
 		ids = append(ids, page[0].JobID)
 	}
@@ -69,16 +82,37 @@ func TestFailedListAndShow(t *testing.T) {
 	if got := failedIDs(t, db, "--queue", "mail", "--type", "welcome"); fmt.Sprint(got) != fmt.Sprint(ids[:1]) {
 		t.Fatalf("filtered list = %v, want %v", got, ids[:1])
 	}
-	if got := failedIDs(t, db, "--limit", "1", "--before", fmt.Sprint(ids[2])); fmt.Sprint(got) != fmt.Sprint(ids[1:2]) {
-		t.Fatalf("second page = %v, want %v", got, ids[1:2])
+	// A full page prints the cursor of the next, which is not a job ID.
+	for _, format := range [][]string{nil, {"--json"}} {
+		r := run(t, append([]string{"--db", db, "failed", "list", "--limit", "1"}, format...)...)
+		m := regexp.MustCompile(`more may follow: jobq failed list --before (\d+)\n`).FindStringSubmatch(r.errOut)
+		if r.err != nil || m == nil {
+			t.Fatalf("list --limit 1 %v: %v, no cursor in %q", format, r.err, r.errOut)
+		}
+		if got := failedIDs(t, db, "--limit", "1", "--before", m[1]); fmt.Sprint(got) != fmt.Sprint(ids[1:2]) {
+			t.Fatalf("page after cursor %s = %v, want %v", m[1], got, ids[1:2])
+		}
 	}
 
 	r := run(t, "--db", db, "failed", "list")
 	if !strings.Contains(r.out, "FAILED AT") || !strings.Contains(r.out, "boom 0 …") || strings.Contains(r.out, "second line") {
 		t.Fatalf("table:\n%s", r.out)
 	}
+	// The ID column is the jobs', and no other column holds an ID.
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	if head := strings.Fields(lines[0]); head[0] != "ID" || head[1] != "QUEUE" {
+		t.Fatalf("table head %q, want ID then QUEUE", lines[0])
+	}
+	for i, l := range lines[1:] {
+		if f := strings.Fields(l); f[0] != fmt.Sprint(ids[2-i]) {
+			t.Fatalf("table row %d shows ID %s, want job %d:\n%s", i, f[0], ids[2-i], r.out)
+		}
+	}
 
 	r = run(t, "--db", db, "failed", "show", fmt.Sprint(ids[1]))
+	if !regexp.MustCompile(fmt.Sprintf(`(?m)^ID: +%d$`, ids[1])).MatchString(r.out) || strings.Contains(r.out, "Job ID") {
+		t.Errorf("show names the job otherwise than by its ID %d:\n%s", ids[1], r.out)
+	}
 	for _, want := range []string{"Type:", "charge", "Attempts:", "1 of 3", "\"n\": 1", "boom 1\nsecond line"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("show lacks %q:\n%s", want, r.out)
@@ -320,5 +354,46 @@ func TestJobsListMasks(t *testing.T) {
 	}
 	if out := list("--mask-keys", "ssn"); strings.Contains(out, "ssn-5521") || !strings.Contains(out, "pw-1187") {
 		t.Errorf("--mask-keys ssn: want ssn masked and the defaults replaced:\n%s", out)
+	}
+}
+
+// TestFailedKeepsItsJobID: one ID names a job through its whole life on
+// the command line: the failed commands take the ID its job had, a retry
+// brings the job back under it, and once it fails again the same ID shows
+// and purges it.
+func TestFailedKeepsItsJobID(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	id := seedFailed(t, b, [2]string{"q", "mail"})[0]
+	sid := fmt.Sprint(id)
+
+	if r := run(t, "--db", db, "failed", "show", sid); r.err != nil || !strings.Contains(r.out, "mail") {
+		t.Fatalf("failed show %d: %v\n%s", id, r.err, r.out)
+	}
+	if r := run(t, "--db", db, "failed", "retry", sid); r.err != nil || r.out != "replayed 1, skipped 0\n" {
+		t.Fatalf("failed retry %d: %q, %v", id, r.out, r.err)
+	}
+	r := run(t, "--db", db, "jobs", "list", "--state", "pending", "--json")
+	var live []jobview.Job
+	if err := json.Unmarshal([]byte(r.out), &live); err != nil || len(live) != 1 || live[0].ID != id {
+		t.Fatalf("pending after the retry: %v %s; want job %d", err, r.out, id)
+	}
+
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 || rows[0].ID != id {
+		t.Fatalf("claim: %v, %+v", err, rows)
+	}
+	if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeFail, Error: "again"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := run(t, "--db", db, "failed", "show", sid); r.err != nil || !strings.Contains(r.out, "again") {
+		t.Fatalf("failed show %d after it failed again: %v\n%s", id, r.err, r.out)
+	}
+	if r := run(t, "--db", db, "failed", "purge", sid); r.err != nil || r.out != "purged 1\n" {
+		t.Fatalf("failed purge %d: %q, %v", id, r.out, r.err)
+	}
+	if r := run(t, "--db", db, "failed", "show", sid); r.code() != 1 || !strings.Contains(r.err.Error(), "failed job "+sid+" not found") {
+		t.Fatalf("failed show %d after the purge: exit %d, %v", id, r.code(), r.err)
 	}
 }

@@ -66,7 +66,7 @@ func exactArgs(n int, what string) cobra.PositionalArgs {
 
 // The usage hints of a bad ID argument, by what the ID names.
 const (
-	failedIDHint = "is not a failed job ID: use the numbers in the ID column of 'jobq failed list'"
+	failedIDHint = "is not a failed job's ID: use the job's ID, the ID column of 'jobq failed list'"
 	jobIDHint    = "is not a job ID: use the number 'jobq enqueue' printed, or the ID column of 'jobq jobs list'"
 )
 

@@ -23,7 +23,7 @@ func bulkForm(r *http.Request) (f jobq.FailedFilter, all bool, ids []int64, err 
 	for _, s := range r.PostForm["id"] {
 		id, perr := strconv.ParseInt(s, 10, 64)
 		if perr != nil || id < 1 {
-			return f, false, nil, fmt.Errorf("id %q is not a failed job ID", s)
+			return f, false, nil, fmt.Errorf("id %q is not a job ID", s)
 		}
 		ids = append(ids, id)
 	}
@@ -87,15 +87,11 @@ func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 	d.redirect(w, r, "/failed", back, fmt.Sprintf("Purged %s.", plural(n, "failed job")))
 }
 
-// replayOne replays one failed job and shows it live again.
+// replayOne replays one failed job and shows it live again, under the
+// same ID.
 func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 	id, ok := d.pathID(w, r, "failed job")
 	if !ok {
-		return
-	}
-	fj, err := d.s.opts.Inspector.Failed(r.Context(), id)
-	if err != nil {
-		d.failErr(w, r, "replay failed job "+strconv.FormatInt(id, 10), err)
 		return
 	}
 	replayed, skipped, err := d.s.opts.Inspector.Replay(r.Context(), id)
@@ -108,7 +104,7 @@ func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 		d.redirect(w, r, "/failed/"+strconv.FormatInt(id, 10), nil, replayedMsg(replayed, skipped))
 		return
 	}
-	d.redirect(w, r, "/jobs/"+strconv.FormatInt(fj.JobID, 10), nil, "Replayed: the job is pending again.")
+	d.redirect(w, r, "/jobs/"+strconv.FormatInt(id, 10), nil, "Replayed: the job is pending again.")
 }
 
 // purgeOne deletes one failed job.

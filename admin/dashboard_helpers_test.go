@@ -69,7 +69,9 @@ func failJobs(t testing.TB, b backend.Backend, queue string, n int, payload, err
 	failAll(t, b, queue, n, errText)
 }
 
-// failAll claims the n due jobs of queue and fails them with errText.
+// failAll claims the n due jobs of queue and fails them with errText, the
+// newest of each claim first, so that the failed jobs' own IDs are not
+// their jobs' (a page or form taking one for the other fails the tests).
 func failAll(t testing.TB, b backend.Backend, queue string, n int, errText string) {
 	t.Helper()
 	for done := 0; done < n; {
@@ -82,7 +84,7 @@ func failAll(t testing.TB, b backend.Backend, queue string, n int, errText strin
 		}
 		outs := make([]backend.Outcome, len(rows))
 		for i, r := range rows {
-			outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: errText}
+			outs[len(rows)-1-i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: errText}
 		}
 		if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: outs}); err != nil {
 			t.Fatalf("complete: %v", err)

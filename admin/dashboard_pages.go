@@ -297,7 +297,7 @@ func (d *dashboard) failedList(w http.ResponseWriter, r *http.Request) {
 	data := failedData{Queue: strings.TrimSpace(q.Get("queue")), Type: strings.TrimSpace(q.Get("type")), Matching: -1}
 	before, ok := cursor(q.Get("before"))
 	if !ok {
-		d.fail(w, r, http.StatusBadRequest, "Bad input", "before: give the ID of the last failed job shown, a positive number.")
+		d.fail(w, r, http.StatusBadRequest, "Bad input", "before: give the position the Older link gives, a positive number.")
 		return
 	}
 	qs, _, err := d.counts.get(r.Context())
@@ -325,6 +325,7 @@ func (d *dashboard) failedList(w http.ResponseWriter, r *http.Request) {
 		f.Error = d.s.maskedText(f.Error)
 	}
 	if len(data.Jobs) == pageSize {
+		// The last row's own ID: the list's position, not a job ID.
 		n := filterQuery(data.Queue, data.Type)
 		n.Set("before", strconv.FormatInt(data.Jobs[len(data.Jobs)-1].ID, 10))
 		data.Next = template.URL(n.Encode())
@@ -353,7 +354,8 @@ type failedJobData struct {
 	History  []attemptRow
 }
 
-// failedJob shows one failed job with its payload, error and metadata.
+// failedJob shows one failed job, named by its job ID, with its payload,
+// error and metadata.
 func (d *dashboard) failedJob(w http.ResponseWriter, r *http.Request) {
 	id, ok := d.pathID(w, r, "failed job")
 	if !ok {

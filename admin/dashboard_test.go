@@ -66,12 +66,21 @@ func TestDashboardPages(t *testing.T) {
 			if code != http.StatusOK || !strings.Contains(body, "card declined") || !strings.Contains(body, "all <strong>3</strong> matching") {
 				t.Errorf("failed list: %d %s", code, body)
 			}
-			failed, err := insp.FailedPage(t.Context(), jobq.FailedFilter{}, 1, 0)
-			if err != nil || len(failed) != 1 {
+			failed, err := insp.FailedPage(t.Context(), jobq.FailedFilter{}, 3, 0)
+			if err != nil || len(failed) != 3 {
 				t.Fatalf("failed page: %v", err)
 			}
+			// The list names each failed job by its job's ID, in its link
+			// and its checkbox: no failed row's own ID is its job's here.
+			for _, f := range failed {
+				link, box := fmt.Sprintf(`href="/failed/%d">%d<`, f.JobID, f.JobID), fmt.Sprintf(`name="id" value="%d"`, f.JobID)
+				if f.ID == f.JobID || !strings.Contains(body, link) || !strings.Contains(body, box) {
+					t.Errorf("failed list lacks job %d's link or checkbox (its row's own ID %d)", f.JobID, f.ID)
+				}
+			}
 			code, body = get(t, srv, fmt.Sprintf("/failed/%d", failed[0].JobID))
-			if code != http.StatusOK || !strings.Contains(body, "card declined") || !strings.Contains(body, `&#34;invoice&#34;: 42`) {
+			if code != http.StatusOK || !strings.Contains(body, "card declined") || !strings.Contains(body, `&#34;invoice&#34;: 42`) ||
+				!strings.Contains(body, fmt.Sprintf("<h1>Job %d ", failed[0].JobID)) {
 				t.Errorf("failed job page: %d %s", code, body)
 			}
 			// The job's page of a failed job is its failed job's page.
@@ -146,7 +155,7 @@ func TestDashboardBulkReplayAndPurge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	form := url.Values{"queue": {"b"}, "id": {strconv.FormatInt(rows[0].ID, 10), strconv.FormatInt(rows[1].ID, 10)}}
+	form := url.Values{"queue": {"b"}, "id": {strconv.FormatInt(rows[0].JobID, 10), strconv.FormatInt(rows[1].JobID, 10)}}
 	if code, loc := postForm(t, srv, "/failed/purge", form, nil); code != http.StatusSeeOther || !strings.Contains(loc, url.QueryEscape("Purged 2 failed jobs.")) {
 		t.Fatalf("purge: %d %s", code, loc)
 	}

@@ -52,8 +52,8 @@
 --   failedJob      P:{Q}:x:<ts>   hash: a failed job: the job's hash
 --                  renamed, plus j, e
 --   failedByJob    P:{Q}:xj       hash: the failed jobs by job ID: the ID
---                  (ts) a job had while live -> its failed ID (ts), the one
---                  way users name a failed job. Every script that writes a
+--                  (ts) a job had while live, which users name a failed
+--                  job by -> its failed ID (ts). Every script that writes a
 --                  failed record (to_failed) or deletes one (replay, purge,
 --                  purgescan) keeps it, so it has as many entries as failed
 --                  has members; Migrate indexes the records of layouts
@@ -1168,8 +1168,8 @@ return out
 -- process still running (failedByJob then has fewer or more entries than
 -- failed has members), by a walk of the failed set above the job's ID,
 -- as cancel1 does: a failed ID is minted after its job's ID. So a lookup
--- costs two reads, and one that finds nothing two more, unless such
--- records are about.
+-- costs two reads (three when the job is not failed), unless such records
+-- are about.
 -- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] failedByJob
 -- ARGV job IDs
 -- Returns {failed ID, or '' when the job is not failed, per job ID}.

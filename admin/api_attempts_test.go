@@ -13,8 +13,9 @@ import (
 )
 
 // failTwice enqueues a job of 2 attempts on queue and ends both with
-// errors (the first carrying a secret), returning its job and failed IDs.
-func (e *env) failTwice(queue string) (jobID, failedID int64) {
+// errors (the first carrying a secret), returning its ID: the job's,
+// which names it in the failed jobs too.
+func (e *env) failTwice(queue string) int64 {
 	e.t.Helper()
 	ctx := context.Background()
 	id, err := e.client.Enqueue(ctx, "mail", map[string]any{"n": 1}, jobq.Queue(queue), jobq.MaxAttempts(2))
@@ -36,10 +37,10 @@ func (e *env) failTwice(queue string) (jobID, failedID int64) {
 		}
 	}
 	got, err := e.insp.FailedPage(ctx, jobq.FailedFilter{Queue: queue}, 1, 0)
-	if err != nil || len(got) != 1 {
-		e.t.Fatalf("failed page: %v, %v", got, err)
+	if err != nil || len(got) != 1 || got[0].JobID != id {
+		e.t.Fatalf("failed page: %v, %v; want job %d", got, err, id)
 	}
-	return id, got[0].ID
+	return id
 }
 
 // wantAttempts asserts the body's errors are the two attempts failTwice
@@ -76,8 +77,8 @@ func wantAttempts(t *testing.T, what string, r resp) {
 // across a replay; the lists leave them out.
 func TestAPIAttemptErrors(t *testing.T) {
 	e := newEnvOn(t, memoryBackend(t), Options{})
-	jobID, failedID := e.failTwice("q")
-	g := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", failedID)})
+	jobID := e.failTwice("q")
+	g := e.do(req{path: fmt.Sprintf("/api/v1/failed/%d", jobID)})
 	e.want(g, http.StatusOK, "")
 	wantAttempts(t, "GET failed/{id}", g)
 	l := e.do(req{path: "/api/v1/failed?queue=q"})
@@ -86,7 +87,12 @@ func TestAPIAttemptErrors(t *testing.T) {
 		t.Errorf("the failed list carries the history: %s", l.raw)
 	}
 
-	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/failed/%d/replay", failedID)}), http.StatusOK, "")
+	// The job's route shows the failed job too, with its history.
+	fj := e.do(req{path: fmt.Sprintf("/api/v1/jobs/%d", jobID)})
+	e.want(fj, http.StatusOK, "")
+	wantAttempts(t, "GET jobs/{id} of the failed job", fj)
+
+	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/failed/%d/replay", jobID)}), http.StatusOK, "")
 	j := e.do(req{path: fmt.Sprintf("/api/v1/jobs/%d", jobID)})
 	e.want(j, http.StatusOK, "")
 	wantAttempts(t, "GET jobs/{id} after replay", j)

@@ -13,7 +13,7 @@ import (
 // worker and masked error, oldest first.
 func TestDashboardAttempts(t *testing.T) {
 	e := newEnvOn(t, openSQLite(t), Options{})
-	jobID, failedID := e.failTwice("q")
+	jobID := e.failTwice("q")
 	rows := []*regexp.Regexp{
 		regexp.MustCompile(`<tr><td>1</td><td>[^<]+</td><td>1\.5s</td><td class="mono">host-a:101</td><td><pre class="error">dial https://bot:\*\*\*@h\.example/x: refused</pre></td></tr>`),
 		regexp.MustCompile(`<tr><td>2</td><td>[^<]+</td><td>250µs</td><td class="mono">host-b:202</td><td><pre class="error">http 503</pre></td></tr>`),
@@ -38,13 +38,13 @@ func TestDashboardAttempts(t *testing.T) {
 			t.Errorf("%s shows an attempt's secret", what)
 		}
 	}
-	code, body := get(t, e.srv, fmt.Sprintf("/failed/%d", failedID))
+	code, body := get(t, e.srv, fmt.Sprintf("/failed/%d", jobID))
 	if code != http.StatusOK {
 		t.Fatalf("failed job page: %d %s", code, body)
 	}
 	check("failed job page", body)
 
-	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/failed/%d/replay", failedID)}), http.StatusOK, "")
+	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/failed/%d/replay", jobID)}), http.StatusOK, "")
 	code, body = get(t, e.srv, fmt.Sprintf("/jobs/%d", jobID))
 	if code != http.StatusOK {
 		t.Fatalf("job page: %d %s", code, body)

@@ -91,9 +91,9 @@ func testAttemptErrors(t *testing.T, h Harness) {
 		want = append(want, wantEntry{4, 42 * time.Millisecond, "host-c:303", "payment declined", time.Now()})
 		f := failedByJob(t, b, id)
 		wantErrors(t, "FailedList", f.Errors, want)
-		g, err := b.FailedGet(t.Context(), f.ID)
+		g, err := b.FailedGet(t.Context(), id)
 		if err != nil {
-			t.Fatalf("FailedGet(%d): %v", f.ID, err)
+			t.Fatalf("FailedGet(%d): %v", id, err)
 		}
 		wantErrors(t, "FailedGet", g.Errors, want)
 		if g.Error != "payment declined" {
@@ -101,7 +101,7 @@ func testAttemptErrors(t *testing.T, h Harness) {
 		}
 
 		// A replay starts the attempts again and keeps their record.
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{f.ID}})
+		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{id}})
 		if err != nil || res.Replayed != 1 {
 			t.Fatalf("FailedReplay = %+v, %v; want 1 replayed", res, err)
 		}

@@ -83,7 +83,7 @@ func TestFailedShowAttempts(t *testing.T) {
 	if err != nil || len(page) != 1 {
 		t.Fatalf("failed list: %v, %v", page, err)
 	}
-	id := fmt.Sprint(page[0].ID)
+	id := fmt.Sprint(page[0].JobID) // the job's ID names it
 	r := run(t, "--db", db, "failed", "show", id)
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -137,5 +137,19 @@ func TestJobsShow(t *testing.T) {
 	r = run(t, "--db", db, "jobs", "show", "999")
 	if r.code() != 1 || !strings.Contains(r.err.Error(), "job 999 not found") {
 		t.Errorf("jobs show 999: code %d, %v", r.code(), r.err)
+	}
+
+	// A failed job, by the same ID: its state and all its attempts.
+	db = tempDB(t)
+	failed := failThrice(t, openDB(t, db), true)
+	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(failed))
+	if r.err != nil || !regexp.MustCompile(`State:\s+failed`).MatchString(r.out) || !regexp.MustCompile(fmt.Sprintf(`ID:\s+%d\n`, failed)).MatchString(r.out) {
+		t.Fatalf("jobs show of failed job %d = %q, %v", failed, r.out, r.err)
+	}
+	wantHistory(t, "jobs show of a failed job", r.out, 4)
+	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(failed), "--json")
+	var f jobview.Failed
+	if err := json.Unmarshal([]byte(r.out), &f); err != nil || f.ID != failed || len(f.Errors) != 4 {
+		t.Errorf("jobs show --json of a failed job = %q (%v)", r.out, err)
 	}
 }

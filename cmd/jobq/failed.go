@@ -156,7 +156,7 @@ func (a *app) newFailedShowCmd() *cobra.Command {
 
 func (a *app) printFailedJob(j *jobq.FailedJob) {
 	tw := newTable(a.out)
-	fmt.Fprintf(tw, "ID:\t%d\nQueue:\t%s\nType:\t%s\n", j.JobID, j.Queue, j.Type)
+	fmt.Fprintf(tw, "ID:\t%d\nState:\t%s\nQueue:\t%s\nType:\t%s\n", j.JobID, jobq.StateFailed, j.Queue, j.Type)
 	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", j.Attempts, j.MaxAttempts, j.Priority)
 	if j.UniqueKey != "" {
 		fmt.Fprintf(tw, "Unique key:\t%s\n", j.UniqueKey)

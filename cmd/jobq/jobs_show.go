@@ -19,9 +19,9 @@ func (a *app) newJobsShowCmd() *cobra.Command {
 		Use:   "show ID",
 		Short: "Show one job: state, payload, last error and every failed attempt",
 		Long: `Show one live (pending, scheduled, reserved) or kept (completed, cancelled)
-job by its ID, with the record of its failed attempts: when each ended,
-how long it ran, which worker ran it and its error. A failed job is shown
-by its failed-job ID with 'jobq failed show'.`,
+job, or a failed one, by its ID, with the record of its failed attempts:
+when each ended, how long it ran, which worker ran it and its error. A
+failed job is shown as 'jobq failed show' shows it.`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseIDs(args, jobIDHint)
@@ -31,10 +31,17 @@ by its failed-job ID with 'jobq failed show'.`,
 			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
 				info, err := jobq.NewInspector(b).Job(cmd.Context(), ids[0])
 				if errors.Is(err, jobq.ErrNotFound) {
-					return fmt.Errorf("job %d not found: it is done and not kept, failed ('jobq failed list --type …' shows its failed ID), or never existed", ids[0])
+					return fmt.Errorf("job %d not found: it is done and not kept, or never existed", ids[0])
 				}
 				if err != nil {
 					return err
+				}
+				if f := info.Failed; f != nil {
+					if asJSON {
+						return writeJSON(a.out, jobview.FailedJob(a.masker(), f))
+					}
+					a.printFailedJob(f)
+					return nil
 				}
 				if asJSON {
 					if info.Live != nil {

@@ -109,7 +109,7 @@ func FailedAsJob(m *redact.Masker, f *jobq.FailedJob) Job {
 		ID: f.JobID, State: jobq.StateFailed, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority,
 		CreatedAt: f.CreatedAt, FinishedAt: timePtr(f.FailedAt), LastError: m.Text(f.Error),
-		UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata),
+		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata),
 	}
 }
 

@@ -5,11 +5,9 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/netfake"
 )
 
@@ -40,33 +38,14 @@ func plainServer(t *testing.T) string {
 }
 
 // openFails opens url under ctx and checks that it fails with
-// backend.ErrUnavailable, saying want, within openBound; it returns how
-// long Open took.
+// backend.ErrUnavailable, saying want, within openBound.
 func openFails(t *testing.T, ctx context.Context, url, want string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	b, err := Open(ctx, url, Options{})
-	took := time.Since(start)
-	if err == nil {
-		_ = b.Close()
-		t.Fatalf("Open(%s) succeeded", url)
-	}
-	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Open(%s) = %v; want ErrUnavailable saying %q", url, err, want)
-	}
-	if took > openBound {
-		t.Fatalf("Open(%s) failed after %s; want within %s", url, took, openBound)
-	}
-	t.Logf("Open(%s): %s: %v", url, took.Round(time.Millisecond), err)
-	return took
+	return netfake.OpenFails(t, openBound, url, want, func() (io.Closer, error) { return Open(ctx, url, Options{}) })
 }
 
 // deadline is a context that ends after d.
-func deadline(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func deadline(t *testing.T, d time.Duration) context.Context { return netfake.Deadline(t, d) }
 
 // TestOpenSilentServer: a server that accepts and never answers fails
 // Open with ErrUnavailable after connect_timeout, or the caller's

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"testing"
@@ -24,33 +25,14 @@ import (
 const openBound = 5 * time.Second
 
 // openFails opens url under ctx and checks that it fails with
-// backend.ErrUnavailable, saying want, within openBound; it returns how
-// long Open took.
+// backend.ErrUnavailable, saying want, within openBound.
 func openFails(t *testing.T, ctx context.Context, url, want string) time.Duration {
 	t.Helper()
-	start := time.Now()
-	b, err := Open(ctx, url, Options{Logger: quiet})
-	took := time.Since(start)
-	if err == nil {
-		_ = b.Close()
-		t.Fatalf("Open(%s) succeeded", url)
-	}
-	if !errors.Is(err, backend.ErrUnavailable) || !strings.Contains(err.Error(), want) {
-		t.Fatalf("Open(%s) = %v; want ErrUnavailable saying %q", url, err, want)
-	}
-	if took > openBound {
-		t.Fatalf("Open(%s) failed after %s; want within %s", url, took, openBound)
-	}
-	t.Logf("Open(%s): %s: %v", url, took.Round(time.Millisecond), err)
-	return took
+	return netfake.OpenFails(t, openBound, url, want, func() (io.Closer, error) { return Open(ctx, url, Options{Logger: quiet}) })
 }
 
 // deadline is a context that ends after d.
-func deadline(t *testing.T, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func deadline(t *testing.T, d time.Duration) context.Context { return netfake.Deadline(t, d) }
 
 // TestOpenSilentServer: a server that accepts and never answers fails
 // Open with ErrUnavailable after the URL's timeout, or the caller's

@@ -110,9 +110,10 @@ type attempt struct {
 // (Registry.run), then the decided outcome, written through h, and the
 // Finished hooks. It returns the attempt's Event, and h's write error.
 func (w *Worker) runAttempt(ctx, workCtx context.Context, row *backend.JobRow, h attemptHolder) (Event, error) {
-	job := w.jobOf(row)
+	entry, known := w.reg.lookup(row.Type)
+	job := w.jobOf(row, entry, known)
 	ref := row.Ref()
-	if _, known := w.reg.lookup(row.Type); !known {
+	if !known {
 		return w.deferUnhandled(ctx, row, job, h)
 	}
 	fire(w.hooks, claimedHook, ClaimedEvent{Job: job, Wait: waitTime(row)})
@@ -188,9 +189,8 @@ func waitTime(row *backend.JobRow) time.Duration {
 // given the client's default. A stored limit that differs is warned about
 // once per type: the lease sweep, which knows only the stored limit, fails
 // a job whose worker died during its last stored attempt.
-func (w *Worker) jobOf(row *backend.JobRow) *Job {
+func (w *Worker) jobOf(row *backend.JobRow, h handlerEntry, ok bool) *Job {
 	job := jobFromRow(row)
-	h, ok := w.reg.lookup(row.Type)
 	if !ok || h.opts.MaxAttempts == 0 || h.opts.MaxAttempts == row.MaxAttempts {
 		return job
 	}

@@ -78,6 +78,10 @@ type unhandledSeen struct {
 // and type.
 const unhandledLogEvery = time.Minute
 
+// unhandledLogKeys is how many queues and types unhandledLog tracks
+// before it forgets those it has not logged for a minute.
+const unhandledLogKeys = 1024
+
 // note counts one job given back and logs, at most once a minute for its
 // queue and type: at warn level, or at error level when the job is older
 // than alertAfter, since no worker has taken it in all that time.
@@ -90,6 +94,16 @@ func (l *unhandledLog) note(log *slog.Logger, row *backend.JobRow, age, alertAft
 	}
 	s := l.seen[k]
 	if s == nil {
+		// Types without a handler are whatever producers enqueue, so
+		// the map is bounded: past unhandledLogKeys, entries whose last
+		// line is over a minute old go (they would log again at once).
+		if len(l.seen) >= unhandledLogKeys {
+			for key, old := range l.seen {
+				if now.Sub(old.logged) >= unhandledLogEvery {
+					delete(l.seen, key)
+				}
+			}
+		}
 		s = &unhandledSeen{}
 		l.seen[k] = s
 	}

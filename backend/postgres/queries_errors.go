@@ -18,13 +18,13 @@ import (
 // alias) with one entry appended for the attempt j.attempts counts, at
 // now(): took and worker are the SQL of its duration (µs) and worker name,
 // msg that of its error text. Past MaxAttemptErrors the oldest entry goes.
-// The entry's fields are those internal/attemptlog reads; at_us is integer
-// microseconds, so the time reads back exactly whatever the session's time
-// zone.
+// The entry is internal/attemptlog's compact array [attempt, at_us,
+// duration_us, worker, error] (see its package doc for why not an object);
+// at_us is integer microseconds, so the time reads back exactly whatever
+// the session's time zone.
 func appendErrors(j, msg, took, worker string) string {
 	cur := `coalesce(` + j + `.errors, '[]'::jsonb)`
 	return `(CASE WHEN jsonb_array_length(` + cur + `) >= ` + strconv.Itoa(backend.MaxAttemptErrors) +
-		` THEN ` + cur + ` - 0 ELSE ` + cur + ` END || jsonb_build_array(jsonb_build_object(
-	'attempt', ` + j + `.attempts, 'at_us', (extract(epoch FROM now()) * 1000000)::bigint,
-	'duration_us', ` + took + `, 'worker', ` + worker + `, 'error', ` + msg + `)))`
+		` THEN ` + cur + ` - 0 ELSE ` + cur + ` END || jsonb_build_array(jsonb_build_array(
+	` + j + `.attempts, (extract(epoch FROM now()) * 1000000)::bigint, ` + took + `, ` + worker + `, ` + msg + `)))`
 }

@@ -226,6 +226,15 @@ type JobRow struct {
 	// name. 0 for a job never claimed. Opaque: compare tokens of one job
 	// only, for equality or order.
 	Token int64
+	// WorkflowID and Task name the workflow task whose job this is (see
+	// Workflower), so that what a worker logs of an attempt can say which
+	// task it ran: 0 and "" for a job that is no task's. A backend that
+	// implements Workflower fills them in every JobClaim (those of
+	// limited and rate-limited queues too), JobGet and JobList, and keeps
+	// them through failure and replay. Most jobs are no task's: the claim
+	// of one may cost no more than reading one more column or field.
+	WorkflowID int64
+	Task       string
 }
 
 // Ref returns the fence that identifies this claim of the job.

@@ -153,7 +153,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			res.Skipped++
 			continue
 		}
-		b.addPending(&backend.JobRow{
+		j := &backend.JobRow{
 			ID:          f.JobID,
 			Queue:       f.Queue,
 			Type:        f.Type,
@@ -167,7 +167,11 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			Errors:      f.Errors,
 			UniqueKey:   f.UniqueKey,
 			Metadata:    f.Metadata,
-		}, now)
+		}
+		if t := b.wf.byJob[f.JobID]; t != nil {
+			j.WorkflowID, j.Task = t.wf.id, t.name
+		}
+		b.addPending(j, now)
 		// A task's job back to live reopens its task and its workflow in
 		// the same critical section (a no-op for a plain job).
 		b.taskReplayed(f.JobID, now)

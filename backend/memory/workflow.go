@@ -186,6 +186,7 @@ func (b *Backend) WorkflowInsert(ctx context.Context, params backend.WorkflowPar
 // active. The caller wakes the queues in woken. Called with b.mu held.
 func (b *Backend) releaseTask(t *task, now time.Time, woken map[string]bool) {
 	j := b.newJob(t.job, now)
+	j.WorkflowID, j.Task = t.wf.id, t.name
 	t.setState(backend.TaskActive)
 	t.waiting = 0
 	t.jobID = j.ID

@@ -115,7 +115,8 @@ func scanJob(s scanner) (*backend.JobRow, error) { return newRowScan(false).scan
 type rowScan struct {
 	j                                                backend.JobRow
 	avail, created, attempts, maxAtt, prio, releases int64
-	uniqueKey, metadata, errors                      sql.NullString
+	uniqueKey, metadata, errors, task                sql.NullString
+	workflowID                                       sql.NullInt64
 	status                                           string
 	reservedAt, leaseUntil                           sql.NullInt64
 	cancelling                                       bool
@@ -126,7 +127,8 @@ type rowScan struct {
 func newRowScan(claim bool) *rowScan {
 	r := &rowScan{}
 	r.dest = []any{&r.j.ID, &r.j.Queue, &r.j.Type, &r.j.Payload, &r.attempts, &r.maxAtt, &r.prio,
-		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token}
+		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token,
+		&r.workflowID, &r.task}
 	if !claim {
 		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors)
 	}
@@ -152,6 +154,7 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	j.AvailableAt = fromMicros(r.avail)
 	j.CreatedAt = fromMicros(r.created)
 	j.UniqueKey = r.uniqueKey.String
+	j.WorkflowID, j.Task = r.workflowID.Int64, r.task.String
 	if claimed != nil {
 		j.Status, j.ReservedAt, j.LeaseUntil = backend.StateReserved, claimed.ReservedAt, claimed.LeaseUntil
 		return j, nil

@@ -20,8 +20,13 @@ import (
 // reserved_at, lease_until), whose reading back cost a claim measurably
 // (docs/performance.md). claim_token is read back although the
 // claim sets it: its value is the job's own (the last claim's plus one).
+// The last two name the job's workflow task (NULL for a plain job, which
+// the CASE keeps to the column it reads anyway: only a task's job probes
+// workflow_tasks_job for its name).
 const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority,
-	available_at, created_at, last_error, unique_key, releases, metadata, claim_token`
+	available_at, created_at, last_error, unique_key, releases, metadata, claim_token,
+	workflow_id, CASE WHEN workflow_id IS NULL THEN NULL
+		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = jobs.id) END`
 
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors`

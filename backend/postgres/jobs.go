@@ -421,10 +421,12 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		reservedAt, leaseUntil pgtype.Timestamptz
 		lastError, uniqueKey   pgtype.Text
 		metadata, errs         []byte
+		workflowID             pgtype.Int8
+		task                   pgtype.Text
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata, &j.Token, &errs)
+		&j.Releases, &metadata, &j.Token, &errs, &workflowID, &task)
 	if err != nil {
 		return nil, err
 	}
@@ -443,6 +445,7 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	j.LeaseUntil = leaseUntil.Time
 	j.LastError = lastError.String
 	j.UniqueKey = uniqueKey.String
+	j.WorkflowID, j.Task = workflowID.Int64, task.String
 	return &j, nil
 }
 

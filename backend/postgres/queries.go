@@ -40,18 +40,24 @@ import (
 // statement that moves a job to failed_jobs copies it, and replay copies
 // it back.
 
-// jobColumns is the column list every statement returning a JobRow selects,
-// in the order scanJob reads it.
-const jobColumns = `id, queue, type, payload, attempts, max_attempts, priority, status,
-	available_at, reserved_at, lease_until, created_at, last_error, unique_key, releases, metadata,
-	claim_token, errors`
+// jobColumns is the column list every statement returning a JobRow selects
+// from the jobs row j, in the order scanJob reads it.
+const jobColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
+	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
+	j.releases, j.metadata, j.claim_token, j.errors, ` + jobTaskColumns
 
-// claimedColumns is jobColumns as the claim statements return them, from
-// the updated jobs row j, but for errors: a claim returns none (see
-// backend.JobRow.Errors) rather than read a jsonb array per claim.
+// claimedColumns is jobColumns as the claim statements return them, but
+// for errors: a claim returns none (see backend.JobRow.Errors) rather than
+// read a jsonb array per claim.
 const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, NULL::jsonb`
+	j.releases, j.metadata, j.claim_token, NULL::jsonb, ` + jobTaskColumns
+
+// jobTaskColumns name the workflow task of the jobs row j (NULL, NULL for a
+// plain job). The CASE keeps a plain job's read to the column it already
+// holds: only a task's job probes workflow_tasks_job_idx for the name.
+const jobTaskColumns = `j.workflow_id, CASE WHEN j.workflow_id IS NULL THEN NULL
+	ELSE (SELECT t.name FROM {schema}.workflow_tasks t WHERE t.job_id = j.id) END`
 
 // failedColumns is the column list scanFailed reads.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
@@ -505,7 +511,7 @@ const sqlVacuumAnalyze = `VACUUM (SKIP_LOCKED, ANALYZE) {schema}.jobs`
 //	$1 id bigint
 //
 // Returns zero or one row (jobColumns).
-const sqlJobGet = `SELECT ` + jobColumns + ` FROM {schema}.jobs WHERE id = $1`
+const sqlJobGet = `SELECT ` + jobColumns + ` FROM {schema}.jobs j WHERE j.id = $1`
 
 // sqlJobsInserted reads, without advancing it, the sequence that hands
 // out job IDs (001_init.sql names it): how many IDs were ever taken. Until

@@ -14,7 +14,7 @@ import (
 // claimFields is the number of reply values per claimed job, after
 // claimHeader values about the claim.
 const (
-	claimFields = 11
+	claimFields = 13
 	claimHeader = 5
 )
 
@@ -204,6 +204,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 			LeaseUntil:  lease,
 		}
 		row.MaxAttempts, row.Type, row.Payload = f.record(i + 1)
+		row.WorkflowID, row.Task = f.task(i+11, idx)
 		rows = append(rows, row)
 	}
 	if ctl := f.str(4); ctl != "" {
@@ -213,7 +214,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -250,6 +251,7 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		Status:      backend.StatePending,
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)
+	row.WorkflowID, row.Task = f.task(14, queueIndexOf(id))
 	if row.AvailableAt.IsZero() {
 		row.AvailableAt = row.CreatedAt // not stored when the same
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -86,6 +87,22 @@ func (f *fields) id(i, q int) int64 {
 		f.err = err
 	}
 	return id
+}
+
+// task reads a job's fields w ("<workflow ts> <index>", at i) and tn
+// (at i + 1) as the workflow ID in the queue of index q and the task's
+// name: 0 and "" for a plain job, whose w is empty.
+func (f *fields) task(i, q int) (int64, string) {
+	w := f.str(i)
+	if w == "" {
+		return 0, ""
+	}
+	ts, _, _ := strings.Cut(w, " ")
+	id, err := parseTS(ts, q)
+	if err != nil && f.err == nil {
+		f.err = fmt.Errorf("job's workflow %q: %w", w, err)
+	}
+	return id, f.str(i + 1)
 }
 
 // record reads a job's record (field d, see appendRecord).

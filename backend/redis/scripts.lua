@@ -123,8 +123,9 @@
 -- was requested (absent otherwise: every write of its holder is then
 -- refused and ends the job cancelled), w the workflow task whose job it is
 -- (absent for a plain job; see workflows.lua: every script that ends or
--- replays a job reads it), el the job's attempt errors (absent: none; see
--- add_error). A failed job's hash adds j (its job ID) and keeps e as the
+-- replays a job reads it), tn that task's name (with w; claims and JobGet
+-- return both, so a worker's log can name the task), el the job's attempt
+-- errors (absent: none; see add_error). A failed job's hash adds j (its job ID) and keeps e as the
 -- error, el, and k, so that a replayed job's tokens still only grow; its
 -- failed_at is the time part of its failed ID.
 --
@@ -793,9 +794,9 @@ return (pick(best, head, take, KEYS[5], true))
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
 --   limits: '' or "<concurrency limit or 0> <next rate window µs or 0>"
---   (0: the window is not spent), then per job 11 values: ID, d, pr, a, r,
---   av, c, e, u, m, k (the claim's token)} (absent fields as '', av as c
---   when absent).
+--   (0: the window is not spent), then per job 13 values: ID, d, pr, a, r,
+--   av, c, e, u, m, k (the claim's token), w, tn} (absent fields as '', av
+--   as c when absent).
 local now = now_us()
 local nows = n2s(now)
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
@@ -831,7 +832,7 @@ local ids, avs, rs = {}, {}, {}
 for i = 1, #took do
   local id = took[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k')
+  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn')
   if inp[i] then ids[#ids + 1] = id end
   if v[1] then
     local a = tonumber(v[3] or '0') + 1
@@ -844,7 +845,7 @@ for i = 1, #took do
     v[5] = v[5] or v[6] -- no av: available since created
     if inp[i] then avs[#ids] = v[5] end
     out[#out + 1] = id
-    for f = 1, 10 do out[#out + 1] = v[f] or '' end
+    for f = 1, 12 do out[#out + 1] = v[f] or '' end
     rs[#rs + 1] = lease; rs[#rs + 1] = id
   end
 end

@@ -18,9 +18,11 @@ import (
 // script in one slot, so a workflow whose tasks named several queues could
 // not be ended and released atomically: WorkflowInsert refuses it.
 //
-// A task's job carries the task in its hash (field w), which the scripts
-// that end jobs read with the fields they read already: a plain job's end
-// costs one absent field more, and a claim nothing.
+// A task's job carries the task in its hash (field w, and tn its name),
+// which the scripts that end jobs read with the fields they read already:
+// a plain job's end costs one absent field more, and its claim two (which
+// return w and tn for JobRow.WorkflowID and Task). A job a build before tn
+// released names its workflow but no task.
 
 var _ backend.Workflower = (*Backend)(nil)
 

@@ -52,7 +52,9 @@
 --                         job ever released, live or not (WorkflowDeps)
 -- and the field w of a task's job hash (kept through failure and replay):
 -- "<workflow ID> <index>", read by every script that ends a job with the
--- fields it reads already, so that a plain job's end costs one field more.
+-- fields it reads already, so that a plain job's end costs one field more;
+-- beside it tn, the task's name, which a claim returns with w (a copy of
+-- n<i>, so that a claim of a task's job reads no task hash).
 -- Workflow IDs are minted from Q's t like job IDs: unique under P, growing
 -- with time, naming Q.
 
@@ -174,16 +176,17 @@ local function wf_lib()
     end
   end
 
-  -- wf_newjob writes the job id (ts) of task wv ("<workflow ID> <index>")
-  -- from its record, options (field o) and metadata (false: none), and
-  -- wf_release inserts the job of task i (waiting, its last dependency just
-  -- ended) with it, as the script "insert" would: ID minted from lastTS,
-  -- pending, due after its delay from now or at its run at, in readyList
-  -- when it is ready now with priority 0 (its ID is above every ID there:
-  -- minted here), else in ready or delayed through the wf's moves, whose
-  -- flush publishes the wake-up. The task becomes active with the job's ID,
-  -- and the job carries the task (field w).
-  local function wf_newjob(base, mv, now, id, wv, rec, o, md)
+  -- wf_newjob writes the job id (ts) of task wv ("<workflow ID> <index>",
+  -- named name) from its record, options (field o) and metadata (false:
+  -- none), and wf_release inserts the job of task i (waiting, its last
+  -- dependency just ended) with it, as the script "insert" would: ID
+  -- minted from lastTS, pending, due after its delay from now or at its
+  -- run at, in readyList when it is ready now with priority 0 (its ID is
+  -- above every ID there: minted here), else in ready or delayed through
+  -- the wf's moves, whose flush publishes the wake-up. The task becomes
+  -- active with the job's ID, and the job carries the task (fields w and
+  -- tn).
+  local function wf_newjob(base, mv, now, id, wv, name, rec, o, md)
     local nows = n2s(now)
     local pr, av, avs = '0', now, nows
     if o then
@@ -196,7 +199,7 @@ local function wf_lib()
         avs = n2s(av)
       end
     end
-    local f = { 'd', rec, 'c', nows, 'w', wv }
+    local f = { 'd', rec, 'c', nows, 'w', wv, 'tn', name }
     if pr ~= '0' then f[#f + 1] = 'pr'; f[#f + 1] = pr end
     if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
     if md then f[#f + 1] = 'm'; f[#f + 1] = md end
@@ -210,10 +213,10 @@ local function wf_lib()
     end
   end
   local function wf_release(w, i)
-    local v = redis.call('HMGET', w.t, 'd' .. i, 'o' .. i, 'm' .. i)
+    local v = redis.call('HMGET', w.t, 'd' .. i, 'o' .. i, 'm' .. i, 'n' .. i)
     local id = tshex(reserve(w.base .. 't', w.now, 1))
     local wv = w.id .. ' ' .. i
-    wf_newjob(w.base, w.mv, w.now, id, wv, v[1], v[2], v[3])
+    wf_newjob(w.base, w.mv, w.now, id, wv, v[4], v[1], v[2], v[3])
     redis.call('HSET', w.t, 's' .. i, 'a', 'J' .. i, id)
     redis.call('HDEL', w.t, 'W' .. i)
     redis.call('HSET', w.base .. 'wj', id, wv)
@@ -472,7 +475,7 @@ for i = 0, n - 1 do
     -- No dependency: released now (see wf_release, the same for later).
     local id = tshex(first + (#out - 1) / 2)
     local wv = wid .. ' ' .. s
-    wf.newjob(base, mv, now, id, wv, ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4])
+    wf.newjob(base, mv, now, id, wv, ARGV[a], ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4])
     f[#f + 1] = 's' .. s; f[#f + 1] = 'a'
     f[#f + 1] = 'J' .. s; f[#f + 1] = id
     wj[#wj + 1] = id; wj[#wj + 1] = wv

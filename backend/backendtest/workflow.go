@@ -201,6 +201,7 @@ func testWorkflow(t *testing.T, h Harness) {
 	testWorkflowCancelEnds(t, h)
 	testWorkflowReplayMore(t, h)
 	testWorkflowScale(t, h)
+	testWorkflowNames(t, h)
 }
 
 // testWorkflowFailure: every way a task's job can end badly ends the task

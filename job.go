@@ -30,6 +30,12 @@ type Job struct {
 	// job is still held under it. A handler whose side effects must be
 	// fenced too (a write to another store, say) can carry it there.
 	Token int64
+	// WorkflowID and Task name the workflow and the task this job runs
+	// for (see EnqueueWorkflow), so a handler shared by several tasks can
+	// tell which one it is running; the worker's log lines carry them
+	// too. 0 and "" for a job enqueued on its own.
+	WorkflowID int64
+	Task       string
 }
 
 func jobFromRow(r *backend.JobRow) *Job {
@@ -37,6 +43,7 @@ func jobFromRow(r *backend.JobRow) *Job {
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Payload: json.RawMessage(r.Payload),
 		Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, Priority: r.Priority,
 		CreatedAt: r.CreatedAt, LastError: r.LastError, Metadata: r.Metadata, Token: r.Token,
+		WorkflowID: r.WorkflowID, Task: r.Task,
 	}
 }
 

@@ -12,7 +12,11 @@ import (
 // backend applied it (WorkerHooks.Written), and every job a lease sweep or
 // the lease fence took from this worker, one line each with the job's id,
 // type, queue and attempt, so any one job's history can be followed in the
-// logs. Payloads and metadata are never logged: they may hold secrets.
+// logs. An outcome line of a workflow task's job also carries workflow_id
+// and task, so that a failed task's line says which workflow to look at;
+// a plain job's lines carry neither (nor do the lines of a rescue or a
+// refused outcome, which the sweep and the fence report without them).
+// Payloads and metadata are never logged: they may hold secrets.
 // Error texts are logged as they are stored (errorText: URL credentials
 // masked, valid UTF-8, at most 16 KiB). Levels follow how much an operator
 // should care:
@@ -32,10 +36,14 @@ import (
 func logHooks(log *slog.Logger) WorkerHooks {
 	ctx := context.Background()
 	jobAttrs := func(j *Job) []slog.Attr {
-		return []slog.Attr{
+		attrs := []slog.Attr{
 			slog.Int64("job_id", j.ID), slog.String("type", j.Type),
 			slog.String("queue", j.Queue), slog.Int("attempt", j.Attempt),
 		}
+		if j.WorkflowID != 0 {
+			attrs = append(attrs, slog.Int64("workflow_id", j.WorkflowID), slog.String("task", j.Task))
+		}
+		return attrs
 	}
 	return WorkerHooks{
 		Written: func(e Event) {

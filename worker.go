@@ -192,6 +192,7 @@ func (w *Worker) newRun(ctx context.Context) *run {
 		Queues: cfg.Queues, Concurrency: cfg.Concurrency, Batch: cfg.ClaimBatch,
 		Lease: cfg.Lease, Poll: cfg.PollInterval, Cooldown: cfg.ClaimCooldown,
 		Log: w.log, Dispatch: r.dispatch,
+		Runnable: func(row *backend.JobRow) bool { _, ok := w.reg.lookup(row.Type); return ok },
 	})
 	return r
 }

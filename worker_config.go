@@ -39,7 +39,9 @@ type WorkerConfig struct {
 	SweepInterval time.Duration
 	// PollInterval is how often an idle worker looks for due jobs when no
 	// notification wakes it (scheduled jobs, retries, other processes'
-	// enqueues on SQLite). Defaults to DefaultPollInterval.
+	// enqueues on SQLite): each wait is drawn between half of it and all
+	// of it, so that workers polling one store take turns rather than one
+	// always polling just before another. Defaults to DefaultPollInterval.
 	PollInterval time.Duration
 	// ClaimCooldown is the longest a worker with a known backlog waits for
 	// half a batch of free slots before claiming fewer, and how long it

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -10,7 +11,7 @@ import (
 
 // Claimer reserves jobs into the worker's free slots and hands each to
 // dispatch. It claims when woken (a backend notification), on every poll
-// tick, and straight away again while claims come back full, so a backlog
+// (see pollWait), and straight away again while claims come back full, so a backlog
 // drains without waiting for ticks. When the backlog is known but few slots
 // are free it waits briefly (cooldown) for more, so that claims stay large
 // instead of one job per transaction. Likewise, when a claim comes back
@@ -21,6 +22,14 @@ import (
 // completer's linger, throughput rose (docs/performance.md). A claim that
 // finds one job (a quiet queue) is followed at once by the next wake-up, so
 // pickup latency is unchanged.
+//
+// A full claim of jobs none of which this worker can run (Runnable: types
+// it has no handler for, which it gives back untouched) is no backlog it
+// can work: the claimer then waits for the next tick or wake-up rather
+// than claim again at once. Otherwise a worker without a type's handler
+// spins through a queue of such jobs ahead of the workers that have it;
+// on SQLite, whose writers in other processes wait their turn in a busy
+// handler's sleeps, it took nearly every job each time they came due.
 //
 // A claim in flight when ctx ends is seen through: it runs under a context
 // of its own, bounded by the lease, and the jobs it brings are dispatched
@@ -37,6 +46,7 @@ type Claimer struct {
 	cooldown time.Duration
 	log      *slog.Logger
 	dispatch func(Claimed)
+	runnable func(*backend.JobRow) bool
 	slots    chan struct{}
 	wake     <-chan struct{}
 }
@@ -54,6 +64,9 @@ type ClaimerConfig struct {
 	// Dispatch runs a claimed job; it must arrange for Done to be called
 	// when the job's slot is free again. It must not block for long.
 	Dispatch func(Claimed)
+	// Runnable tells whether the worker can run a claimed job (has its
+	// type's handler); nil: every job. See Claimer for why it matters.
+	Runnable func(*backend.JobRow) bool
 }
 
 // Claimed is one job a claim brought.
@@ -70,7 +83,7 @@ func NewClaimer(b backend.Backend, cfg ClaimerConfig) *Claimer {
 	c := &Claimer{
 		b: b, queues: cfg.Queues, batch: cfg.Batch, lease: cfg.Lease, poll: cfg.Poll,
 		cooldown: cfg.Cooldown, log: cfg.Log, dispatch: cfg.Dispatch, wake: cfg.Wake,
-		slots: make(chan struct{}, cfg.Concurrency),
+		runnable: cfg.Runnable, slots: make(chan struct{}, cfg.Concurrency),
 	}
 	for range cfg.Concurrency {
 		c.slots <- struct{}{}
@@ -87,7 +100,7 @@ func (c *Claimer) Done() { c.slots <- struct{}{} }
 
 // Run claims until ctx ends. It returns without waiting for dispatched jobs.
 func (c *Claimer) Run(ctx context.Context) {
-	tick := time.NewTicker(c.poll)
+	tick := time.NewTimer(c.pollWait())
 	defer tick.Stop()
 	backlog := true // claim at once on start
 	errWait := 100 * time.Millisecond
@@ -98,6 +111,7 @@ func (c *Claimer) Run(ctx context.Context) {
 				return
 			case <-c.wake:
 			case <-tick.C:
+				tick.Reset(c.pollWait())
 			}
 		}
 		n, ok := c.takeSlots(ctx, backlog)
@@ -127,13 +141,17 @@ func (c *Claimer) Run(ctx context.Context) {
 		}
 		errWait = 100 * time.Millisecond
 		deadline := start.Add(c.lease)
+		runnable := 0
 		for _, j := range jobs {
+			if c.runnable == nil || c.runnable(j) {
+				runnable++
+			}
 			c.dispatch(Claimed{Row: j, LeaseDeadline: deadline})
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		backlog = len(jobs) == n
+		backlog = len(jobs) == n && runnable > 0
 		if !backlog && len(jobs) >= 2 && c.cooldown > 0 {
 			select {
 			case <-ctx.Done():
@@ -143,6 +161,16 @@ func (c *Claimer) Run(ctx context.Context) {
 		}
 	}
 }
+
+// pollWait is the time to the next poll: drawn between half the poll
+// interval and all of it, so a job is still noticed within the interval,
+// and worker processes that poll one store do not stay in step. In step,
+// the jobs that come due between one process's poll and the next
+// process's went to the first, run after run: on SQLite, where a worker
+// learns of other processes' jobs only by polling, a process whose polls
+// fell just after another's got a fraction of the jobs, and a worker
+// without a type's handler took most of them from the one that had it.
+func (c *Claimer) pollWait() time.Duration { return c.poll/2 + rand.N(c.poll-c.poll/2+1) }
 
 // claim reserves up to n jobs under a context that outlives ctx (see
 // Claimer), bounded by the lease: a claim that takes longer brings jobs

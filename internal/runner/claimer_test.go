@@ -152,8 +152,8 @@ func TestClaimerPollsAndDeadlines(t *testing.T) {
 		insertJobs(t, mem, 1)
 		began := time.Now()
 		cl := <-got
-		if waited := time.Since(began); waited != time.Second {
-			t.Fatalf("job claimed %s after insert; want the 1s poll", waited)
+		if waited := time.Since(began); waited < time.Second/2 || waited > time.Second {
+			t.Fatalf("job claimed %s after insert; want the next poll, within 0.5s to 1s", waited)
 		}
 		if want := time.Now().Add(30 * time.Second); !cl.LeaseDeadline.Equal(want) {
 			t.Fatalf("lease deadline %v, want claim start + lease %v", cl.LeaseDeadline, want)
@@ -300,3 +300,53 @@ func TestClaimerStopsWhileWaitingForSlots(t *testing.T) {
 }
 
 var _ = errors.New
+
+// TestClaimerWaitsAfterUnrunnableBatch: a full claim of jobs the worker
+// cannot run (it gives them back) is followed by the next poll tick, not
+// by another claim at once; a full claim with one job it can run is
+// followed at once, as a backlog is.
+func TestClaimerWaitsAfterUnrunnableBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		mem := newMemory(t)
+		const poll = time.Second
+		b := &timedClaims{Backend: mem}
+		var c *Claimer
+		c = NewClaimer(b, ClaimerConfig{
+			Queues: []string{"q"}, Concurrency: 4, Batch: 4, Lease: time.Minute,
+			Poll: poll, Log: quiet,
+			Dispatch: func(Claimed) { go c.Done() },
+			Runnable: func(r *backend.JobRow) bool { return r.Priority > 0 },
+		})
+		insertJobs(t, mem, 8) // priority 0: not runnable here
+		stop := runClaimer(c)
+		defer stop()
+		synctest.Wait()
+		at, counts := b.claims()
+		if len(counts) != 1 || counts[0] != 4 {
+			t.Fatalf("claims brought %v jobs before the first tick; want one claim of 4", counts)
+		}
+		time.Sleep(poll)
+		synctest.Wait()
+		at, counts = b.claims()
+		if gap := at[len(at)-1].Sub(at[0]); len(counts) != 2 || counts[1] != 4 || gap < poll/2 || gap > poll {
+			t.Fatalf("claims brought %v jobs at %v; want the second claim of 4 at the next poll, within %s", counts, at, poll)
+		}
+
+		// A full claim holding one runnable job is a backlog: the claimer
+		// claims again at once (and finds the queue empty).
+		ps := make([]backend.InsertParams, 4)
+		for i := range ps {
+			ps[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}
+		}
+		ps[3].Priority = 1
+		if _, err := mem.JobInsertMany(context.Background(), ps); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(poll)
+		synctest.Wait()
+		at, counts = b.claims()
+		if len(counts) < 4 || counts[2] != 4 || counts[3] != 0 || at[3] != at[2] {
+			t.Fatalf("claims brought %v jobs at %v; want a claim of 4 at the next poll and an empty one at once", counts, at)
+		}
+	})
+}

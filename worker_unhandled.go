@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -26,11 +27,19 @@ const (
 
 // unhandledDelay is how long a job given back for want of a handler waits
 // before it is due again: a tenth of its age, between a second and a
-// minute. A young job (a deploy in progress) returns soon, to a worker
-// that may have the handler by then; one that has waited long costs the
-// workers without it a claim a minute, however many of them run.
+// minute, plus up to a fifth more at random. A young job (a deploy in
+// progress) returns soon, to a worker that may have the handler by then;
+// one that has waited long costs the workers without it a claim a minute,
+// however many of them run.
+//
+// The random part keeps the job's due time out of step with the polls of
+// the worker that gave it back. Without it, a job given back for exactly a
+// second (fifty 20 ms polls) came due just before that worker's next poll,
+// every time, and on SQLite a worker with the handler in another process
+// lost the job to it for a minute on end (TestProcessRollingDeploy).
 func unhandledDelay(age time.Duration) time.Duration {
-	return min(max(age/10, minUnhandledDelay), maxUnhandledDelay)
+	d := min(max(age/10, minUnhandledDelay), maxUnhandledDelay)
+	return d + rand.N(d/5+1)
 }
 
 // unhandledAge is how long the job has existed, by the backend's clock

@@ -75,20 +75,26 @@ func TestUnknownTypeDeferred(t *testing.T) {
 	if others != 0 {
 		t.Errorf("Claimed, Started and Finished fired %d times, want none: no handler started", others)
 	}
-	for id, want := range map[int64]time.Duration{young: time.Second, old: time.Minute} {
+	// The delay: a tenth of the age within [1s, 1m], plus up to a fifth.
+	base := map[int64]time.Duration{young: time.Second, old: time.Minute}
+	givenAt := map[int64]time.Time{young: now.Add(-20 * time.Minute), old: now}
+	for id, want := range base {
 		e := written[id]
-		if e.Kind != jobq.EventDeferred || !errors.Is(e.Err, jobq.ErrNoHandler) || e.RetryDelay != want {
-			t.Errorf("job %d: Written %s, err %v, delay %s; want deferred, ErrNoHandler, %s", id, e.Kind, e.Err, e.RetryDelay, want)
+		if e.Kind != jobq.EventDeferred || !errors.Is(e.Err, jobq.ErrNoHandler) || e.RetryDelay < want || e.RetryDelay > want+want/5 {
+			t.Errorf("job %d: Written %s, err %v, delay %s; want deferred, ErrNoHandler, %s to %s", id, e.Kind, e.Err, e.RetryDelay, want, want+want/5)
 		}
 	}
 	hmu.Unlock()
-	for id, wantAt := range map[int64]time.Time{young: now.Add(-20*time.Minute + time.Second), old: now.Add(time.Minute)} {
+	for id, given := range givenAt {
 		j, err := b.JobGet(t.Context(), id)
 		if err != nil || j.Status != backend.StatePending || j.Attempts != 0 || j.LastError != "" {
 			t.Fatalf("job %d after it was given back: %+v, %v; want pending, 0 attempts, no error", id, j, err)
 		}
+		hmu.Lock()
+		wantAt := given.Add(written[id].RetryDelay)
+		hmu.Unlock()
 		if !j.AvailableAt.Equal(wantAt) {
-			t.Errorf("job %d due at %v, want %v", id, j.AvailableAt, wantAt)
+			t.Errorf("job %d due at %v, want %v: given back at %v, due after the delay Written reported", id, j.AvailableAt, wantAt, given)
 		}
 	}
 	if f := failedJobs(t, b); len(f) != 0 {
@@ -104,7 +110,7 @@ func TestUnknownTypeDeferred(t *testing.T) {
 	}
 
 	// The upgraded worker takes both once due, each on attempt 1.
-	advance(time.Minute)
+	advance(time.Minute + time.Minute/5)
 	reg.HandleFunc("email.welcome", func(_ context.Context, j *jobq.Job) error {
 		if j.Attempt != 1 {
 			return jobq.Permanent(errors.New("an attempt was spent before this one"))

@@ -430,6 +430,13 @@ type FailedJob struct {
 	Metadata  map[string]string // as given at insert; nil when none
 	CreatedAt time.Time         // when the job was first enqueued
 	FailedAt  time.Time
+	// WorkflowID and Task name the workflow task whose job failed, as
+	// JobRow's do, so that whoever reads a failed job can find the
+	// workflow it stopped: 0 and "" for a job that is no task's. Filled by
+	// FailedGet and FailedList on backends that implement Workflower. Once
+	// its workflow was pruned, Task may be "" while WorkflowID stays.
+	WorkflowID int64
+	Task       string
 }
 
 // FailedFilter selects failed jobs. Zero fields match everything.

@@ -237,6 +237,8 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		Metadata:    j.Metadata,
 		CreatedAt:   j.CreatedAt,
 		FailedAt:    now,
+		WorkflowID:  j.WorkflowID,
+		Task:        j.Task,
 	}
 	b.failed = append(b.failed, f)
 	b.failedByJob[f.JobID] = f

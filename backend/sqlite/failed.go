@@ -327,11 +327,12 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 		f                      backend.FailedJob
 		attempts, maxAtt, prio int64
 		uniqueKey, metadata    sql.NullString
-		errs                   sql.NullString
+		errs, task             sql.NullString
 		created, failed        int64
+		workflowID             sql.NullInt64
 	)
 	if err := s.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.Error, &uniqueKey, &created, &failed, &metadata, &errs); err != nil {
+		&f.Error, &uniqueKey, &created, &failed, &metadata, &errs, &workflowID, &task); err != nil {
 		return nil, err
 	}
 	md, err := decodeMetadata(metadata.String, metadata.Valid)
@@ -344,6 +345,7 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 	}
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
+	f.WorkflowID, f.Task = workflowID.Int64, task.String
 	f.CreatedAt = fromMicros(created)
 	f.FailedAt = fromMicros(failed)
 	return &f, nil

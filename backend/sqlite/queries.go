@@ -31,9 +31,13 @@ const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors`
 
-// failedColumns is the column list scanFailed reads, in order.
+// failedColumns is the column list scanFailed reads, in order. The last
+// two name the failed job's workflow task as claimColumns do, the CASE
+// sparing a plain job's row the probe of workflow_tasks_job.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
-	error, unique_key, created_at, failed_at, metadata, errors`
+	error, unique_key, created_at, failed_at, metadata, errors,
+	workflow_id, CASE WHEN workflow_id IS NULL THEN NULL
+		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = failed_jobs.job_id) END`
 
 // appendErrorSQL is the errors column of the row being written with one
 // backend.AttemptError appended (the oldest dropped past

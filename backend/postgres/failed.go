@@ -264,9 +264,11 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 		uniqueKey pgtype.Text
 		metadata  []byte
 		errs      []byte
+		workflow  pgtype.Int8
+		task      pgtype.Text
 	)
 	err := row.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts,
-		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata, &errs)
+		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata, &errs, &workflow, &task)
 	if err != nil {
 		return nil, err
 	}
@@ -277,5 +279,6 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 		return nil, fmt.Errorf("failed job %d: %w", f.ID, err)
 	}
 	f.UniqueKey = uniqueKey.String
+	f.WorkflowID, f.Task = workflow.Int64, task.String
 	return &f, nil
 }

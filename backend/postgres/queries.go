@@ -59,9 +59,12 @@ const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_atte
 const jobTaskColumns = `j.workflow_id, CASE WHEN j.workflow_id IS NULL THEN NULL
 	ELSE (SELECT t.name FROM {schema}.workflow_tasks t WHERE t.job_id = j.id) END`
 
-// failedColumns is the column list scanFailed reads.
-const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
-	error, unique_key, created_at, failed_at, metadata, errors`
+// failedColumns is the column list scanFailed reads, from the failed_jobs
+// row f; the last two name its workflow task as jobTaskColumns do.
+const failedColumns = `f.id, f.job_id, f.queue, f.type, f.payload, f.attempts, f.max_attempts, f.priority,
+	f.error, f.unique_key, f.created_at, f.failed_at, f.metadata, f.errors, f.workflow_id,
+	CASE WHEN f.workflow_id IS NULL THEN NULL
+	ELSE (SELECT t.name FROM {schema}.workflow_tasks t WHERE t.job_id = f.job_id) END`
 
 // sqlInsert inserts a batch of jobs in one statement.
 //
@@ -573,7 +576,7 @@ LIMIT $6`
 //	$1 job_id bigint
 //
 // Returns zero or one row (failedColumns).
-const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs WHERE job_id = $1 ORDER BY id DESC LIMIT 1`
+const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs f WHERE f.job_id = $1 ORDER BY f.id DESC LIMIT 1`
 
 // replayTail is the common end of sqlFailedReplayIDs and
 // sqlFailedReplayChunk: it moves the failed jobs in sel back to jobs as

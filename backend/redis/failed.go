@@ -73,7 +73,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	}
 	what, width := "ref", 4
 	if full {
-		what, width = "rec", 10
+		what, width = "rec", 12
 	}
 	cursor := ""
 	if upper > 0 {
@@ -107,6 +107,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 					Errors:    f.attemptErrors(i + 9),
 				}
 				r.row.MaxAttempts, r.row.Type, r.row.Payload = f.record(i + 2)
+				r.row.WorkflowID, r.row.Task = f.task(i+10, idx)
 				r.typ = r.row.Type
 			} else {
 				r.typ, r.uniq = f.str(i+2), f.str(i+3)
@@ -208,7 +209,7 @@ func (b *Backend) failedOf(ctx context.Context, ids []int64) (groups []*refGroup
 }
 
 // failedFields are the fields FailedGet reads.
-var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el"}
+var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el", "w", "tn"}
 
 // FailedGet returns the failed job of the job jobID, found through the
 // index of failed jobs by job ID.
@@ -248,6 +249,7 @@ func (b *Backend) failedGet(ctx context.Context, jobID int64) (*backend.FailedJo
 		Errors:    f.attemptErrors(8),
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(1)
+	row.WorkflowID, row.Task = f.task(9, queueIndexOf(id))
 	return row, f.err
 }
 

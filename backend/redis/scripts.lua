@@ -126,8 +126,9 @@
 -- replays a job reads it), tn that task's name (with w; claims and JobGet
 -- return both, so a worker's log can name the task), el the job's attempt
 -- errors (absent: none; see add_error). A failed job's hash adds j (its job ID) and keeps e as the
--- error, el, and k, so that a replayed job's tokens still only grow; its
--- failed_at is the time part of its failed ID.
+-- error, el, and k, so that a replayed job's tokens still only grow, and
+-- w and tn, which FailedGet and failedscan return; its failed_at is the
+-- time part of its failed ID.
 --
 -- The fence: a holder's write (complete, extend, release) applies only
 -- while the job is reserved and its k is the token the holder's claim
@@ -1143,14 +1144,14 @@ return {
 --   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
 --   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
 --   examined  ARGV[7] 'rec' (whole records) or 'ref' (what a replay needs)
--- Returns {cursor ('' when exhausted), then per match: for 'rec' 10
---   values: failed ID, j, d, pr, a, e, u, m, c, el; for 'ref' 4 values:
---   failed ID, j, type, u} (absent fields as '').
+-- Returns {cursor ('' when exhausted), then per match: for 'rec' 12
+--   values: failed ID, j, d, pr, a, e, u, m, c, el, w, tn; for 'ref' 4
+--   values: failed ID, j, type, u} (absent fields as '').
 local out = { '' }
 local limit = tonumber(ARGV[5])
 local n = 0
 local ref = ARGV[7] == 'ref'
-local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'el' }
+local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'el', 'w', 'tn' }
 if ref then fields = { 'j', 'd', 'u' } end
 out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
   local v = redis.call('HMGET', fk, unpack(fields))

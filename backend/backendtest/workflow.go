@@ -202,6 +202,7 @@ func testWorkflow(t *testing.T, h Harness) {
 	testWorkflowReplayMore(t, h)
 	testWorkflowScale(t, h)
 	testWorkflowNames(t, h)
+	testWorkflowFailedNames(t, h)
 }
 
 // testWorkflowFailure: every way a task's job can end badly ends the task

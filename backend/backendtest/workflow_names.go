@@ -77,6 +77,39 @@ func testWorkflowNames(t *testing.T, h Harness) {
 	})
 }
 
+// testWorkflowFailedNames: a task's job that fails for good names its
+// workflow and task in failed_jobs (FailedJob.WorkflowID, Task), read by
+// FailedGet and FailedList, so that whoever looks at the failed job finds
+// the workflow it stopped; a plain job failed in the same batch names none.
+func testWorkflowFailedNames(t *testing.T, h Harness) {
+	parallel(t, h, "FailedNamesTask", func(t *testing.T, b backend.Backend) {
+		w := workflower(t, b)
+		id := wfInsert(t, w, task("a"), task("b", "a"))
+		insertOne(t, b, job("w", "plain"))
+		got := wantClaimed(t, b, "a", "plain")
+		completeFresh(t, b, fail(got["a"].Ref(), "a broke"), fail(got["plain"].Ref(), "plain broke"))
+		wantTasks(t, w, id, map[string]backend.TaskState{"a": backend.TaskFailed, "b": backend.TaskCancelled})
+		wantFailedNamed(t, b, got["a"].ID, id, "a")
+		wantFailedNamed(t, b, got["plain"].ID, 0, "")
+	})
+}
+
+// wantFailedNamed asserts the workflow and task that job jobID's failed
+// row names in FailedGet and in FailedList (0 and "": none).
+func wantFailedNamed(t *testing.T, b backend.Backend, jobID, workflow int64, task string) {
+	t.Helper()
+	listed := failedByJob(t, b, jobID)
+	got, err := b.FailedGet(t.Context(), jobID)
+	if err != nil {
+		t.Fatalf("FailedGet(%d): %v", jobID, err)
+	}
+	for what, f := range map[string]*backend.FailedJob{"FailedList": listed, "FailedGet": got} {
+		if f.WorkflowID != workflow || f.Task != task {
+			t.Errorf("%s: failed job %d (%s) names workflow %d task %q, want workflow %d task %q", what, jobID, f.Type, f.WorkflowID, f.Task, workflow, task)
+		}
+	}
+}
+
 // wantNamed asserts the workflow and task a row names (0 and "": none).
 func wantNamed(t *testing.T, what string, row *backend.JobRow, workflow int64, task string) {
 	t.Helper()

@@ -35,6 +35,10 @@ type Job struct {
 	Errors    []AttemptError    `json:"errors,omitempty"`
 	UniqueKey string            `json:"unique_key,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
+	// WorkflowID and Task name the workflow task whose job this is (left
+	// out for a plain job, and for a finished one, whose row does not say).
+	WorkflowID int64  `json:"workflow_id,omitempty"`
+	Task       string `json:"task,omitempty"`
 }
 
 // AttemptError is one failed attempt of a job (backend.AttemptError), its
@@ -68,6 +72,10 @@ type Failed struct {
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
 	FailedAt  time.Time         `json:"failed_at"`
+	// WorkflowID and Task name the workflow task whose job failed (left
+	// out for a plain job), so that a failed task leads to its workflow.
+	WorkflowID int64  `json:"workflow_id,omitempty"`
+	Task       string `json:"task,omitempty"`
 }
 
 // Errors is errs as AttemptError shows them, each error masked by m; nil
@@ -98,7 +106,7 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
 		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
-		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
+		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), WorkflowID: j.WorkflowID, Task: j.Task,
 	}
 }
 
@@ -110,6 +118,7 @@ func FailedAsJob(m *redact.Masker, f *jobq.FailedJob) Job {
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority,
 		CreatedAt: f.CreatedAt, FinishedAt: timePtr(f.FailedAt), LastError: m.Text(f.Error),
 		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata),
+		WorkflowID: f.WorkflowID, Task: f.Task,
 	}
 }
 
@@ -129,6 +138,7 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 		ID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: m.Text(f.Error),
 		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
+		WorkflowID: f.WorkflowID, Task: f.Task,
 	}
 }
 

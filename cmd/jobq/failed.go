@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -161,6 +162,7 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	if j.UniqueKey != "" {
 		fmt.Fprintf(tw, "Unique key:\t%s\n", j.UniqueKey)
 	}
+	printWorkflowLine(tw, j.WorkflowID, j.Task)
 	fmt.Fprintf(tw, "Enqueued at:\t%s\nFailed at:\t%s\n", timeText(j.CreatedAt), timeText(j.FailedAt))
 	tw.Flush()
 	// Shown as the admin surface shows it: secrets masked (internal/redact).
@@ -172,6 +174,19 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	}
 	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), a.masker().Text(j.Error))
 	a.printAttemptErrors(j.Errors)
+}
+
+// printWorkflowLine prints which workflow task a job is, so that a failed
+// task leads to 'jobq workflows show'; nothing for a plain job. A pruned
+// workflow's task may have lost its name: then the ID alone.
+func printWorkflowLine(w io.Writer, workflowID int64, task string) {
+	switch {
+	case workflowID == 0:
+	case task == "":
+		fmt.Fprintf(w, "Workflow:\t%d\n", workflowID)
+	default:
+		fmt.Fprintf(w, "Workflow:\t%d (task %s)\n", workflowID, task)
+	}
 }
 
 // selection is what retry and purge act on: IDs, or everything matching

@@ -83,6 +83,7 @@ func (a *app) printJob(info jobq.JobInfo) {
 		fmt.Fprintf(tw, "Unique key:\t%s\n", uniqueKey)
 	}
 	if j := info.Live; j != nil {
+		printWorkflowLine(tw, j.WorkflowID, j.Task)
 		fmt.Fprintf(tw, "Enqueued at:\t%s\nDue at:\t%s\n", timeText(j.CreatedAt), timeText(j.AvailableAt))
 		if !j.LeaseUntil.IsZero() {
 			fmt.Fprintf(tw, "Reserved at:\t%s\nLease until:\t%s\n", timeText(j.ReservedAt), timeText(j.LeaseUntil))

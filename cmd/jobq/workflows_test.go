@@ -270,3 +270,54 @@ func TestCheckWorkflows(t *testing.T) {
 		t.Errorf("no drift changed the result: %d %q", state, line)
 	}
 }
+
+// TestShowNamesTask: 'jobq failed show' (text and --json) of a failed
+// task's job names its workflow and task, and of a plain failed job
+// neither; 'jobq jobs show' of a live task's job names them too.
+func TestShowNamesTask(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	id := etlWorkflow(t, b) // transform failed; audit is pending
+	plain := failThrice(t, b, true)
+	wf, _ := backend.As[backend.Workflower](b)
+	got, err := wf.WorkflowGet(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobOf := map[string]int64{}
+	for _, task := range got.Tasks {
+		jobOf[task.Name] = task.JobID
+	}
+	named := func(what, out, task string) {
+		t.Helper()
+		want := regexp.MustCompile(fmt.Sprintf(`(?m)^Workflow:\s+%d \(task %s\)$`, id, task))
+		if !want.MatchString(out) {
+			t.Errorf("%s lacks /%s/:\n%s", what, want, out)
+		}
+	}
+	r := run(t, "--db", db, "failed", "show", fmt.Sprint(jobOf["transform"]))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	named("failed show of a task's job", r.out, "transform")
+	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(jobOf["audit"]))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	named("jobs show of a live task's job", r.out, "audit")
+	r = run(t, "--db", db, "failed", "show", fmt.Sprint(jobOf["transform"]), "--json")
+	var f jobview.Failed
+	if err := json.Unmarshal([]byte(r.out), &f); err != nil || f.WorkflowID != id || f.Task != "transform" {
+		t.Errorf("failed show --json of a task's job = %q (%v), want workflow_id %d and task transform", r.out, err, id)
+	}
+
+	r = run(t, "--db", db, "failed", "show", fmt.Sprint(plain))
+	if r.err != nil || strings.Contains(r.out, "Workflow:") {
+		t.Errorf("failed show of a plain job = %q, %v; want no workflow line", r.out, r.err)
+	}
+	r = run(t, "--db", db, "failed", "show", fmt.Sprint(plain), "--json")
+	if r.err != nil || strings.Contains(r.out, `"workflow_id"`) || strings.Contains(r.out, `"task"`) {
+		t.Errorf("failed show --json of a plain job = %q, %v; want no workflow_id or task", r.out, r.err)
+	}
+}

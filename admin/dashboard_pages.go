@@ -110,6 +110,10 @@ type jobRow struct {
 	Metadata    []kv
 	Live        bool // cancellable
 	History     []attemptRow
+	// WorkflowID and Task name a live task's job's workflow task, which
+	// the job page links to (0 and "": none, or a finished job).
+	WorkflowID int64
+	Task       string
 }
 
 // attemptRow is one failed attempt as the job pages show it, its error
@@ -145,7 +149,8 @@ func (d *dashboard) history(errs []jobq.AttemptError) []attemptRow {
 func (d *dashboard) liveRow(j *jobq.JobRow, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
-		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true}
+		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true,
+		WorkflowID: j.WorkflowID, Task: j.Task}
 }
 
 // finishedRow is a kept finished job's row, its error's URL credentials

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/jobview"
 )
@@ -147,9 +148,13 @@ func TestJobsShow(t *testing.T) {
 		t.Fatalf("jobs show of failed job %d = %q, %v", failed, r.out, r.err)
 	}
 	wantHistory(t, "jobs show of a failed job", r.out, 4)
+	// --json in the shape GET /api/v1/jobs/{id} gives every job, a failed
+	// one included: last_error and finished_at, not failed show's error
+	// and failed_at.
 	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(failed), "--json")
-	var f jobview.Failed
-	if err := json.Unmarshal([]byte(r.out), &f); err != nil || f.ID != failed || len(f.Errors) != 4 {
-		t.Errorf("jobs show --json of a failed job = %q (%v)", r.out, err)
+	var fj jobview.Job
+	if err := json.Unmarshal([]byte(r.out), &fj); err != nil || fj.ID != failed || fj.State != jobq.StateFailed ||
+		len(fj.Errors) != 4 || fj.LastError == "" || fj.FinishedAt == nil || strings.Contains(r.out, `"failed_at"`) {
+		t.Errorf("jobs show --json of a failed job = %q (%v); want the job view with last_error and finished_at", r.out, err)
 	}
 }

@@ -38,7 +38,10 @@ failed job is shown as 'jobq failed show' shows it.`,
 				}
 				if f := info.Failed; f != nil {
 					if asJSON {
-						return writeJSON(a.out, jobview.FailedJob(a.masker(), f))
+						// As GET /api/v1/jobs/{id} shows it: one job
+						// among the others (failed show --json is
+						// /api/v1/failed/{id}'s shape).
+						return writeJSON(a.out, jobview.FailedAsJob(a.masker(), f))
 					}
 					a.printFailedJob(f)
 					return nil

@@ -1,13 +1,17 @@
 package jobq_test
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -139,6 +143,38 @@ func jobGone(b backend.Backend, id int64) bool {
 type logBuffer struct{ proctest.Buffer }
 
 func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// jsonLines decodes each line of a JSON log (runLogged's) into a T.
+func jsonLines[T any](t *testing.T, log string) []T {
+	t.Helper()
+	var out []T
+	sc := bufio.NewScanner(strings.NewReader(log))
+	for sc.Scan() {
+		var v T
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// runLogged runs a worker of cfg, logging JSON at debug level, until it
+// has written outcomes attempts' outcomes and more (nil: nothing more)
+// holds of its log, then stops it and returns the log.
+func runLogged(t *testing.T, b backend.Backend, reg *jobq.Registry, cfg jobq.WorkerConfig, outcomes int64, more func(log string) bool) *logBuffer {
+	t.Helper()
+	var buf logBuffer
+	var written atomic.Int64
+	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Hooks = append(cfg.Hooks, jobq.WorkerHooks{Written: func(jobq.Event) { written.Add(1) }})
+	stop := startWorker(t, b, reg, cfg)
+	eventually(t, settle, fmt.Sprintf("%d outcomes written", outcomes), func() bool {
+		return written.Load() == outcomes && (more == nil || more(buf.String()))
+	})
+	stop()
+	return &buf
+}
 
 // childFailed is a worker process's exit code when its start-up failed
 // with err while doing what: 3, said on stderr, unless its stop signal

@@ -1,13 +1,10 @@
 package jobq_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,17 +54,9 @@ func TestOutcomeLogs(t *testing.T) {
 		t.Fatalf("claim for the dead worker: %d rows, %v", len(rows), err)
 	}
 
-	var buf logBuffer
-	var written atomic.Int64
 	cfg := fastConfig()
 	cfg.Queues = []string{"default", "billing"}
-	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
-	stop := startWorker(t, b, reg, cfg)
-	eventually(t, settle, "4 attempts and 2 rescues", func() bool {
-		return written.Load() == 4 && strings.Count(buf.String(), "lease expired") == 2
-	})
-	stop()
+	buf := runLogged(t, b, reg, cfg, 4, func(log string) bool { return strings.Count(log, "lease expired") == 2 })
 
 	type line struct {
 		Level, Msg, Type, Queue, Error string
@@ -78,12 +67,7 @@ func TestOutcomeLogs(t *testing.T) {
 		RetryIn                        *int64 `json:"retry_in"`
 	}
 	var lines []line
-	sc := bufio.NewScanner(strings.NewReader(buf.String()))
-	for sc.Scan() {
-		var l line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
+	for _, l := range jsonLines[line](t, buf.String()) {
 		if l.JobID != 0 {
 			lines = append(lines, l)
 		}
@@ -173,14 +157,7 @@ func TestErrorTextCutMasked(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var buf logBuffer
-	var written atomic.Int64
-	cfg := fastConfig()
-	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
-	stop := startWorker(t, b, reg, cfg)
-	eventually(t, settle, "both attempts", func() bool { return written.Load() == 2 })
-	stop()
+	buf := runLogged(t, b, reg, fastConfig(), 2, nil)
 
 	failed, err := jobq.NewInspector(b).FailedPage(t.Context(), jobq.FailedFilter{}, 10, 0)
 	if err != nil || len(failed) != 2 {

@@ -1,12 +1,8 @@
 package jobq_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
-	"log/slog"
-	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -39,14 +35,7 @@ func TestWorkflowTaskLogs(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var buf logBuffer
-	var written atomic.Int64
-	cfg := fastConfig()
-	cfg.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	cfg.Hooks = []jobq.WorkerHooks{{Written: func(jobq.Event) { written.Add(1) }}}
-	stop := startWorker(t, b, reg, cfg)
-	eventually(t, settle, "3 attempts", func() bool { return written.Load() == 3 })
-	stop()
+	buf := runLogged(t, b, reg, fastConfig(), 3, nil)
 
 	if j := seen.Load(); j == nil || j.WorkflowID != wfID || j.Task != "fetch" {
 		t.Errorf("the task's handler saw %+v, want WorkflowID %d, Task fetch", j, wfID)
@@ -60,12 +49,7 @@ func TestWorkflowTaskLogs(t *testing.T) {
 		Task       *string
 	}
 	got := map[string]line{} // by type and message
-	sc := bufio.NewScanner(strings.NewReader(buf.String()))
-	for sc.Scan() {
-		var l line
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("log line %q: %v", sc.Text(), err)
-		}
+	for _, l := range jsonLines[line](t, buf.String()) {
 		if l.JobID != 0 {
 			got[l.Type+": "+l.Msg] = l
 		}

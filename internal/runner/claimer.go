@@ -141,17 +141,13 @@ func (c *Claimer) Run(ctx context.Context) {
 		}
 		errWait = 100 * time.Millisecond
 		deadline := start.Add(c.lease)
-		runnable := 0
 		for _, j := range jobs {
-			if c.runnable == nil || c.runnable(j) {
-				runnable++
-			}
 			c.dispatch(Claimed{Row: j, LeaseDeadline: deadline})
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		backlog = len(jobs) == n && runnable > 0
+		backlog = len(jobs) == n && c.anyRunnable(jobs)
 		if !backlog && len(jobs) >= 2 && c.cooldown > 0 {
 			select {
 			case <-ctx.Done():
@@ -160,6 +156,22 @@ func (c *Claimer) Run(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// anyRunnable tells whether the worker can run any of jobs. It stops at
+// the first it can, so a claim of jobs it runs (the common case) costs one
+// Runnable call, not one per job: the worker looks each job's type up
+// again when it runs it.
+func (c *Claimer) anyRunnable(jobs []*backend.JobRow) bool {
+	if c.runnable == nil {
+		return true
+	}
+	for _, j := range jobs {
+		if c.runnable(j) {
+			return true
+		}
+	}
+	return false
 }
 
 // pollWait is the time to the next poll: drawn between half the poll

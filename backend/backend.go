@@ -235,6 +235,11 @@ type JobRow struct {
 	// of one may cost no more than reading one more column or field.
 	WorkflowID int64
 	Task       string
+	// Key is the job's key, "" for none, and Turn its place in the
+	// rotation between its queue's keys (see KeyController), 0 for a job
+	// without a key.
+	Key  string
+	Turn int64
 }
 
 // Ref returns the fence that identifies this claim of the job.
@@ -265,6 +270,11 @@ type InsertParams struct {
 	// backend never keeps the caller's map nor hands out one it stores:
 	// changing a map after insert or after a read changes nothing stored.
 	Metadata map[string]string
+	// Key is the job's key (see KeyController), "" for none. Backends
+	// implementing KeyController take one, and so does the sync backend,
+	// which runs each job inside its enqueue; the others refuse a keyed
+	// job with ErrNotSupported (see RefuseKeys), writing nothing.
+	Key string
 }
 
 // InsertResult is the outcome of one InsertParams.
@@ -437,6 +447,10 @@ type FailedJob struct {
 	// its workflow was pruned, Task may be "" while WorkflowID stays.
 	WorkflowID int64
 	Task       string
+	// Key and Turn are the job's, kept so that a replay puts the job back
+	// in its place among its key's jobs (see KeyController).
+	Key  string
+	Turn int64
 }
 
 // FailedFilter selects failed jobs. Zero fields match everything.
@@ -451,6 +465,10 @@ type FailedFilter struct {
 	// client whose clock is off purges what the operator meant. Negative
 	// is refused with ErrInvalidInput.
 	OlderThan time.Duration
+	// Key, when set, matches only the jobs of that key (see
+	// KeyController): replaying a held key's failed jobs by filter puts
+	// them back in their order.
+	Key string
 }
 
 // FailedListParams pages through failed jobs, the last to fail first.

@@ -43,9 +43,9 @@ type QueueController interface {
 	// paused flag as it is. Limits are checked with ValidateQueueLimits.
 	QueueSetLimits(ctx context.Context, queue string, limits QueueLimits) error
 
-	// QueueSettingsList returns every queue that is paused or limited,
-	// sorted by name. A queue resumed and cleared of its limits is not
-	// listed.
+	// QueueSettingsList returns every queue that is paused, limited or
+	// has key rules (see KeyController), sorted by name. A queue resumed
+	// and cleared of its limits and key rules is not listed.
 	QueueSettingsList(ctx context.Context) ([]QueueSettings, error)
 }
 
@@ -71,6 +71,10 @@ type QueueSettings struct {
 	Queue  string
 	Paused bool
 	QueueLimits
+	// Keys are the queue's key rules (see KeyController); zero on a
+	// backend without keys. QueueSettingsList lists a queue with key rules
+	// too.
+	Keys KeyRules
 }
 
 // Bounds that ValidateQueueLimits enforces.

@@ -53,6 +53,7 @@ type FinishedJob struct {
 	Metadata    map[string]string
 	CreatedAt   time.Time
 	FinishedAt  time.Time // backend clock
+	Key         string    // the job's key, "" for none (see KeyController)
 }
 
 // JobFilter selects listed jobs. Zero fields match everything. Since and
@@ -62,6 +63,7 @@ type FinishedJob struct {
 type JobFilter struct {
 	Queue string
 	Type  string
+	Key   string // "" : any key or none (see KeyController)
 	Since time.Time
 	Until time.Time
 }

@@ -99,6 +99,9 @@ func ValidateInsert(p InsertParams) error {
 	if !utf8.ValidString(p.UniqueKey) || !printable(p.UniqueKey) {
 		return &InputError{Field: "unique key", Reason: "must be valid UTF-8 without control characters"}
 	}
+	if err := ValidateKey(p.Key); err != nil {
+		return err
+	}
 	return ValidateMetadata(p.Metadata)
 }
 

@@ -16,8 +16,8 @@ import (
 //     Each keyed job gets a turn (JobRow.Turn) when it is inserted: one
 //     more than the highest turn among the live jobs of its key, and at
 //     least one more than the lowest turn among the queue's pending keyed
-//     jobs (so the first job of an idle key joins the round being worked,
-//     not the first round). A job keeps its turn through retry, release,
+//     jobs (so the first job of an idle key joins the round after the one
+//     being worked, not the first round). A job keeps its turn through retry, release,
 //     rescue, failure and replay. Claim order is then priority (higher
 //     first), turn (lower first), due time, ID: within one priority the
 //     keys take one job each per round. A job without a key has turn 0:

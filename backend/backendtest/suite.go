@@ -75,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 		{"Schedule", testSchedule},
 		{"Inserted", testInserted},
 		{"Workflow", testWorkflow},
+		{"Keys", testKeys},
 		{"Tx", testTx},
 	}
 	for _, a := range areas {

@@ -33,6 +33,7 @@ func (b *Backend) cancelOne(id int64, now time.Time) backend.CancelResult {
 		case backend.StatePending:
 			b.removePending(j)
 			b.keep(j, backend.StateCancelled, now)
+			b.keyEnded(j, now)
 			r.Outcome = backend.CancelCancelled
 		case backend.StateReserved:
 			j.Status = backend.StateCancelling
@@ -91,8 +92,21 @@ func (b *Backend) removePending(j *backend.JobRow) {
 	}
 	q := b.queue(j.Queue)
 	same := func(x *backend.JobRow) bool { return x.ID == j.ID }
-	if !q.ready.remove(same) {
+	switch {
+	case j.Key == "":
+		if !q.ready.remove(same) {
+			q.scheduled.remove(same)
+		}
+	case q.keys[j.Key].ready.remove(same):
+		q.keyedReady--
+	default:
 		q.scheduled.remove(same)
+	}
+	if j.Key != "" {
+		b.keyLeft(j)
+		if b.rules(j.Queue).Ordered {
+			b.wakeOne(j.Queue) // the key may have a new head
+		}
 	}
 	b.dropIfEmpty(j.Queue)
 }
@@ -101,6 +115,9 @@ func (b *Backend) removePending(j *backend.JobRow) {
 func (b *Backend) finishReserved(j *backend.JobRow, state backend.JobState, now time.Time) {
 	b.removeLive(j)
 	b.keep(j, state, now)
+	if state == backend.StateCancelled {
+		b.keyEnded(j, now)
+	}
 }
 
 // keep records j among the finished jobs.
@@ -119,6 +136,7 @@ func (b *Backend) keep(j *backend.JobRow, state backend.JobState, now time.Time)
 		Metadata:    j.Metadata,
 		CreatedAt:   j.CreatedAt,
 		FinishedAt:  now,
+		Key:         j.Key,
 	}
 	// Every job that ends cancelled passes here (JobCancel of a pending
 	// job, a cancelling job's holder reporting, the sweep): a task's job

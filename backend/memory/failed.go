@@ -27,6 +27,7 @@ func (b *Backend) matcher(filter backend.FailedFilter) matcher {
 func (m matcher) matches(f *backend.FailedJob) bool {
 	return (m.filter.Queue == "" || f.Queue == m.filter.Queue) &&
 		(m.filter.Type == "" || f.Type == m.filter.Type) &&
+		(m.filter.Key == "" || f.Key == m.filter.Key) &&
 		(m.cutoff.IsZero() || f.FailedAt.Before(m.cutoff))
 }
 
@@ -116,6 +117,14 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 			delete(b.wf.byJob, f.JobID)
 		}
 		b.queue(f.Queue).failed--
+		if f.Key != "" {
+			// A held key goes on once its failed head is gone.
+			if k, ok := b.queue(f.Queue).keys[f.Key]; ok {
+				k.failed--
+				b.dropKeyIfEmpty(f.Queue, f.Key)
+			}
+			b.wakeOne(f.Queue)
+		}
 		b.dropIfEmpty(f.Queue)
 	}
 	b.failed = slices.DeleteFunc(b.failed, func(f *backend.FailedJob) bool { return gone[f.ID] })
@@ -167,6 +176,8 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 			Errors:      f.Errors,
 			UniqueKey:   f.UniqueKey,
 			Metadata:    f.Metadata,
+			Key:         f.Key,
+			Turn:        f.Turn,
 		}
 		if t := b.wf.byJob[f.JobID]; t != nil {
 			j.WorkflowID, j.Task = t.wf.id, t.name

@@ -57,6 +57,7 @@ func (b *Backend) newJob(p backend.InsertParams, now time.Time) *backend.JobRow 
 		CreatedAt:   now,
 		UniqueKey:   p.UniqueKey,
 		Metadata:    cloneMetadata(p.Metadata),
+		Key:         p.Key,
 	}
 	b.addPending(j, now)
 	return j
@@ -75,6 +76,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	now := b.now()
 	var qs []*queue
 	var allow []*allowance // parallel to qs; nil: no limit
+	var keyed []*keySource // parallel to qs; nil: no due keyed job
 	seen := make(map[string]bool, len(params.Queues))
 	for _, name := range params.Queues {
 		q, ok := b.queues[name]
@@ -89,17 +91,29 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		q.promote(now)
 		qs = append(qs, q)
 		allow = append(allow, a)
+		var src *keySource
+		if q.keyedReady > 0 {
+			src = b.keySource(q, b.rules(name), params.Max)
+		}
+		keyed = append(keyed, src)
 	}
 	var out []*backend.JobRow
 	for len(out) < params.Max {
-		var best *queue
-		bi := -1
+		// The next job is the first in claim order among every queue's
+		// unkeyed ready jobs and claimable keys.
+		var best *backend.JobRow
+		bi, fromKey := -1, false
 		for i, q := range qs {
 			if allow[i] != nil && allow[i].left == 0 {
 				continue
 			}
-			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best.ready.peek())) {
-				best, bi = q, i
+			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best)) {
+				best, bi, fromKey = q.ready.peek(), i, false
+			}
+			if keyed[i] != nil {
+				if top := keyed[i].peek(); top != nil && (best == nil || claimsBefore(top, best)) {
+					best, bi, fromKey = top, i, true
+				}
 			}
 		}
 		if best == nil {
@@ -108,8 +122,15 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		if allow[bi] != nil {
 			allow[bi].take()
 		}
-		j := best.ready.pop()
-		best.reserved++
+		q := qs[bi]
+		var j *backend.JobRow
+		if fromKey {
+			j = keyed[bi].take()
+			q.keyedReady--
+		} else {
+			j = q.ready.pop()
+		}
+		q.reserved++
 		j.Status = backend.StateReserved
 		j.Attempts++
 		b.lastToken++

@@ -90,6 +90,7 @@ var (
 	_ backend.Canceller       = (*Backend)(nil)
 	_ backend.Retainer        = (*Backend)(nil)
 	_ backend.InsertCounter   = (*Backend)(nil)
+	_ backend.KeyController   = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.
@@ -170,6 +171,9 @@ func (b *Backend) addPending(j *backend.JobRow, now time.Time) {
 	if j.UniqueKey != "" {
 		b.unique[j.UniqueKey] = j.ID
 	}
+	if j.Key != "" {
+		b.keyJoined(j)
+	}
 	b.queue(j.Queue).addPending(j, now)
 }
 
@@ -182,6 +186,10 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 		delete(b.unique, j.UniqueKey)
 	}
 	b.queue(j.Queue).reserved--
+	if j.Key != "" {
+		b.keyReleased(j)
+		b.keyLeft(j)
+	}
 	b.slotFreed(j.Queue)
 	b.dropIfEmpty(j.Queue)
 }
@@ -214,12 +222,19 @@ func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
 	j.LeaseUntil = time.Time{}
 	q := b.queue(j.Queue)
 	q.reserved--
+	if j.Key != "" {
+		b.keyReleased(j)
+	}
 	q.addPending(j, now)
 	b.slotFreed(j.Queue)
 }
 
 // toFailed moves a reserved job to failed_jobs with msg.
 func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
+	if j.Key != "" {
+		// Counted before the job leaves, so its key stays indexed.
+		b.keyOf(j).failed++
+	}
 	b.removeLive(j)
 	b.lastFailed++
 	f := &backend.FailedJob{
@@ -239,6 +254,8 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		FailedAt:    now,
 		WorkflowID:  j.WorkflowID,
 		Task:        j.Task,
+		Key:         j.Key,
+		Turn:        j.Turn,
 	}
 	b.failed = append(b.failed, f)
 	b.failedByJob[f.JobID] = f
@@ -246,6 +263,7 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 	// Every move to failed_jobs passes here: a task's job that fails ends
 	// its task in the same critical section.
 	b.taskJobEnded(j.ID, backend.TaskFailed, msg, nil, now)
+	b.keyEnded(j, now)
 }
 
 // cloneJob copies a row for a caller, so callers never share state with the

@@ -15,12 +15,20 @@ type queue struct {
 	scheduled minHeap[*backend.JobRow] // pending, due later: AvailableAt asc, ID asc
 	reserved  int
 	failed    int // rows in failed_jobs for this queue
+	// keys holds the keyed jobs' index (see keys.go): a due keyed job
+	// waits in its key's ready heap, counted in keyedReady, instead of in
+	// ready; turns finds the lowest turn among pending keyed jobs (lazy).
+	keys       map[string]*keyState
+	keyedReady int
+	turns      minHeap[*backend.JobRow]
 }
 
 func newQueue() *queue {
 	return &queue{
 		ready:     minHeap[*backend.JobRow]{less: claimsBefore},
 		scheduled: minHeap[*backend.JobRow]{less: dueBefore},
+		keys:      map[string]*keyState{},
+		turns:     minHeap[*backend.JobRow]{less: func(a, b *backend.JobRow) bool { return a.Turn < b.Turn }},
 	}
 }
 
@@ -38,18 +46,32 @@ func dueBefore(a, b *backend.JobRow) bool {
 }
 
 // addPending files a pending job under ready or scheduled by its due time.
+// A keyed job's key must be indexed already (Backend.keyJoined).
 func (q *queue) addPending(j *backend.JobRow, now time.Time) {
+	if j.Key != "" {
+		q.turns.push(j)
+	}
 	if j.AvailableAt.After(now) {
 		q.scheduled.push(j)
 		return
 	}
-	q.ready.push(j)
+	q.fileReady(j)
+}
+
+// fileReady puts a due job in the ready heap it claims from.
+func (q *queue) fileReady(j *backend.JobRow) {
+	if j.Key == "" {
+		q.ready.push(j)
+		return
+	}
+	q.keys[j.Key].ready.push(j)
+	q.keyedReady++
 }
 
 // promote moves scheduled jobs that are due by now to ready.
 func (q *queue) promote(now time.Time) {
 	for q.scheduled.len() > 0 && !q.scheduled.peek().AvailableAt.After(now) {
-		q.ready.push(q.scheduled.pop())
+		q.fileReady(q.scheduled.pop())
 	}
 }
 
@@ -58,15 +80,21 @@ func (q *queue) promote(now time.Time) {
 // are read once per scrape, not per claim.
 func (q *queue) oldestDue() time.Time {
 	var oldest time.Time
-	for _, j := range q.ready.items {
-		if oldest.IsZero() || j.AvailableAt.Before(oldest) {
-			oldest = j.AvailableAt
+	see := func(items []*backend.JobRow) {
+		for _, j := range items {
+			if oldest.IsZero() || j.AvailableAt.Before(oldest) {
+				oldest = j.AvailableAt
+			}
 		}
+	}
+	see(q.ready.items)
+	for _, k := range q.keys {
+		see(k.ready.items)
 	}
 	return oldest
 }
 
 // empty reports whether the queue holds nothing, so it can be dropped.
 func (q *queue) empty() bool {
-	return q.ready.len() == 0 && q.scheduled.len() == 0 && q.reserved == 0 && q.failed == 0
+	return q.ready.len() == 0 && q.scheduled.len() == 0 && q.reserved == 0 && q.failed == 0 && len(q.keys) == 0
 }

@@ -14,6 +14,7 @@ import (
 type control struct {
 	paused bool
 	limits backend.QueueLimits
+	keys   backend.KeyRules
 	window int64 // the rate window counted in
 	count  int64 // claims counted in it
 }
@@ -132,7 +133,7 @@ func (b *Backend) QueueSettingsList(ctx context.Context) ([]backend.QueueSetting
 	defer b.mu.Unlock()
 	var out []backend.QueueSettings
 	for name, c := range b.control {
-		out = append(out, backend.QueueSettings{Queue: name, Paused: c.paused, QueueLimits: c.limits})
+		out = append(out, backend.QueueSettings{Queue: name, Paused: c.paused, QueueLimits: c.limits, Keys: c.keys})
 	}
 	slices.SortFunc(out, func(x, y backend.QueueSettings) int { return strings.Compare(x.Queue, y.Queue) })
 	return out, nil
@@ -147,9 +148,10 @@ func (b *Backend) controlOf(queue string) *control {
 	return c
 }
 
-// pruneControl forgets a queue that neither pauses nor limits anything.
+// pruneControl forgets a queue that neither pauses, limits nor has key
+// rules.
 func (b *Backend) pruneControl(queue string) {
-	if c := b.control[queue]; c != nil && !c.paused && c.limits.IsZero() {
+	if c := b.control[queue]; c != nil && !c.paused && c.limits.IsZero() && c.keys.IsZero() {
 		delete(b.control, queue)
 	}
 }

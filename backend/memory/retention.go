@@ -30,7 +30,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 	var out []*backend.FinishedJob
 	for _, f := range b.finished {
 		if f.State == params.State && (params.BeforeID == 0 || f.ID < params.BeforeID) &&
-			matchJob(params.Filter, f.Queue, f.Type, f.FinishedAt) {
+			matchJob(params.Filter, f.Queue, f.Type, f.Key, f.FinishedAt) {
 			c := *f
 			c.Payload = append([]byte(nil), f.Payload...)
 			c.Metadata = cloneMetadata(f.Metadata)
@@ -100,7 +100,7 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 			}
 			at = j.ReservedAt
 		}
-		if matchJob(params.Filter, j.Queue, j.Type, at) {
+		if matchJob(params.Filter, j.Queue, j.Type, j.Key, at) {
 			out = append(out, cloneJob(j))
 		}
 	}
@@ -111,9 +111,10 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 	return out, nil
 }
 
-// matchJob applies a JobFilter to a job's queue, type and listed time.
-func matchJob(f backend.JobFilter, queue, typ string, at time.Time) bool {
-	return (f.Queue == "" || f.Queue == queue) && (f.Type == "" || f.Type == typ) &&
+// matchJob applies a JobFilter to a job's queue, type, key and listed
+// time.
+func matchJob(f backend.JobFilter, queue, typ, key string, at time.Time) bool {
+	return (f.Queue == "" || f.Queue == queue) && (f.Type == "" || f.Type == typ) && (f.Key == "" || f.Key == key) &&
 		(f.Since.IsZero() || !at.Before(f.Since)) && (f.Until.IsZero() || at.Before(f.Until))
 }
 

@@ -72,6 +72,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 		AvailableAt: j.AvailableAt(now),
 		CreatedAt:   now,
 		Metadata:    cloneMetadata(j.Metadata),
+		Key:         j.Key,
 	}
 	b.addPending(row, now)
 	s.LastTick, s.LastEnqueuedAt, s.LastJobID = p.Tick, now, row.ID

@@ -23,7 +23,7 @@ func (b *Backend) QueueStats(ctx context.Context) ([]backend.QueueStats, error) 
 		}
 		out = append(out, backend.QueueStats{
 			Queue:     name,
-			Pending:   int64(q.ready.len()),
+			Pending:   int64(q.ready.len() + q.keyedReady),
 			Scheduled: int64(q.scheduled.len()),
 			Reserved:  int64(q.reserved),
 			Failed:    int64(q.failed),

@@ -90,3 +90,14 @@ func kindOfValue(v any) (kind string, ok bool) {
 	}()
 	return a.Kind(), true
 }
+
+// jobKeyOf calls a payload's JobKey, which a nil pointer payload cannot
+// answer: that is no key rather than a panic in the caller.
+func jobKeyOf(k Keyed) (key string) {
+	defer func() {
+		if recover() != nil {
+			key = ""
+		}
+	}()
+	return k.JobKey()
+}

@@ -341,6 +341,9 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 		j.Type, _ = kindOfValue(j.Payload) // a payload that names its type
 	}
 	o := enqueueOptions{queue: DefaultQueue}
+	if k, ok := j.Payload.(Keyed); ok {
+		o.key = jobKeyOf(k)
+	}
 	for _, opt := range j.Options {
 		opt(&o)
 	}
@@ -377,7 +380,7 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 	p := backend.InsertParams{
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
-		Metadata: o.metadata,
+		Metadata: o.metadata, Key: o.key,
 	}
 	return ctx, p, o.deps, backend.ValidateInsert(p)
 }

@@ -16,6 +16,7 @@ type enqueueOptions struct {
 	delay       time.Duration
 	runAt       time.Time
 	uniqueKey   string
+	key         string
 	metadata    map[string]string
 	// deps are a workflow task's dependencies (After, AfterEnded);
 	// hasDeps is set by either option, even naming no task, so a plain
@@ -51,6 +52,26 @@ func RunAt(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.runAt
 // pending or reserved, Enqueue returns that job's ID and ErrDuplicate
 // instead of adding another. Once the job is done or failed the key is free.
 func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.uniqueKey = key } }
+
+// Key names what the job acts on (an account, a tenant, a ledger), so the
+// queue's key rules apply to it: jobs of one key take turns with other
+// keys' jobs, at most the queue's key limit of them run at once, and an
+// ordered queue runs them one at a time in enqueue order (see
+// Inspector.SetQueueKeys and docs/keys.md). A payload that implements
+// Keyed gives its own key when this option is absent. Up to 255 bytes of
+// UTF-8 text; "" is no key. Backends without keys (see ErrNotSupported)
+// refuse a keyed job.
+func Key(key string) EnqueueOption { return func(o *enqueueOptions) { o.key = key } }
+
+// Keyed is a payload that derives its key from its own fields, so every
+// enqueue of it carries the key without a Key option:
+//
+//	func (c Charge) JobKey() string { return "account:" + c.AccountID }
+//
+// A Key option given to the enqueue wins.
+type Keyed interface {
+	JobKey() string
+}
 
 // Metadata attaches string pairs to the job: stored with it on every
 // backend, readable by the handler (Job.Metadata), kept in failed jobs and

@@ -24,6 +24,7 @@ type QueueInfo struct {
 	QueueStats
 	Paused bool
 	Limits QueueLimits
+	Keys   KeyRules // the queue's key rules (see SetQueueKeys)
 }
 
 // controller returns the backend's queue control, or ErrNotSupported
@@ -99,10 +100,10 @@ func (i *Inspector) Queues(ctx context.Context) ([]QueueInfo, error) {
 	var extra []QueueInfo
 	for _, s := range settings {
 		if q, ok := byName[s.Queue]; ok {
-			q.Paused, q.Limits = s.Paused, s.QueueLimits
+			q.Paused, q.Limits, q.Keys = s.Paused, s.QueueLimits, s.Keys
 			continue
 		}
-		extra = append(extra, QueueInfo{QueueStats: QueueStats{Queue: s.Queue}, Paused: s.Paused, Limits: s.QueueLimits})
+		extra = append(extra, QueueInfo{QueueStats: QueueStats{Queue: s.Queue}, Paused: s.Paused, Limits: s.QueueLimits, Keys: s.Keys})
 	}
 	out = append(out, extra...)
 	slices.SortFunc(out, func(x, y QueueInfo) int { return strings.Compare(x.Queue, y.Queue) })

@@ -36,6 +36,9 @@ type Job struct {
 	// too. 0 and "" for a job enqueued on its own.
 	WorkflowID int64
 	Task       string
+	// Key is the key the job was enqueued with (see the Key option), ""
+	// for none.
+	Key string
 }
 
 func jobFromRow(r *backend.JobRow) *Job {
@@ -43,7 +46,7 @@ func jobFromRow(r *backend.JobRow) *Job {
 		ID: r.ID, Queue: r.Queue, Type: r.Type, Payload: json.RawMessage(r.Payload),
 		Attempt: r.Attempts, MaxAttempts: r.MaxAttempts, Priority: r.Priority,
 		CreatedAt: r.CreatedAt, LastError: r.LastError, Metadata: r.Metadata, Token: r.Token,
-		WorkflowID: r.WorkflowID, Task: r.Task,
+		WorkflowID: r.WorkflowID, Task: r.Task, Key: r.Key,
 	}
 }
 

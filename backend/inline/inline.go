@@ -106,7 +106,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			ID: b.nextID.Add(1), Queue: p.Queue, Type: p.Type, Payload: p.Payload,
 			Attempts: 1, MaxAttempts: p.MaxAttempts, Priority: p.Priority, Status: backend.StateReserved,
 			AvailableAt: now, ReservedAt: now, CreatedAt: now, UniqueKey: p.UniqueKey,
-			Metadata: metadata(p.Metadata),
+			Metadata: metadata(p.Metadata), Key: p.Key,
 		}
 		out[i] = backend.InsertResult{ID: row.ID}
 		if err := run(ctx, row); err != nil {

@@ -1,0 +1,130 @@
+package jobq_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
+)
+
+// charge derives its key from its own account.
+type charge struct {
+	Account string `json:"account"`
+	N       int    `json:"n"`
+}
+
+func (charge) Kind() string       { return "charge" }
+func (c charge) JobKey() string   { return "account:" + c.Account }
+func (c *charge) String() string  { return fmt.Sprintf("%s#%d", c.Account, c.N) }
+func (c charge) failsFirst() bool { return c.N%7 == 3 }
+
+// TestKeysOrderedThroughWorker: a worker with 8 slots runs each ordered
+// key's jobs one at a time in enqueue order, even when jobs in the middle
+// fail twice before they succeed, while keys run beside each other.
+func TestKeysOrderedThroughWorker(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	if err := jobq.NewInspector(b).SetQueueKeys(t.Context(), jobq.DefaultQueue, jobq.KeyRules{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	const keys, perKey = 4, 40
+	var mu sync.Mutex
+	ran := map[string][]int{}
+	running := map[string]int{}
+	overlap := ""
+	tries := map[string]int{}
+	reg := jobq.NewRegistry()
+	jobq.HandleArgs(reg, func(ctx context.Context, c charge) error {
+		k := c.JobKey()
+		mu.Lock()
+		running[k]++
+		if running[k] > 1 && overlap == "" {
+			overlap = fmt.Sprintf("two jobs of %s ran at once (%s)", k, c.String())
+		}
+		tries[c.String()]++
+		n := tries[c.String()]
+		mu.Unlock()
+		defer func() {
+			mu.Lock()
+			running[k]--
+			mu.Unlock()
+		}()
+		if c.failsFirst() && n <= 2 {
+			return errors.New("declined, try again")
+		}
+		mu.Lock()
+		ran[k] = append(ran[k], c.N)
+		mu.Unlock()
+		return nil
+	})
+	client := mustClient(t, b, jobq.ClientConfig{})
+	for i := range perKey {
+		for k := range keys {
+			if _, err := client.EnqueueArgs(t.Context(), charge{Account: fmt.Sprint(k), N: i}, jobq.MaxAttempts(5)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cfg := fastConfig()
+	cfg.Concurrency = 8
+	stop := startWorker(t, b, reg, cfg)
+	eventually(t, settle, "every charge to run", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, r := range ran {
+			n += len(r)
+		}
+		return n == keys*perKey
+	})
+	stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if overlap != "" {
+		t.Fatal(overlap)
+	}
+	for k := range keys {
+		got := ran[fmt.Sprintf("account:%d", k)]
+		if !slices.IsSorted(got) || len(got) != perKey {
+			t.Fatalf("account %d ran %v, want 0..%d in order", k, got, perKey-1)
+		}
+	}
+}
+
+// TestKeyOptionWins: the Key option overrides a payload's own key, the
+// handler sees the key, and a backend without keys refuses a keyed job.
+func TestKeyOptionWins(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	client := mustClient(t, b, jobq.ClientConfig{})
+	own, err := client.EnqueueArgs(t.Context(), charge{Account: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := client.EnqueueArgs(t.Context(), charge{Account: "a"}, jobq.Key("override"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[int64]string{own: "account:a", other: "override"} {
+		if j, err := b.JobGet(t.Context(), id); err != nil || j.Key != want {
+			t.Fatalf("job %d key = %v, %v; want %q", id, j, err, want)
+		}
+	}
+	keys, err := jobq.NewInspector(b).Keys(t.Context(), jobq.KeyListParams{})
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("Keys = %+v, %v; want the two keys", keys, err)
+	}
+	_, err = client.Enqueue(t.Context(), "t", nil, jobq.Key("bad\nkey"))
+	if !errors.Is(err, jobq.ErrInvalidInput) {
+		t.Fatalf("enqueue with a control character in its key = %v, want ErrInvalidInput", err)
+	}
+	var ke *backend.InputError
+	if !errors.As(err, &ke) || ke.Field != "key" {
+		t.Fatalf("error %v does not name the key field", err)
+	}
+}

@@ -20,6 +20,7 @@ type enqueueFlags struct {
 	priority    int
 	maxAttempts int
 	unique      string
+	key         string
 	metadata    map[string]string
 	file        string
 }
@@ -48,15 +49,20 @@ With --unique KEY, while a job with that key is pending or reserved nothing
 new is added: the existing job's id is printed with a "duplicate" note, and
 the exit code is still 0.
 
+With --key KEY the job belongs to that key (an account, a tenant): jobs of
+one key take turns with other keys' jobs, and the queue's key rules ('jobq
+queue keys') limit how many run at once or run them one at a time in
+enqueue order.
+
 With --file FILE ('-' for stdin), each line is one job, a JSON object:
 
   {"type":"http","payload":{"url":"https://example.com/hook"},"queue":"hooks",
    "priority":5,"max_attempts":10,"delay":"90s","run_at":"2030-01-02T15:04:05Z",
-   "unique_key":"order-7","metadata":{"tenant":"acme"}}
+   "unique_key":"order-7","key":"acct-42","metadata":{"tenant":"acme"}}
 
 Only "type" is required ("payload" defaults to {}); delay and run_at
 exclude each other; other fields are refused. --queue, --priority,
---max-attempts, --delay, --run-at and --metadata are defaults for lines
+--max-attempts, --delay, --run-at, --key and --metadata are defaults for lines
 that omit the field (a line's delay or run_at replaces both defaults; its
 metadata adds to --metadata). Blank lines are skipped. Jobs are stored in
 batches of 1000 lines, each batch checked whole before it is stored and
@@ -102,6 +108,7 @@ line to resume from; nothing of its batch is stored.`,
 	fl.IntVar(&f.priority, "priority", 0, "higher runs first (-1000..1000)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", jobq.DefaultMaxAttempts, "tries before the job moves to failed jobs (1..1000)")
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
+	fl.StringVar(&f.key, "key", "", "the job's key (an account, a tenant): the queue's key rules apply (see 'jobq queue keys')")
 	fl.StringToStringVar(&f.metadata, "metadata", nil, "metadata the handler can read, e.g. tenant=acme,trace=abc (repeatable)")
 	fl.StringVar(&f.file, "file", "", "enqueue the jobs of this JSON Lines `FILE`, one per line ('-' reads stdin)")
 	return cmd
@@ -148,6 +155,7 @@ type jobInput struct {
 	delay       time.Duration
 	runAt       time.Time
 	unique      string
+	key         string
 	metadata    map[string]string
 }
 
@@ -156,7 +164,7 @@ type jobInput struct {
 func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 	in := jobInput{
 		queue: f.queue, priority: f.priority, maxAttempts: f.maxAttempts,
-		delay: f.delay, unique: f.unique, metadata: f.metadata,
+		delay: f.delay, unique: f.unique, key: f.key, metadata: f.metadata,
 	}
 	if f.file != "" && f.unique != "" {
 		return in, usagef("--unique names one job: give each line of --file its own \"unique_key\"")
@@ -187,7 +195,7 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	p := backend.InsertParams{
 		Queue: in.queue, Type: in.typ, Payload: in.payload, Priority: in.priority,
 		MaxAttempts: in.maxAttempts, Delay: in.delay, RunAt: in.runAt, UniqueKey: in.unique,
-		Metadata: in.metadata,
+		Metadata: in.metadata, Key: in.key,
 	}
 	if err := backend.ValidateInsert(p); err != nil {
 		return jobq.JobSpec{}, err
@@ -209,6 +217,9 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	}
 	if in.unique != "" {
 		opts = append(opts, jobq.UniqueKey(in.unique))
+	}
+	if in.key != "" {
+		opts = append(opts, jobq.Key(in.key))
 	}
 	if len(in.metadata) > 0 {
 		opts = append(opts, jobq.Metadata(in.metadata))

@@ -38,10 +38,11 @@ type fileJob struct {
 	Delay       *string           `json:"delay"`
 	RunAt       *string           `json:"run_at"`
 	UniqueKey   string            `json:"unique_key"`
+	Key         *string           `json:"key"`
 	Metadata    map[string]string `json:"metadata"`
 }
 
-const fileFields = "type, payload, queue, priority, max_attempts, delay, run_at, unique_key, metadata"
+const fileFields = "type, payload, queue, priority, max_attempts, delay, run_at, unique_key, key, metadata"
 
 // jobLines reads --file and turns each non-blank line into a checked
 // JobSpec, with the flags as defaults.
@@ -145,6 +146,9 @@ func (r *jobLines) parse(text []byte) (jobq.JobSpec, error) {
 		in.runAt = t
 	}
 	in.unique = j.UniqueKey
+	if j.Key != nil {
+		in.key = *j.Key
+	}
 	if len(j.Metadata) > 0 {
 		m := maps.Clone(in.metadata)
 		if m == nil {

@@ -35,23 +35,28 @@ migrate' command creating it.`,
 	return cmd
 }
 
-// filterFlags are the --queue and --type filters shared by the subcommands.
-type filterFlags struct{ queue, typ string }
+// filterFlags are the --queue, --type and --key filters shared by the
+// subcommands.
+type filterFlags struct{ queue, typ, key string }
 
 func (f *filterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.queue, "queue", "", "only jobs of this queue")
 	cmd.Flags().StringVar(&f.typ, "type", "", "only jobs of this type")
+	cmd.Flags().StringVar(&f.key, "key", "", "only jobs of this key (see 'jobq keys list')")
 }
 
 func (f *filterFlags) filter() jobq.FailedFilter {
-	return jobq.FailedFilter{Queue: f.queue, Type: f.typ}
+	return jobq.FailedFilter{Queue: f.queue, Type: f.typ, Key: f.key}
 }
 
-func (f *filterFlags) set() bool { return f.queue != "" || f.typ != "" }
+func (f *filterFlags) set() bool { return f.queue != "" || f.typ != "" || f.key != "" }
 
 // check refuses a --queue that no job can have, which would otherwise
 // match nothing without a word.
 func (f *filterFlags) check() error {
+	if err := backend.ValidateKey(f.key); err != nil {
+		return usagef("--key: %v", err)
+	}
 	if f.queue == "" {
 		return nil
 	}

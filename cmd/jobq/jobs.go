@@ -70,7 +70,7 @@ RFC 3339 times or durations before now (--since 1h).`,
 				return usagef("--state %q: use pending, scheduled, reserved, completed or cancelled (failed jobs: jobq failed list)", state)
 			}
 			now := time.Now()
-			jf := jobq.JobFilter{Queue: f.queue, Type: f.typ}
+			jf := jobq.JobFilter{Queue: f.queue, Type: f.typ, Key: f.key}
 			if jf.Since, err = parseWhen("since", since, now); err != nil {
 				return err
 			}

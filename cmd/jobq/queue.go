@@ -25,7 +25,7 @@ never create a store: a --db without a jobq schema is an error (exit 1)
 that names the 'jobq migrate' command creating it.`,
 	}
 	requireSubcommand(cmd)
-	cmd.AddCommand(a.newQueueListCmd(), a.newQueuePauseCmd(true), a.newQueuePauseCmd(false), a.newQueueLimitCmd())
+	cmd.AddCommand(a.newQueueListCmd(), a.newQueuePauseCmd(true), a.newQueuePauseCmd(false), a.newQueueLimitCmd(), a.newQueueKeysCmd())
 	for _, sub := range cmd.Commands() {
 		sub.PreRunE = a.requireDurable
 	}
@@ -39,6 +39,9 @@ type queueInfoJSON struct {
 	Concurrency int    `json:"concurrency,omitempty"`
 	Rate        int    `json:"rate,omitempty"`
 	RatePeriod  string `json:"rate_period,omitempty"`
+	KeyLimit    int    `json:"key_limit,omitempty"`
+	KeyOrdered  bool   `json:"key_ordered,omitempty"`
+	KeyPolicy   string `json:"key_on_failure,omitempty"`
 }
 
 func (a *app) newQueueListCmd() *cobra.Command {
@@ -49,7 +52,8 @@ func (a *app) newQueueListCmd() *cobra.Command {
 		Long: `List every queue that holds jobs or has settings: its pending, scheduled,
 reserved and failed jobs, whether it is paused, and its limits
 (CONCURRENCY: most jobs running at once over all workers; RATE: most starts
-per period; '-' for none).`,
+per period; KEYS: its rules for keyed jobs, see 'jobq queue keys'; '-' for
+none).`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return a.withBackend(cmd.Context(), existingOnly, func(b backend.Backend) error {
@@ -60,7 +64,8 @@ per period; '-' for none).`,
 				if asJSON {
 					out := make([]queueInfoJSON, len(qs))
 					for i, q := range qs {
-						out[i] = queueInfoJSON{queueJSON: toQueueJSON(q.QueueStats), Paused: q.Paused, Concurrency: q.Limits.Concurrency, Rate: q.Limits.Rate}
+						out[i] = queueInfoJSON{queueJSON: toQueueJSON(q.QueueStats), Paused: q.Paused, Concurrency: q.Limits.Concurrency, Rate: q.Limits.Rate,
+							KeyLimit: q.Keys.Limit, KeyOrdered: q.Keys.Ordered, KeyPolicy: string(q.Keys.Policy())}
 						if q.Limits.Rate > 0 {
 							out[i].RatePeriod = periodText(q.Limits.RatePeriod)
 						}
@@ -68,7 +73,7 @@ per period; '-' for none).`,
 					return writeJSON(a.out, out)
 				}
 				tw := newTable(a.out)
-				fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tRESERVED\tFAILED\tPAUSED\tCONCURRENCY\tRATE")
+				fmt.Fprintln(tw, "QUEUE\tPENDING\tSCHEDULED\tRESERVED\tFAILED\tPAUSED\tCONCURRENCY\tRATE\tKEYS")
 				for _, q := range qs {
 					paused, conc := "no", "-"
 					if q.Paused {
@@ -77,8 +82,8 @@ per period; '-' for none).`,
 					if q.Limits.Concurrency > 0 {
 						conc = strconv.Itoa(q.Limits.Concurrency)
 					}
-					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", q.Queue, q.Pending, q.Scheduled, q.Reserved, q.Failed,
-						paused, conc, rateText(q.Limits))
+					fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", q.Queue, q.Pending, q.Scheduled, q.Reserved, q.Failed,
+						paused, conc, rateText(q.Limits), keyRulesText(q.Keys))
 				}
 				return tw.Flush()
 			})

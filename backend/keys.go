@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"time"
 	"unicode/utf8"
 )
 
@@ -192,7 +193,9 @@ type KeyInfo struct {
 	// Held: the queue's keys are ordered under KeyHold and the key has a
 	// failed job: nothing of the key is claimed until that job is replayed
 	// or purged. HeadID is then the lowest ID among its failed jobs, the
-	// one that holds it (the one a replay runs first).
-	Held   bool
-	HeadID int64
+	// one that holds it (the one a replay runs first), and HeldSince when
+	// that job failed (its FailedAt): how long the key has waited.
+	Held      bool
+	HeadID    int64
+	HeldSince time.Time
 }

@@ -343,7 +343,11 @@ func testKeys(t *testing.T, h Harness) {
 			{Queue: "o", Key: "x", Pending: 1, Reserved: 1},
 			{Queue: "o", Key: "y", Failed: 1, Held: true, HeadID: in[2]},
 		}
-		if !slices.Equal(list, want) {
+		if len(list) == 3 {
+			// When it failed: the Hold test checks it is the head's FailedAt.
+			want[2].HeldSince = list[2].HeldSince
+		}
+		if !slices.Equal(list, want) || want[2].HeldSince.IsZero() {
 			t.Fatalf("KeyList = %+v, want %+v", list, want)
 		}
 		if held := keyList(t, c, backend.KeyListParams{Held: true}); len(held) != 1 || held[0].Key != "y" {

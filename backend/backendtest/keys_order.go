@@ -87,9 +87,11 @@ func testKeysOrdered(t *testing.T, h Harness) {
 		head := claimOne(t, b, "h")
 		completeFresh(t, b, fail(head.Ref(), "boom"))
 		claimNone(t, b, "h")
-		if k := wantKeyInfo(t, c, backend.KeyListParams{}, "a", 2, 0, 1, true); k.HeadID != a[0] {
+		k := wantKeyInfo(t, c, backend.KeyListParams{}, "a", 2, 0, 1, true)
+		if k.HeadID != a[0] {
 			t.Fatalf("held key's HeadID = %d, want the failed head %d", k.HeadID, a[0])
 		}
+		near(t, "held key's HeldSince", k.HeldSince, failedByJob(t, b, a[0]).FailedAt, time.Millisecond)
 		// Other keys go on.
 		other := insertOne(t, b, keyed("h", "b"))
 		if r := claimOne(t, b, "h"); r.ID != other {

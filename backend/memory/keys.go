@@ -279,7 +279,7 @@ func (b *Backend) KeyList(ctx context.Context, params backend.KeyListParams) ([]
 			if info.Held {
 				for _, f := range b.failed {
 					if f.Queue == name && f.Key == key && (info.HeadID == 0 || f.JobID < info.HeadID) {
-						info.HeadID = f.JobID
+						info.HeadID, info.HeldSince = f.JobID, f.FailedAt
 					}
 				}
 			}

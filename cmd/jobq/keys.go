@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -114,6 +115,8 @@ type keyJSON struct {
 	Failed   int64  `json:"failed"`
 	Held     bool   `json:"held"`
 	HeadID   int64  `json:"head_id,omitempty"`
+	// HeldSince is when the head that holds the key failed (RFC 3339).
+	HeldSince string `json:"held_since,omitempty"`
 }
 
 func (a *app) newKeysListCmd() *cobra.Command {
@@ -148,7 +151,10 @@ purge it ('jobq failed purge HEAD') to let the key go on.`,
 				if asJSON {
 					out := make([]keyJSON, len(keys))
 					for i, k := range keys {
-						out[i] = keyJSON(k)
+						out[i] = keyJSON{Queue: k.Queue, Key: k.Key, Pending: k.Pending, Reserved: k.Reserved, Failed: k.Failed, Held: k.Held, HeadID: k.HeadID}
+						if k.Held {
+							out[i].HeldSince = k.HeldSince.UTC().Format(time.RFC3339Nano)
+						}
 					}
 					return writeJSON(a.out, out)
 				}
@@ -161,7 +167,7 @@ purge it ('jobq failed purge HEAD') to let the key go on.`,
 				for _, k := range keys {
 					h, head := "no", "-"
 					if k.Held {
-						h, head = "yes", strconv.FormatInt(k.HeadID, 10)
+						h, head = "since "+timeText(k.HeldSince), strconv.FormatInt(k.HeadID, 10)
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", k.Queue, k.Key, k.Pending, k.Reserved, k.Failed, h, head)
 				}

@@ -59,11 +59,11 @@ func TestKeysCommands(t *testing.T) {
 		t.Fatalf("keys list --json: %v\n%s", r.err, r.out)
 	}
 	head := fmt.Sprint(keys[0].HeadID)
-	if want := []keyJSON{{Queue: "charges", Key: "acct-1", Pending: 2, Failed: 1, Held: true, HeadID: keys[0].HeadID}}; !slices.Equal(keys, want) || head != ids[0] {
+	if want := []keyJSON{{Queue: "charges", Key: "acct-1", Pending: 2, Failed: 1, Held: true, HeadID: keys[0].HeadID, HeldSince: keys[0].HeldSince}}; !slices.Equal(keys, want) || head != ids[0] || keys[0].HeldSince == "" {
 		t.Fatalf("keys list = %+v, want %+v held by job %s", keys, want, ids[0])
 	}
 	r = run(t, "--db", db, "keys", "list", "--held")
-	if r.err != nil || !strings.Contains(r.out, "charges  acct-1  2        0        1       yes   "+head) {
+	if r.err != nil || !strings.Contains(r.out, "charges  acct-1  2        0        1       since ") || !strings.HasSuffix(r.out, "  "+head+"\n") {
 		t.Fatalf("keys list --held: %v\n%s", r.err, r.out)
 	}
 	r = run(t, "--db", db, "keys", "show", "acct-1", "--queue", "charges")

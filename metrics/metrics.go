@@ -369,8 +369,9 @@ func (m *Metrics) AddWorker(w *jobq.Worker, reg *jobq.Registry) {
 // Options.StatsCache. The queues named here, and those of added workers,
 // are exported at zero when they hold no job. When the backend runs
 // workflows, it also exports their gauges (jobq_workflows,
-// jobq_workflow_tasks_waiting), read and cached the same way. Call it
-// once.
+// jobq_workflow_tasks_waiting), and when it keeps keys, the held ones
+// (jobq_keys_held, jobq_keys_held_oldest_timestamp_seconds), read and
+// cached the same way. Call it once.
 func (m *Metrics) ObserveQueues(in *jobq.Inspector, queues ...string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -384,9 +385,15 @@ func (m *Metrics) ObserveQueues(in *jobq.Inspector, queues ...string) error {
 	if err := m.opts.Registry.Register(d); err != nil {
 		return fmt.Errorf("register jobq queue depth: %w", err)
 	}
-	if err := m.opts.Registry.Register(newWorkflowCollector(in, m.opts)); err != nil {
+	wf := newWorkflowCollector(in, m.opts)
+	if err := m.opts.Registry.Register(wf); err != nil {
 		m.opts.Registry.Unregister(d)
 		return fmt.Errorf("register jobq workflow gauges: %w", err)
+	}
+	if err := m.opts.Registry.Register(newKeyCollector(in, m.opts)); err != nil {
+		m.opts.Registry.Unregister(d)
+		m.opts.Registry.Unregister(wf)
+		return fmt.Errorf("register jobq key gauges: %w", err)
 	}
 	m.depth = d
 	return nil

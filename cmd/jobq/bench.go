@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,6 +47,13 @@ JSON line per workload, so figures can be compared run to run:
                   p50/p90/p99/max in ms
   steady          --producers goroutines enqueuing and one worker running
                   together for --duration: completed jobs/s
+  fairness        (not in all) --hot jobs queued on one key, then 10 jobs on
+                  each of 100 small keys; from one worker's start, when the
+                  small keys' jobs start: p50/p90/p99/max in ms (--hot 0 is
+                  the baseline)
+
+--keys K spreads drain's jobs over K keys, and --key-limit N lets at most N
+jobs of a key run at once: what keys cost a drain.
 
 Each workload runs on a fresh queue (bench-<workload>-<nanos>) and leaves it
 empty. Without --db (and JOBQ_DB) the runs go to a temporary SQLite file that
@@ -75,7 +83,7 @@ runs with and without it, interleaved; each result names what was on
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.workload, "workload", "all", "all, or one of "+strings.Join(bench.All, ", "))
+	fl.StringVar(&f.workload, "workload", "all", "all, or one of "+strings.Join(bench.All, ", ")+", "+bench.Fairness)
 	fl.IntVarP(&f.cfg.N, "jobs", "n", 50000, "jobs per enqueue and drain workload; the most latency enqueues")
 	fl.IntVar(&f.cfg.Batch, "batch", 1000, "enqueue-batch batch size (also used to queue drain's jobs)")
 	fl.IntVar(&f.cfg.Workers, "workers", 100, "worker concurrency for drain, latency and steady")
@@ -86,6 +94,9 @@ runs with and without it, interleaved; each result names what was on
 	fl.Lookup("observe").NoOptDefVal = "metrics,tracing"
 	fl.Float64Var(&f.sample, "observe-sample", 1, "with --observe tracing: the fraction of traces sampled (0..1; a parent-based ratio sampler)")
 	fl.StringVar(&f.sampler, "observe-sampler", "sdk", "with --observe tracing: who samples, sdk (the provider's sampler) or jobq (tracing.WithSampleRatio)")
+	fl.IntVar(&f.cfg.Keys, "keys", 0, "drain: spread the jobs over this many keys")
+	fl.IntVar(&f.cfg.KeyLimit, "key-limit", 0, "drain with --keys: at most this many jobs of a key running at once")
+	fl.IntVar(&f.cfg.Hot, "hot", 100000, "fairness: jobs queued on one key before the 100 small keys' 10 each (0: the baseline)")
 	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
@@ -107,6 +118,15 @@ func (f *benchFlags) check() ([]string, error) {
 	if f.cfg.Workers > jobq.MaxConcurrency {
 		return nil, usagef("--workers %d is over the worker's limit of %d", f.cfg.Workers, jobq.MaxConcurrency)
 	}
+	if f.cfg.Keys < 0 || f.cfg.KeyLimit < 0 || f.cfg.Hot < 0 {
+		return nil, usagef("--keys, --key-limit and --hot must not be negative")
+	}
+	if f.cfg.KeyLimit > 0 && f.cfg.Keys == 0 {
+		return nil, usagef("--key-limit %d needs --keys: the jobs have no key to limit", f.cfg.KeyLimit)
+	}
+	if f.cfg.KeyLimit > backend.MaxKeyLimit {
+		return nil, usagef("--key-limit %d: use 1..%d", f.cfg.KeyLimit, backend.MaxKeyLimit)
+	}
 	if f.cfg.KeepCompleted < 0 {
 		return nil, usagef("--keep-completed %s is negative", f.cfg.KeepCompleted)
 	}
@@ -127,12 +147,12 @@ func (f *benchFlags) check() ([]string, error) {
 	if f.workload == "all" {
 		return bench.All, nil
 	}
-	for _, w := range bench.All {
+	for _, w := range append(slices.Clip(bench.All), bench.Fairness) {
 		if f.workload == w {
 			return []string{w}, nil
 		}
 	}
-	return nil, usagef("unknown --workload %q; use all or one of %s", f.workload, strings.Join(bench.All, ", "))
+	return nil, usagef("unknown --workload %q; use all or one of %s, %s", f.workload, strings.Join(bench.All, ", "), bench.Fairness)
 }
 
 func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err error) {

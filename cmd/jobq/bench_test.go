@@ -51,6 +51,28 @@ func TestBenchWorkloads(t *testing.T) {
 	}
 }
 
+// TestBenchKeys: drain over keys with a key limit leaves nothing behind,
+// and fairness reports when the small keys' jobs started.
+func TestBenchKeys(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--db", "memory:", "bench", "--workload", "drain", "-n", "200", "--keys", "30", "--key-limit", "1", "--workers", "20")
+	if r.err != nil {
+		t.Fatalf("bench drain with keys: %v\n%s", r.err, r.errOut)
+	}
+	checkBenchLine(t, strings.TrimSpace(r.out), "drain", "memory")
+	if !strings.Contains(r.out, `"keys":30,"key_limit":1`) {
+		t.Fatalf("drain line does not name its keys: %s", r.out)
+	}
+	r = run(t, "--db", "memory:", "bench", "--workload", "fairness", "--hot", "2000", "--workers", "20")
+	var m map[string]any
+	if r.err != nil || json.Unmarshal([]byte(r.out), &m) != nil {
+		t.Fatalf("bench fairness: %v\n%s%s", r.err, r.out, r.errOut)
+	}
+	if m["jobs"] != 1000.0 || m["hot"] != 2000.0 || m["p99_ms"] == nil {
+		t.Fatalf("fairness line %s: want the 1000 small jobs, the hot key's 2000 and a p99", r.out)
+	}
+}
+
 // TestBenchMemProfile: --memprofile writes a pprof profile (gzipped
 // protobuf) of the run's allocations. (--cpuprofile is not run here: it
 // would fail under go test -cpuprofile, which holds the only profiler.)
@@ -127,6 +149,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"-n", "0"},
 		{"--duration", "0s"},
 		{"--workers", "20000"},
+		{"--key-limit", "1"},
+		{"--keys", "-1"},
 		{"extra"},
 	} {
 		r := run(t, append([]string{"--db", "memory:", "bench"}, args...)...)

@@ -29,6 +29,8 @@ const (
 	Drain         = "drain"
 	Latency       = "latency"
 	Steady        = "steady"
+	// Fairness is not in All: it measures keys, on demand.
+	Fairness = "fairness"
 )
 
 // All lists every workload in the order they run.
@@ -86,6 +88,15 @@ type Config struct {
 	// --keep-completed` measures what keeping finished jobs costs. Zero
 	// (the default) deletes completed jobs at once.
 	KeepCompleted time.Duration
+	// Keys spreads drain's jobs over this many keys (0: no keys), and
+	// KeyLimit, when set, lets at most that many jobs of a key run at
+	// once (the queue's key rules): what keys cost a drain.
+	Keys     int
+	KeyLimit int
+	// Hot is how many jobs the fairness workload queues on one key
+	// before its 100 small keys' 10 jobs each; 0 measures the small keys
+	// alone, the baseline. Defaults to none.
+	Hot int
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -101,7 +112,8 @@ func (c Config) withDefaults() (Config, error) {
 		def  int
 	}{
 		{"N", &c.N, 50000}, {"Batch", &c.Batch, 1000}, {"Workers", &c.Workers, 100},
-		{"Rate", &c.Rate, 200}, {"Producers", &c.Producers, 8},
+		{"Rate", &c.Rate, 200}, {"Producers", &c.Producers, 8}, {"Keys", &c.Keys, 0},
+		{"KeyLimit", &c.KeyLimit, 0}, {"Hot", &c.Hot, 0},
 	}
 	for _, f := range ints {
 		if *f.v < 0 {
@@ -162,7 +174,14 @@ type Result struct {
 	CPUMicrosPerJob  float64 `json:"cpu_us_per_job,omitempty"`
 	AllocBytesPerJob int64   `json:"alloc_bytes_per_job,omitempty"`
 	GCs              uint32  `json:"gcs,omitempty"`
-	// Enqueue-to-handler-start latency percentiles (latency only).
+	// Keys and KeyLimit: drain's keys (Config.Keys, Config.KeyLimit);
+	// Hot: the fairness workload's hot key's jobs.
+	Keys     int `json:"keys,omitempty"`
+	KeyLimit int `json:"key_limit,omitempty"`
+	Hot      int `json:"hot,omitempty"`
+	// Enqueue-to-handler-start latency percentiles (latency only), or,
+	// for fairness, from the worker's start to each small key's job's
+	// start.
 	P50Ms *float64 `json:"p50_ms,omitempty"`
 	P90Ms *float64 `json:"p90_ms,omitempty"`
 	P99Ms *float64 `json:"p99_ms,omitempty"`
@@ -210,6 +229,7 @@ var workloads = map[string]func(ctx context.Context, cfg Config, queue string) (
 	Drain:         runDrain,
 	Latency:       runLatency,
 	Steady:        runSteady,
+	Fairness:      runFairness,
 }
 
 // queueName gives each run of a workload a queue no earlier run used.

@@ -47,7 +47,7 @@ func runEnqueueBatch(ctx context.Context, cfg Config, queue string) (Result, err
 	var n atomic.Int64
 	bar := startProgress(cfg.Progress, EnqueueBatch, fracOf(n.Load, int64(cfg.N)), n.Load)
 	c0, start := costNow(), time.Now()
-	err = insertN(ctx, c, queue, cfg.N, cfg.Batch, &n)
+	err = insertN(ctx, c, queue, cfg.N, cfg.Batch, 0, &n)
 	took, c1 := time.Since(start), costNow()
 	bar.finish()
 	if err != nil {

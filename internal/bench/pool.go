@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -96,15 +97,21 @@ func (p *pool) stop() error {
 }
 
 // insertN enqueues n no-op jobs on queue in batches of batch, reporting
-// each batch to added (may be nil).
-func insertN(ctx context.Context, c *jobq.Client, queue string, n, batch int, added *atomic.Int64) error {
+// each batch to added (may be nil). With keys > 0 job i gets key i mod
+// keys ("k0", "k1", ...).
+func insertN(ctx context.Context, c *jobq.Client, queue string, n, batch, keys int, added *atomic.Int64) error {
 	specs := make([]jobq.JobSpec, 0, batch)
 	opt := []jobq.EnqueueOption{jobq.Queue(queue)}
-	for left := n; left > 0; {
+	for left, i := n, 0; left > 0; {
 		k := min(batch, left)
 		specs = specs[:0]
 		for range k {
-			specs = append(specs, jobq.JobSpec{Type: noopType, Payload: noopPayload, Options: opt})
+			o := opt
+			if keys > 0 {
+				o = []jobq.EnqueueOption{opt[0], jobq.Key("k" + strconv.Itoa(i%keys))}
+			}
+			specs = append(specs, jobq.JobSpec{Type: noopType, Payload: noopPayload, Options: o})
+			i++
 		}
 		if _, err := c.EnqueueMany(ctx, specs); err != nil {
 			return err

@@ -99,6 +99,7 @@ func (b *Backend) removePending(j *backend.JobRow) {
 		}
 	case q.keys[j.Key].ready.remove(same):
 		q.keyedReady--
+		q.touch(q.keys[j.Key])
 	default:
 		q.scheduled.remove(same)
 	}

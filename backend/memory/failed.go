@@ -121,6 +121,7 @@ func (b *Backend) removeFailed(rows []*backend.FailedJob) {
 			// A held key goes on once its failed head is gone.
 			if k, ok := b.queue(f.Queue).keys[f.Key]; ok {
 				k.failed--
+				b.queue(f.Queue).touch(k)
 				b.dropKeyIfEmpty(f.Queue, f.Key)
 			}
 			b.wakeOne(f.Queue)

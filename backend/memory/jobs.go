@@ -75,8 +75,8 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	defer b.mu.Unlock()
 	now := b.now()
 	var qs []*queue
-	var allow []*allowance // parallel to qs; nil: no limit
-	var keyed []*keySource // parallel to qs; nil: no due keyed job
+	var allow []*allowance       // parallel to qs; nil: no limit
+	var rules []backend.KeyRules // parallel to qs
 	seen := make(map[string]bool, len(params.Queues))
 	for _, name := range params.Queues {
 		q, ok := b.queues[name]
@@ -91,11 +91,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		q.promote(now)
 		qs = append(qs, q)
 		allow = append(allow, a)
-		var src *keySource
-		if q.keyedReady > 0 {
-			src = b.keySource(q, b.rules(name), params.Max)
-		}
-		keyed = append(keyed, src)
+		rules = append(rules, b.rules(name))
 	}
 	var out []*backend.JobRow
 	for len(out) < params.Max {
@@ -110,8 +106,8 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best)) {
 				best, bi, fromKey = q.ready.peek(), i, false
 			}
-			if keyed[i] != nil {
-				if top := keyed[i].peek(); top != nil && (best == nil || claimsBefore(top, best)) {
+			if q.keyedReady > 0 {
+				if top := b.peekKeyed(q, rules[i]); top != nil && (best == nil || claimsBefore(top, best)) {
 					best, bi, fromKey = top, i, true
 				}
 			}
@@ -125,8 +121,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		q := qs[bi]
 		var j *backend.JobRow
 		if fromKey {
-			j = keyed[bi].take()
-			q.keyedReady--
+			j = q.takeKeyed()
 		} else {
 			j = q.ready.pop()
 		}

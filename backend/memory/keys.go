@@ -112,10 +112,13 @@ func (b *Backend) pendingFront(q *queue) *backend.JobRow {
 	return nil
 }
 
-// keyLeft unfiles a keyed job that is no longer live.
+// keyLeft unfiles a keyed job that is no longer live: an ordered key's
+// next job may now be its head.
 func (b *Backend) keyLeft(j *backend.JobRow) {
-	if k, ok := b.queue(j.Queue).keys[j.Key]; ok {
+	q := b.queue(j.Queue)
+	if k, ok := q.keys[j.Key]; ok {
 		k.live--
+		q.touch(k)
 		b.dropKeyIfEmpty(j.Queue, j.Key)
 	}
 }
@@ -123,69 +126,68 @@ func (b *Backend) keyLeft(j *backend.JobRow) {
 // keyReleased counts a keyed job's reservation ended, and wakes the
 // queue when its rules were holding a job back for it.
 func (b *Backend) keyReleased(j *backend.JobRow) {
-	if k, ok := b.queue(j.Queue).keys[j.Key]; ok {
+	q := b.queue(j.Queue)
+	if k, ok := q.keys[j.Key]; ok {
 		k.reserved--
+		q.touch(k)
 	}
 	if r := b.rules(j.Queue); r.Limit > 0 || r.Ordered {
 		b.wakeOne(j.Queue)
 	}
 }
 
-// keySource is what one claim may take from the keys of one queue: the
-// claimable keys in claim order of their first job, each with how many
-// jobs it may still give.
-type keySource struct {
-	keys minHeap[*keyTake]
+// keyEntry files a key in its queue's keyHeap under the job it would
+// give next. The heap is lazy: an entry is valid while top is still its
+// key's first ready job, and a key is filed again whenever that changes
+// or something that blocked it ends (touch), so a claim looks at the keys
+// in claim order without visiting the blocked ones each time.
+type keyEntry struct {
+	k   *keyState
+	top *backend.JobRow
 }
 
-type keyTake struct {
-	k    *keyState
-	left int
-}
+func entryBefore(a, b keyEntry) bool { return claimsBefore(a.top, b.top) }
 
-// keySource collects q's claimable keys under rules for a claim of want.
-// Called with b.mu held, which serializes claims.
-func (b *Backend) keySource(q *queue, rules backend.KeyRules, want int) *keySource {
-	s := &keySource{keys: minHeap[*keyTake]{less: func(x, y *keyTake) bool { return claimsBefore(x.k.ready.peek(), y.k.ready.peek()) }}}
-	for _, k := range q.keys {
-		if k.ready.len() == 0 {
-			continue
-		}
-		left := want
-		if rules.Limit > 0 {
-			left = min(left, rules.Limit-k.reserved)
-		}
-		if rules.Ordered {
-			head := b.top(&k.byID)
-			if k.reserved > 0 || head != k.ready.peek() || rules.Policy() == backend.KeyHold && k.failed > 0 {
-				continue
-			}
-			left = 1
-		}
-		if left > 0 {
-			s.keys.push(&keyTake{k: k, left: left})
-		}
+// touch files k under its first ready job, if it has one.
+func (q *queue) touch(k *keyState) {
+	if k.ready.len() > 0 {
+		q.keyHeap.push(keyEntry{k: k, top: k.ready.peek()})
 	}
-	return s
 }
 
-// peek returns the job the source would give next, nil when none.
-func (s *keySource) peek() *backend.JobRow {
-	if s.keys.len() == 0 {
-		return nil
+// claimable reports whether k may give its first ready job under rules.
+func (b *Backend) claimable(k *keyState, rules backend.KeyRules) bool {
+	if rules.Limit > 0 && k.reserved >= rules.Limit {
+		return false
 	}
-	return s.keys.peek().k.ready.peek()
+	if !rules.Ordered {
+		return true
+	}
+	held := rules.Policy() == backend.KeyHold && k.failed > 0
+	return k.reserved == 0 && !held && b.top(&k.byID) == k.ready.peek()
 }
 
-// take removes and returns the job peek returned.
-func (s *keySource) take() *backend.JobRow {
-	t := s.keys.pop()
-	j := t.k.ready.pop()
-	t.k.reserved++
-	t.left--
-	if t.left > 0 && t.k.ready.len() > 0 {
-		s.keys.push(t)
+// peekKeyed returns the keyed job of q a claim would take next, nil when
+// no key may give one, dropping the invalid and blocked entries it meets
+// (what unblocks a key files it again). Called with b.mu held.
+func (b *Backend) peekKeyed(q *queue, rules backend.KeyRules) *backend.JobRow {
+	for q.keyHeap.len() > 0 {
+		e := q.keyHeap.peek()
+		if e.k.ready.len() > 0 && e.k.ready.peek() == e.top && b.claimable(e.k, rules) {
+			return e.top
+		}
+		q.keyHeap.pop()
 	}
+	return nil
+}
+
+// takeKeyed removes and returns the job peekKeyed returned.
+func (q *queue) takeKeyed() *backend.JobRow {
+	k := q.keyHeap.pop().k
+	j := k.ready.pop()
+	k.reserved++
+	q.keyedReady--
+	q.touch(k)
 	return j
 }
 
@@ -236,13 +238,16 @@ func (b *Backend) QueueSetKeys(ctx context.Context, queue string, rules backend.
 	b.pruneControl(queue)
 	// Ordered keys keep their ready jobs in ID order, the others in claim
 	// order: a change of ordering re-sorts them.
-	if q, ok := b.queues[queue]; ok && before.Ordered != rules.Ordered {
+	if q, ok := b.queues[queue]; ok {
 		for _, k := range q.keys {
-			fresh := newKeyState(rules.Ordered).ready
-			for _, j := range k.ready.items {
-				fresh.push(j)
+			if before.Ordered != rules.Ordered {
+				fresh := newKeyState(rules.Ordered).ready
+				for _, j := range k.ready.items {
+					fresh.push(j)
+				}
+				k.ready = fresh
 			}
-			k.ready = fresh
+			q.touch(k) // looser rules may unblock it
 		}
 	}
 	b.wakeOne(queue)

@@ -21,6 +21,7 @@ type queue struct {
 	keys       map[string]*keyState
 	keyedReady int
 	turns      minHeap[*backend.JobRow]
+	keyHeap    minHeap[keyEntry] // the keys that may give a job (see touch)
 }
 
 func newQueue() *queue {
@@ -29,6 +30,7 @@ func newQueue() *queue {
 		scheduled: minHeap[*backend.JobRow]{less: dueBefore},
 		keys:      map[string]*keyState{},
 		turns:     minHeap[*backend.JobRow]{less: func(a, b *backend.JobRow) bool { return a.Turn < b.Turn }},
+		keyHeap:   minHeap[keyEntry]{less: entryBefore},
 	}
 }
 
@@ -64,8 +66,16 @@ func (q *queue) fileReady(j *backend.JobRow) {
 		q.ready.push(j)
 		return
 	}
-	q.keys[j.Key].ready.push(j)
+	k := q.keys[j.Key]
+	var before *backend.JobRow
+	if k.ready.len() > 0 {
+		before = k.ready.peek()
+	}
+	k.ready.push(j)
 	q.keyedReady++
+	if k.ready.peek() != before {
+		q.touch(k)
+	}
 }
 
 // promote moves scheduled jobs that are due by now to ready.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
@@ -126,5 +127,46 @@ func TestKeyOptionWins(t *testing.T) {
 	var ke *backend.InputError
 	if !errors.As(err, &ke) || ke.Field != "key" {
 		t.Fatalf("error %v does not name the key field", err)
+	}
+}
+
+// TestRetentionKeepsHeldHead: a worker pruning failed jobs by age and by
+// count never deletes the failed head that holds an ordered key: the key
+// stays held, visibly, for an operator.
+func TestRetentionKeepsHeldHead(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	in := jobq.NewInspector(b)
+	if err := in.SetQueueKeys(t.Context(), "ledger", jobq.KeyRules{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	reg := jobq.NewRegistry()
+	reg.HandleFunc("post", func(context.Context, *jobq.Job) error { return jobq.Permanent(errors.New("rejected")) })
+	client := mustClient(t, b, jobq.ClientConfig{})
+	for range 2 {
+		if _, err := client.Enqueue(t.Context(), "post", nil, jobq.Queue("ledger"), jobq.Key("acct")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		if _, err := client.Enqueue(t.Context(), "post", nil, jobq.Queue("ledger")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := fastConfig()
+	cfg.Queues = []string{"ledger"}
+	cfg.Retention = jobq.Retention{FailedMaxAge: time.Nanosecond, FailedMaxCount: 1, PruneInterval: 20 * time.Millisecond}
+	stop := startWorker(t, b, reg, cfg)
+	// The three unkeyed jobs fail and are pruned; the key's head fails
+	// and stays, holding the key's second job.
+	eventually(t, settle, "the unkeyed failures to be pruned", func() bool {
+		f := failedJobs(t, b)
+		return len(f) == 1 && f[0].Key == "acct"
+	})
+	time.Sleep(100 * time.Millisecond) //nolint:forbidigo // a few more prune passes must leave the head
+	stop()
+	keys, err := in.Keys(t.Context(), jobq.KeyListParams{Held: true})
+	if err != nil || len(keys) != 1 || keys[0].Pending != 1 || len(failedJobs(t, b)) != 1 {
+		t.Fatalf("held keys %+v, %v, failed %d; want acct held by its head with one job waiting", keys, err, len(failedJobs(t, b)))
 	}
 }

@@ -469,6 +469,11 @@ type FailedFilter struct {
 	// KeyController): replaying a held key's failed jobs by filter puts
 	// them back in their order.
 	Key string
+	// KeepHeld, when set, matches no job that may hold its key: a keyed
+	// job of a queue whose keys are ordered under KeyHold (see
+	// KeyController). Retention sets it, so pruning failed jobs never
+	// lets a held key go on without an operator's word.
+	KeepHeld bool
 }
 
 // FailedListParams pages through failed jobs, the last to fail first.

@@ -15,12 +15,17 @@ import (
 type matcher struct {
 	filter backend.FailedFilter
 	cutoff time.Time // the earlier of FailedBefore and now - OlderThan; zero: none
+	// hold tells the queues whose keys are ordered under KeyHold, for
+	// KeepHeld.
+	hold func(queue string) bool
 }
 
 // matcher resolves filter's time bound now, on the backend's clock
 // (Options.Now). The caller validated filter (backend.ValidateFilter).
 func (b *Backend) matcher(filter backend.FailedFilter) matcher {
-	return matcher{filter: filter, cutoff: filter.Cutoff(b.now())}
+	return matcher{filter: filter, cutoff: filter.Cutoff(b.now()), hold: func(queue string) bool {
+		return b.rules(queue).Policy() == backend.KeyHold
+	}}
 }
 
 // matches reports whether f passes the filter; zero fields match everything.
@@ -28,7 +33,8 @@ func (m matcher) matches(f *backend.FailedJob) bool {
 	return (m.filter.Queue == "" || f.Queue == m.filter.Queue) &&
 		(m.filter.Type == "" || f.Type == m.filter.Type) &&
 		(m.filter.Key == "" || f.Key == m.filter.Key) &&
-		(m.cutoff.IsZero() || f.FailedAt.Before(m.cutoff))
+		(m.cutoff.IsZero() || f.FailedAt.Before(m.cutoff)) &&
+		!(m.filter.KeepHeld && f.Key != "" && m.hold(f.Queue))
 }
 
 // FailedList implements backend.Backend.

@@ -69,10 +69,11 @@ func (p *Pruner) RunOnce(ctx context.Context) {
 			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: p.cfg.Cancelled})
 		}},
 		{"failed jobs (age)", p.cfg.FailedMaxAge > 0, func() (int, error) {
-			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{OlderThan: p.cfg.FailedMaxAge}})
+			// A held key's failed head waits for an operator, however old.
+			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{OlderThan: p.cfg.FailedMaxAge, KeepHeld: true}})
 		}},
 		{"failed jobs (count)", p.cfg.FailedMaxCount > 0, func() (int, error) {
-			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{KeepNewest: p.cfg.FailedMaxCount})
+			return p.b.FailedPurge(ctx, backend.FailedPurgeParams{KeepNewest: p.cfg.FailedMaxCount, Filter: backend.FailedFilter{KeepHeld: true}})
 		}},
 		{"workflows", hasWorkflows && p.cfg.Workflows > 0, func() (int, error) {
 			return wf.WorkflowPrune(ctx, p.cfg.Workflows)

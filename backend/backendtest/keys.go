@@ -364,6 +364,7 @@ func testKeys(t *testing.T, h Harness) {
 		}
 	})
 	testKeysOrdered(t, h)
+	testKeysInteract(t, h)
 }
 
 // keyed returns insert params for a job of queue with key.

@@ -130,7 +130,9 @@ type jobInfo struct {
 	live     *backend.JobRow
 	// replays are the verifier's replay lines of the job (the replay
 	// fault); replayAt is the time of the first that may have moved it
-	// back from failed jobs (0: none), where its second life begins.
+	// back from failed jobs (0: none), where its second life begins. A
+	// job that fails again may be replayed again: each replay that may
+	// have moved it begins a life.
 	replays  []*record
 	replayAt int64
 }
@@ -407,7 +409,7 @@ func (c *checker) checkJobs() {
 // it shared a token.
 func (c *checker) checkAttempts(j *jobInfo) {
 	claims, ok := 0, 0
-	var lives [2][]*attempt
+	var lives [][]*attempt
 	byTok := map[int64]*attempt{}
 	for _, a := range j.attempts {
 		if a.claim == nil && a.start == nil {
@@ -415,6 +417,9 @@ func (c *checker) checkAttempts(j *jobInfo) {
 		}
 		claims++
 		l := j.life(a)
+		for len(lives) <= l {
+			lives = append(lives, nil)
+		}
 		lives[l] = append(lives[l], a)
 		if p := c.procs[a.key.proc]; p != nil && p.skew > 0 {
 			c.rep.ClaimsAhead++
@@ -443,7 +448,7 @@ func (c *checker) checkAttempts(j *jobInfo) {
 		c.rep.MostAttempts = max(c.rep.MostAttempts, len(as))
 		if allow := c.maxAttempts + backend.MaxFreeReleases; len(as) > allow {
 			when := ""
-			if l == 1 {
+			if l > 0 {
 				when = " since its replay"
 			}
 			c.anomaly(AnomalyTooManyAttempts, j, fmt.Sprintf("claimed %d times%s; its allowance is %d attempts + %d free releases", len(as), when, c.maxAttempts, backend.MaxFreeReleases), as...)
@@ -512,8 +517,8 @@ func (c *checker) checkTerminal(j *jobInfo) {
 		switch o := c.outcome(a); {
 		case o == outApplied && a.written.val == "done":
 			done = append(done, a)
-		case o == outApplied && a.written.val == "failed" && j.life(a) == 0 && j.replayAt != 0:
-			// A failure of its first life, which the replay undid.
+		case o == outApplied && a.written.val == "failed" && j.replayedBetween(a.at(), math.MaxInt64):
+			// A failure of an earlier life, which a replay undid.
 		case o == outApplied && a.written.val == "failed":
 			failedApplied = append(failedApplied, a)
 		case (o == outUnknown || o == outAmbiguous) && a.end != nil && a.end.val == resOK:

@@ -273,10 +273,16 @@ func (j *jobInfo) replayedBetween(from, to int64) bool {
 	return false
 }
 
-// life is 1 for an attempt claimed after j's replay, else 0.
+// life is how many replays of j that may have moved it began before
+// attempt a was claimed: 0 in its first life. (A call that failed and the
+// one made again count as two: a life may then have no claim, which only
+// loosens the allowance per life.)
 func (j *jobInfo) life(a *attempt) int {
-	if j.replayAt != 0 && a.at() > j.replayAt {
-		return 1
+	n := 0
+	for _, r := range j.replays {
+		if mayMove(r) && a.at() > r.mono {
+			n++
+		}
 	}
-	return 0
+	return n
 }

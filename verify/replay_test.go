@@ -233,3 +233,36 @@ func plannedPerm(cfg Config) int {
 	}
 	return n
 }
+
+// failedTwice is a job that failed for good twice and then succeeded:
+// three lives when the verifier replayed it after each failure.
+const failedTwice = `
+	100 claim proc=w0.0 job=1 att=1 tok=1
+	110 start proc=w0.0 job=1 seq=1 att=1 tok=1
+	120 end proc=w0.0 job=1 att=1 tok=1 res=permanent
+	130 written proc=w0.0 job=1 att=1 tok=1 kind=failed
+	200 claim proc=w0.0 job=1 att=1 tok=2
+	210 start proc=w0.0 job=1 seq=1 att=1 tok=2
+	220 end proc=w0.0 job=1 att=1 tok=2 res=permanent
+	230 written proc=w0.0 job=1 att=1 tok=2 kind=failed
+	300 claim proc=w0.0 job=1 att=1 tok=3
+	310 start proc=w0.0 job=1 seq=1 att=1 tok=3
+	320 end proc=w0.0 job=1 att=1 tok=3 res=ok
+	330 written proc=w0.0 job=1 att=1 tok=3 kind=done`
+
+func TestCheckJobReplayedTwice(t *testing.T) {
+	// A held key's head can fail again after its replay and be replayed
+	// again: each replay begins a life, so its third life's claim is not
+	// after its end, and its failures were undone.
+	rep := verdict(t, map[string]string{"w0.0.log": failedTwice, "verifier.log": `
+		150 replay proc=verifier job=1 fid=8 wf=0 try=0 task=p0 perm=true res=replayed
+		250 replay proc=verifier job=1 fid=9 wf=0 try=0 task=p0 perm=true res=replayed`}, acked(1))
+	wantAnomalies(t, rep, nil)
+	if rep.Done != 1 || rep.Failed != 0 || rep.MostAttempts != 1 {
+		t.Errorf("done %d, failed %d, most attempts %d; want 1, 0, 1", rep.Done, rep.Failed, rep.MostAttempts)
+	}
+	// Without the second replay its third claim ran after its end.
+	rep = verdict(t, map[string]string{"w0.0.log": failedTwice, "verifier.log": `
+		150 replay proc=verifier job=1 fid=8 wf=0 try=0 task=p0 perm=true res=replayed`}, acked(1))
+	wantAnomalies(t, rep, map[string]int{AnomalyRanAfterEnd: 1})
+}

@@ -16,6 +16,7 @@ type finalState struct {
 	live   map[int64]*backend.JobRow // the jobs still live
 	stats  backend.QueueStats        // the run queue's counts
 	wf     *wfState                  // the workflow workload's; nil for lone jobs
+	keys   *keyFinal                 // the keyed workload's; nil without keys
 }
 
 // attemptKey names one claim as the history sees it: the process that
@@ -129,10 +130,10 @@ type jobInfo struct {
 	failed   []*backend.FailedJob
 	live     *backend.JobRow
 	// replays are the verifier's replay lines of the job (the replay
-	// fault); replayAt is the time of the first that may have moved it
-	// back from failed jobs (0: none), where its second life begins. A
-	// job that fails again may be replayed again: each replay that may
-	// have moved it begins a life.
+	// fault, or the replay of a held key's head); replayAt is the time of
+	// the first that may have moved it back from failed jobs (0: none),
+	// where its second life begins. A held head that fails again is
+	// replayed again: each replay that may have moved it begins a life.
 	replays  []*record
 	replayAt int64
 }
@@ -146,6 +147,9 @@ func check(recs []*record, fs finalState, maxAttempts int, run string, maxAnomal
 	c.checkCounts()
 	if fs.wf != nil {
 		c.checkWorkflows()
+	}
+	if fs.keys != nil {
+		c.checkKeys()
 	}
 	c.summarise()
 }
@@ -208,6 +212,10 @@ func (c *checker) index() {
 		case evReplay:
 			if r.proc == verifierProc {
 				c.indexReplay(r)
+			}
+		case evKeyReplay:
+			if r.proc == verifierProc {
+				c.indexKeyReplay(r)
 			}
 		case evDown:
 			c.proc(r.proc).down = true
@@ -633,6 +641,9 @@ func (c *checker) summarise() {
 	}
 	if c.fs.wf != nil {
 		r.Checks = append(r.Checks, c.workflowChecks(n)...)
+	}
+	if c.fs.keys != nil {
+		r.Checks = append(r.Checks, c.keyChecks(n)...)
 	}
 	for i := range r.Checks {
 		r.Checks[i].OK = r.Checks[i].Anomalies == 0

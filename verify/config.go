@@ -116,6 +116,25 @@ type Config struct {
 	// run.
 	Workflows int
 	FanOut    int
+	// Keys, when set, makes the workload keyed: every job carries one of
+	// Keys keys (jobq.Key), "k0", "k1", …, each key on one of the run's
+	// keyed queues: one per limit of PerKey, whose rules are
+	// KeyRules{Limit: N}, and with Ordered one more whose rules are
+	// KeyRules{Ordered: true} (the default hold policy). Keys go to the
+	// queues in turn, and jobs to keys as the seed draws them. The checks
+	// then also show that no more than a queue's limit of one key's
+	// attempts ran at once, that each ordered key's jobs ran one at a time
+	// and completed in insertion order, and that no key was left held
+	// without its failed head. The backend must keep keys
+	// (backend.KeyController); one that does not is ErrNotSupported.
+	Keys   int
+	PerKey []int
+	// Ordered adds the ordered queue. The verifier then acts as the
+	// operator of its held keys: every ReplayEvery it lists them and
+	// replays each one's failed head that has jobs waiting behind it, so
+	// that a job planned to fail for good succeeds after its replay, in
+	// its place, and the key goes on.
+	Ordered bool
 	// Procs is how many worker processes run at once (on memory:,
 	// in-process workers). Defaults to 3.
 	Procs int
@@ -152,7 +171,8 @@ type Config struct {
 	// Skew is the skew fault's clock offset. Defaults to 10m.
 	Skew time.Duration
 	// ReplayEvery is how often the replay fault looks for failed
-	// workflow tasks to replay. Defaults to 100ms.
+	// workflow tasks to replay, and with Ordered how often the verifier
+	// looks for held keys. Defaults to 100ms.
 	ReplayEvery time.Duration
 
 	// Lease is the workers' lease, short so that rescues happen within
@@ -250,6 +270,9 @@ func (c Config) withDefaults() (Config, error) {
 	} else if c.FanOut != 0 {
 		return bad("FanOut %d without Workflows: set Workflows too", c.FanOut)
 	}
+	if err := c.checkKeys(); err != nil {
+		return c, err
+	}
 	ints := []struct {
 		name string
 		v    *int
@@ -336,6 +359,74 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// maxKeys bounds Config.Keys: a key names a tenant of the workload, and
+// the checks hold each key's attempts in memory.
+const maxKeys = 1_000_000
+
+// checkKeys refuses a keyed workload that cannot run, saying what to
+// change.
+func (c Config) checkKeys() error {
+	bad := func(format string, args ...any) error {
+		return &configError{msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Keys < 0:
+		return bad("Keys %d is negative", c.Keys)
+	case c.Keys == 0 && len(c.PerKey) > 0:
+		return bad("PerKey %v without Keys: set Keys (--keys N), the number of keys the jobs are spread over", c.PerKey)
+	case c.Keys == 0 && c.Ordered:
+		return bad("Ordered without Keys: set Keys (--keys N), the number of keys the jobs are spread over")
+	case c.Keys == 0:
+		return nil
+	case c.Workflows > 0:
+		return bad("both Keys (%d) and Workflows (%d) are set: the keyed workload is lone jobs, so give one of them", c.Keys, c.Workflows)
+	case c.Keys > maxKeys:
+		return bad("Keys %d: use at most %d", c.Keys, maxKeys)
+	case len(c.PerKey) == 0 && !c.Ordered:
+		return bad("Keys %d without PerKey or Ordered: give the limits of the keyed queues (PerKey, --per-key 1,2), Ordered (--ordered), or both", c.Keys)
+	}
+	seen := map[int]bool{}
+	for _, n := range c.PerKey {
+		if n < 1 || n > backend.MaxKeyLimit {
+			return bad("PerKey %d: a key limit is from 1 to %d", n, backend.MaxKeyLimit)
+		}
+		if seen[n] {
+			return bad("PerKey %v names the limit %d twice: each limit is one queue", c.PerKey, n)
+		}
+		seen[n] = true
+	}
+	if n := len(c.PerKey) + boolInt(c.Ordered); c.Keys < n {
+		return bad("Keys %d is fewer than the %d keyed queues: give each queue a key at least", c.Keys, n)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// keyQueue is one queue of the keyed workload and its key rules.
+type keyQueue struct {
+	name  string
+	rules backend.KeyRules
+}
+
+// keyQueues are the keyed workload's queues, named after the run's queue
+// base: one per limit of PerKey, in its order, then the ordered one.
+func (c Config) keyQueues(base string) []keyQueue {
+	var qs []keyQueue
+	for _, n := range c.PerKey {
+		qs = append(qs, keyQueue{name: fmt.Sprintf("%s-limit%d", base, n), rules: backend.KeyRules{Limit: n}})
+	}
+	if c.Ordered {
+		qs = append(qs, keyQueue{name: base + "-ordered", rules: backend.KeyRules{Ordered: true}})
+	}
+	return qs
 }
 
 // defaultFaults are the faults of a run that names none.

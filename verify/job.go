@@ -29,6 +29,12 @@ type payload struct {
 	WF   int64  `json:"wf,omitempty"`
 	Try  int    `json:"try,omitempty"`
 	Task string `json:"task,omitempty"`
+	// A job of the keyed workload also names its key (its queue is the
+	// job's), its place among its key's jobs (0 first, in enqueue order)
+	// and whether its queue is the ordered one.
+	Key  string `json:"key,omitempty"`
+	KPos int64  `json:"kpos,omitempty"`
+	Ord  bool   `json:"ord,omitempty"`
 }
 
 // The workload's mix. Transient failures take one or two attempts, fewer

@@ -35,6 +35,10 @@ type producer struct {
 	maxAttempts  int
 	plan         func(seq int64) payload
 	events       *historyWriter
+	// keyOf, in the keyed workload, gives job seq its queue and key and
+	// fills in the payload's; nil otherwise. It is called once per seq,
+	// in seq order, which is each key's enqueue order.
+	keyOf func(seq int64, p *payload) (queue string)
 
 	// The workflow workload (fanOut > 0): n counts workflows, each of
 	// fanOut parts and a join, as planWF plans workflow n.
@@ -67,7 +71,25 @@ func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.R
 	if cfg.Workflows > 0 {
 		p.n, p.fanOut = cfg.Workflows, cfg.FanOut
 	}
+	if cfg.Keys > 0 {
+		p.keyOf = keyPlanner(cfg.keyQueues(queue), cfg.Keys, seeded(cfg.Seed, streamKeys))
+	}
 	return p
+}
+
+// keyPlanner spreads the keyed workload's jobs: key i ("k" and i) lives
+// on queue i modulo the number of queues, so each queue has its share of
+// the keys, and each job draws its key from rng. Its place in its key
+// counts the key's jobs planned before it.
+func keyPlanner(qs []keyQueue, keys int, rng *rand.Rand) func(seq int64, p *payload) string {
+	next := make([]int64, keys)
+	return func(_ int64, p *payload) string {
+		i := rng.IntN(keys)
+		q := qs[i%len(qs)]
+		p.Key, p.KPos, p.Ord = "k"+strconv.Itoa(i), next[i], q.rules.Ordered
+		next[i]++
+		return q.name
+	}
 }
 
 // uniqueKey is job seq's unique key.
@@ -114,9 +136,22 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 	specs := make([]jobq.JobSpec, k)
 	for i := range specs {
 		seq := int64(from + i)
-		specs[i] = jobq.JobSpec{Type: JobType, Payload: p.plan(seq), Options: []jobq.EnqueueOption{
-			jobq.Queue(p.queue), jobq.UniqueKey(p.uniqueKey(seq)), jobq.MaxAttempts(p.maxAttempts),
-		}}
+		pl, queue := p.plan(seq), p.queue
+		var opts []jobq.EnqueueOption
+		if p.keyOf != nil {
+			// A batch sent again after a lost reply keeps its keys in
+			// order: the jobs the lost send inserted come back as
+			// duplicates with their IDs (a batch is inserted whole or
+			// not at all), so within a key ID order stays the order of
+			// the first insert. (One that already ended is inserted
+			// again, a new job after the others: the checks go by ID,
+			// the backend's insertion order.)
+			queue = p.keyOf(seq, &pl)
+			opts = append(opts, jobq.Key(pl.Key))
+		}
+		specs[i] = jobq.JobSpec{Type: JobType, Payload: pl, Options: append(opts,
+			jobq.Queue(queue), jobq.UniqueKey(p.uniqueKey(seq)), jobq.MaxAttempts(p.maxAttempts),
+		)}
 	}
 	backoff := 50 * time.Millisecond
 	for {

@@ -2,11 +2,13 @@ package verify
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,21 +136,27 @@ func (r *verifier) replay(ctx context.Context, f *backend.FailedJob, p payload) 
 	return out
 }
 
-// failedJobs lists the run queue's failed jobs, newest first.
+// failedJobs lists the run queues' failed jobs, newest first.
 func (r *verifier) failedJobs(ctx context.Context) ([]*backend.FailedJob, error) {
 	var out []*backend.FailedJob
-	var before int64
-	for {
-		page, err := r.direct.FailedList(ctx, backend.FailedListParams{Filter: backend.FailedFilter{Queue: r.queue}, Limit: 1000, BeforeID: before})
-		if err != nil {
-			return nil, err
+	for _, q := range r.queues {
+		var before int64
+		for {
+			page, err := r.direct.FailedList(ctx, backend.FailedListParams{Filter: backend.FailedFilter{Queue: q}, Limit: 1000, BeforeID: before})
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, page...)
+			if len(page) < 1000 {
+				break
+			}
+			before = page[len(page)-1].ID
 		}
-		out = append(out, page...)
-		if len(page) < 1000 {
-			return out, nil
-		}
-		before = page[len(page)-1].ID
 	}
+	if len(r.queues) > 1 {
+		slices.SortFunc(out, func(a, b *backend.FailedJob) int { return cmp.Compare(b.ID, a.ID) })
+	}
+	return out, nil
 }
 
 // listReplay appends job to replayFile.

@@ -104,6 +104,19 @@ type Report struct {
 	Replays, Replayed, ReplaysSkipped, ReplayErrors int
 	WorkflowsReplayed, WorkflowsReplayedSucceeded   int
 
+	// The keyed workload's (Config.Keys): the keys that ran jobs; per key
+	// limit, the most attempts of one key of that queue running at once
+	// (counted as its check counts them); the ordered keys checked, the
+	// most attempts of one of them at once and their jobs done; the
+	// verifier's replays of held heads (that moved the head back, that
+	// failed and were made again, that found it skipped and discarded
+	// it); and the keys held after the drain by a failed head.
+	Keys                                           int
+	KeyMostRunning                                 map[int]int
+	OrderedKeys, OrderedMostRunning, OrderedDone   int
+	KeyReplayed, KeyReplayErrors, KeyReplaysPurged int
+	KeysHeld                                       int
+
 	// Injected counts the faults by kind: kill, pause, cut, blackhole,
 	// latency, restart, skew (processes started with a skewed clock) and
 	// replay (jobs replayed).
@@ -170,6 +183,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Workflows > 0 {
 		work = fmt.Sprintf("%d workflows of %d parts and a join (%d jobs)", c.Workflows, c.FanOut, c.Jobs)
 	}
+	if c.Keys > 0 {
+		work += " on " + keyedWork(c)
+	}
 	fmt.Fprintf(bw, "workload     %s, %d worker processes x %d, %s, lease %s, max attempts %d, seed %d\n",
 		work, c.Procs, c.Concurrency, c.Duration, c.Lease, c.MaxAttempts, c.Seed)
 	fmt.Fprintf(bw, "faults       %s\n", r.faultLine())
@@ -201,6 +217,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if slices.Contains(r.Faults, FaultReplay) || r.Replays > 0 {
 		row("replays", "%d failed tasks tried: %d replayed, %d skipped, %d calls failed (tried again); %d workflows had a task replayed, %d of them succeeded",
 			r.Replays, r.Replayed, r.ReplaysSkipped, r.ReplayErrors, r.WorkflowsReplayed, r.WorkflowsReplayedSucceeded)
+	}
+	if c.Keys > 0 {
+		row("keys", "%d ran jobs; most attempts of one key at once: %s; ordered: %d keys, at most %d at once, %d jobs done; held heads: %d replayed, %d calls failed (made again), %d discarded; %d held after the drain",
+			r.Keys, r.mostRunning(), r.OrderedKeys, r.OrderedMostRunning, r.OrderedDone, r.KeyReplayed, r.KeyReplayErrors, r.KeyReplaysPurged, r.KeysHeld)
 	}
 	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
 	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)
@@ -243,6 +263,18 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(bw, "\nno anomalies: every check held\n")
 	}
 	return bw.Flush()
+}
+
+// keyedWork describes the keyed workload's keys and queues.
+func keyedWork(c Config) string {
+	var qs []string
+	for _, n := range c.PerKey {
+		qs = append(qs, fmt.Sprintf("limit %d", n))
+	}
+	if c.Ordered {
+		qs = append(qs, "ordered")
+	}
+	return fmt.Sprintf("%d keys (queues: %s)", c.Keys, strings.Join(qs, ", "))
 }
 
 // faultLine names the faults with their counts and intervals.

@@ -9,6 +9,7 @@ import (
 	mrand "math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	r := &verifier{cfg: cfg, id: newRunID(), started: time.Now()}
 	r.queue = "verify-" + r.id
+	r.queues = []string{r.queue}
+	if qs := cfg.keyQueues(r.queue); len(qs) > 0 {
+		r.queues = r.queues[:0]
+		for _, q := range qs {
+			r.queues = append(r.queues, q.name)
+		}
+	}
 	defer r.close()
 	var rep *Report
 	err = r.setup(ctx)
@@ -73,6 +81,7 @@ type verifier struct {
 	cfg     Config
 	id      string
 	queue   string
+	queues  []string // the run's queues: queue, or the keyed workload's
 	started time.Time
 
 	dir       string
@@ -242,7 +251,7 @@ func (r *verifier) close() {
 // workerSpec is the template of every worker's WorkerSpec.
 func (r *verifier) workerSpec() WorkerSpec {
 	return WorkerSpec{
-		DB: r.workDB, Queue: r.queue, Run: r.id, Concurrency: r.cfg.Concurrency,
+		DB: r.workDB, Queue: r.queue, Queues: r.queues, Run: r.id, Concurrency: r.cfg.Concurrency,
 		Lease: r.cfg.Lease, Sweep: r.cfg.Lease / 4, Poll: 100 * time.Millisecond,
 	}
 }
@@ -307,6 +316,9 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
+	if err := r.setupKeys(ctx); err != nil {
+		return nil, err
+	}
 	r.prod = newProducer(client, cfg, r.queue, r.id, r.rng(streamWorkload), r.events)
 	r.startWorkers(ctx)
 	if cfg.Progress != nil {
@@ -314,6 +326,11 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 	}
 	if cfg.Workflows > 0 {
 		r.side.Start(ctx, lifecycle.Component{Name: "workflow check", Run: r.checkWorkflows})
+	}
+	if cfg.Ordered {
+		// Not a fault: without the operator a held key never drains.
+		// It goes on through the drain, until the workers stop.
+		r.side.Start(ctx, lifecycle.Component{Name: "key replayer", Run: r.keyReplayer})
 	}
 	prodCtx, stopProd := context.WithCancel(ctx)
 	prodDone := make(chan error, 1)
@@ -390,8 +407,13 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 func (r *verifier) rng(stream uint64) *mrand.Rand { return seeded(r.cfg.Seed, stream) }
 
 // streamWorkload is the stream of the producer's plan (durations,
-// failures); the fault injectors draw from streams 1 to 3.
-const streamWorkload = 0
+// failures); the fault injectors draw from streams 1 to 3; the keyed
+// workload's choice of keys from streamKeys, so that a keyed run plans
+// the same durations and failures as an unkeyed one of the same seed.
+const (
+	streamWorkload = 0
+	streamKeys     = 4
+)
 
 // seeded is a random source of seed for one user (stream): the same seed
 // and stream give the same draws.
@@ -415,7 +437,8 @@ func (r *verifier) waitDrained(ctx context.Context) (bool, error) {
 	}
 }
 
-// queueStats are the run queue's counts (zero when it holds nothing).
+// queueStats are the run queues' counts, added up (zero when they hold
+// nothing).
 func (r *verifier) queueStats(ctx context.Context) (backend.QueueStats, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -423,12 +446,16 @@ func (r *verifier) queueStats(ctx context.Context) (backend.QueueStats, error) {
 	if err != nil {
 		return backend.QueueStats{}, err
 	}
+	sum := backend.QueueStats{Queue: r.queue}
 	for _, s := range all {
-		if s.Queue == r.queue {
-			return s, nil
+		if slices.Contains(r.queues, s.Queue) {
+			sum.Pending += s.Pending
+			sum.Scheduled += s.Scheduled
+			sum.Reserved += s.Reserved
+			sum.Failed += s.Failed
 		}
 	}
-	return backend.QueueStats{Queue: r.queue}, nil
+	return sum, nil
 }
 
 // verdict reads the history and the backend's final state, checks them,
@@ -457,11 +484,13 @@ func (r *verifier) verdict(ctx context.Context, drained bool, drain time.Duratio
 	}
 	check(recs, fs, r.cfg.MaxAttempts, r.id, r.cfg.MaxAnomalies, rep)
 	if !r.cfg.Keep {
-		pctx, cancel := context.WithTimeout(ctx, time.Minute)
-		_, err := r.direct.FailedPurge(pctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{Queue: r.queue}})
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("verify: purge the run's failed jobs: %w", err)
+		for _, q := range r.queues {
+			pctx, cancel := context.WithTimeout(ctx, time.Minute)
+			_, err := r.direct.FailedPurge(pctx, backend.FailedPurgeParams{Filter: backend.FailedFilter{Queue: q}})
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("verify: purge the run's failed jobs: %w", err)
+			}
 		}
 	}
 	if r.tempDir && !r.cfg.Keep && rep.OK() {
@@ -484,6 +513,11 @@ func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, 
 			return fs, err
 		}
 		fs.wf.ackTasks(fs.acked)
+	}
+	if r.cfg.Keys > 0 {
+		if fs.keys, err = r.keyState(ctx); err != nil {
+			return fs, err
+		}
 	}
 	if fs.stats, err = r.queueStats(ctx); err != nil {
 		return fs, fmt.Errorf("verify: read the queue's counts: %w", err)

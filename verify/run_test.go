@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/storetest"
 
 	"github.com/jobq/jobq/internal/localserver"
@@ -251,6 +252,14 @@ func TestConfigRefusals(t *testing.T) {
 		{"jobs and workflows", Config{DB: "memory:", Jobs: 10, Workflows: 10}, "give one of them"},
 		{"fan-out alone", Config{DB: "memory:", FanOut: 3}, "set Workflows too"},
 		{"fan-out too big", Config{DB: "memory:", Workflows: 1, FanOut: 10000}, "at most 10000 tasks"},
+		{"per-key alone", Config{DB: "memory:", PerKey: []int{1}}, "PerKey [1] without Keys"},
+		{"ordered alone", Config{DB: "memory:", Ordered: true}, "Ordered without Keys"},
+		{"keys alone", Config{DB: "memory:", Keys: 10}, "without PerKey or Ordered"},
+		{"keys and workflows", Config{DB: "memory:", Keys: 10, Ordered: true, Workflows: 5}, "give one of them"},
+		{"negative keys", Config{DB: "memory:", Keys: -1}, "Keys -1 is negative"},
+		{"key limit zero", Config{DB: "memory:", Keys: 10, PerKey: []int{0}}, "a key limit is from 1"},
+		{"key limit twice", Config{DB: "memory:", Keys: 10, PerKey: []int{2, 2}}, "names the limit 2 twice"},
+		{"fewer keys than queues", Config{DB: "memory:", Keys: 2, PerKey: []int{1, 2}, Ordered: true}, "fewer than the 3 keyed queues"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.cfg.withDefaults()
@@ -317,4 +326,73 @@ func TestRunFailsWhenWorkersCannotStart(t *testing.T) {
 	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("it took %s to give up", took)
 	}
+}
+
+// keyedShort turns a short run into the keyed workload: 12 keys over a
+// queue of key limit 1, one of limit 2 and an ordered one.
+func keyedShort(cfg Config) Config {
+	cfg.Keys, cfg.PerKey, cfg.Ordered = 12, []int{1, 2}, true
+	return cfg
+}
+
+// plannedHeadReplays counts the jobs cfg's seed plans to fail for good on
+// the ordered queue with a later job of their key behind them: each holds
+// its key until the verifier replays it, drawing as the producer does.
+func plannedHeadReplays(cfg Config) int {
+	rng, keys := seeded(cfg.Seed, streamWorkload), keyPlanner(cfg.keyQueues("q"), cfg.Keys, seeded(cfg.Seed, streamKeys))
+	permLast := map[string]bool{} // by key: its last job so far fails for good
+	n := 0
+	for seq := range int64(cfg.Jobs) {
+		p := planJob(rng, "", seq, cfg.SlowShare, cfg.Lease)
+		keys(seq, &p)
+		if !p.Ord {
+			continue
+		}
+		if permLast[p.Key] {
+			n++
+		}
+		permLast[p.Key] = p.Perm
+	}
+	return n
+}
+
+func TestRunMemoryKeys(t *testing.T) {
+	t.Parallel()
+	cfg := keyedShort(short("memory:"))
+	cfg.Faults, cfg.WorkerCommand = []Fault{}, nil
+	// The seed is fixed so that its plan holds an ordered key's head
+	// failing for good with jobs behind it: the replay must happen.
+	cfg.Seed = 7
+	if n := plannedHeadReplays(cfg); n == 0 {
+		t.Fatalf("seed %d plans no held head to replay: pick another", cfg.Seed)
+	}
+	rep := mustVerify(t, cfg)
+	if rep.Keys != cfg.Keys || rep.OrderedKeys != cfg.Keys/3 || rep.KeyReplayed == 0 || rep.OrderedDone == 0 {
+		t.Errorf("%d keys ran (want %d), %d ordered (want %d), %d heads replayed, %d ordered jobs done", rep.Keys, cfg.Keys, rep.OrderedKeys, cfg.Keys/3, rep.KeyReplayed, rep.OrderedDone)
+	}
+	if rep.KeyMostRunning[1] != 1 || rep.KeyMostRunning[2] < 1 || rep.KeyMostRunning[2] > 2 || rep.OrderedMostRunning != 1 {
+		t.Errorf("most running at once %v, ordered %d", rep.KeyMostRunning, rep.OrderedMostRunning)
+	}
+}
+
+func TestRunSQLiteKeysKillPause(t *testing.T) {
+	t.Parallel()
+	cfg := keyedShort(short(storetest.Durable[0].URL(t), FaultKill, FaultPause))
+	if !keepsKeys(t, cfg.DB) {
+		t.Skipf("sqlite: keeps no keys in this build (backend.KeyController): its keys are not merged yet")
+	}
+	rep := mustVerify(t, cfg)
+	wantInjected(t, rep, "kill", "pause")
+}
+
+// keepsKeys reports whether the backend at url implements keys.
+func keepsKeys(t *testing.T, url string) bool {
+	t.Helper()
+	b, err := backend.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, ok := backend.As[backend.KeyController](b)
+	return ok
 }

@@ -32,8 +32,11 @@ type WorkerSpec struct {
 	// are on.
 	DB string `json:"db"`
 	// Queue is the run's own queue; Run is the run's ID, in every payload.
-	Queue string `json:"queue"`
-	Run   string `json:"run"`
+	// Queues, when set, are the run's queues instead (the keyed
+	// workload's, one per set of key rules).
+	Queue  string   `json:"queue"`
+	Queues []string `json:"queues,omitempty"`
+	Run    string   `json:"run"`
 	// Proc names the worker in the history ("w2.5": slot 2, its 6th
 	// process); History is the path of its history file, which must not
 	// exist yet.
@@ -162,7 +165,7 @@ func work(ctx context.Context, b backend.Backend, spec WorkerSpec, h *historyWri
 	reg := jobq.NewRegistry()
 	reg.HandleFunc(JobType, h.handle)
 	w, err := jobq.NewWorker(&recordingBackend{Backend: b, h: h}, reg, jobq.WorkerConfig{
-		Queues:          []string{spec.Queue},
+		Queues:          spec.queues(),
 		Concurrency:     spec.Concurrency,
 		Lease:           spec.Lease,
 		SweepInterval:   spec.Sweep,
@@ -186,6 +189,14 @@ func work(ctx context.Context, b backend.Backend, spec WorkerSpec, h *historyWri
 	return nil
 }
 
+// queues are the queues the worker takes jobs from.
+func (s WorkerSpec) queues() []string {
+	if len(s.Queues) > 0 {
+		return s.Queues
+	}
+	return []string{s.Queue}
+}
+
 // handle is the verification handler: it records the attempt's start,
 // performs it as its payload plans, and records its end before returning.
 func (h *historyWriter) handle(ctx context.Context, job *jobq.Job) error {
@@ -197,8 +208,13 @@ func (h *historyWriter) handle(ctx context.Context, job *jobq.Job) error {
 	if p.Task != "" {
 		fields = append(fields, taskFields(ctx, p)...)
 	}
+	if p.Key != "" {
+		fields = append(fields, str("kq", job.Queue), str("key", p.Key), num("kpos", p.KPos))
+	}
 	replayed := ""
-	if p.Perm && p.Task != "" {
+	// The verifier replays a workflow's failed task and an ordered key's
+	// failed head: their second life succeeds.
+	if p.Perm && (p.Task != "" || p.Ord) {
 		if replayed = h.replayedBy(job); replayed != "" {
 			fields = append(fields, str("replayed", replayed))
 		}

@@ -69,6 +69,16 @@ Redis a queue keeps one of its key prefix's 4,095 indexes for good and every
 run makes a new queue: give verify a prefix of its own
 (redis://host:6379/0?key_prefix=jobq-verify).
 
+--keys N makes every job carry one of N keys, spread over a queue per
+--per-key limit (at most that many attempts of one key at once) and, with
+--ordered, an ordered queue (a key's jobs one at a time, in enqueue order; a
+head that fails for good holds its key, and verify, acting as the operator,
+replays it every --replay-every so that the key goes on). The checks then
+also show that no key ran more attempts at once than its limit (counting
+those whose outcome was applied or never refused), that each ordered key's
+jobs started and completed in insertion order, replays included, and that no
+key is left held without its failed head.
+
 --workflows N makes the workload N workflows instead of lone jobs: each is
 --fan-out parts (10) and a join that waits for all of them, and 2 % of them
 have a part that fails for good. The checks then also show that every join
@@ -94,6 +104,7 @@ run's failed jobs are purged afterwards unless --keep.`,
   jobq verify --db postgres://app@db:5432/app --jobs 20000 --procs 4 --concurrency 25 --duration 60s
   jobq verify --broker redis --faults kill,pause,proxy,restart --duration 30s
   jobq verify --workflows 1000 --faults kill,replay --kill-every 200ms --duration 2m --slow 0
+  jobq verify --keys 200 --per-key 1,2 --ordered --faults kill,pause --duration 60s
   jobq verify --db memory: --faults none`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -108,6 +119,9 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.IntVarP(&c.Jobs, "jobs", "n", 2000, "jobs to enqueue")
 	fl.IntVar(&c.Workflows, "workflows", 0, "enqueue this many workflows (--fan-out parts and a join each) instead of --jobs")
 	fl.IntVar(&c.FanOut, "fan-out", 10, "parts of each workflow, with --workflows")
+	fl.IntVar(&c.Keys, "keys", 0, "spread the jobs over this many keys, on a queue per --per-key limit and with --ordered an ordered queue")
+	fl.IntSliceVar(&c.PerKey, "per-key", nil, "key limits, one queue each (e.g. 1,2), with --keys")
+	fl.BoolVar(&c.Ordered, "ordered", false, "with --keys, an ordered queue too, whose held keys verify replays as an operator would")
 	fl.IntVar(&c.Procs, "procs", 3, "worker processes (in-process workers on memory:)")
 	fl.IntVar(&c.Concurrency, "concurrency", 10, "jobs each worker runs at once")
 	fl.DurationVar(&c.Duration, "duration", 15*time.Second, "how long the faults go on (jobs are enqueued over the first 80 %)")
@@ -120,7 +134,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.DurationVar(&c.RestartEvery, "restart-every", 10*time.Second, "restart the private broker this often")
 	fl.DurationVar(&c.RestartDown, "restart-down", time.Second, "how long the private broker stays down")
 	fl.DurationVar(&c.Skew, "skew", 10*time.Minute, "the skew fault's clock offset")
-	fl.DurationVar(&c.ReplayEvery, "replay-every", 100*time.Millisecond, "look for failed workflow tasks to replay this often (the replay fault)")
+	fl.DurationVar(&c.ReplayEvery, "replay-every", 100*time.Millisecond, "look for failed workflow tasks (the replay fault), or held keys (--ordered), to replay this often")
 	fl.DurationVar(&c.Lease, "lease", 2*time.Second, "the workers' lease (short, so rescues happen within the run)")
 	fl.IntVar(&c.MaxAttempts, "max-attempts", 4, "every job's attempt limit")
 	fl.Float64Var(&c.SlowShare, "slow", 0.02, "share of jobs that work 1 to 2.5 leases (the rest a few ms)")
@@ -165,6 +179,9 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 		}
 	}
 	if err := f.checkWorkflows(cmd); err != nil {
+		return err
+	}
+	if err := f.checkKeys(cmd); err != nil {
 		return err
 	}
 	for _, d := range []struct {
@@ -230,6 +247,33 @@ func (f *verifyFlags) checkWorkflows(cmd *cobra.Command) error {
 	c.Jobs = 0
 	if !fl.Changed("max-attempts") {
 		c.MaxAttempts = 0 // the workflow default, 10
+	}
+	return nil
+}
+
+// checkKeys refuses --per-key and --ordered without --keys, and --keys
+// with --workflows, naming the flags; the rest is verify.Config's to
+// refuse.
+func (f *verifyFlags) checkKeys(cmd *cobra.Command) error {
+	c := &f.cfg
+	fl := cmd.Flags()
+	if !fl.Changed("keys") {
+		switch {
+		case fl.Changed("per-key"):
+			return usagef("--per-key needs --keys: it gives the limits of the queues the keys are spread over")
+		case c.Ordered:
+			return usagef("--ordered needs --keys: it adds an ordered queue to those the keys are spread over")
+		}
+		return nil
+	}
+	if c.Keys <= 0 {
+		return usagef("--keys %d must be greater than zero", c.Keys)
+	}
+	if fl.Changed("workflows") {
+		return usagef("--keys and --workflows are both given: the keyed workload is lone jobs, so give one of them")
+	}
+	if len(c.PerKey) == 0 && !c.Ordered {
+		return usagef("--keys %d needs --per-key (e.g. 1,2), --ordered, or both: the rules of the queues its keys are on", c.Keys)
 	}
 	return nil
 }

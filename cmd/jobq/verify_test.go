@@ -109,6 +109,15 @@ func TestVerifyWorkflowsInProcess(t *testing.T) {
 	}
 }
 
+func TestVerifyKeysInProcess(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--db", "memory:", "verify", "--faults", "none", "--keys", "9", "--per-key", "1,2", "--ordered", "--jobs", "90", "--procs", "2", "--duration", "500ms", "--slow", "0")
+	if r.code() != 0 || !strings.Contains(r.out, "90 jobs on 9 keys (queues: limit 1, limit 2, ordered)") ||
+		!strings.Contains(r.out, "never more than N of a key at once   ok") || !strings.Contains(r.out, "ordered keys in insertion order      ok") {
+		t.Fatalf("exit %d (%v)\nstdout:\n%s\nstderr:\n%s", r.code(), r.err, r.out, r.errOut)
+	}
+}
+
 func TestVerifyUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -129,6 +138,12 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{[]string{"verify", "--fan-out", "5"}, "--fan-out 5 needs --workflows"},
 		{[]string{"verify", "--workflows", "0"}, "--workflows 0 must be greater than zero"},
 		{[]string{"verify", "--workflows", "1", "--fan-out", "10000"}, "at most 10000 tasks"},
+		{[]string{"verify", "--per-key", "1"}, "--per-key needs --keys"},
+		{[]string{"verify", "--ordered"}, "--ordered needs --keys"},
+		{[]string{"verify", "--keys", "0", "--ordered"}, "--keys 0 must be greater than zero"},
+		{[]string{"verify", "--keys", "10"}, "--keys 10 needs --per-key"},
+		{[]string{"verify", "--keys", "10", "--ordered", "--workflows", "5"}, "--keys and --workflows are both given"},
+		{[]string{"--db", "memory:", "verify", "--faults", "none", "--keys", "10", "--per-key", "1,1"}, "names the limit 1 twice"},
 		{[]string{"verify", "worker"}, "started by jobq verify"},
 		{[]string{"verify", "extra"}, "takes no arguments"},
 	} {

@@ -28,6 +28,16 @@
 // replayed must end succeeded, with one join completion after all its
 // parts.
 //
+// With Config.Keys every job carries one of Keys keys, on a queue per
+// PerKey limit and, with Ordered, an ordered queue, and three more checks
+// run: no attempt of a key started while its queue's limit of other
+// attempts of the key ran with their outcomes applied (KEY OVER LIMIT,
+// KEY OVERLAP), each ordered key's applied attempts started, and its jobs
+// completed, in ID order (KEY OUT OF ORDER), and no key is held after the
+// drain by a job that is not among the failed jobs (KEY HELD). The
+// verifier replays each held key's failed head as an operator would; a
+// head replayed more than once has a life per replay.
+//
 // Run is what `jobq verify` runs. Worker processes are a program that
 // calls WorkerMain (the jobq command's hidden `verify worker`), named by
 // Config.WorkerCommand.

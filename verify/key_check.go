@@ -73,7 +73,7 @@ func (c *checker) indexKeyReplay(r *record) {
 		c.rep.KeyReplayed++
 	case replayError:
 		c.rep.KeyReplayErrors++
-	case replayPurged, replaySkipped:
+	case replayPurged:
 		c.rep.KeyReplaysPurged++
 	}
 	if mayMove(r) && j.replayAt == 0 {

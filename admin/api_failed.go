@@ -16,12 +16,15 @@ type failedFilter struct {
 	Type         string `json:"type"`
 	FailedBefore string `json:"failed_before"` // RFC 3339
 	OlderThan    string `json:"older_than"`    // a Go duration, "24h"
+	// Key narrows to one key's failed jobs: replaying a held key's by
+	// filter puts them back in their order (see backend.FailedFilter).
+	Key string `json:"key"`
 }
 
 // filter checks f and converts it.
 func (f failedFilter) filter() (jobq.FailedFilter, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"queue": f.Queue, "type": f.Type, "failed_before": f.FailedBefore, "older_than": f.OlderThan} {
+	for k, v := range map[string]string{"queue": f.Queue, "type": f.Type, "failed_before": f.FailedBefore, "older_than": f.OlderThan, "key": f.Key} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -29,12 +32,15 @@ func (f failedFilter) filter() (jobq.FailedFilter, error) {
 	return parseFailedFilter(q)
 }
 
-// parseFailedFilter reads queue, type, failed_before (RFC 3339) and
-// older_than (a duration) from q.
+// parseFailedFilter reads queue, type, key, failed_before (RFC 3339)
+// and older_than (a duration) from q.
 func parseFailedFilter(q url.Values) (jobq.FailedFilter, error) {
 	var f jobq.FailedFilter
 	var err error
 	if f.Queue, f.Type, err = queueType(q); err != nil {
+		return f, err
+	}
+	if f.Key, err = keyParam(q); err != nil {
 		return f, err
 	}
 	if f.FailedBefore, err = timeParam(q, "failed_before"); err != nil {
@@ -53,7 +59,7 @@ func parseFailedFilter(q url.Values) (jobq.FailedFilter, error) {
 // parseFailedQuery reads GET /api/v1/failed's query: the filter, limit and
 // cursor.
 func parseFailedQuery(q url.Values) (f jobq.FailedFilter, limit int, cursor int64, err error) {
-	if err = onlyParams(q, "queue", "type", "failed_before", "older_than", "limit", "cursor"); err != nil {
+	if err = onlyParams(q, "queue", "type", "key", "failed_before", "older_than", "limit", "cursor"); err != nil {
 		return f, 0, 0, err
 	}
 	if f, err = parseFailedFilter(q); err != nil {
@@ -68,6 +74,9 @@ func parseFailedQuery(q url.Values) (f jobq.FailedFilter, limit int, cursor int6
 // position in the list that only the next page's cursor takes.
 func (s *server) listFailed(w http.ResponseWriter, r *http.Request) {
 	f, limit, cursor, err := parseFailedQuery(r.URL.Query())
+	if err == nil {
+		err = s.needKeys(r.Context(), f.Key)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -165,7 +174,7 @@ func (b *bulkRequest) selection() (jobq.FailedFilter, error) {
 	case len(b.IDs) > 0 && (b.All || hasFilter || b.KeepNewest != 0):
 		return jobq.FailedFilter{}, badField("ids", "give ids, or all with a filter, not both")
 	case len(b.IDs) == 0 && !b.All:
-		return jobq.FailedFilter{}, badField("all", "name the failed jobs in ids, or set all to true (with queue, type, failed_before or older_than to narrow it)")
+		return jobq.FailedFilter{}, badField("all", "name the failed jobs in ids, or set all to true (with queue, type, key, failed_before or older_than to narrow it)")
 	case len(b.IDs) > maxPage:
 		return jobq.FailedFilter{}, badField("ids", "%d IDs: send at most %d, or use all with a filter", len(b.IDs), maxPage)
 	case b.KeepNewest < 0:
@@ -190,6 +199,9 @@ func (s *server) replayMany(w http.ResponseWriter, r *http.Request) {
 	f, err := req.selection()
 	if err == nil && req.KeepNewest != 0 {
 		err = badField("keep_newest", "applies to purge only")
+	}
+	if err == nil {
+		err = s.needKeys(r.Context(), f.Key)
 	}
 	if err != nil {
 		s.fail(w, r, err)
@@ -219,6 +231,9 @@ func (s *server) purgeMany(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f, err := req.selection()
+	if err == nil {
+		err = s.needKeys(r.Context(), f.Key)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

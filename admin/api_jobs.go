@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -228,11 +229,11 @@ const maxPage = 1000
 
 // parseListQuery reads GET /api/v1/jobs's query: state (pending,
 // scheduled, reserved, completed, cancelled; default pending), queue,
-// type, since and until (RFC 3339), limit (1..1000) and cursor (the last
+// type, key, since and until (RFC 3339), limit (1..1000) and cursor (the last
 // ID of the previous page). Unknown parameters are refused.
 func parseListQuery(q url.Values) (listQuery, error) {
 	lq := listQuery{state: jobq.StatePending}
-	if err := onlyParams(q, "state", "queue", "type", "since", "until", "limit", "cursor"); err != nil {
+	if err := onlyParams(q, "state", "queue", "type", "key", "since", "until", "limit", "cursor"); err != nil {
 		return lq, err
 	}
 	if v := q.Get("state"); v != "" {
@@ -246,6 +247,9 @@ func parseListQuery(q url.Values) (listQuery, error) {
 	}
 	var err error
 	if lq.filter.Queue, lq.filter.Type, err = queueType(q); err != nil {
+		return lq, err
+	}
+	if lq.filter.Key, err = keyParam(q); err != nil {
 		return lq, err
 	}
 	if lq.filter.Since, err = timeParam(q, "since"); err != nil {
@@ -287,6 +291,29 @@ func queueType(q url.Values) (queue, typ string, err error) {
 		return "", "", badField("type", "longer than %d bytes", backend.MaxTypeLen)
 	}
 	return queue, typ, nil
+}
+
+// keyParam reads the key filter: "" (any key or none) or a key as
+// enqueued.
+func keyParam(q url.Values) (string, error) {
+	key := q.Get("key")
+	if err := backend.ValidateKey(key); err != nil {
+		return "", badField("key", "not a key: use at most %d bytes of UTF-8 without control characters", backend.MaxKeyLen)
+	}
+	return key, nil
+}
+
+// needKeys refuses a key filter on a backend that keeps no keys, with
+// its ErrNotSupported. Such a backend ignores JobFilter.Key and
+// FailedFilter.Key, so without this a purge "of key K" would purge every
+// failed job of the queue. A backend with keys answers the probe from
+// its own KeyList; no filter, no probe.
+func (s *server) needKeys(ctx context.Context, key string) error {
+	if key == "" {
+		return nil
+	}
+	_, err := s.opts.Inspector.Keys(ctx, jobq.KeyListParams{Limit: 1})
+	return err
 }
 
 // timeParam reads an RFC 3339 time parameter; zero when absent.
@@ -334,6 +361,9 @@ func nextCursor(n, limit int, last int64) int64 {
 // listJobs lists jobs of one state, newest first, a page at a time.
 func (s *server) listJobs(w http.ResponseWriter, r *http.Request) {
 	lq, err := parseListQuery(r.URL.Query())
+	if err == nil {
+		err = s.needKeys(r.Context(), lq.filter.Key)
+	}
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -45,6 +45,10 @@ func (s *server) apiRoutes() []apiRoute {
 		{"POST", "/api/v1/queues/{queue}/pause", ScopeAdmin, s.pauseQueue},
 		{"POST", "/api/v1/queues/{queue}/resume", ScopeAdmin, s.resumeQueue},
 		{"PUT", "/api/v1/queues/{queue}/limits", ScopeAdmin, s.setLimits},
+		{"PUT", "/api/v1/queues/{queue}/keys", ScopeAdmin, s.setKeys},
+		{"GET", "/api/v1/queues/{queue}/keys/{key}", ScopeRead, s.getKey},
+
+		{"GET", "/api/v1/keys", ScopeRead, s.listKeys},
 
 		{"GET", "/api/v1/workflows", ScopeRead, s.listWorkflows},
 		{"GET", "/api/v1/workflows/{id}", ScopeRead, s.getWorkflow},

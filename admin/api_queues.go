@@ -8,7 +8,7 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// queueView is one queue: counts, paused flag, limits.
+// queueView is one queue: counts, paused flag, limits, key rules.
 type queueView struct {
 	Queue     string     `json:"queue"`
 	Pending   int64      `json:"pending"`
@@ -18,6 +18,13 @@ type queueView struct {
 	OldestDue *time.Time `json:"oldest_due,omitempty"`
 	Paused    bool       `json:"paused"`
 	Limits    limitsView `json:"limits"`
+	// The queue's key rules (see PUT /api/v1/queues/{queue}/keys), flat
+	// under the names 'jobq queue list --json' prints: a per-key limit
+	// (0: none), ordered keys, and an ordered key's policy for a failed
+	// head (left out when keys are not ordered).
+	KeyLimit     int    `json:"key_limit"`
+	KeyOrdered   bool   `json:"key_ordered"`
+	KeyOnFailure string `json:"key_on_failure,omitempty"`
 }
 
 // limitsView is a queue's limits; zero fields limit nothing.
@@ -31,7 +38,8 @@ func toQueueView(q jobq.QueueInfo) queueView {
 	v := queueView{
 		Queue: q.Queue, Pending: q.Pending, Scheduled: q.Scheduled, Reserved: q.Reserved, Failed: q.Failed,
 		OldestDue: timePtr(q.OldestDue), Paused: q.Paused,
-		Limits: limitsView{Concurrency: q.Limits.Concurrency, Rate: q.Limits.Rate},
+		Limits:   limitsView{Concurrency: q.Limits.Concurrency, Rate: q.Limits.Rate},
+		KeyLimit: q.Keys.Limit, KeyOrdered: q.Keys.Ordered, KeyOnFailure: string(q.Keys.Policy()),
 	}
 	if q.Limits.RatePeriod > 0 {
 		v.Limits.RatePeriod = q.Limits.RatePeriod.String()

@@ -583,7 +583,7 @@ func TestOpenAPI(t *testing.T) {
 		for method := range ops {
 			m := strings.ToUpper(method)
 			documented[m+" "+path] = true
-			concrete := strings.NewReplacer("{id}", "1", "{queue}", "default", "{name}", "nightly").Replace(path)
+			concrete := strings.NewReplacer("{id}", "1", "{queue}", "default", "{name}", "nightly", "{key}", "acct:1").Replace(path)
 			got := e.do(req{method: m, path: concrete, body: `{}`})
 			if c := got.errCode(); got.status == 404 && c == "not_found" && strings.Contains(got.errField("message"), "no such API route") || got.status == 405 {
 				t.Errorf("documented %s %s is not routed: %d %s", m, path, got.status, got.raw)

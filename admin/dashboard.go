@@ -83,6 +83,7 @@ func (s *server) newDashboard() *dashboard {
 	s.handle("POST /queues/{queue}/resume", ScopeAdmin, d.post(d.resume))
 	s.handle("POST /jobs/{id}/cancel", ScopeAdmin, d.post(d.cancel))
 	d.registerWorkflows()
+	d.registerKeys()
 	return d
 }
 
@@ -129,7 +130,7 @@ func assetVersion() string {
 
 // pageNames are the templates under web/templates, each rendered inside
 // layout.html.
-var pageNames = []string{"overview", "queues", "jobs", "job", "failed", "failed_job", "schedules", "workflows", "workflow", "login", "message"}
+var pageNames = []string{"overview", "queues", "jobs", "job", "failed", "failed_job", "schedules", "workflows", "workflow", "keys", "key", "login", "message"}
 
 // parsePages parses every page with the layout; a broken template is a
 // build defect, caught by any test that renders a page.
@@ -265,6 +266,8 @@ var funcs = template.FuncMap{
 	"query": func(v url.Values) string { return v.Encode() },
 	"pathq": url.PathEscape,
 	"lower": strings.ToLower,
+	// keyrules is a queue's key rules in a few words, "" for none.
+	"keyrules": keyRulesText,
 }
 
 // fmtNum writes n with thousands separators: counts are read at a glance.

@@ -88,7 +88,7 @@ func (d *dashboard) bulkPurge(w http.ResponseWriter, r *http.Request) {
 }
 
 // replayOne replays one failed job and shows it live again, under the
-// same ID.
+// same ID, or returns to the keys page whose button was pressed.
 func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 	id, ok := d.pathID(w, r, "failed job")
 	if !ok {
@@ -101,13 +101,19 @@ func (d *dashboard) replayOne(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if replayed == 0 {
-		d.redirect(w, r, "/failed/"+strconv.FormatInt(id, 10), nil, replayedMsg(replayed, skipped))
+		if !d.backTo(w, r, replayedMsg(replayed, skipped)) {
+			d.redirect(w, r, "/failed/"+strconv.FormatInt(id, 10), nil, replayedMsg(replayed, skipped))
+		}
 		return
 	}
-	d.redirect(w, r, "/jobs/"+strconv.FormatInt(id, 10), nil, "Replayed: the job is pending again.")
+	// From a keys page, back to it: the operator sees the key go on.
+	if !d.backTo(w, r, "Replayed job "+strconv.FormatInt(id, 10)+": it is pending again.") {
+		d.redirect(w, r, "/jobs/"+strconv.FormatInt(id, 10), nil, "Replayed: the job is pending again.")
+	}
 }
 
-// purgeOne deletes one failed job.
+// purgeOne deletes one failed job (a keys page's Discard: a held key
+// goes on with its next job).
 func (d *dashboard) purgeOne(w http.ResponseWriter, r *http.Request) {
 	id, ok := d.pathID(w, r, "failed job")
 	if !ok {
@@ -119,7 +125,9 @@ func (d *dashboard) purgeOne(w http.ResponseWriter, r *http.Request) {
 		d.failErr(w, r, "purge failed job "+strconv.FormatInt(id, 10), err)
 		return
 	}
-	d.redirect(w, r, "/failed", nil, fmt.Sprintf("Purged %s.", plural(n, "failed job")))
+	if !d.backTo(w, r, fmt.Sprintf("Purged %s.", plural(n, "failed job"))) {
+		d.redirect(w, r, "/failed", nil, fmt.Sprintf("Purged %s.", plural(n, "failed job")))
+	}
 }
 
 // pause and resume set a queue's paused flag.

@@ -114,6 +114,9 @@ type jobRow struct {
 	// the job page links to (0 and "": none, or a finished job).
 	WorkflowID int64
 	Task       string
+	// Key is the job's key, "" for none: the job page links to the key's
+	// page, where its place among the key's jobs shows.
+	Key string
 }
 
 // attemptRow is one failed attempt as the job pages show it, its error
@@ -150,14 +153,14 @@ func (d *dashboard) liveRow(j *jobq.JobRow, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
 		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true,
-		WorkflowID: j.WorkflowID, Task: j.Task}
+		WorkflowID: j.WorkflowID, Task: j.Task, Key: j.Key}
 }
 
 // finishedRow is a kept finished job's row, its error's URL credentials
 // masked.
 func (d *dashboard) finishedRow(j *jobq.FinishedJob, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
-		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey}
+		Priority: j.Priority, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Key: j.Key}
 }
 
 // jobsData is the queue page's data.

@@ -27,6 +27,9 @@ type enqueueRequest struct {
 	MaxAttempts int               `json:"max_attempts"`
 	UniqueKey   string            `json:"unique_key"`
 	Metadata    map[string]string `json:"metadata"`
+	// Key names what the job acts on (an account, a tenant): the queue's
+	// key rules apply to it (see PUT /api/v1/queues/{queue}/keys).
+	Key string `json:"key"`
 }
 
 // maxBatch bounds one batch request; larger imports go in several.
@@ -88,6 +91,10 @@ func (q *enqueueRequest) spec(prefix, idem string) (jobq.JobSpec, error) {
 	}
 	if len(q.Metadata) > 0 {
 		opts = append(opts, jobq.Metadata(q.Metadata))
+	}
+	if q.Key != "" {
+		p.Key = q.Key
+		opts = append(opts, jobq.Key(q.Key))
 	}
 	if err := backend.ValidateInsert(p); err != nil {
 		var ie *backend.InputError

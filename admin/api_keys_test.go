@@ -327,3 +327,45 @@ func TestKeysAPIScopes(t *testing.T) {
 		})
 	}
 }
+
+// TestEnqueueKey: a job enqueued through the API with a key carries it; a
+// bad key is a 400 naming it (in a batch, the job's), and a backend
+// without keys refuses a keyed job with 501: nothing is written.
+func TestEnqueueKey(t *testing.T) {
+	e := newEnvOn(t, memoryBackend(t), Options{})
+	r := e.do(req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"type": "charge", "queue": "ledger", "key": "acct:1"}})
+	e.want(r, http.StatusCreated, "")
+	br := e.do(req{method: "POST", path: "/api/v1/jobs/batch", body: map[string]any{"jobs": []map[string]any{{"type": "a", "key": "t/1"}, {"type": "b"}}}})
+	e.want(br, http.StatusCreated, "")
+	ids := []int64{r.num("id")}
+	for _, j := range br.body["jobs"].([]any) {
+		ids = append(ids, num(j.(map[string]any)["id"]))
+	}
+	for i, want := range []string{"acct:1", "t/1", ""} {
+		row, err := e.b.JobGet(context.Background(), ids[i])
+		if err != nil || row.Key != want {
+			t.Fatalf("job %d stored with key %q (%v), want %q", ids[i], row.Key, err, want)
+		}
+	}
+	e.wantCounts(3, 0, 0)
+	long := strings.Repeat("k", backend.MaxKeyLen+1)
+	for _, c := range []struct{ path, body, field string }{
+		{"/api/v1/jobs", `{"type":"a","key":"\u0001"}`, "key"},
+		{"/api/v1/jobs", `{"type":"a","key":"` + long + `"}`, "key"},
+		{"/api/v1/jobs", `{"type":"a","key":7}`, "key"},
+		{"/api/v1/jobs/batch", `{"jobs":[{"type":"a","key":"k"},{"type":"b","key":"` + long + `"}]}`, "jobs[1].key"},
+	} {
+		r := e.do(req{method: "POST", path: c.path, body: c.body})
+		e.want(r, http.StatusBadRequest, "invalid_input")
+		if r.errorField() != c.field {
+			t.Errorf("%s: field %q, want %q", c.body[:min(len(c.body), 40)], r.errorField(), c.field)
+		}
+	}
+	e.wantCounts(3, 0, 0)
+
+	nk := newEnvOn(t, noKeys{memoryBackend(t)}, Options{})
+	nk.want(nk.do(req{method: "POST", path: "/api/v1/jobs", body: `{"type":"a","key":"k"}`}), http.StatusNotImplemented, "not_supported")
+	nk.want(nk.do(req{method: "POST", path: "/api/v1/jobs/batch", body: `{"jobs":[{"type":"a"},{"type":"b","key":"k"}]}`}), http.StatusNotImplemented, "not_supported")
+	nk.wantCounts(0, 0, 0)
+	nk.want(nk.do(req{method: "POST", path: "/api/v1/jobs", body: `{"type":"a"}`}), http.StatusCreated, "")
+}

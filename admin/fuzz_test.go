@@ -36,6 +36,7 @@ func FuzzEnqueue(f *testing.F) {
 		`{"type":"a","priority":1e99}`, `{"type":"","queue":""}`, `{"type":"a","metadata":{"":"x"}}`,
 		`{"jobs":[{"type":"a"},{"type":"b"}]}`, `{"jobs":null}`, `[]`, `null`, `{`, `{"type":"\u0000"}`,
 		`{"type":"a","payload":` + "\"\xff\"" + `}`, `{"type":"a","max_attempts":-9223372036854775808}`,
+		`{"type":"a","key":"acct:1"}`, `{"type":"a","key":"\u0001"}`, `{"jobs":[{"type":"a","key":"k"},{"type":"b","key":""}]}`,
 	} {
 		f.Add([]byte(s), "", false)
 		f.Add([]byte(s), "key-1", true)

@@ -109,12 +109,19 @@ func TestDashboardKeys(t *testing.T) {
 	if _, err := insp.Failed(t.Context(), a[1]); err == nil {
 		t.Fatalf("failed job %d is still there after its discard", a[1])
 	}
-	wantClaim(t, b, "ledger", a[2])
+	last := wantClaim(t, b, "ledger", a[2])
 
-	// Refused from another site: nothing changes.
-	endRows(t, b, true, wantClaim(t, b, "ledger")...)
+	// The last fails: its failed job's page links to its key, and a
+	// discard from another site is refused.
+	endRows(t, b, true, last...)
+	if _, body := get(t, srv, fmt.Sprintf("/failed/%d", a[2])); !strings.Contains(body, `href="/queues/ledger/keys/acct:1">acct:1<`) {
+		t.Errorf("failed job page lacks its key's link")
+	}
 	if code, _ := postForm(t, srv, fmt.Sprintf("/failed/%d/purge", a[2]), url.Values{"back": {"/keys"}}, http.Header{"Sec-Fetch-Site": {"cross-site"}}); code != http.StatusForbidden {
 		t.Errorf("cross-site discard: %d, want 403", code)
+	}
+	if _, err := insp.Failed(t.Context(), a[2]); err != nil {
+		t.Errorf("failed job %d after a refused discard: %v", a[2], err)
 	}
 }
 

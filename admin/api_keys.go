@@ -171,20 +171,20 @@ func (s *server) keyJobs(ctx context.Context, queue, key string) (jobs []keyJobV
 	return jobs, truncated, nil
 }
 
-// keyHead reports whether a failed head holds key, and which job it is,
-// as the backend's KeyList decides (held keys are few, so the list of
-// them is read, not every key).
-func (s *server) keyHead(ctx context.Context, queue, key string) (held bool, head int64, err error) {
+// keyHead returns the key as the backend's KeyList sees it when a failed
+// head holds it (Held, HeadID, HeldSince), or a KeyInfo that is not held.
+// Held keys are few, so the list of them is read, not every key.
+func (s *server) keyHead(ctx context.Context, queue, key string) (jobq.KeyInfo, error) {
 	keys, err := s.opts.Inspector.Keys(ctx, jobq.KeyListParams{Queue: queue, Held: true, Limit: maxKeyJobs})
 	if err != nil {
-		return false, 0, err
+		return jobq.KeyInfo{}, err
 	}
 	for _, k := range keys {
 		if k.Key == key {
-			return k.Held, k.HeadID, nil
+			return k, nil
 		}
 	}
-	return false, 0, nil
+	return jobq.KeyInfo{Queue: queue, Key: key}, nil
 }
 
 // pathKey reads the {queue} and {key} path values. A key may hold '/'
@@ -211,7 +211,7 @@ func (s *server) getKey(w http.ResponseWriter, r *http.Request) {
 	}
 	// The head first: on a backend without keys it is the 501, before
 	// any job listing is read.
-	held, head, err := s.keyHead(r.Context(), queue, key)
+	head, err := s.keyHead(r.Context(), queue, key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -224,14 +224,16 @@ func (s *server) getKey(w http.ResponseWriter, r *http.Request) {
 	if jobs == nil {
 		jobs = []keyJobView{}
 	}
+	v := toKeyView(head)
 	writeJSON(w, http.StatusOK, struct {
 		Queue     string       `json:"queue"`
 		Key       string       `json:"key"`
 		Held      bool         `json:"held"`
 		HeadID    int64        `json:"head_id,omitempty"`
+		HeldSince *time.Time   `json:"held_since,omitempty"`
 		Jobs      []keyJobView `json:"jobs"`
 		Truncated bool         `json:"truncated,omitempty"`
-	}{queue, key, held, head, jobs, truncated})
+	}{queue, key, v.Held, v.HeadID, v.HeldSince, jobs, truncated})
 }
 
 // keyRulesOf shows rules as the API does, with the policy in force.

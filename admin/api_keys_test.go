@@ -102,7 +102,7 @@ func TestKeysAPI(t *testing.T) {
 	// masked; and whether it is held.
 	one := e.do(req{path: "/api/v1/queues/ledger/keys/acct:1"})
 	e.want(one, http.StatusOK, "")
-	if one.body["held"] != true || one.num("head_id") != a[0] || one.body["key"] != "acct:1" || one.body["queue"] != "ledger" {
+	if one.body["held"] != true || one.num("head_id") != a[0] || one.body["held_since"] != held["held_since"] || one.body["key"] != "acct:1" || one.body["queue"] != "ledger" {
 		t.Fatalf("key view %s", one.raw)
 	}
 	jobs := one.body["jobs"].([]any)
@@ -130,7 +130,7 @@ func TestKeysAPI(t *testing.T) {
 	}
 	none := e.do(req{path: "/api/v1/queues/ledger/keys/nobody"})
 	e.want(none, http.StatusOK, "")
-	if len(none.body["jobs"].([]any)) != 0 || none.body["held"] != false {
+	if len(none.body["jobs"].([]any)) != 0 || none.body["held"] != false || none.body["held_since"] != nil {
 		t.Fatalf("key without jobs: %s", none.raw)
 	}
 	// The failed list and the job list narrow to a key.

@@ -69,11 +69,11 @@ func (d *dashboard) keys(w http.ResponseWriter, r *http.Request) {
 type keyData struct {
 	Queue, Key string
 	Rules      jobq.KeyRules
-	Held       bool
-	HeadID     int64
-	Jobs       []keyJobView
-	Truncated  bool
-	Back       string
+	// Head is the key as KeyList sees it: Held, HeadID and HeldSince.
+	Head      jobq.KeyInfo
+	Jobs      []keyJobView
+	Truncated bool
+	Back      string
 }
 
 // key shows one key of one queue: its jobs in ID order, the order an
@@ -86,7 +86,7 @@ func (d *dashboard) key(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data := keyData{Queue: queue, Key: key, Back: "/queues/" + url.PathEscape(queue) + "/keys/" + url.PathEscape(key)}
-	if data.Held, data.HeadID, err = d.s.keyHead(r.Context(), queue, key); err == nil {
+	if data.Head, err = d.s.keyHead(r.Context(), queue, key); err == nil {
 		data.Jobs, data.Truncated, err = d.s.keyJobs(r.Context(), queue, key)
 	}
 	if err != nil {

@@ -40,6 +40,7 @@ func TestDashboardKeys(t *testing.T) {
 		fmt.Sprintf(`action="/failed/%d/purge"`, a[0]),
 		`name="back" value="/keys"`,
 		`href="/queues/ledger/keys/acct:1"`,
+		` UTC">`, // held since: the time the head failed, in the cell's title
 	} {
 		if !strings.Contains(held, want) {
 			t.Errorf("held keys lack %q:\n%s", want, held)
@@ -71,6 +72,9 @@ func TestDashboardKeys(t *testing.T) {
 	}
 	if strings.Contains(body, "hunter2") || !strings.Contains(body, "charge failed") {
 		t.Errorf("the head's error is missing or unmasked:\n%s", jobs)
+	}
+	if !strings.Contains(body, fmt.Sprintf(`Held by failed job <a href="/failed/%d">%d</a> since <span`, a[0], a[0])) {
+		t.Errorf("key page does not say which job holds it since when:\n%s", body)
 	}
 	back := `name="back" value="/queues/ledger/keys/acct:1"`
 	if !strings.Contains(body, back) || !strings.Contains(body, fmt.Sprintf(`action="/failed/%d/replay"`, a[0])) {

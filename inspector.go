@@ -99,6 +99,9 @@ func (i *Inspector) FailedPage(ctx context.Context, f FailedFilter, limit int, b
 	if limit < 0 || beforeID < 0 {
 		return nil, fmt.Errorf("%w: limit and before must not be negative", ErrInvalidInput)
 	}
+	if err := i.keyFilter("list failed jobs", f.Key); err != nil {
+		return nil, err
+	}
 	return i.b.FailedList(ctx, backend.FailedListParams{Filter: f, Limit: limit, BeforeID: beforeID})
 }
 
@@ -130,6 +133,9 @@ func (i *Inspector) Replay(ctx context.Context, ids ...int64) (replayed, skipped
 // It works in chunks (see backend.Backend.FailedReplay): on an error the
 // counts are those of the chunks committed before it.
 func (i *Inspector) ReplayAll(ctx context.Context, f FailedFilter) (replayed, skipped int, err error) {
+	if err := i.keyFilter("replay failed jobs", f.Key); err != nil {
+		return 0, 0, err
+	}
 	r, err := i.b.FailedReplay(ctx, backend.FailedReplayParams{Filter: f})
 	i.replayed(ctx, r)
 	return r.Replayed, r.Skipped, err
@@ -165,7 +171,10 @@ func (i *Inspector) PurgeMatching(ctx context.Context, f FailedFilter, olderThan
 		f.OlderThan = olderThan
 	}
 	if matchesAll(f) {
-		return 0, fmt.Errorf("%w: purge by filter needs a queue, type, failed-before time or older-than age; to delete every failed job call PurgeAll", ErrInvalidInput)
+		return 0, fmt.Errorf("%w: purge by filter needs a queue, type, key, failed-before time or older-than age; to delete every failed job call PurgeAll", ErrInvalidInput)
+	}
+	if err := i.keyFilter("purge failed jobs", f.Key); err != nil {
+		return 0, err
 	}
 	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f})
 }
@@ -210,6 +219,9 @@ func matchesAll(f FailedFilter) bool {
 func (i *Inspector) PurgeKeepNewest(ctx context.Context, f FailedFilter, keep int) (int, error) {
 	if keep < 1 {
 		return 0, fmt.Errorf("%w: keep %d: keep at least 1 failed job (PurgeAll deletes them all)", ErrInvalidInput, keep)
+	}
+	if err := i.keyFilter("purge failed jobs", f.Key); err != nil {
+		return 0, err
 	}
 	return i.b.FailedPurge(ctx, backend.FailedPurgeParams{Filter: f, KeepNewest: keep})
 }

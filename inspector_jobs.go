@@ -86,6 +86,9 @@ func ParseJobState(s string) (JobState, error) {
 // ErrNotSupported.
 func (i *Inspector) JobsPage(ctx context.Context, state JobState, f JobFilter, limit int, beforeID int64) ([]*JobRow, error) {
 	r, err := i.retainer("list jobs")
+	if err == nil {
+		err = i.keyFilter("list jobs", f.Key)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -97,6 +100,9 @@ func (i *Inspector) JobsPage(ctx context.Context, state JobState, f JobFilter, l
 // paged like JobsPage.
 func (i *Inspector) FinishedPage(ctx context.Context, state JobState, f JobFilter, limit int, beforeID int64) ([]*FinishedJob, error) {
 	r, err := i.retainer("list finished jobs")
+	if err == nil {
+		err = i.keyFilter("list finished jobs", f.Key)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -39,6 +39,19 @@ func (i *Inspector) keys(op string) (backend.KeyController, error) {
 	return c, nil
 }
 
+// keyFilter refuses a filter naming a key on a backend that keeps no keys:
+// it would ignore the key and act on every job of the rest of the filter
+// (a purge by key would empty the queue's failed jobs).
+func (i *Inspector) keyFilter(op, key string) error {
+	if key == "" {
+		return nil
+	}
+	if _, err := i.keys(op + " of key " + key); err != nil {
+		return err
+	}
+	return nil
+}
+
 // SetQueueKeys replaces a queue's key rules, for every worker at once; the
 // zero KeyRules clears them. A bad value is ErrInvalidInput naming the
 // field. The queue need not exist yet.

@@ -170,3 +170,48 @@ func TestRetentionKeepsHeldHead(t *testing.T) {
 		t.Fatalf("held keys %+v, %v, failed %d; want acct held by its head with one job waiting", keys, err, len(failedJobs(t, b)))
 	}
 }
+
+// TestKeyFilterRefusedWithoutKeys: on a backend that keeps no keys a
+// filter naming one is refused, never read as no filter at all: a purge
+// by key must not empty the queue.
+func TestKeyFilterRefusedWithoutKeys(t *testing.T) {
+	t.Parallel()
+	b := newMemory(t, nil)
+	makeFailed := func() {
+		for _, r := range claimAll(t, b) {
+			if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: r.Ref(), Kind: backend.OutcomeFail, Error: "x"}}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := mustClient(t, b, jobq.ClientConfig{}).Enqueue(t.Context(), "t", nil); err != nil {
+		t.Fatal(err)
+	}
+	makeFailed()
+	in := jobq.NewInspector(struct{ backend.Backend }{b}) // keys hidden
+	f := jobq.FailedFilter{Queue: jobq.DefaultQueue, Key: "k"}
+	if _, err := in.PurgeMatching(t.Context(), f, 0); !errors.Is(err, jobq.ErrNotSupported) {
+		t.Fatalf("PurgeMatching(key) = %v, want ErrNotSupported", err)
+	}
+	if _, _, err := in.ReplayAll(t.Context(), f); !errors.Is(err, jobq.ErrNotSupported) {
+		t.Fatalf("ReplayAll(key) = %v, want ErrNotSupported", err)
+	}
+	if _, err := in.FailedPage(t.Context(), f, 0, 0); !errors.Is(err, jobq.ErrNotSupported) {
+		t.Fatalf("FailedPage(key) = %v, want ErrNotSupported", err)
+	}
+	if _, err := in.PurgeKeepNewest(t.Context(), f, 1); !errors.Is(err, jobq.ErrNotSupported) {
+		t.Fatalf("PurgeKeepNewest(key) = %v, want ErrNotSupported", err)
+	}
+	if n := len(failedJobs(t, b)); n != 1 {
+		t.Fatalf("%d failed jobs left, want the one untouched", n)
+	}
+}
+
+func claimAll(t *testing.T, b backend.Backend) []*backend.JobRow {
+	t.Helper()
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{jobq.DefaultQueue}, Max: 100, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}

@@ -116,6 +116,9 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 	if err := backend.ValidateScheduleTick(p); err != nil {
 		return res, fmt.Errorf("%s: %w", op, err)
 	}
+	if err := backend.RefuseKeys([]backend.InsertParams{p.Job}); err != nil {
+		return res, fmt.Errorf("%s: %w", op, err)
+	}
 	exists, err := b.c.existsField(ctx, b.keys.schedules, p.Name)
 	if err != nil {
 		return res, b.fail(op, err)

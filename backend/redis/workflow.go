@@ -47,6 +47,11 @@ func (b *Backend) WorkflowInsert(ctx context.Context, params backend.WorkflowPar
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	for _, t := range params.Tasks {
+		if err := backend.RefuseKeys([]backend.InsertParams{t.Job}); err != nil {
+			return nil, fmt.Errorf("%s: task %q: %w", op, t.Name, err)
+		}
+	}
 	res, err := b.workflowInsert(ctx, params, order)
 	return res, b.fail(op, err)
 }

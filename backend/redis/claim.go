@@ -14,7 +14,7 @@ import (
 // claimFields is the number of reply values per claimed job, after
 // claimHeader values about the claim.
 const (
-	claimFields = 13
+	claimFields = 14
 	claimHeader = 5
 )
 
@@ -67,6 +67,7 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 	type best struct {
 		queue string
 		score float64 // -priority
+		turn  int64   // 0 for a job without a key
 		due   int64   // µs since 1970
 		id    int64
 	}
@@ -83,26 +84,30 @@ func (b *Backend) shares(ctx context.Context, queues []string, max int) (map[str
 		if err != nil {
 			return nil, err
 		}
-		if len(v)%3 != 0 {
+		if len(v)%4 != 0 {
 			return nil, fmt.Errorf("peek %s: unexpected reply", queues[i])
 		}
 		f := fields{v: v}
-		for j := 0; j+2 < len(v); j += 3 {
+		for j := 0; j+3 < len(v); j += 4 {
 			score, err1 := strconv.ParseFloat(f.str(j+1), 64)
 			due, err2 := strconv.ParseInt(f.str(j+2), 10, 64)
-			if err1 != nil || err2 != nil {
-				return nil, fmt.Errorf("peek %s: unexpected score %v or due time %v", queues[i], v[j+1], v[j+2])
+			turn, err3 := strconv.ParseInt(f.str(j+3), 10, 64)
+			if err1 != nil || err2 != nil || err3 != nil {
+				return nil, fmt.Errorf("peek %s: unexpected score %v, due time %v or turn %v", queues[i], v[j+1], v[j+2], v[j+3])
 			}
-			all = append(all, best{queue: queues[i], score: score, due: due, id: f.id(j, idx)})
+			all = append(all, best{queue: queues[i], score: score, turn: turn, due: due, id: f.id(j, idx)})
 		}
 		if f.err != nil {
 			return nil, f.err
 		}
 	}
-	// Claim order: scores are -priority; equal ones order by due time,
-	// then by ID (IDs grow with time across queues too).
+	// Claim order: scores are -priority; equal ones order by turn, due
+	// time, then by ID (IDs grow with time across queues too).
 	slices.SortFunc(all, func(x, y best) int {
 		if c := cmp.Compare(x.score, y.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(x.turn, y.turn); c != 0 {
 			return c
 		}
 		if c := cmp.Compare(x.due, y.due); c != 0 {
@@ -205,6 +210,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 		}
 		row.MaxAttempts, row.Type, row.Payload = f.record(i + 1)
 		row.WorkflowID, row.Task = f.task(i+11, idx)
+		row.Key, row.Turn = keyField(f.str(i + 13))
 		rows = append(rows, row)
 	}
 	if ctl := f.str(4); ctl != "" {
@@ -214,7 +220,7 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn", "ky"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -252,6 +258,7 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)
 	row.WorkflowID, row.Task = f.task(14, queueIndexOf(id))
+	row.Key, row.Turn = keyField(f.str(16))
 	if row.AvailableAt.IsZero() {
 		row.AvailableAt = row.CreatedAt // not stored when the same
 	}

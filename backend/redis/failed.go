@@ -19,11 +19,15 @@ const scanBudget = 4 * backend.ChunkSize
 // and older than in µs ("" for none). The cutoff is computed inside the
 // script from the Redis clock.
 type filterArgs struct {
-	typ, before, older string
+	typ, before, older, key string
+	keepHeld                string // "1": FailedFilter.KeepHeld
 }
 
 func newFilterArgs(f backend.FailedFilter) filterArgs {
-	a := filterArgs{typ: f.Type}
+	a := filterArgs{typ: f.Type, key: f.Key}
+	if f.KeepHeld {
+		a.keepHeld = "1"
+	}
 	if !f.FailedBefore.IsZero() {
 		// failed_at (whole µs) < FailedBefore ⟺ failed_at < ceil(FailedBefore).
 		us := f.FailedBefore.UnixMicro()
@@ -73,7 +77,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	}
 	what, width := "ref", 4
 	if full {
-		what, width = "rec", 12
+		what, width = "rec", 13
 	}
 	cursor := ""
 	if upper > 0 {
@@ -82,7 +86,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 	var out []failedRecord
 	for len(out) < limit {
 		res, err := scriptFailedScan.eval(ctx, b.c, scriptFailedScan.keysOf(k),
-			[]any{cursor, fa.before, fa.older, fa.typ, limit - len(out), scanBudget, what})
+			[]any{cursor, fa.before, fa.older, fa.typ, limit - len(out), scanBudget, what, fa.key, fa.keepHeld})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -108,6 +112,7 @@ func (b *Backend) scanFailed(ctx context.Context, queue string, fa filterArgs, u
 				}
 				r.row.MaxAttempts, r.row.Type, r.row.Payload = f.record(i + 2)
 				r.row.WorkflowID, r.row.Task = f.task(i+10, idx)
+				r.row.Key, r.row.Turn = keyField(f.str(i + 12))
 				r.typ = r.row.Type
 			} else {
 				r.typ, r.uniq = f.str(i+2), f.str(i+3)
@@ -209,7 +214,7 @@ func (b *Backend) failedOf(ctx context.Context, ids []int64) (groups []*refGroup
 }
 
 // failedFields are the fields FailedGet reads.
-var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el", "w", "tn"}
+var failedFields = []string{"j", "d", "pr", "a", "e", "u", "m", "c", "el", "w", "tn", "ky"}
 
 // FailedGet returns the failed job of the job jobID, found through the
 // index of failed jobs by job ID.
@@ -250,6 +255,7 @@ func (b *Backend) failedGet(ctx context.Context, jobID int64) (*backend.FailedJo
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(1)
 	row.WorkflowID, row.Task = f.task(9, queueIndexOf(id))
+	row.Key, row.Turn = keyField(f.str(11))
 	return row, f.err
 }
 
@@ -597,7 +603,7 @@ func (b *Backend) purgeFilter(ctx context.Context, filter backend.FailedFilter, 
 		}
 		for {
 			res, err := scriptPurgeScan.eval(ctx, b.c, scriptPurgeScan.keysOf(k),
-				[]any{cursor, fa.before, fa.older, fa.typ, backend.ChunkSize, scanBudget})
+				[]any{cursor, fa.before, fa.older, fa.typ, backend.ChunkSize, scanBudget, fa.key, fa.keepHeld})
 			if err != nil {
 				return total, err
 			}

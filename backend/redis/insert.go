@@ -34,9 +34,6 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, fmt.Errorf("insert item %d: %w", i, err)
 		}
 	}
-	if err := backend.RefuseKeys(params); err != nil {
-		return nil, err
-	}
 	if len(params) == 0 {
 		return []backend.InsertResult{}, nil
 	}
@@ -146,10 +143,11 @@ func (b *Backend) afterInsert1(q *queueKeys, res any) (int64, error) {
 	return v >> 1, nil
 }
 
-// lone reports whether p is ready now, of priority 0 and without options:
+// lone reports whether p is ready now, of priority 0 and without options
+// (a key among them):
 // a job the script insert1 writes when it is alone.
 func lone(p *backend.InsertParams) bool {
-	return p.Priority == 0 && p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0
+	return p.Priority == 0 && p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0 && p.Key == ""
 }
 
 // groupInserts splits params by queue, registering new queues.
@@ -216,10 +214,10 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 			if len(p.Metadata) > 0 {
 				md = jsonstr.Object(p.Metadata)
 			}
-			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md)
+			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md, p.Key)
 		}
 	}
-	args[3] = len(opts) / 6
+	args[3] = len(opts) / 7
 	args = append(args, opts...)
 	for _, id := range ids {
 		args = append(args, tsHex(id))

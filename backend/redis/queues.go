@@ -110,7 +110,7 @@ func (b *Backend) QueueSettingsList(ctx context.Context) ([]backend.QueueSetting
 	for i, q := range queues {
 		keys[i] = b.keys.queue(q).settings
 	}
-	got, err := b.c.hmgetAll(ctx, keys, "p", "cc", "rl", "rp")
+	got, err := b.c.hmgetAll(ctx, keys, "p", "cc", "rl", "rp", "kl", "ko", "kp")
 	if err != nil {
 		return nil, b.fail(op, err)
 	}
@@ -120,10 +120,11 @@ func (b *Backend) QueueSettingsList(ctx context.Context) ([]backend.QueueSetting
 		s := backend.QueueSettings{Queue: q, Paused: f.str(0) == "1"}
 		s.Concurrency, s.Rate = f.int(1), f.int(2)
 		s.RatePeriod = time.Duration(f.int(3)) * time.Microsecond
+		s.Keys = keyRulesOf(&f, 4, 5, 6)
 		if f.err != nil {
 			return nil, b.fail(op, fmt.Errorf("queue %s: %w", q, f.err))
 		}
-		if s.Paused || !s.QueueLimits.IsZero() {
+		if s.Paused || !s.QueueLimits.IsZero() || !s.Keys.IsZero() {
 			out = append(out, s)
 		}
 	}

@@ -101,6 +101,18 @@
 // slot, atomically. Listing, stats, checks and prunes of workflows run one
 // script per queue.
 //
+// # Keys
+//
+// Backend implements backend.KeyController (keyrules.go, key_lib in
+// scripts.lua). A keyed job waits among its key's jobs, in keys of its
+// queue's slot, and the queue's sorted set of claimable keys holds each
+// key's next claimable job under the key's rules; the claim script merges
+// it with the ready jobs without a key. Every script that changes a keyed
+// job puts its key right before it returns, so limits and order hold over
+// every claimer, and a key's next job is claimable in the script that
+// ends the one before. Jobs without a key never touch these keys: their
+// claim pays one ZCARD.
+//
 // # Lost replies
 //
 // A script whose reply was lost (a timeout, a dropped connection) may have

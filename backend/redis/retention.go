@@ -66,22 +66,24 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 		res, err := scriptFinishedScan.eval(ctx, b.c, scriptFinishedScan.keysOf(q), []any{
 			upperTS(params.BeforeID, idx), params.Filter.Type,
 			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit, string(params.State),
+			params.Filter.Key,
 		})
 		if err != nil {
 			return nil, err
 		}
 		v, err := asSlice(res)
-		if err != nil || len(v)%9 != 0 {
+		if err != nil || len(v)%10 != 0 {
 			return nil, fmt.Errorf("list finished jobs of %s: unexpected reply", name)
 		}
 		f := fields{v: v}
-		for i := 0; i < len(v); i += 9 {
+		for i := 0; i < len(v); i += 10 {
 			j := &backend.FinishedJob{
 				ID: f.id(i, idx), Queue: name, State: params.State,
 				Priority: f.int(i + 2), Attempts: f.int(i + 3), LastError: f.str(i + 4),
 				UniqueKey: f.str(i + 5), Metadata: f.metadata(i + 6),
 				CreatedAt: f.micros(i + 7), FinishedAt: f.micros(i + 8),
 			}
+			j.Key, _ = keyField(f.str(i + 9))
 			j.MaxAttempts, j.Type, j.Payload = f.record(i + 1)
 			all = append(all, j)
 		}
@@ -163,7 +165,7 @@ func (b *Backend) jobList(ctx context.Context, params backend.JobListParams, lim
 		q := b.keys.queue(name)
 		res, err := scriptJobList.eval(ctx, b.c, scriptJobList.keysOf(q), []any{
 			string(params.State), upperTS(params.BeforeID, idx), params.Filter.Type,
-			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit,
+			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit, params.Filter.Key,
 		})
 		if err != nil {
 			return nil, err

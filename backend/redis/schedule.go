@@ -116,9 +116,6 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 	if err := backend.ValidateScheduleTick(p); err != nil {
 		return res, fmt.Errorf("%s: %w", op, err)
 	}
-	if err := backend.RefuseKeys([]backend.InsertParams{p.Job}); err != nil {
-		return res, fmt.Errorf("%s: %w", op, err)
-	}
 	exists, err := b.c.existsField(ctx, b.keys.schedules, p.Name)
 	if err != nil {
 		return res, b.fail(op, err)
@@ -145,7 +142,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 	if len(j.Metadata) > 0 {
 		md = jsonstr.Object(j.Metadata)
 	}
-	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue}
+	args := []any{q.channel, b.origin, p.Name, micro(p.Tick), appendRecord(nil, &j), j.Priority, delay, md, j.Queue, j.Key}
 	reply, err := scriptTick.eval(ctx, b.c, scriptTick.keysOf(q), args)
 	if err != nil {
 		return res, b.fail(op, err)

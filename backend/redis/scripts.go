@@ -22,11 +22,12 @@ var (
 	scriptRegister = mustScript("register", "queues")
 	scriptMint     = mustScript("mint", "lastTS")
 	scriptInsert   = mustScript("insert", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
-		"inserted", "readyList", "job...")
+		"inserted", "readyList", "base", "job...")
 	scriptInsert1 = mustScript("insert1", "lastTS", "ready", "readyList", "jobPrefix", "inserted")
-	scriptPeek    = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved")
-	scriptClaim   = mustScript("claim", "ready", "readyList", "readyAt", "readyAtCounts", "delayed", "reserved",
-		"jobPrefix", "settings")
+	scriptPeek    = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved",
+		"base")
+	scriptClaim = mustScript("claim", "ready", "readyList", "readyAt", "readyAtCounts", "delayed", "reserved",
+		"jobPrefix", "settings", "base")
 	scriptAdopt    = mustScript("adopt", "readyOld", "ready", "jobPrefix")
 	scriptComplete = mustScript("complete", "lastTS", "ready", "readyAt", "delayed", "reserved", "failed",
 		"failedPrefix", "completed", "completedAt", "cancelled", "cancelledAt", "cancelling", "finishedPrefix",
@@ -38,7 +39,7 @@ var (
 	scriptSweep   = mustScript("sweep", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
 		"jobPrefix", "cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base")
 	scriptStats = mustScript("stats", "ready", "readyList", "readyAt", "delayed", "reserved", "failed",
-		"jobPrefix", "readyOld")
+		"jobPrefix", "readyOld", "base")
 	scriptFailedScan = mustScript("failedscan", "failed", "failedPrefix")
 	scriptFailedOf   = mustScript("failedof", "failed", "failedPrefix", "failedByJob")
 	scriptFailedIdx  = mustScript("failedindex", "failed", "failedPrefix", "failedByJob")
@@ -51,10 +52,11 @@ var (
 	scriptURelease = mustScript("urelease", "unique")
 	scriptQCtl     = mustScript("qctl", "settings")
 	// cancel.go, retention.go
-	scriptCancel        = mustScript("cancel", cancelKeyNames...)
-	scriptCancelling    = mustScript("cancelling", "cancelling", "jobPrefix")
-	scriptFinishedScan  = mustScript("finishedscan", "completed", "cancelled", "finishedPrefix")
-	scriptJobList       = mustScript("joblist", "ready", "delayed", "reserved", "jobPrefix", "readyList", "readyOld")
+	scriptCancel       = mustScript("cancel", cancelKeyNames...)
+	scriptCancelling   = mustScript("cancelling", "cancelling", "jobPrefix")
+	scriptFinishedScan = mustScript("finishedscan", "completed", "cancelled", "finishedPrefix")
+	scriptJobList      = mustScript("joblist", "ready", "delayed", "reserved", "jobPrefix", "readyList", "readyOld",
+		"base")
 	scriptPruneFinished = mustScript("prunefinished", "completed", "completedAt", "cancelled", "cancelledAt",
 		"finishedPrefix")
 	scriptTurn     = mustScript("turn", "pruneTurn")
@@ -62,6 +64,9 @@ var (
 	scriptTick     = mustScript("tick", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
 		"ticks", "inserted", "readyList")
 	scriptTickMove = mustScript("tickmove", "ticks")
+	// keyrules.go
+	scriptQKeys   = mustScript("qkeys", "settings", "base")
+	scriptKeyList = mustScript("keylist", "base")
 )
 
 // cancelKeyNames are the KEYS of the script "cancel", and of "wfcancel",
@@ -79,7 +84,7 @@ var allLuaScripts = []*luaScript{
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
-	scriptSchedule, scriptTick, scriptTickMove,
+	scriptSchedule, scriptTick, scriptTickMove, scriptQKeys, scriptKeyList,
 	// workflow_scripts.go
 	scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats,
 	scriptWfCheck, scriptWfPrune,

@@ -60,10 +60,13 @@
 --                  before 7 (script "failedindex"), and failedof finds
 --                  those a layout-6 process still running writes
 --   settings       P:{Q}:s        hash: the queue's control settings,
---                  absent unless it is paused or limited: p '1' (paused),
---                  cc (concurrency limit), rl and rp (rate limit per period
---                  in µs), rw and rc (the rate window, now / rp, and the
---                  claims counted in it)
+--                  absent unless it is paused, limited or has key rules: p
+--                  '1' (paused), cc (concurrency limit), rl and rp (rate
+--                  limit per period in µs), rw and rc (the rate window,
+--                  now / rp, and the claims counted in it), kl (limit per
+--                  key), ko '1' (ordered keys), kp (their policy: hold,
+--                  continue or halt; absent: hold), qi (the queue's index,
+--                  with any key rule: see key_lib's bad)
 --   channel        P:{Q}:w        not a key but the queue's pub/sub
 --                  channel, an ARGV: "n <origin>" (jobs ready now) or "d
 --                  <µs until due> <origin>" (a new earliest delayed job)
@@ -109,6 +112,29 @@
 --                  can have grown (cancel.go)
 --   pruneTurn      P:turn:prune   string: the prune turn's holder, with an
 --                  expiry
+-- Keyed jobs (backend.KeyController) have keys of their own, which no Go
+-- code names and no script is given: the scripts build them from base
+-- (or from jobPrefix without its "j:"), all in Q's slot, and only a
+-- keyed job's path touches them (see key_lib). <key> is a job's key, as
+-- given (any text: the hash tag is the first {Q}).
+--   P:{Q}:Kq        zset: the keyed ready jobs, by due time (µs), member
+--                   the ID: with ready and readyList, the ready set
+--   P:{Q}:Kp        zset: the keyed pending jobs (ready or delayed), by
+--                   turn, member the ID (a new job's turn starts past the
+--                   lowest)
+--   P:{Q}:Kk        zset: the claimable job of each key that has one:
+--                   score -priority * 2^41 + turn, member its member in
+--                   Kr:<key> and then the key, so keys order as jobs do
+--   P:{Q}:Km        hash: key -> its member in Kk
+--   P:{Q}:Kc        hash: key -> its reserved jobs, cancelling included
+--   P:{Q}:Ks        set: the keys with live or failed jobs (KeyList)
+--   P:{Q}:Kr:<key>  zset: the key's ready jobs in claim order: score as
+--                   Kk, member as in ready (rmember)
+--   P:{Q}:Kl:<key>  zset: the key's live jobs, score 0, member the ID (its
+--                   lowest is an ordered key's head)
+--   P:{Q}:Kt:<key>  zset: the same jobs by turn (the highest turn)
+--   P:{Q}:Kf:<key>  zset: the key's failed jobs, score 0, member the job
+--                   ID (their lowest holds a held key)
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
 -- so each runs in one Cluster slot.
 --
@@ -125,10 +151,13 @@
 -- (absent for a plain job; see workflows.lua: every script that ends or
 -- replays a job reads it), tn that task's name (with w; claims and JobGet
 -- return both, so a worker's log can name the task), el the job's attempt
--- errors (absent: none; see add_error). A failed job's hash adds j (its job ID) and keeps e as the
--- error, el, and k, so that a replayed job's tokens still only grow, and
--- w and tn, which FailedGet and failedscan return; its failed_at is the
--- time part of its failed ID.
+-- errors (absent: none; see add_error), ky "<turn> <key>" (absent: no
+-- key, turn 0; one field, so that reading it costs a plain job one absent
+-- field; see key_lib). A failed job's hash adds j (its job ID) and keeps e
+-- as the error, el, and k, so that a replayed job's tokens still only
+-- grow, w and tn, which FailedGet and failedscan return, and ky, so that a
+-- replayed job takes its place among its key's jobs again; its failed_at
+-- is the time part of its failed ID. A finished job's hash keeps ky.
 --
 -- The fence: a holder's write (complete, extend, release) applies only
 -- while the job is reserved and its k is the token the holder's claim
@@ -384,22 +413,231 @@ local function finish(k, id, yprefix, kl, kt, kc, s, now)
 end
 
 --- helper
+-- key_lib makes the functions of keyed jobs (see "Keyed jobs" at the top)
+-- of the queue whose key prefix is base, and returns them: once per call
+-- (key_made), and only when a script meets a keyed job, so that a plain
+-- job's path pays nothing for them (one closure made per call, as
+-- wf_lib). A script that changed a key calls done, which recomputes the
+-- claimable job of every key it touched.
+local key_made
+local KT = 2199023255552 -- 2^41: a keyed job's score is -priority * KT + turn
+local function key_lib(base)
+  if key_made then return key_made end
+  local call = redis.call
+  -- key_wholeid is the decimal whole ID of the ID id (its ts, 13 hex
+  -- digits) in the queue of index qi: ts * 4096 + qi, beyond the doubles'
+  -- 2^53, written from two exact parts.
+  local function key_wholeid(id, qi)
+    local ts = tonumber(id, 16)
+    local th = math.floor(ts / 1000000000)
+    local c = (ts - th * 1000000000) * 4096 + qi
+    local lo = c % 1000000000
+    local hi = th * 4096 + (c - lo) / 1000000000
+    if hi == 0 then return n2s(lo) end
+    return n2s(hi) .. string.format('%09d', lo)
+  end
+  -- key_quote is a key as Go's %q writes it: keys hold no control
+  -- characters (backend.ValidateKey), so only \ and " are escaped.
+  local function key_quote(s)
+    return '"' .. string.gsub(s, '[\\"]', '\\%0') .. '"'
+  end
+  local K = { ended = {} }
+  local touched, order, rules = {}, {}, nil
+  local before = call('ZCARD', base .. 'Kk')
+  -- rules are the queue's key rules (settings fields kl, ko, kp) and its
+  -- index (qi), which a halted job's error names its head's ID with.
+  function K.rules()
+    if not rules then
+      local v = call('HMGET', base .. 's', 'kl', 'ko', 'kp', 'qi')
+      rules = { limit = tonumber(v[1] or '0'), ordered = v[2] == '1', policy = '', qi = tonumber(v[4] or '0') }
+      if rules.ordered then rules.policy = v[3] or 'hold' end
+    end
+    return rules
+  end
+  local function touch(key)
+    if not touched[key] then
+      touched[key] = true
+      order[#order + 1] = key
+    end
+  end
+  K.touch = touch
+  function K.score(pr, tu) return -tonumber(pr) * KT + tonumber(tu) end
+  -- turn is the turn of a new job of key: one past the highest turn of
+  -- the key's live jobs, and past the lowest turn of the queue's pending
+  -- keyed jobs.
+  function K.turn(key)
+    local top = call('ZRANGE', base .. 'Kt:' .. key, -1, -1, 'WITHSCORES')
+    local low = call('ZRANGE', base .. 'Kp', 0, 0, 'WITHSCORES')
+    return math.max(tonumber(top[2] or '0'), tonumber(low[2] or '0')) + 1
+  end
+  -- live: job id (turn tu) of key is live (inserted or replayed).
+  function K.live(id, key, tu)
+    call('ZADD', base .. 'Kl:' .. key, 0, id)
+    call('ZADD', base .. 'Kt:' .. key, tu, id)
+    touch(key)
+  end
+  -- ready: the job is ready since av; later: it waits in delayed (the
+  -- caller puts it there). Both are pending.
+  function K.ready(id, key, pr, tu, av)
+    call('ZADD', base .. 'Kr:' .. key, K.score(pr, tu), rmember(av, id))
+    call('ZADD', base .. 'Kq', av, id)
+    call('ZADD', base .. 'Kp', tu, id)
+    touch(key)
+  end
+  function K.later(id, key, tu)
+    call('ZADD', base .. 'Kp', tu, id)
+    touch(key)
+  end
+  -- unready: the job, ready since av (or delayed), is no longer pending.
+  function K.unready(id, key, av)
+    call('ZREM', base .. 'Kr:' .. key, rmember(av, id))
+    call('ZREM', base .. 'Kq', id)
+    call('ZREM', base .. 'Kp', id)
+    touch(key)
+  end
+  -- unreserve: a reserved job of key is no longer (it ended or is
+  -- pending again): its slot frees.
+  function K.unreserve(key)
+    if call('HINCRBY', base .. 'Kc', key, -1) <= 0 then call('HDEL', base .. 'Kc', key) end
+    touch(key)
+  end
+  -- gone: the job is no longer live (ended or failed).
+  function K.gone(id, key)
+    call('ZREM', base .. 'Kl:' .. key, id)
+    call('ZREM', base .. 'Kt:' .. key, id)
+    call('ZREM', base .. 'Kp', id)
+    touch(key)
+  end
+  -- failed, unfailed: the job joins or leaves the failed jobs of key.
+  function K.failed(id, key)
+    call('ZADD', base .. 'Kf:' .. key, 0, id)
+    touch(key)
+  end
+  function K.unfailed(id, key)
+    call('ZREM', base .. 'Kf:' .. key, id)
+    touch(key)
+  end
+  -- claim reserves the job of member m of Kk (see the legend) and returns
+  -- its ID; the key's next claimable job is in Kk when it returns.
+  function K.claim(m)
+    local key, id = string.sub(m, 28), string.sub(m, 15, 27)
+    call('ZREM', base .. 'Kr:' .. key, string.sub(m, 1, 27))
+    call('ZREM', base .. 'Kq', id)
+    call('ZREM', base .. 'Kp', id)
+    call('HINCRBY', base .. 'Kc', key, 1)
+    K.refresh(key)
+    return id
+  end
+  -- refresh puts key's claimable job in Kk, or takes the key out: under
+  -- the rules, an ordered key's is its lowest-ID live job when that is
+  -- ready, nothing of the key is reserved and the key is not held; any
+  -- other key's is its best ready job, while fewer than the limit are
+  -- reserved. It also keeps Ks, the keys with live or failed jobs.
+  function K.refresh(key)
+    local r = K.rules()
+    local reserved = tonumber(call('HGET', base .. 'Kc', key) or '0')
+    local cand, score = nil, nil
+    if r.ordered then
+      if reserved == 0 and not (r.policy == 'hold' and call('EXISTS', base .. 'Kf:' .. key) == 1) then
+        local h = call('ZRANGE', base .. 'Kl:' .. key, 0, 0)[1]
+        if h then
+          local v = call('HMGET', base .. 'j:' .. h, 'av', 'c')
+          if v[2] then
+            local m = rmember(v[1] or v[2], h)
+            local s = call('ZSCORE', base .. 'Kr:' .. key, m)
+            if s then cand, score = m, s end
+          end
+        end
+      end
+    elseif r.limit == 0 or reserved < r.limit then
+      local f = call('ZRANGE', base .. 'Kr:' .. key, 0, 0, 'WITHSCORES')
+      if f[1] then cand, score = f[1], f[2] end
+    end
+    local old = call('HGET', base .. 'Km', key)
+    local new = cand and (cand .. key) or false
+    if old ~= new then
+      if old then call('ZREM', base .. 'Kk', old) end
+      if new then
+        call('ZADD', base .. 'Kk', score, new)
+        call('HSET', base .. 'Km', key, new)
+      else
+        call('HDEL', base .. 'Km', key)
+      end
+    end
+    if call('EXISTS', base .. 'Kl:' .. key) == 0 and call('EXISTS', base .. 'Kf:' .. key) == 0 then
+      call('SREM', base .. 'Ks', key)
+    else
+      call('SADD', base .. 'Ks', key)
+    end
+  end
+  -- bad: job id of key failed for good or ended cancelled (it is gone
+  -- already). Under KeyHalt, when no live job of the key has a lower ID
+  -- (it was the head), every pending job of the key ends cancelled,
+  -- its error naming the head (backend.HaltedError); their unique keys
+  -- are appended to released, and the tasks' jobs among them to
+  -- K.ended (ID, w), whose tasks the caller ends.
+  function K.bad(id, key, now, released)
+    local r = K.rules()
+    if r.policy ~= 'halt' then return end
+    local live = call('ZRANGE', base .. 'Kl:' .. key, 0, -1)
+    if live[1] and tonumber(live[1], 16) < tonumber(id, 16) then return end
+    local msg = 'halted: job ' .. key_wholeid(id, r.qi) .. ', the head of key ' .. key_quote(key) ..
+      ', failed or was cancelled'
+    for _, j in ipairs(live) do
+      local jk = base .. 'j:' .. j
+      local v = call('HMGET', jk, 'lu', 'av', 'c', 'u', 'w')
+      if v[3] and (not v[1] or v[1] == '') then
+        K.unready(j, key, v[2] or v[3])
+        call('ZREM', base .. 'd', j)
+        K.gone(j, key)
+        call('HSET', jk, 'e', msg)
+        finish(jk, j, base .. 'y:', base .. 'kx', base .. 'kxt', nil, 'cancelled', now)
+        if v[4] then released[#released + 1] = j; released[#released + 1] = v[4] end
+        if v[5] then K.ended[#K.ended + 1] = j; K.ended[#K.ended + 1] = v[5] end
+      end
+    end
+  end
+  -- done refreshes the keys touched and, when chan is given and Kk went
+  -- from empty to not (a key became claimable while no key was), publishes
+  -- a wake-up on it. It returns 1 when it did, else 0.
+  function K.done(chan, origin)
+    for _, key in ipairs(order) do K.refresh(key) end
+    touched, order = {}, {}
+    if chan and before == 0 and call('ZCARD', base .. 'Kk') > 0 then
+      call('PUBLISH', chan, 'n ' .. origin)
+      before = 1
+      return 1
+    end
+    return 0
+  end
+  key_made = K
+  return K
+end
+--- helper
 -- promote moves up to limit delayed jobs that are due (kd delayed; their
--- hashes under jprefix, jobPrefix) into kq ready and ko readyAt. It
--- returns how many it moved.
+-- hashes under jprefix, jobPrefix) into kq ready and ko readyAt, keyed
+-- ones among their key's ready jobs (key_lib, on the queue's key prefix:
+-- jprefix without its "j:"). It returns how many it moved.
 local function promote(kq, ko, kd, jprefix, now, limit)
   local due = redis.call('ZRANGEBYSCORE', kd, '-inf', n2s(now), 'WITHSCORES', 'LIMIT', 0, limit)
   if #due == 0 then return 0 end
-  local mv, ids = moves(), {}
+  local mv, ids, K = moves(), {}, nil
   for i = 1, #due, 2 do
     local id = due[i]
-    local v = redis.call('HMGET', jprefix .. id, 'pr', 'c')
-    if v[2] then ready(mv, id, v[1] or '0', due[i + 1]) end
+    local v = redis.call('HMGET', jprefix .. id, 'pr', 'c', 'ky')
+    if v[3] then
+      K = key_lib(string.sub(jprefix, 1, -3))
+      local tu, ky = string.match(v[3], '^(%d+) (.*)$')
+      K.ready(id, ky, v[1] or '0', tu, due[i + 1])
+    elseif v[2] then
+      ready(mv, id, v[1] or '0', due[i + 1])
+    end
     ids[#ids + 1] = id
   end
   zrem(kd, ids)
   zadd(kq, mv.q)
   zadd(ko, mv.o)
+  if K then K.done() end
   return #ids
 end
 
@@ -485,11 +723,13 @@ end
 -- scan walks kf, the failed set (failed jobs under xprefix,
 -- failedPrefix), newest first below an exclusive upper bound,
 -- after applying the time cutoff, and calls visit(fid, fkey) for each
--- failed job of the wanted type until visit returns false or budget
--- entries were examined. It returns the cursor: the fid to continue below,
+-- failed job of the wanted type and key (key nil or '': any) until visit
+-- returns false or budget entries were examined. With keepheld '1' it
+-- skips the keyed jobs when the queue's keys are ordered under hold
+-- (backend.FailedFilter.KeepHeld): each may hold its key. It returns the cursor: the fid to continue below,
 -- or '' once the set is exhausted. A cutoff before every possible failed
 -- ID matches nothing.
-local function scan(kf, xprefix, upper, before, older, typ, budget, visit)
+local function scan(kf, xprefix, upper, before, older, typ, budget, visit, key, keepheld)
   local cut = nil
   if before ~= '' then cut = tonumber(before) end
   if older ~= '' then
@@ -506,11 +746,20 @@ local function scan(kf, xprefix, upper, before, older, typ, budget, visit)
   end
   local max = '+'
   if upper ~= '' then max = '(' .. upper end
+  local held = false
+  if keepheld == '1' then
+    -- The settings hash is the queue's key prefix (failedPrefix without
+    -- its "x:") and s.
+    local r = redis.call('HMGET', string.sub(xprefix, 1, -3) .. 's', 'ko', 'kp')
+    held = r[1] == '1' and (not r[2] or r[2] == 'hold')
+  end
   local got = redis.call('ZREVRANGEBYLEX', kf, max, '-', 'LIMIT', 0, budget)
   for i = 1, #got do
     local fid = got[i]
     local fk = xprefix .. fid
-    if typ == '' or rtype(redis.call('HGET', fk, 'd') or '') == typ then
+    if (typ == '' or rtype(redis.call('HGET', fk, 'd') or '') == typ) and
+        (not key or key == '' or string.match(redis.call('HGET', fk, 'ky') or '', '^%d+ (.*)$') == key) and
+        not (held and redis.call('HEXISTS', fk, 'ky') == 1) then
       if not visit(fid, fk) then
         if i == #got and #got < budget then return '' end
         return fid
@@ -563,8 +812,9 @@ end
 -- one walk (see wfcancel).
 local function cancel1(K, id, now, released, rids, ravs, inl)
   local k = K[9] .. id
-  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w')
+  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w', 'ky')
   local a = v[4] or '0'
+  if v[9] then v[9] = string.match(v[9], '^%d+ (.*)$') end
   if v[1] then
     if v[3] then
       return 3, a
@@ -572,6 +822,18 @@ local function cancel1(K, id, now, released, rids, ravs, inl)
       redis.call('HSET', k, 'cx', n2s(now))
       redis.call('ZADD', K[6], 0, id)
       return 2, a
+    end
+    if v[9] then
+      -- A keyed job waits among its key's ready jobs, or in delayed; a
+      -- head cancelled may halt its key (key_lib's bad).
+      local kl = key_lib(K[14])
+      kl.unready(id, v[9], v[5] or v[6])
+      redis.call('ZREM', K[4], id)
+      kl.gone(id, v[9])
+      finish(k, id, K[10], K[7], K[8], nil, 'cancelled', now)
+      if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
+      kl.bad(id, v[9], now, released)
+      return 1, a, v[8] or nil
     end
     -- A ready job's member in ready is its due time and ID; one a
     -- layout-4 process readied since the last sweep is in readyOld by ID.
@@ -635,15 +897,17 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 -- minted before the call, maybe before IDs already in readyList, whose
 -- order they would break: those jobs go to ready, as do jobs with other
 -- options.
+-- A keyed job gets its turn (key_lib's turn) and joins its key's jobs.
 -- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] readyAtCounts
 --   KEYS[5] delayed  KEYS[6] jobPrefix  KEYS[7] inserted  KEYS[8] readyList
---   KEYS[9..] job... one per item, when the IDs are given
+--   KEYS[9] base  KEYS[10..] job... one per item, when the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
---   then per item with options (any of these not 0 or ''), 6 values: its
+--   then per item with options (any of these not 0 or ''), 7 values: its
 --   number (1-based), priority, run at µs ('' for none), delay µs (''
---   for none), unique key ('' for none), metadata JSON ('' for none)
+--   for none), unique key ('' for none), metadata JSON ('' for none), key
+--   ('' for none)
 --   then, when the IDs are given, per item its ID (minted here otherwise)
 -- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
 local now = now_us()
@@ -651,19 +915,19 @@ local nows = n2s(now)
 local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ob = 5 + n
 local opts = {}
-for j = ob, ob + 6 * (e - 1), 6 do opts[tonumber(ARGV[j])] = j end
-local given = #KEYS > 8
+for j = ob, ob + 7 * (e - 1), 7 do opts[tonumber(ARGV[j])] = j end
+local given = #KEYS > 9
 local nowp = rmember(now, '') -- the member in ready of a job ready now, but its ID
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
-local call, kj, ib = redis.call, KEYS[6], ob + 6 * e - 1
+local call, kj, ib = redis.call, KEYS[6], ob + 7 * e - 1
 local mv, fresh, nf = moves(), {}, 0
 local mq, ml = mv.q, mv.l
 for i = 1, n do
   local id, k
   if given then
-    id, k = ARGV[ib + i], KEYS[8 + i]
+    id, k = ARGV[ib + i], KEYS[9 + i]
   else
     id = tshex(first + i - 1)
     k = kj .. id
@@ -681,7 +945,7 @@ for i = 1, n do
       ml[#ml + 1] = id
     end
   else
-    local pr, runat, delay, u, md = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
+    local pr, runat, delay, u, md, ky = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
     local av, avs = now, nows
     if runat ~= '' then
       av, avs = tonumber(runat), runat
@@ -694,8 +958,17 @@ for i = 1, n do
     if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
     if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
     if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
+    local K, tu = nil, nil
+    if ky ~= '' then
+      K = key_lib(KEYS[9])
+      tu = K.turn(ky)
+      f[#f + 1] = 'ky'; f[#f + 1] = n2s(tu) .. ' ' .. ky
+    end
     call('HSET', k, unpack(f))
-    if av == now and pr == '0' and u == '' and not given then
+    if K then
+      K.live(id, ky, tu)
+      if av <= now then K.ready(id, ky, pr, tu, avs) else later(mv, id, avs); K.later(id, ky, tu) end
+    elseif av == now and pr == '0' and u == '' and not given then
       -- Metadata alone (a trace context, say) changes nothing of the
       -- job's place: it goes to readyList with the plain jobs. In ready, a
       -- traced 1 % of a batch kept every claim off readyList's fast path.
@@ -721,6 +994,7 @@ elseif nf > 1 then
   call('HINCRBY', KEYS[4], '#' .. nows, nf)
 end
 local woke, due = flush(mv, KEYS[2], KEYS[8], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
+if key_made and key_made.done(ARGV[1], ARGV[2]) == 1 then woke = 1 end
 return { first, woke, due }
 
 --- script: insert1
@@ -764,9 +1038,10 @@ return ts * 2
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.
 -- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] delayed
---   KEYS[5] jobPrefix  KEYS[6] settings  KEYS[7] reserved
+--   KEYS[5] jobPrefix  KEYS[6] settings  KEYS[7] reserved  KEYS[8] base
 -- ARGV[1] max  ARGV[2] promotion limit
--- Returns {ID, score, due µs, ...}: up to max jobs of ready and readyList,
+-- Returns {ID, score, due µs, turn, ...}: up to max jobs of ready,
+--   readyList and the claimable keys (Kk: each key's claimable job),
 --   best first (score -priority: '0' for readyList's), no more than the
 --   queue's settings let a claim take now.
 local now = now_us()
@@ -775,7 +1050,48 @@ local take = allowance(KEYS[6], KEYS[7], now, tonumber(ARGV[1]))
 if take == 0 then return {} end
 local best = redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
 local head = redis.call('LRANGE', KEYS[2], 0, take - 1)
-return (pick(best, head, take, KEYS[5], true))
+local out = pick(best, head, take, KEYS[5], true)
+local keyed = redis.call('ZRANGE', KEYS[8] .. 'Kk', 0, take - 1, 'WITHSCORES')
+if #keyed == 0 then
+  for i = #out, 3, -3 do table.insert(out, i + 1, '0') end
+  return out
+end
+-- Merge: priority, turn (0 without a key), due time, ID.
+local all = {}
+for i = 1, #out, 3 do
+  all[#all + 1] = { out[i], tonumber(out[i + 1]), 0, tonumber(out[i + 2]) }
+end
+-- Each key's claimable jobs: an ordered key's one, another's best ready
+-- ones, as many as its limit lets a claim take.
+local r = key_lib(KEYS[8]).rules()
+local function add(m, s)
+  s = tonumber(s)
+  local f = math.floor(s / KT)
+  all[#all + 1] = { string.sub(m, 15, 27), f, s - f * KT, rdue(m) }
+end
+for i = 1, #keyed, 2 do
+  local m, key = keyed[i], string.sub(keyed[i], 28)
+  local cap = take
+  if r.limit > 0 then cap = math.min(cap, r.limit - tonumber(redis.call('HGET', KEYS[8] .. 'Kc', key) or '0')) end
+  if r.ordered or cap <= 1 then
+    add(m, keyed[i + 1])
+  else
+    local js = redis.call('ZRANGE', KEYS[8] .. 'Kr:' .. key, 0, cap - 1, 'WITHSCORES')
+    for j = 1, #js, 2 do add(js[j], js[j + 1]) end
+  end
+end
+table.sort(all, function(x, y)
+  if x[2] ~= y[2] then return x[2] < y[2] end
+  if x[3] ~= y[3] then return x[3] < y[3] end
+  if x[4] ~= y[4] then return x[4] < y[4] end
+  return tonumber(x[1], 16) < tonumber(y[1], 16)
+end)
+local res = {}
+for i = 1, math.min(take, #all) do
+  local e = all[i]
+  res[#res + 1] = e[1]; res[#res + 1] = n2s(e[2]); res[#res + 1] = n2s(e[4]); res[#res + 1] = n2s(e[3])
+end
+return res
 
 --- script: claim
 -- Reserves up to max ready jobs of one queue (ready and readyList), best
@@ -789,25 +1105,65 @@ return (pick(best, head, take, KEYS[5], true))
 -- for claims of one job within a µs, or after the clock went back), so the
 -- time floor keeps the next token above it. Tokens stay below 2^53, so
 -- Lua's doubles hold them exactly.
+-- Keyed jobs are claimed from Kk, the claimable job of each key (see
+-- key_lib), merged with the others: by priority, then a job without a key
+-- (turn 0) first.
 -- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] readyAtCounts
 --   KEYS[5] delayed  KEYS[6] reserved  KEYS[7] jobPrefix  KEYS[8] settings
+--   KEYS[9] base
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
 --   limits: '' or "<concurrency limit or 0> <next rate window µs or 0>"
---   (0: the window is not spent), then per job 13 values: ID, d, pr, a, r,
---   av, c, e, u, m, k (the claim's token), w, tn} (absent fields as '', av
---   as c when absent).
+--   (0: the window is not spent), then per job 14 values: ID, d, pr, a, r,
+--   av, c, e, u, m, k (the claim's token), w, tn, ky} (absent fields as
+--   '', av as c when absent).
 local now = now_us()
 local nows = n2s(now)
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
-local was = np + nl
+local kk = KEYS[9] .. 'Kk'
+local nk = redis.call('ZCARD', kk)
+local was = np + nl + nk
 local promoted = promote(KEYS[1], KEYS[3], KEYS[5], KEYS[7], now, tonumber(ARGV[3]))
+if promoted > 0 then nk = redis.call('ZCARD', kk) end
 local take, ctl, win, used = allowance(KEYS[8], KEYS[6], now, tonumber(ARGV[1]))
 -- took lists the IDs taken, best first; inp[i] tells whether took[i] came
--- from ready (only those have readyAt bookkeeping, for unready).
-local took, inp, left = {}, {}, nil
-if take > 0 then
+-- from ready (only those have readyAt bookkeeping, for unready), keyed[i]
+-- whether it came from Kk (only those have a key: the others' HMGET
+-- spares the field).
+local took, inp, left, keyed = {}, {}, nil, {}
+if take > 0 and nk > 0 then
+  -- Keyed jobs wait: merge the key's claimable jobs with the others. A
+  -- key's next claimable job enters Kk as its last one is taken.
+  local picks, pinp = pick(redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES'),
+    redis.call('LRANGE', KEYS[2], 0, take - 1), take, KEYS[7], false)
+  local K = key_lib(KEYS[9])
+  local u, fromq, froml = 1, 0, 0
+  while #took < take do
+    local kb = redis.call('ZRANGE', kk, 0, 0, 'WITHSCORES')
+    local p = picks[3 * u - 2]
+    local usekey
+    if not kb[1] then
+      if not p then break end
+      usekey = false
+    elseif not p then
+      usekey = true
+    else
+      usekey = math.floor(tonumber(kb[2]) / KT) < tonumber(picks[3 * u - 1])
+    end
+    if usekey then
+      took[#took + 1] = K.claim(kb[1]); inp[#took] = false; keyed[#took] = true
+    else
+      took[#took + 1] = p; inp[#took] = pinp[u]
+      if pinp[u] then fromq = fromq + 1 else froml = froml + 1 end
+      u = u + 1
+    end
+  end
+  if fromq > 0 then redis.call('ZPOPMIN', KEYS[1], fromq) end
+  if froml > 0 then redis.call('LTRIM', KEYS[2], froml, -1) end
+  nl = nl - froml
+  left = redis.call('ZCARD', KEYS[1]) + nl + redis.call('ZCARD', kk)
+elseif take > 0 then
   if nl == 0 then
     local popped = redis.call('ZPOPMIN', KEYS[1], take)
     for i = 1, #popped, 2 do
@@ -834,6 +1190,7 @@ for i = 1, #took do
   local id = took[i]
   local k = KEYS[7] .. id
   local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn')
+  if keyed[i] then v[13] = redis.call('HGET', k, 'ky') end
   if inp[i] then ids[#ids + 1] = id end
   if v[1] then
     local a = tonumber(v[3] or '0') + 1
@@ -846,7 +1203,7 @@ for i = 1, #took do
     v[5] = v[5] or v[6] -- no av: available since created
     if inp[i] then avs[#ids] = v[5] end
     out[#out + 1] = id
-    for f = 1, 12 do out[#out + 1] = v[f] or '' end
+    for f = 1, 13 do out[#out + 1] = v[f] or '' end
     rs[#rs + 1] = lease; rs[#rs + 1] = id
   end
 end
@@ -911,7 +1268,13 @@ for i = 1, n do
   local b = 4 + (i - 1) * 5
   local id, kind = ARGV[b], string.sub(ARGV[b + 2], 1, 1)
   local k = KEYS[15 + i]
-  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx', 'w', 'a')
+  local v = redis.call('HMGET', k, 'k', 'lu', 'pr', 'u', 'cx', 'w', 'a', 'ky')
+  local K, ky = nil, nil
+  if v[8] and v[2] and v[2] ~= '' and v[1] == ARGV[b + 1] then
+    v[9], ky = string.match(v[8], '^(%d+) (.*)$')
+    K = key_lib(KEYS[15])
+    K.unreserve(ky)
+  end
   if not v[2] or v[2] == '' or v[1] ~= ARGV[b + 1] then
     stale[#stale + 1] = i
   elseif v[5] then
@@ -920,9 +1283,25 @@ for i = 1, n do
     cancelled[#cancelled + 1] = i
     if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
     if v[6] then wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 'c', 'cancelled', nil) end
+    if K then
+      K.gone(id, ky)
+      K.bad(id, ky, now, released)
+    end
   else
     gone[#gone + 1] = id
-    if kind == 'r' or kind == 'u' then
+    if K and (kind == 'r' or kind == 'u') then
+      local delay = tonumber(ARGV[b + 3])
+      local av = n2s(now + delay)
+      if kind == 'u' then
+        redis.call('HINCRBY', k, 'a', -1)
+        redis.call('HSET', k, 'av', av, 'ra', '', 'lu', '')
+      else
+        local took, worker = string.match(ARGV[b + 2], '^. (%d+) (.*)$')
+        add_error(k, tonumber(v[7] or '0'), now, tonumber(took), worker, ARGV[b + 4])
+        redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
+      end
+      if delay <= 0 then K.ready(id, ky, v[3] or '0', v[9], av) else later(mv, id, av); K.later(id, ky, v[9]) end
+    elseif kind == 'r' or kind == 'u' then
       local delay = tonumber(ARGV[b + 3])
       local av = n2s(now + delay)
       if kind == 'u' then
@@ -947,6 +1326,13 @@ for i = 1, n do
         redis.call('DEL', k)
       end
       if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+      if K then
+        K.gone(id, ky)
+        if kind == 'f' then
+          K.failed(id, ky)
+          K.bad(id, ky, now, released)
+        end
+      end
       if v[6] then
         if kind == 'f' then
           wf_lib().job_ended(KEYS[15], now, mv, id, v[6], 'f', ARGV[b + 4], nil)
@@ -959,7 +1345,9 @@ for i = 1, n do
 end
 zrem(KEYS[5], gone)
 zadd(KEYS[6], failed)
+local kwoke = key_end(KEYS[15], now, mv, ARGV[1], ARGV[2])
 local woke, due = flush(mv, KEYS[2], KEYS[14], KEYS[3], KEYS[4], ARGV[1], ARGV[2], now)
+if kwoke == 1 then woke = 1 end
 return { stale, released, woke, due, cancelled }
 
 --- script: extend
@@ -1008,23 +1396,33 @@ local stale, cancelled, released, gone, failed = {}, {}, {}, {}, {}
 for i = 1, #KEYS - 12 do
   local k = KEYS[12 + i]
   local id = ARGV[3 + 2 * i]
-  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx', 'k', 'w')
+  local v = redis.call('HMGET', k, 'a', 'lu', 'r', 'd', 'pr', 'u', 'cx', 'k', 'w', 'ky')
   local a = tonumber(v[1] or '0')
   if v[2] and v[2] ~= '' and v[8] == ARGV[4 + 2 * i] then
     gone[#gone + 1] = id
     local rel = tonumber(v[3] or '0') + 1
+    local K, ky = nil, nil
+    if v[10] then
+      v[11], ky = string.match(v[10], '^(%d+) (.*)$')
+      K = key_lib(KEYS[12])
+      K.unreserve(ky)
+    end
     if v[7] then
       finish(k, id, KEYS[10], KEYS[7], KEYS[8], KEYS[9], 'cancelled', now)
       cancelled[#cancelled + 1] = i
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
       if v[9] then wf_lib().job_ended(KEYS[12], now, mv, id, v[9], 'c', 'cancelled', nil) end
+      if K then
+        K.gone(id, ky)
+        K.bad(id, ky, now, released)
+      end
     elseif rel <= free then
       redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[5] or '0', nows)
+      if K then K.ready(id, ky, v[5] or '0', v[11], nows) else ready(mv, id, v[5] or '0', nows) end
     elseif a < tonumber(string.match(v[4], '^%d+')) then
       add_error(k, a, now, 0, '', ARGV[4])
       redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[5] or '0', nows)
+      if K then K.ready(id, ky, v[5] or '0', v[11], nows) else ready(mv, id, v[5] or '0', nows) end
     else
       add_error(k, a, now, 0, '', ARGV[4])
       local fid = tshex(mint.next())
@@ -1032,6 +1430,11 @@ for i = 1, #KEYS - 12 do
       failed[#failed + 1] = 0; failed[#failed + 1] = fid
       if v[6] then released[#released + 1] = id; released[#released + 1] = v[6] end
       if v[9] then wf_lib().job_ended(KEYS[12], now, mv, id, v[9], 'f', ARGV[4], nil) end
+      if K then
+        K.gone(id, ky)
+        K.failed(id, ky)
+        K.bad(id, ky, now, released)
+      end
     end
   else
     stale[#stale + 1] = i
@@ -1039,8 +1442,10 @@ for i = 1, #KEYS - 12 do
 end
 zrem(KEYS[4], gone)
 zadd(KEYS[5], failed)
+local kwoke = key_end(KEYS[12], now, mv, ARGV[1], ARGV[2])
 -- delayed, from base: a task released above may be delayed.
 local woke, due = flush(mv, KEYS[2], KEYS[11], KEYS[3], KEYS[12] .. 'd', ARGV[1], ARGV[2], now)
+if kwoke == 1 then woke = 1 end
 return { stale, released, woke, due, cancelled }
 
 --- script: expired
@@ -1078,19 +1483,29 @@ local out, released, failed, cancelled = {}, {}, {}, 0
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx', 'k', 'w')
+  local v = redis.call('HMGET', k, 'a', 'd', 'pr', 'u', 'cx', 'k', 'w', 'ky')
+  local K, ky = nil, nil
+  if v[8] and v[2] then
+    v[9], ky = string.match(v[8], '^(%d+) (.*)$')
+    K = key_lib(KEYS[13])
+    K.unreserve(ky)
+  end
   if v[2] and v[5] then
     finish(k, id, KEYS[11], KEYS[8], KEYS[9], KEYS[10], 'cancelled', now)
     cancelled = cancelled + 1
     if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
     if v[7] then wf_lib().job_ended(KEYS[13], now, mv, id, v[7], 'c', 'cancelled', nil) end
+    if K then
+      K.gone(id, ky)
+      K.bad(id, ky, now, released)
+    end
   elseif v[2] then
     local a = tonumber(v[1] or '0')
     local ma, typ = string.match(v[2], '^(%d+) ([^\n]*)')
     add_error(k, a, now, 0, '', ARGV[4])
     if a < tonumber(ma) then
       redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      ready(mv, id, v[3] or '0', nows)
+      if K then K.ready(id, ky, v[3] or '0', v[9], nows) else ready(mv, id, v[3] or '0', nows) end
       out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 0
     else
       local fid = tshex(mint.next())
@@ -1099,19 +1514,27 @@ for i = 1, #exp do
       out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 1
       if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
       if v[7] then wf_lib().job_ended(KEYS[13], now, mv, id, v[7], 'f', ARGV[4], nil) end
+      if K then
+        K.gone(id, ky)
+        K.failed(id, ky)
+        K.bad(id, ky, now, released)
+      end
     end
   end
 end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
+local kwoke = key_end(KEYS[13], now, mv, ARGV[1], ARGV[2])
 -- delayed, from base: a task released above may be delayed.
 local woke, due = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
+if kwoke == 1 then woke = 1 end
 return { out, released, woke, cancelled, due }
 
 --- script: stats
 -- Counts one queue's jobs by state.
 -- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] delayed
 --   KEYS[5] reserved  KEYS[6] failed  KEYS[7] jobPrefix  KEYS[8] readyOld
+--   KEYS[9] base (its Kq: keyed ready jobs)
 -- Returns {pending (ready, and delayed ones already due), scheduled,
 --   reserved, failed, oldest due µs or ''}.
 local now = now_us()
@@ -1128,9 +1551,12 @@ local head = redis.call('LINDEX', KEYS[2], 0)
 if head then older(redis.call('HGET', KEYS[7] .. head, 'c')) end
 local d1 = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
 if d1[2] and tonumber(d1[2]) <= now then older(d1[2]) end
+local k1 = redis.call('ZRANGE', KEYS[9] .. 'Kq', 0, 0, 'WITHSCORES')
+older(k1[2])
 if oldest then oldest = n2s(oldest) else oldest = '' end
 return {
-  redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[8]) + redis.call('LLEN', KEYS[2]) + due,
+  redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[8]) + redis.call('LLEN', KEYS[2]) + due +
+    redis.call('ZCARD', KEYS[9] .. 'Kq'),
   redis.call('ZCARD', KEYS[4]) - due,
   redis.call('ZCARD', KEYS[5]),
   redis.call('ZCARD', KEYS[6]),
@@ -1144,14 +1570,15 @@ return {
 --   ARGV[2] failed before, µs ('' for none)  ARGV[3] older than, µs ('')
 --   ARGV[4] type ('' for any)  ARGV[5] most matches  ARGV[6] most entries
 --   examined  ARGV[7] 'rec' (whole records) or 'ref' (what a replay needs)
--- Returns {cursor ('' when exhausted), then per match: for 'rec' 12
---   values: failed ID, j, d, pr, a, e, u, m, c, el, w, tn; for 'ref' 4
---   values: failed ID, j, type, u} (absent fields as '').
+--   ARGV[8] key ('' for any)  ARGV[9] '1': keep held (see scan)
+-- Returns {cursor ('' when exhausted), then per match: for 'rec' 13
+--   values: failed ID, j, d, pr, a, e, u, m, c, el, w, tn, ky; for 'ref'
+--   4 values: failed ID, j, type, u} (absent fields as '').
 local out = { '' }
 local limit = tonumber(ARGV[5])
 local n = 0
 local ref = ARGV[7] == 'ref'
-local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'el', 'w', 'tn' }
+local fields = { 'j', 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'el', 'w', 'tn', 'ky' }
 if ref then fields = { 'j', 'd', 'u' } end
 out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
   local v = redis.call('HMGET', fk, unpack(fields))
@@ -1160,7 +1587,7 @@ out[1] = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARG
   for f = 1, #fields do out[#out + 1] = v[f] or '' end
   n = n + 1
   return n < limit
-end)
+end, ARGV[8], ARGV[9])
 return out
 
 --- script: failedof
@@ -1229,19 +1656,23 @@ return got[#got]
 -- KEYS[1] failed  KEYS[2] failedPrefix  KEYS[3] base (workflows.lua)
 --   KEYS[4] failedByJob
 -- ARGV[1..4] as failedscan  ARGV[5] most deleted  ARGV[6] most examined
+--   ARGV[7] key ('' for any)  ARGV[8] '1': keep held (see scan)
+-- A keyed job leaves its key's failed jobs: a held key goes on (wakes).
 -- Returns {cursor ('' when exhausted), number deleted}.
 local limit = tonumber(ARGV[5])
 local del, jobs = {}, {}
 local cursor = scan(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[6]), function(fid, fk)
-  local v = redis.call('HMGET', fk, 'j', 'w')
+  local v = redis.call('HMGET', fk, 'j', 'w', 'ky')
   redis.call('DEL', fk)
   del[#del + 1] = fid
   if v[1] then jobs[#jobs + 1] = v[1] end
   if v[2] then wf_lib().purged(KEYS[3], v[1], v[2]) end
+  if v[3] and v[1] then key_lib(KEYS[3]).unfailed(v[1], string.match(v[3], '^%d+ (.*)$')) end
   return #del < limit
-end)
+end, ARGV[7], ARGV[8])
 zrem(KEYS[1], del)
 hdel(KEYS[4], jobs)
+if key_made then key_made.done(KEYS[3] .. 'w', '') end
 return { cursor, #del }
 
 --- script: purge
@@ -1255,15 +1686,17 @@ return { cursor, #del }
 local del, jobs = {}, {}
 local base = KEYS[2]
 for i = 1, #ARGV do
-  local v = redis.call('HMGET', KEYS[3 + i], 'j', 'w')
+  local v = redis.call('HMGET', KEYS[3 + i], 'j', 'w', 'ky')
   if redis.call('DEL', KEYS[3 + i]) == 1 then
     del[#del + 1] = ARGV[i]
     if v[1] then jobs[#jobs + 1] = v[1] end
     if v[2] then wf_lib().purged(base, v[1], v[2]) end
+    if v[3] and v[1] then key_lib(base).unfailed(v[1], string.match(v[3], '^%d+ (.*)$')) end
   end
 end
 zrem(KEYS[1], del)
 hdel(KEYS[3], jobs)
+if key_made then key_made.done(base .. 'w', '') end
 return #del
 
 --- script: replay
@@ -1289,15 +1722,16 @@ local nows = n2s(now)
 local n = (#KEYS - 6) / 2
 local base = KEYS[5]
 local strict = ARGV[3] == '1'
-local prs, wvs, skipped = {}, {}, {}
+local prs, wvs, skipped, kys, tus = {}, {}, {}, {}, {}
 for i = 1, n do
-  local v = redis.call('HMGET', KEYS[5 + 2 * i], 'j', 'pr', 'w')
+  local v = redis.call('HMGET', KEYS[5 + 2 * i], 'j', 'pr', 'w', 'ky')
   if v[1] == ARGV[3 + 2 * i] then
     if v[3] and wf_lib().unreplayable(base, v[3]) then
       skipped[#skipped + 1] = -i
     else
       prs[i] = v[2] or '0'
       wvs[i] = v[3]
+      if v[4] then tus[i], kys[i] = string.match(v[4], '^(%d+) (.*)$') end
     end
   elseif strict then
     return { -1, i }
@@ -1312,7 +1746,15 @@ for i = 1, n do
       redis.call('HDEL', jk, 'j')
       jobs[#jobs + 1] = id
       redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
-      ready(mv, id, prs[i], nows)
+      if kys[i] then
+        -- Back in its place among its key's jobs: its ID and turn kept.
+        local K = key_lib(base)
+        K.unfailed(id, kys[i])
+        K.live(id, kys[i], tus[i])
+        K.ready(id, kys[i], prs[i], tus[i], nows)
+      else
+        ready(mv, id, prs[i], nows)
+      end
       gone[#gone + 1] = ARGV[2 + 2 * i]
       out[#out + 1] = i
       if wvs[i] then wf_lib().replayed(base, now, mv, id, wvs[i]) end
@@ -1322,8 +1764,10 @@ end
 zrem(KEYS[3], gone)
 hdel(KEYS[6], jobs)
 out[1] = #gone
+local kwoke = key_end(base, now, mv, ARGV[1], ARGV[2])
 -- delayed, from base: a task the replay released may be delayed.
 out[2], out[3] = flush(mv, KEYS[1], KEYS[4], KEYS[2], base .. 'd', ARGV[1], ARGV[2], now)
+if kwoke == 1 then out[2] = 1 end
 for _, x in ipairs(skipped) do out[#out + 1] = x end
 return out
 
@@ -1442,7 +1886,9 @@ for i = 3, #ARGV do
   if wv then wf_lib().job_ended(KEYS[14], now, mv, id, wv, 'c', 'cancelled', nil) end
 end
 unready(KEYS[2], KEYS[3], rids, ravs)
+local kwoke = key_end(KEYS[14], now, mv, ARGV[1], ARGV[2])
 local woke, due = flush(mv, KEYS[1], KEYS[12], KEYS[2], KEYS[4], ARGV[1], ARGV[2], now)
+if kwoke == 1 then woke = 1 end
 return { out, released, woke, due }
 
 --- script: cancelling
@@ -1464,8 +1910,8 @@ return out
 -- KEYS[1] completed  KEYS[2] cancelled  KEYS[3] finishedPrefix
 -- ARGV[1] exclusive upper ID ('' none)  ARGV[2] type ('' any)
 --   ARGV[3] since µs ('' none)  ARGV[4] until µs ('' none)  ARGV[5] limit
---   ARGV[6] state ('completed' or 'cancelled')
--- Returns {ID, d, pr, a, e, u, m, c, fa, ...}, 9 values per job.
+--   ARGV[6] state ('completed' or 'cancelled')  ARGV[7] key ('' any)
+-- Returns {ID, d, pr, a, e, u, m, c, fa, ky, ...}, 10 values per job.
 local byid = KEYS[1]
 if ARGV[6] == 'cancelled' then byid = KEYS[2] end
 local max = '+'
@@ -1476,11 +1922,12 @@ local out, n = {}, 0
 while n < limit do
   local got = redis.call('ZREVRANGEBYLEX', byid, max, '-', 'LIMIT', 0, 200)
   for i = 1, #got do
-    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa')
+    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa', 'ky')
     local fa = tonumber(v[8] or '0')
-    if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) then
+    if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) and
+        (ARGV[7] == '' or string.match(v[9] or '', '^%d+ (.*)$') == ARGV[7]) then
       out[#out + 1] = got[i]
-      for j = 1, 8 do out[#out + 1] = v[j] or '' end
+      for j = 1, 9 do out[#out + 1] = v[j] or '' end
       n = n + 1
       if n == limit then break end
     end
@@ -1494,10 +1941,11 @@ return out
 -- Lists live jobs of one queue in one state, newest (highest ID) first.
 -- It reads the whole state's set: an operator's call, not a hot path.
 -- KEYS[1] ready  KEYS[2] delayed  KEYS[3] reserved  KEYS[4] jobPrefix
---   KEYS[5] readyList  KEYS[6] readyOld
+--   KEYS[5] readyList  KEYS[6] readyOld  KEYS[7] base (its Kq: keyed ready
+--   jobs)
 -- ARGV[1] state ('pending', 'scheduled' or 'reserved')  ARGV[2] exclusive
 --   upper ID ('' none)  ARGV[3] type ('' any)  ARGV[4] since µs ('' none)
---   ARGV[5] until µs ('' none)  ARGV[6] limit
+--   ARGV[5] until µs ('' none)  ARGV[6] limit  ARGV[7] key ('' any)
 -- Returns the IDs, at most limit.
 local nows = n2s(now_us())
 local ids = {}
@@ -1509,6 +1957,8 @@ if ARGV[1] == 'pending' then
   more = redis.call('LRANGE', KEYS[5], 0, -1)
   for i = 1, #more do ids[#ids + 1] = more[i] end
   more = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', nows)
+  for i = 1, #more do ids[#ids + 1] = more[i] end
+  more = redis.call('ZRANGE', KEYS[7] .. 'Kq', 0, -1)
   for i = 1, #more do ids[#ids + 1] = more[i] end
 elseif ARGV[1] == 'scheduled' then
   ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. nows, '+inf')
@@ -1525,8 +1975,8 @@ local since, till = tonumber(ARGV[4]), tonumber(ARGV[5])
 local out = {}
 for i = 1, #cand do
   if #out >= limit then break end
-  local v = redis.call('HMGET', KEYS[4] .. cand[i], 'd', 'av', 'c', 'ra')
-  if v[1] then
+  local v = redis.call('HMGET', KEYS[4] .. cand[i], 'd', 'av', 'c', 'ra', 'ky')
+  if v[1] and (ARGV[7] == '' or string.match(v[5] or '', '^%d+ (.*)$') == ARGV[7]) then
     local at = v[2] or v[3]
     if ARGV[1] == 'reserved' then at = v[4] or '0' end
     at = tonumber(at)
@@ -1596,6 +2046,7 @@ return out
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] schedule name  ARGV[4] tick µs
 --   ARGV[5] the job's record (field d)  ARGV[6] priority  ARGV[7] delay µs
 --   ('' for none)  ARGV[8] metadata JSON ('' for none)  ARGV[9] queue name
+--   ARGV[10] key ('' for none; see key_lib: the base is jobPrefix's)
 -- Returns {0, stored last tick µs (string)} when that is at or after the
 --   tick (nothing written), else {1, ts of the job's ID, woke, due µs or
 --   -1}.
@@ -1618,10 +2069,24 @@ if delay ~= '' then
   f[#f + 1] = 'av'; f[#f + 1] = avs
 end
 if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
+local ky, K, tu = ARGV[10], nil, nil
+if ky ~= '' then
+  K = key_lib(string.sub(KEYS[6], 1, -3))
+  tu = K.turn(ky)
+  f[#f + 1] = 'ky'; f[#f + 1] = n2s(tu) .. ' ' .. ky
+end
 redis.call('HSET', KEYS[6] .. id, unpack(f))
 local mv = moves()
-if av == now then ready(mv, id, pr, nows) else later(mv, id, avs) end
+if K then
+  K.live(id, ky, tu)
+  if av == now then K.ready(id, ky, pr, tu, nows) else later(mv, id, avs); K.later(id, ky, tu) end
+elseif av == now then
+  ready(mv, id, pr, nows)
+else
+  later(mv, id, avs)
+end
 local woke, due = flush(mv, KEYS[2], KEYS[9], KEYS[3], KEYS[5], ARGV[1], ARGV[2], now)
+if K and K.done(ARGV[1], ARGV[2]) == 1 then woke = 1 end
 redis.call('HSET', KEYS[7], ARGV[3], ARGV[4] .. ' ' .. id .. ' ' .. nows .. ' ' .. ARGV[9])
 redis.call('INCR', KEYS[8])
 return { 1, ts, woke, due }
@@ -1638,3 +2103,48 @@ if cur and tonumber(string.match(cur, '^(%-?%d+)')) >= tonumber(string.match(ARG
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1
+
+--- script: qkeys
+-- Replaces one queue's key rules (see KeyController), keeping its pause
+-- and limits, then puts every key of the queue right under them (a looser
+-- rule makes jobs claimable, a stricter one takes keys out of Kk) and
+-- wakes idle workers of every process.
+-- KEYS[1] settings  KEYS[2] base (its key structures, see key_lib)
+-- ARGV[1] limit ('0': none)  ARGV[2] ordered ('1' or '0')  ARGV[3] policy
+--   ('' for the default)  ARGV[4] the queue's index (a halted job's error
+--   names its head's whole ID)  ARGV[5] channel  ARGV[6] origin
+-- Returns how many keys it put right (integer).
+redis.call('HDEL', KEYS[1], 'kl', 'ko', 'kp', 'qi')
+local f = {}
+if ARGV[1] ~= '0' then f[#f + 1] = 'kl'; f[#f + 1] = ARGV[1] end
+if ARGV[2] == '1' then f[#f + 1] = 'ko'; f[#f + 1] = '1' end
+if ARGV[3] ~= '' then f[#f + 1] = 'kp'; f[#f + 1] = ARGV[3] end
+if #f > 0 then
+  f[#f + 1] = 'qi'; f[#f + 1] = ARGV[4]
+  redis.call('HSET', KEYS[1], unpack(f))
+end
+local K = key_lib(KEYS[2])
+local keys = redis.call('SMEMBERS', KEYS[2] .. 'Ks')
+for _, key in ipairs(keys) do K.touch(key) end
+K.done()
+redis.call('PUBLISH', ARGV[5], 'n ' .. ARGV[6])
+return #keys
+
+--- script: keylist
+-- Lists the keys of one queue that have live or failed jobs (Ks).
+-- KEYS[1] base (its key structures, see key_lib)
+-- Returns {key, live jobs, reserved jobs (cancelling ones included),
+--   failed jobs, the lowest failed job's ID ('' for none), its failed ID
+--   (its failed_at; '' for none), ...}.
+local base = KEYS[1]
+local out = {}
+for _, key in ipairs(redis.call('SMEMBERS', base .. 'Ks')) do
+  local low = redis.call('ZRANGE', base .. 'Kf:' .. key, 0, 0)[1]
+  out[#out + 1] = key
+  out[#out + 1] = redis.call('ZCARD', base .. 'Kl:' .. key)
+  out[#out + 1] = tonumber(redis.call('HGET', base .. 'Kc', key) or '0')
+  out[#out + 1] = redis.call('ZCARD', base .. 'Kf:' .. key)
+  out[#out + 1] = low or ''
+  out[#out + 1] = low and redis.call('HGET', base .. 'xj', low) or ''
+end
+return out

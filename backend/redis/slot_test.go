@@ -126,6 +126,10 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(b.QueuePause(ctx, "a", true))
 	must(b.QueueSetLimits(ctx, "a", backend.QueueLimits{Concurrency: 1, Rate: 5, RatePeriod: time.Second}))
 	must(b.QueuePause(ctx, "a", false))
+	// Keys (keyrules.go).
+	must(b.QueueSetKeys(ctx, "a", backend.KeyRules{Limit: 1}))
+	_, err = b.KeyList(ctx, backend.KeyListParams{})
+	must(err)
 	_, err = b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 10, Lease: time.Minute})
 	must(err)
 	// Raising a layout-4 prefix moves its ready jobs (adopt).

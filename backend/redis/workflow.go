@@ -47,11 +47,6 @@ func (b *Backend) WorkflowInsert(ctx context.Context, params backend.WorkflowPar
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	for _, t := range params.Tasks {
-		if err := backend.RefuseKeys([]backend.InsertParams{t.Job}); err != nil {
-			return nil, fmt.Errorf("%s: task %q: %w", op, t.Name, err)
-		}
-	}
 	res, err := b.workflowInsert(ctx, params, order)
 	return res, b.fail(op, err)
 }
@@ -117,7 +112,7 @@ func (b *Backend) workflowInsert(ctx context.Context, params backend.WorkflowPar
 			outs[dp] = appendEdge(outs[dp], p, d.Policy)
 		}
 	}
-	args := make([]any, 0, 4+8*n)
+	args := make([]any, 0, 4+9*n)
 	args = append(args, q.channel, b.origin, params.Name, n)
 	for p, i := range order {
 		t := &params.Tasks[i]
@@ -132,7 +127,7 @@ func (b *Backend) workflowInsert(ctx context.Context, params backend.WorkflowPar
 			md = jsonstr.Object(t.Job.Metadata)
 		}
 		args = append(args, t.Name, quoted, appendRecord(nil, &t.Job), taskOptions(&t.Job), md,
-			deps[p], outs[p], len(t.Deps))
+			deps[p], outs[p], len(t.Deps), t.Job.Key)
 	}
 	res, err := scriptWfInsert.eval(ctx, b.c, scriptWfInsert.keysOf(q), args)
 	if err != nil {

@@ -34,7 +34,8 @@
 --                         s<i> state (w a s f c: waiting, active,
 --                         succeeded, failed, cancelled), W<i> dependencies
 --                         left (waiting only), J<i> its job's ID (once
---                         released), R<i> result, r<i> reason, F<i> finished
+--                         released), K<i> its job's key (absent: none),
+--                         R<i> result, r<i> reason, F<i> finished
 --                         µs, C<i> why it was cancelled (d a dependency, u
 --                         WorkflowCancel, j its own job): only d comes back
 --                         with a replay
@@ -186,7 +187,7 @@ local function wf_lib()
   -- the wf's moves, whose flush publishes the wake-up. The task becomes
   -- active with the job's ID, and the job carries the task (fields w and
   -- tn).
-  local function wf_newjob(base, mv, now, id, wv, name, rec, o, md)
+  local function wf_newjob(base, mv, now, id, wv, name, rec, o, md, ky)
     local nows = n2s(now)
     local pr, av, avs = '0', now, nows
     if o then
@@ -203,6 +204,22 @@ local function wf_lib()
     if pr ~= '0' then f[#f + 1] = 'pr'; f[#f + 1] = pr end
     if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
     if md then f[#f + 1] = 'm'; f[#f + 1] = md end
+    if ky then
+      -- A keyed task's job joins its key's jobs as the script "insert"
+      -- puts it (key_lib); the script's key_end settles the key.
+      local K = key_lib(base)
+      local tu = K.turn(ky)
+      f[#f + 1] = 'ky'; f[#f + 1] = n2s(tu) .. ' ' .. ky
+      redis.call('HSET', base .. 'j:' .. id, unpack(f))
+      K.live(id, ky, tu)
+      if av <= now then
+        K.ready(id, ky, pr, tu, avs)
+      else
+        later(mv, id, avs)
+        K.later(id, ky, tu)
+      end
+      return
+    end
     redis.call('HSET', base .. 'j:' .. id, unpack(f))
     if av == now and pr == '0' then
       mv.l[#mv.l + 1] = id
@@ -213,10 +230,10 @@ local function wf_lib()
     end
   end
   local function wf_release(w, i)
-    local v = redis.call('HMGET', w.t, 'd' .. i, 'o' .. i, 'm' .. i, 'n' .. i)
+    local v = redis.call('HMGET', w.t, 'd' .. i, 'o' .. i, 'm' .. i, 'n' .. i, 'K' .. i)
     local id = tshex(reserve(w.base .. 't', w.now, 1))
     local wv = w.id .. ' ' .. i
-    wf_newjob(w.base, w.mv, w.now, id, wv, v[4], v[1], v[2], v[3])
+    wf_newjob(w.base, w.mv, w.now, id, wv, v[4], v[1], v[2], v[3], v[5])
     redis.call('HSET', w.t, 's' .. i, 'a', 'J' .. i, id)
     redis.call('HDEL', w.t, 'W' .. i)
     redis.call('HSET', w.base .. 'wj', id, wv)
@@ -432,15 +449,32 @@ local function wf_lib()
   return wf_made
 end
 
+--- helper
+-- key_end settles what a script's keyed jobs left (see key_lib in
+-- scripts.lua), at its end, when it made key_lib: it ends the tasks of the
+-- jobs a halt cancelled (their dependants join the moves mv), then puts
+-- the keys touched right, publishing on chan when a key became claimable
+-- while none was. It returns 1 when it published, else 0. It is here, not
+-- in scripts.lua, because it ends tasks.
+local function key_end(base, now, mv, chan, origin)
+  if not key_made then return 0 end
+  local e = key_made.ended
+  key_made.ended = {}
+  for i = 1, #e, 2 do
+    wf_lib().job_ended(base, now, mv, e[i], e[i + 1], 'c', 'cancelled', nil)
+  end
+  return key_made.done(chan, origin)
+end
+
 --- script: wfinsert
 -- Inserts a workflow into one queue: the workflow, its tasks (waiting),
 -- and the jobs of the tasks without dependencies (released at once).
 -- KEYS[1] base
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] workflow name  ARGV[4] tasks
---   then per task, index 0 first, 8 values: name, quoted name ('' when
+--   then per task, index 0 first, 9 values: name, quoted name ('' when
 --   plain), record (field d), options (field o, '' for none), metadata
 --   JSON ('' for none), dependencies (field D), dependants (field E),
---   number of dependencies
+--   number of dependencies, key (field K, '' for none)
 -- Returns {ts of the workflow's ID, woke, due µs or -1, then per released
 --   task: index, ts of its job's ID}.
 local wf = wf_lib()
@@ -449,7 +483,7 @@ local base = KEYS[1]
 local n = tonumber(ARGV[4])
 local nfree = 0
 for i = 0, n - 1 do
-  if ARGV[12 + 8 * i] == '0' then nfree = nfree + 1 end
+  if ARGV[12 + 9 * i] == '0' then nfree = nfree + 1 end
 end
 -- The workflow's ID, then its released jobs' IDs, in one reservation.
 local first = reserve(base .. 't', now, 1 + nfree)
@@ -462,7 +496,7 @@ local function put(key, t)
   return {}
 end
 for i = 0, n - 1 do
-  local a = 5 + 8 * i
+  local a = 5 + 9 * i
   local s = tostring(i)
   f[#f + 1] = 'n' .. s; f[#f + 1] = ARGV[a]
   f[#f + 1] = 'd' .. s; f[#f + 1] = ARGV[a + 2]
@@ -471,11 +505,13 @@ for i = 0, n - 1 do
   if ARGV[a + 4] ~= '' then f[#f + 1] = 'm' .. s; f[#f + 1] = ARGV[a + 4] end
   if ARGV[a + 5] ~= '' then f[#f + 1] = 'D' .. s; f[#f + 1] = ARGV[a + 5] end
   if ARGV[a + 6] ~= '' then f[#f + 1] = 'E' .. s; f[#f + 1] = ARGV[a + 6] end
+  if ARGV[a + 8] ~= '' then f[#f + 1] = 'K' .. s; f[#f + 1] = ARGV[a + 8] end
   if ARGV[a + 7] == '0' then
     -- No dependency: released now (see wf_release, the same for later).
     local id = tshex(first + (#out - 1) / 2)
     local wv = wid .. ' ' .. s
-    wf.newjob(base, mv, now, id, wv, ARGV[a], ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4])
+    wf.newjob(base, mv, now, id, wv, ARGV[a], ARGV[a + 2], ARGV[a + 3] ~= '' and ARGV[a + 3], ARGV[a + 4] ~= '' and ARGV[a + 4],
+      ARGV[a + 8] ~= '' and ARGV[a + 8])
     f[#f + 1] = 's' .. s; f[#f + 1] = 'a'
     f[#f + 1] = 'J' .. s; f[#f + 1] = id
     wj[#wj + 1] = id; wj[#wj + 1] = wv
@@ -495,7 +531,9 @@ redis.call('ZADD', base .. 'wfs', 0, wid)
 redis.call('SADD', base .. 'wfr', wid)
 if n > nfree then redis.call('HINCRBY', base .. 'wfn', 'w', n - nfree) end
 if nfree > 0 then redis.call('INCRBY', base .. 'i', nfree) end
+local kwoke = key_end(base, now, mv, ARGV[1], ARGV[2])
 out[2], out[3] = flush(mv, base .. 'q', base .. 'l', base .. 'o', base .. 'd', ARGV[1], ARGV[2], now)
+if kwoke == 1 then out[2] = 1 end
 return out
 
 --- script: wfcancel
@@ -572,6 +610,13 @@ elseif #inl > 1 then
     at = at + #got
   end
   redis.call('LREM', KEYS[12], #inl - left, '#')
+end
+if key_made then
+  -- A keyed head cancelled here may have halted its key (key_lib's bad):
+  -- settle the keys, and wake on the channel (base .. 'w') what the
+  -- tasks of the jobs it halted released.
+  key_end(base, now, w.mv, base .. 'w', '')
+  flush(w.mv, KEYS[1], KEYS[12], KEYS[2], KEYS[4], base .. 'w', '', now)
 end
 wf.save(w)
 redis.call('HSET', k, 'u', 0)

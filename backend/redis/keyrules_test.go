@@ -1,0 +1,137 @@
+package redis
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// keyedJob is a keyed job of queue q for the tests here.
+func keyedJob(q, key string) backend.InsertParams {
+	return backend.InsertParams{Queue: q, Type: "t", Payload: []byte("{}"), MaxAttempts: 3, Key: key}
+}
+
+// TestKeyedTaskAndTick: a workflow task's job and a schedule's job carry
+// their key, take their turn and obey the queue's key rules.
+func TestKeyedTaskAndTick(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	if err := b.QueueSetKeys(ctx, "w", backend.KeyRules{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	first := keyedJob("w", "acct")
+	ins, err := b.JobInsertMany(ctx, []backend.InsertParams{first})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := b.WorkflowInsert(ctx, backend.WorkflowParams{Name: "wf", Tasks: []backend.TaskParams{
+		{Name: "a", Job: keyedJob("w", "acct")},
+		{Name: "b", Job: keyedJob("w", "acct"), Deps: []backend.Dep{{Task: "a"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := b.JobGet(ctx, wf.Jobs["a"])
+	if err != nil || task.Key != "acct" || task.Turn != 2 {
+		t.Fatalf("task a's job = %+v, %v; want key acct, turn 2", task, err)
+	}
+	// Ordered: the plain job first, then the task's.
+	for _, want := range []int64{ins[0].ID, wf.Jobs["a"]} {
+		rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"w"}, Max: 10, Lease: time.Minute})
+		if err != nil || len(rows) != 1 || rows[0].ID != want {
+			t.Fatalf("claim = %v, %v; want only job %d", rows, err, want)
+		}
+		if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Task b was released by a's completion, keyed.
+	rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"w"}, Max: 10, Lease: time.Minute})
+	if err != nil || len(rows) != 1 || rows[0].Key != "acct" || rows[0].Task != "b" {
+		t.Fatalf("claim = %v, %v; want task b's keyed job", rows, err)
+	}
+	def := backend.ScheduleDef{Name: "s", Spec: "@every 1s", Queue: "w", Type: "t"}
+	if _, err := b.ScheduleUpsert(ctx, []backend.ScheduleDef{def}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.ScheduleTick(ctx, backend.ScheduleTickParams{Name: "s", Tick: time.Now(), Job: keyedJob("w", "acct")})
+	if err != nil || !res.Enqueued {
+		t.Fatalf("ScheduleTick = %+v, %v", res, err)
+	}
+	if g, err := b.JobGet(ctx, res.JobID); err != nil || g.Key != "acct" {
+		t.Fatalf("tick's job = %+v, %v; want key acct", g, err)
+	}
+	// Task b runs: the tick's job waits behind it.
+	if rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"w"}, Max: 10, Lease: time.Minute}); err != nil || len(rows) != 0 {
+		t.Fatalf("claim = %v, %v; want none while task b runs", rows, err)
+	}
+}
+
+// TestKeyedStatsAndMultiQueue: keyed ready jobs count as pending, list as
+// pending, and a claim over several queues takes them in claim order.
+func TestKeyedStatsAndMultiQueue(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	hi := keyedJob("a", "k")
+	hi.Priority = 3
+	ins, err := b.JobInsertMany(ctx, []backend.InsertParams{keyedJob("a", "k"), keyedJob("b", "k"), hi,
+		{Queue: "b", Type: "t", Payload: []byte("{}"), MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.QueueStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range st {
+		if s.Pending != 2 {
+			t.Fatalf("stats of %s: %+v, want 2 pending", s.Queue, s)
+		}
+	}
+	rows, err := b.JobList(ctx, backend.JobListParams{State: backend.StatePending, Filter: backend.JobFilter{Key: "k"}})
+	if err != nil || len(rows) != 3 {
+		t.Fatalf("JobList(key k) = %d rows, %v; want 3", len(rows), err)
+	}
+	got, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"a", "b"}, Max: 3, Lease: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]int64, len(got))
+	for i, r := range got {
+		ids[i] = r.ID
+	}
+	// Priority 3 first, then b's unkeyed job (turn 0), then turn 1 by ID.
+	if want := []int64{ins[2].ID, ins[3].ID, ins[0].ID}; !slices.Equal(ids, want) {
+		t.Fatalf("claim over a and b took %v, want %v", ids, want)
+	}
+}
+
+// TestHaltedErrorText: the error of a halted job is backend.HaltedError,
+// the head's whole ID and the key quoted as Go does, built in Lua.
+func TestHaltedErrorText(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	const key = `a "quoted" \ key ✓`
+	if err := b.QueueSetKeys(ctx, "h", backend.KeyRules{Ordered: true, OnFailure: backend.KeyHalt}); err != nil {
+		t.Fatal(err)
+	}
+	ins, err := b.JobInsertMany(ctx, []backend.InsertParams{keyedJob("h", key), keyedJob("h", key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JobCancel(ctx, []int64{ins[0].ID}); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := b.FinishedList(ctx, backend.FinishedListParams{State: backend.StateCancelled, Filter: backend.JobFilter{Key: key}})
+	if err != nil || len(fin) != 2 {
+		t.Fatalf("FinishedList = %d, %v; want both jobs", len(fin), err)
+	}
+	if want := backend.HaltedError(key, ins[0].ID); fin[0].LastError != want || fin[0].Key != key {
+		t.Fatalf("halted job: error %q key %q; want %q", fin[0].LastError, fin[0].Key, want)
+	}
+	if list, err := b.KeyList(ctx, backend.KeyListParams{}); err != nil || len(list) != 0 {
+		t.Fatalf("KeyList = %+v, %v; want no key left", list, err)
+	}
+}

@@ -207,7 +207,15 @@ func init() {
 // would write records without an entry, is kept out. The records a
 // layout-6 process still running writes are found all the same, by a
 // slower walk (script "failedof").
-const LayoutVersion = 7
+// Layout 8 adds keys (backend.KeyController, keyrules.go): new keys, and
+// the fields ky and tu of a keyed job's hash, which oblige whatever
+// readies, ends, fails, cancels, replays or purges the job to keep its
+// key's structures in the same script. A layout-7 build would rescue such
+// a job into the ready set without a key and never free its slot, end it
+// and leave it claimable in its key's sets, or replay it and leave its key
+// held for good, so the marker keeps it out; Migrate raises 7 to 8 in
+// place (layout-7 data is valid layout-8 data without keyed jobs).
+const LayoutVersion = 8
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000

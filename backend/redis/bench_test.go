@@ -65,19 +65,34 @@ func BenchmarkClaimComplete100Singles(b *testing.B) {
 // of priority 1: they wait in the zset p (as jobs with options, given
 // IDs, retries and delayed jobs do), so claims take p's path, not l's.
 func BenchmarkClaimComplete100Priority(b *testing.B) {
-	benchClaimCompleteJobs(b, 100, 1)
+	benchClaimCompleteJobs(b, 100, 1, false)
 }
 
-func benchClaimComplete(b *testing.B, batch int) { benchClaimCompleteJobs(b, batch, 0) }
+// BenchmarkClaimComplete100Keyed is BenchmarkClaimComplete100 with each
+// job on a key of its own under a limit of 1 per key: the claim takes
+// them from the claimable keys (Kk), the completion frees each key.
+func BenchmarkClaimComplete100Keyed(b *testing.B) {
+	benchClaimCompleteJobs(b, 100, 0, true)
+}
 
-func benchClaimCompleteJobs(b *testing.B, batch, priority int) {
+func benchClaimComplete(b *testing.B, batch int) { benchClaimCompleteJobs(b, batch, 0, false) }
+
+func benchClaimCompleteJobs(b *testing.B, batch, priority int, keyed bool) {
 	be := openTest(b, Options{})
+	if keyed {
+		if err := be.QueueSetKeys(b.Context(), "q", backend.KeyRules{Limit: 1}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for b.Loop() {
 		b.StopTimer()
 		for range 100 / batch {
 			jobs := benchJobs(batch, "q")
 			for i := range jobs {
 				jobs[i].Priority = priority
+				if keyed {
+					jobs[i].Key = "k" + strconv.Itoa(i)
+				}
 			}
 			if _, err := be.JobInsertMany(b.Context(), jobs); err != nil {
 				b.Fatal(err)

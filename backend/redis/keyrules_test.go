@@ -1,7 +1,9 @@
 package redis
 
 import (
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,5 +135,92 @@ func TestHaltedErrorText(t *testing.T) {
 	}
 	if list, err := b.KeyList(ctx, backend.KeyListParams{}); err != nil || len(list) != 0 {
 		t.Fatalf("KeyList = %+v, %v; want no key left", list, err)
+	}
+}
+
+// TestOrderedUnderRacingClaimers: eight claimers work one ordered key of
+// 200 jobs, every third attempt retried at once: the jobs start in ID
+// order, one at a time, and each runs to done after its retries.
+func TestOrderedUnderRacingClaimers(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	if err := b.QueueSetKeys(ctx, "o", backend.KeyRules{Ordered: true}); err != nil {
+		t.Fatal(err)
+	}
+	ps := make([]backend.InsertParams, 200)
+	for i := range ps {
+		ps[i] = keyedJob("o", "seq")
+		ps[i].MaxAttempts = 10
+	}
+	ins, err := b.JobInsertMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	running, done, attempts := 0, map[int64]bool{}, 0
+	var starts []int64
+	deadline := time.Now().Add(30 * time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				finished := len(done) == len(ins)
+				mu.Unlock()
+				if finished || time.Now().After(deadline) {
+					return
+				}
+				rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"o"}, Max: 3, Lease: time.Minute})
+				if err != nil {
+					errs <- err
+					return
+				}
+				for _, r := range rows {
+					mu.Lock()
+					running++
+					if running > 1 {
+						mu.Unlock()
+						errs <- fmt.Errorf("job %d started while another job of the key ran", r.ID)
+						return
+					}
+					starts = append(starts, r.ID)
+					attempts++
+					retry := attempts%3 == 0
+					mu.Unlock()
+					// Counted down before the completion: a claim racing
+					// with it may see the key still taken, never the other
+					// way round.
+					mu.Lock()
+					running--
+					if !retry {
+						done[r.ID] = true
+					}
+					mu.Unlock()
+					out := backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone}
+					if retry {
+						out = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeRetry, Error: "again"}
+					}
+					if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{out}}); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(done) != len(ins) {
+		t.Fatalf("%d of %d jobs done before the deadline", len(done), len(ins))
+	}
+	// Starts go in ID order, a retried job starting again before the next.
+	for i := 1; i < len(starts); i++ {
+		if starts[i] < starts[i-1] {
+			t.Fatalf("job %d started after job %d", starts[i], starts[i-1])
+		}
 	}
 }

@@ -38,6 +38,8 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 		return nil, err
 	}
 	b.hub.notify(woken)
+	// A cancelled head lets its key's next job go.
+	b.wakeKeyQueues()
 	return out, nil
 }
 
@@ -67,6 +69,11 @@ func (b *Backend) cancelOne(ctx context.Context, tx *sql.Tx, id, now int64, wt *
 				if err := wt.jobCancelled(id); err != nil {
 					return r, err
 				}
+			}
+			// A cancelled head of a halting key halts it.
+			ke := keyEnds{ctx: ctx, tx: tx, st: wt.st, now: now, wt: wt}
+			if err := ke.cancelled(id); err != nil {
+				return r, err
 			}
 			r.Outcome = backend.CancelCancelled
 		default:

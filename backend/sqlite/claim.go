@@ -55,13 +55,15 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
 		jobs, limited = jobs[:0], limited[:0]
 		// The settings table holds a row only for a paused or limited
-		// queue: read under the write lock, so a pause or a limit set by
-		// any process applies to the next claim, and empty (the common
-		// case) it leaves the claim as it was.
+		// queue or one with key rules: read under the write lock, so a
+		// pause, a limit or a rule set by any process applies to the next
+		// claim, and empty (the common case) it leaves the claim as it
+		// was.
 		settings, err := readSettings(ctx, tx.StmtContext(ctx, st.settings))
 		if err != nil {
 			return err
 		}
+		b.noteKeyQueues(settings)
 		if len(settings) == 0 {
 			jobs, err = claimRows(ctx, tx.StmtContext(ctx, stmt), args, claimed, jobs)
 			return err
@@ -115,7 +117,7 @@ func scanJob(s scanner) (*backend.JobRow, error) { return newRowScan(false).scan
 type rowScan struct {
 	j                                                backend.JobRow
 	avail, created, attempts, maxAtt, prio, releases int64
-	uniqueKey, metadata, errors, task                sql.NullString
+	uniqueKey, metadata, errors, task, key           sql.NullString
 	workflowID                                       sql.NullInt64
 	status                                           string
 	reservedAt, leaseUntil                           sql.NullInt64
@@ -128,7 +130,7 @@ func newRowScan(claim bool) *rowScan {
 	r := &rowScan{}
 	r.dest = []any{&r.j.ID, &r.j.Queue, &r.j.Type, &r.j.Payload, &r.attempts, &r.maxAtt, &r.prio,
 		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token,
-		&r.workflowID, &r.task}
+		&r.workflowID, &r.task, &r.key, &r.j.Turn}
 	if !claim {
 		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors)
 	}
@@ -155,6 +157,7 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	j.CreatedAt = fromMicros(r.created)
 	j.UniqueKey = r.uniqueKey.String
 	j.WorkflowID, j.Task = r.workflowID.Int64, r.task.String
+	j.Key = r.key.String
 	if claimed != nil {
 		j.Status, j.ReservedAt, j.LeaseUntil = backend.StateReserved, claimed.ReservedAt, claimed.LeaseUntil
 		return j, nil

@@ -53,7 +53,8 @@ func TestMigrateClaimOrder(t *testing.T) {
 	if err := db.QueryRowContext(t.Context(), `SELECT sql FROM sqlite_master WHERE name = 'jobs_claim'`).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(def, "(queue, priority DESC, available_at, id)") {
+	// 010 put the turn (0 for a job without a key) after the priority.
+	if !strings.Contains(def, "(queue, priority DESC, turn, available_at, id") {
 		t.Fatalf("jobs_claim after the migration: %s", def)
 	}
 	b = openAt(t, path, sqlite.Options{})

@@ -51,6 +51,8 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		// The task of a workflow task's job ends with it, in this
 		// transaction (see wfTx); other jobs never touch it.
 		wt := wfTx{ctx: rowCtx, tx: tx, st: st, now: now, woken: woken}
+		// A failed or cancelled head of a halting key halts it here.
+		ke := keyEnds{ctx: rowCtx, tx: tx, st: st, now: nowUS, wt: &wt}
 		// refused sorts an outcome the fence refused: the cancelling
 		// claim it names ends cancelled, anything else is stale.
 		refused := func(o backend.Outcome) error {
@@ -64,6 +66,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 				}
 			}
 			if cancelled {
+				if err := ke.cancelled(o.Ref.ID); err != nil {
+					return err
+				}
 				res.Cancelled = append(res.Cancelled, o.Ref)
 			} else {
 				res.Stale = append(res.Stale, o.Ref)
@@ -134,6 +139,11 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 						return err
 					}
 				}
+				if moved {
+					if err := ke.failed(id); err != nil {
+						return err
+					}
+				}
 				applied = moved
 			}
 			if !applied {
@@ -148,6 +158,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
+	b.wakeKeyQueues()
 	b.limits.EndedOutcomes(params.Outcomes)
 	return res, nil
 }
@@ -209,6 +220,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		fin := finisher{ctx: ctx, tx: tx, st: st}
 		// A task's job that ends here ends its task (see wfTx).
 		wt := wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
+		ke := keyEnds{ctx: ctx, tx: tx, st: st, now: now, wt: &wt}
 		for _, ref := range refs {
 			id, tok := ref.ID, ref.Token
 			var queue string
@@ -231,6 +243,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				}
 			}
 			if moved {
+				if err := ke.failed(id); err != nil {
+					return err
+				}
 				continue
 			}
 			// The cancelling claim it names ends cancelled.
@@ -243,6 +258,9 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 				}
 			}
 			if moved {
+				if err := ke.cancelled(id); err != nil {
+					return err
+				}
 				res.Cancelled = append(res.Cancelled, ref)
 			} else {
 				res.Stale = append(res.Stale, ref)
@@ -254,6 +272,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
+	b.wakeKeyQueues()
 	b.limits.Ended(refs)
 	return res, nil
 }

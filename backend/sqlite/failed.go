@@ -208,6 +208,9 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 		if err != nil {
 			return 0, err
 		}
+		if step > 0 {
+			b.wakeKeyQueues() // a purged head no longer holds its key
+		}
 		return step, nil
 	}
 	where, args := failedWhere(params.Filter, params.Filter.Cutoff(b.now()), 0)
@@ -238,6 +241,9 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 		step = int(n)
 		return err
 	}, func() { purged += step })
+	if purged > 0 {
+		b.wakeKeyQueues() // a purged head no longer holds its key
+	}
 	return purged, err
 }
 
@@ -327,12 +333,12 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 		f                      backend.FailedJob
 		attempts, maxAtt, prio int64
 		uniqueKey, metadata    sql.NullString
-		errs, task             sql.NullString
+		errs, task, key        sql.NullString
 		created, failed        int64
 		workflowID             sql.NullInt64
 	)
 	if err := s.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.Error, &uniqueKey, &created, &failed, &metadata, &errs, &workflowID, &task); err != nil {
+		&f.Error, &uniqueKey, &created, &failed, &metadata, &errs, &workflowID, &task, &key, &f.Turn); err != nil {
 		return nil, err
 	}
 	md, err := decodeMetadata(metadata.String, metadata.Valid)
@@ -346,6 +352,7 @@ func scanFailed(s scanner) (*backend.FailedJob, error) {
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
 	f.WorkflowID, f.Task = workflowID.Int64, task.String
+	f.Key = key.String
 	f.CreatedAt = fromMicros(created)
 	f.FailedAt = fromMicros(failed)
 	return &f, nil

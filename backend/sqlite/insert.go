@@ -100,15 +100,23 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		fresh = append(fresh, i)
 	}
 
+	// Keyed jobs take their turns in batch order, as if inserted one by
+	// one (see turns).
+	var tn *turns
 	args := make([]any, 0, min(len(fresh), insertChunkRows)*insertColumnsPerRow)
 	for start := 0; start < len(fresh); start += insertChunkRows {
 		chunk := fresh[start:min(start+insertChunkRows, len(fresh))]
-		metadata := false
+		metadata, keyed := false, false
 		for _, i := range chunk {
 			if len(params[i].Metadata) > 0 {
 				metadata = true
-				break
 			}
+			if params[i].Key != "" {
+				keyed = true
+			}
+		}
+		if keyed && tn == nil {
+			tn = &turns{ctx: ctx, tx: tx}
 		}
 		args = args[:0]
 		for _, i := range chunk {
@@ -119,15 +127,31 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			}
 			args = append(args, p.Queue, p.Type, p.Payload, int64(p.MaxAttempts), int64(p.Priority),
 				micros(p.AvailableAt(now)), nowUS, key)
-			if metadata {
+			switch {
+			case keyed:
+				var jobKey any
+				var turn int64
+				if p.Key != "" {
+					jobKey = p.Key
+					var err error
+					if turn, err = tn.next(p.Queue, p.Key); err != nil {
+						return err
+					}
+				}
+				args = append(args, encodeMetadata(p.Metadata), jobKey, turn)
+			case metadata:
 				args = append(args, encodeMetadata(p.Metadata))
 			}
 		}
 		var res sql.Result
 		var err error
-		if stmt := st.insertStmt(len(chunk), metadata); stmt != nil {
+		switch stmt := st.insertStmt(len(chunk), metadata); {
+		case keyed:
+			// Not prepared: only chunks holding a keyed job pay its parse.
+			res, err = tx.ExecContext(ctx, insertKeyedSQL(len(chunk)), args...)
+		case stmt != nil:
 			res, err = tx.StmtContext(ctx, stmt).ExecContext(ctx, args...)
-		} else {
+		default:
 			res, err = tx.ExecContext(ctx, insertSQL(len(chunk), metadata), args...)
 		}
 		if err != nil {

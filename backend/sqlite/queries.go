@@ -20,24 +20,25 @@ import (
 // reserved_at, lease_until), whose reading back cost a claim measurably
 // (docs/performance.md). claim_token is read back although the
 // claim sets it: its value is the job's own (the last claim's plus one).
-// The last two name the job's workflow task (NULL for a plain job, which
+// The next two name the job's workflow task (NULL for a plain job, which
 // the CASE keeps to the column it reads anyway: only a task's job probes
-// workflow_tasks_job for its name).
+// workflow_tasks_job for its name); the last two are its key and turn.
 const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority,
 	available_at, created_at, last_error, unique_key, releases, metadata, claim_token,
 	workflow_id, CASE WHEN workflow_id IS NULL THEN NULL
-		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = jobs.id) END`
+		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = jobs.id) END, key, turn`
 
 // jobColumns is the column list scanJob reads, in order.
 const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors`
 
-// failedColumns is the column list scanFailed reads, in order. The last
-// two name the failed job's workflow task as claimColumns do, the CASE
-// sparing a plain job's row the probe of workflow_tasks_job.
+// failedColumns is the column list scanFailed reads, in order. The
+// workflow_id and CASE name the failed job's workflow task as claimColumns
+// do, the CASE sparing a plain job's row the probe of workflow_tasks_job;
+// key and turn follow.
 const failedColumns = `id, job_id, queue, type, payload, attempts, max_attempts, priority,
 	error, unique_key, created_at, failed_at, metadata, errors,
 	workflow_id, CASE WHEN workflow_id IS NULL THEN NULL
-		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = failed_jobs.job_id) END`
+		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = failed_jobs.job_id) END, key, turn`
 
 // appendErrorSQL is the errors column of the row being written with one
 // backend.AttemptError appended (the oldest dropped past
@@ -77,8 +78,9 @@ const qSchemaRecord = `INSERT INTO jobq_schema (version, applied_at) VALUES (?1,
 
 // --- insert ---
 
-// insertColumnsPerRow is the most parameters insertSQL binds per job.
-const insertColumnsPerRow = 9
+// insertColumnsPerRow is the most parameters insertSQL or insertKeyedSQL
+// binds per job.
+const insertColumnsPerRow = 11
 
 // insertSQL returns a multi-row INSERT of n pending jobs. Parameters, for
 // each row in turn: queue, type, payload, max_attempts, priority,
@@ -94,6 +96,19 @@ func insertSQL(n int, metadata bool) string {
 	if metadata {
 		cols, row = `unique_key, metadata) VALUES `, `(?,?,?,?,?,'pending',?,?,?,?)`
 	}
+	return multiInsert(cols, row, n)
+}
+
+// insertKeyedSQL is insertSQL for a chunk holding a keyed job: each row
+// has metadata, key and turn after the unique key (NULL, NULL and 0 for a
+// job without a key). Only such chunks pay for the three columns.
+func insertKeyedSQL(n int) string {
+	return multiInsert(`unique_key, metadata, key, turn) VALUES `, `(?,?,?,?,?,'pending',?,?,?,?,?,?)`, n)
+}
+
+// multiInsert writes the INSERT of n rows into jobs with columns cols
+// after the eight every row has, each row being row.
+func multiInsert(cols, row string, n int) string {
 	var sb strings.Builder
 	sb.Grow(128 + n*(len(row)+1))
 	sb.WriteString(`INSERT INTO jobs (queue, type, payload, max_attempts, priority, status, available_at, created_at, `)
@@ -115,8 +130,8 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 
 // claimSQL returns the claim statement for n distinct queues. Parameters:
 // ?1 now, ?2 lease_until, ?3 max jobs, ?4.. the queue names. It reserves up
-// to ?3 due pending jobs in claim order (highest priority, then earliest
-// available_at, then lowest ID), counting the attempt and raising the claim
+// to ?3 due pending jobs in claim order (highest priority, then lowest
+// turn, then earliest available_at, then lowest ID), counting the attempt and raising the claim
 // token, and returns them (claimColumns, in no particular order).
 //
 // The limit is written "?3 + 0" because SQLite re-prepares a statement
@@ -127,9 +142,11 @@ const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 // With one queue the subquery walks jobs_claim in order and stops at the
 // limit. With several, each queue's arm is limited on its own index range
 // before the arms are merged, so a claim never sorts a whole backlog.
-// Within a priority the index holds the due jobs first (available_at
-// ascending), so the walk reaches the jobs scheduled for later only once
-// it has taken every due job of that priority.
+// Within a priority and turn the index holds the due jobs first
+// (available_at ascending), so the walk reaches the jobs scheduled for
+// later only once it has taken every due job of that turn: a queue without
+// keys has one turn (0), walked as before turns. It takes no notice of key
+// rules: a queue with some is claimed by claimKeyed.
 func claimSQL(n int) string {
 	var sb strings.Builder
 	sb.WriteString(`UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
@@ -138,20 +155,20 @@ WHERE id IN (`)
 	if n == 1 {
 		sb.WriteString(`SELECT id FROM jobs
 	WHERE status = 'pending' AND queue = ?4 AND available_at <= ?1
-	ORDER BY priority DESC, available_at, id LIMIT ?3 + 0`)
+	ORDER BY priority DESC, turn, available_at, id LIMIT ?3 + 0`)
 	} else {
 		sb.WriteString(`SELECT id FROM (`)
 		for i := range n {
 			if i > 0 {
 				sb.WriteString("\n\tUNION ALL ")
 			}
-			sb.WriteString(`SELECT id, priority, available_at FROM (SELECT id, priority, available_at FROM jobs
+			sb.WriteString(`SELECT id, priority, turn, available_at FROM (SELECT id, priority, turn, available_at FROM jobs
 		WHERE status = 'pending' AND queue = ?`)
 			sb.WriteString(strconv.Itoa(4 + i))
 			sb.WriteString(` AND available_at <= ?1
-		ORDER BY priority DESC, available_at, id LIMIT ?3 + 0)`)
+		ORDER BY priority DESC, turn, available_at, id LIMIT ?3 + 0)`)
 		}
-		sb.WriteString("\n\tORDER BY priority DESC, available_at, id LIMIT ?3 + 0)")
+		sb.WriteString("\n\tORDER BY priority DESC, turn, available_at, id LIMIT ?3 + 0)")
 	}
 	sb.WriteString(`)
 RETURNING ` + claimColumns)
@@ -196,12 +213,13 @@ RETURNING queue`
 // qFailCopy: ?1 id, ?2 claim_token (the fence), ?3 error, ?4 failed_at,
 // ?5 duration µs, ?6 worker. Copies the held job into failed_jobs, its
 // claim token with it (a replay brings it back), its workflow_id (a replay
-// must know a task's job) and its errors with the failing attempt's
+// must know a task's job), its key and turn (a replay puts it back in its
+// place) and its errors with the failing attempt's
 // appended; RowsAffected is 0 when stale. qJobDelete must follow in the
 // same transaction.
 var qFailCopy = `INSERT INTO failed_jobs
-	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id, errors)
-SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token, workflow_id,
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id, key, turn, errors)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?3, unique_key, created_at, ?4, metadata, claim_token, workflow_id, key, turn,
 	` + appendErrorSQL("?4", "?5", "?6", "?3") + `
 FROM jobs WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
@@ -286,7 +304,8 @@ const qFailedGet = `SELECT ` + failedColumns + ` FROM failed_jobs WHERE job_id =
 // is zero) and its arguments for a failed-jobs filter whose time bound
 // (FailedBefore, OlderThan) was resolved to cutoff (zero: none). beforeID >
 // 0 adds id < beforeID. The queue and type terms use
-// failed_jobs_queue/_type.
+// failed_jobs_queue/_type. KeepHeld reads queue_settings (a row per
+// controlled queue) once per statement.
 func failedWhere(f backend.FailedFilter, cutoff time.Time, beforeID int64) (string, []any) {
 	var terms []string
 	var args []any
@@ -297,6 +316,15 @@ func failedWhere(f backend.FailedFilter, cutoff time.Time, beforeID int64) (stri
 	if f.Type != "" {
 		args = append(args, f.Type)
 		terms = append(terms, "type = ?")
+	}
+	if f.Key != "" {
+		args = append(args, f.Key)
+		terms = append(terms, "key = ?")
+	}
+	if f.KeepHeld {
+		// A keyed job of a queue ordered under KeyHold may hold its key.
+		terms = append(terms, `(key IS NULL OR queue NOT IN (SELECT queue FROM queue_settings
+			WHERE key_ordered = 1 AND key_policy IN ('', '`+string(backend.KeyHold)+`')))`)
 	}
 	if !cutoff.IsZero() {
 		args = append(args, micros(cutoff))
@@ -349,8 +377,9 @@ const qFailedOfJob = `SELECT id FROM failed_jobs WHERE job_id = ?1 ORDER BY id D
 
 // qReplay: ?1 failed_jobs id, ?2 available_at (now). Re-inserts the failed
 // job as pending under its original job ID with attempts and releases
-// reset, keeping its metadata, its errors and its claim token (never reset: the
-// holder from before the failure must stay stale) and its workflow_id,
+// reset, keeping its metadata, its errors, its claim token (never reset: the
+// holder from before the failure must stay stale), its key and turn (its
+// place among its key's jobs) and its workflow_id,
 // unless a live job holds that ID or its unique key, or it is the task of
 // a workflow that was cancelled (or pruned, which only a cancelled one
 // with a failed task can be): a cancelled workflow stays cancelled.
@@ -358,8 +387,8 @@ const qFailedOfJob = `SELECT id FROM failed_jobs WHERE job_id = ?1 ORDER BY id D
 // then restored in the same transaction) and job ID, or no row when
 // skipped (or the ID does not exist).
 const qReplay = `INSERT INTO jobs
-	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, errors)
-SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token, f.workflow_id, f.errors
+	(id, queue, type, payload, attempts, max_attempts, priority, status, available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, key, turn, errors)
+SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pending', ?2, f.created_at, f.error, f.unique_key, 0, f.metadata, f.claim_token, f.workflow_id, f.key, f.turn, f.errors
 FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)

@@ -11,14 +11,14 @@ import (
 
 // finishedColumns is the column list scanFinished reads, in order.
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at`
+	last_error, unique_key, metadata, created_at, finished_at, key`
 
 // finishCopy is the head of the statements that copy a live job into
 // finished_jobs: ?2 state, ?3 finished_at; the WHERE that follows names
 // the job (?1 id) and its fence.
 const finishCopy = `INSERT INTO finished_jobs
-	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at)
-SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3
+	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key)
+SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3, key
 FROM jobs `
 
 // qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4
@@ -71,7 +71,7 @@ ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.unti
 WHERE jobq_turns.holder = excluded.holder OR jobq_turns.until <= ?3`
 
 // listWhere builds the filter terms (without WHERE) and arguments of a
-// list: f's queue and type, its time range on column at, and id < beforeID
+// list: f's queue, type and key, its time range on column at, and id < beforeID
 // when beforeID > 0. terms holds the state's own conditions first.
 func listWhere(terms []string, args []any, f backend.JobFilter, at string, beforeID int64) (string, []any) {
 	if f.Queue != "" {
@@ -79,6 +79,9 @@ func listWhere(terms []string, args []any, f backend.JobFilter, at string, befor
 	}
 	if f.Type != "" {
 		terms, args = append(terms, "type = ?"), append(args, f.Type)
+	}
+	if f.Key != "" {
+		terms, args = append(terms, "key = ?"), append(args, f.Key)
 	}
 	if !f.Since.IsZero() {
 		terms, args = append(terms, at+" >= ?"), append(args, micros(f.Since))

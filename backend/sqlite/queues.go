@@ -14,10 +14,12 @@ import (
 // headers follow queries.go's convention.
 
 // qQueueSettings: no parameters. Returns queue, paused, concurrency,
-// rate_limit, rate_period (µs), rate_window and rate_count of every paused
-// or limited queue. Read inside every claim: the table holds a row per
+// rate_limit, rate_period (µs), rate_window, rate_count, key_limit,
+// key_ordered and key_policy of every paused or limited queue or one with
+// key rules. Read inside every claim: the table holds a row per
 // such queue only, so on a store that uses none it reads nothing.
-const qQueueSettings = `SELECT queue, paused, concurrency, rate_limit, rate_period, rate_window, rate_count FROM queue_settings`
+const qQueueSettings = `SELECT queue, paused, concurrency, rate_limit, rate_period, rate_window, rate_count,
+	key_limit, key_ordered, key_policy FROM queue_settings`
 
 // qQueueReserved: ?1 queue. Returns how many of the queue's jobs are
 // reserved. It walks jobs_lease (every reserved job, bounded by the
@@ -41,13 +43,16 @@ ON CONFLICT (queue) DO UPDATE SET concurrency = excluded.concurrency, rate_limit
 	rate_period = excluded.rate_period, rate_window = 0, rate_count = 0, updated_at = excluded.updated_at`
 
 // qQueuePrune: ?1 queue. Deletes the queue's row when it neither pauses
-// nor limits anything, so claims of a store without controls stay on the
-// unlimited path.
-const qQueuePrune = `DELETE FROM queue_settings WHERE queue = ?1 AND paused = 0 AND concurrency = 0 AND rate_limit = 0`
+// nor limits anything and has no key rules, so claims of a store without
+// controls stay on the unlimited path.
+const qQueuePrune = `DELETE FROM queue_settings WHERE queue = ?1 AND paused = 0 AND concurrency = 0 AND rate_limit = 0
+	AND key_limit = 0 AND key_ordered = 0 AND key_policy = ''`
 
 // qQueueSettingsList: no parameters. Returns queue, paused, concurrency,
-// rate_limit and rate_period (µs) of every row, by queue name.
-const qQueueSettingsList = `SELECT queue, paused, concurrency, rate_limit, rate_period FROM queue_settings ORDER BY queue`
+// rate_limit, rate_period (µs), key_limit, key_ordered and key_policy of
+// every row, by queue name.
+const qQueueSettingsList = `SELECT queue, paused, concurrency, rate_limit, rate_period, key_limit, key_ordered, key_policy
+FROM queue_settings ORDER BY queue`
 
 // settingsRow is one queue's row as a claim reads it.
 type settingsRow struct {
@@ -66,9 +71,12 @@ func readSettings(ctx context.Context, stmt *sql.Stmt) (map[string]settingsRow, 
 	for rows.Next() {
 		var s settingsRow
 		var period int64
-		if err := rows.Scan(&s.Queue, &s.Paused, &s.Concurrency, &s.Rate, &period, &s.window, &s.count); err != nil {
+		var policy string
+		if err := rows.Scan(&s.Queue, &s.Paused, &s.Concurrency, &s.Rate, &period, &s.window, &s.count,
+			&s.Keys.Limit, &s.Keys.Ordered, &policy); err != nil {
 			return nil, err
 		}
+		s.Keys.OnFailure = backend.KeyPolicy(policy)
 		s.RatePeriod = time.Duration(period) * time.Microsecond
 		if out == nil {
 			out = map[string]settingsRow{}
@@ -87,12 +95,13 @@ type limitedClaim struct {
 	next  time.Time
 }
 
-// claimControlled is the claim when some queue is paused or limited, run
-// inside the claim's write transaction (whose lock serializes every
-// claimer of the file, so no two can both see a free slot): paused queues
-// are skipped, the unlimited ones claimed by one statement, then each
-// limited queue up to what its limits allow now. base holds the claim's
-// reserved_at and lease_until arguments.
+// claimControlled is the claim when some queue is paused or limited or
+// has key rules, run inside the claim's write transaction (whose lock
+// serializes every claimer of the file, so no two can both see a free
+// slot): paused queues are skipped, the unlimited ones claimed by one
+// statement, then each limited queue up to what its limits and its key
+// rules allow now (see claimKeyed). base holds the claim's reserved_at and
+// lease_until arguments.
 func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, settings map[string]settingsRow,
 	queues []string, want int, now time.Time, base []any, claimed *backend.JobRow, jobs []*backend.JobRow,
 ) ([]*backend.JobRow, []limitedClaim, error) {
@@ -100,7 +109,7 @@ func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, se
 	for _, q := range queues {
 		s, ok := settings[q]
 		switch {
-		case !ok || !s.Paused && s.QueueLimits.IsZero():
+		case !ok || !s.Paused && s.QueueLimits.IsZero() && s.Keys.IsZero():
 			free = append(free, q)
 		case !s.Paused:
 			limited = append(limited, q)
@@ -158,7 +167,15 @@ func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, se
 		}
 		allow := s.Allowance(room, reserved, used)
 		var got []*backend.JobRow
-		if allow > 0 {
+		if allow > 0 && !s.Keys.IsZero() {
+			// Key rules: the claim takes only what they allow.
+			n := len(jobs)
+			var err error
+			if jobs, err = claimKeyed(ctx, tx, st, q, s.Keys, allow, base, claimed, jobs); err != nil {
+				return jobs, nil, err
+			}
+			got = jobs[n:len(jobs):len(jobs)]
+		} else if allow > 0 {
 			stmt, err := st.claimStmtTx(ctx, tx, 1)
 			if err != nil {
 				return jobs, nil, err
@@ -257,9 +274,11 @@ func (b *Backend) QueueSettingsList(ctx context.Context) ([]backend.QueueSetting
 	for rows.Next() {
 		var s backend.QueueSettings
 		var period int64
-		if err := rows.Scan(&s.Queue, &s.Paused, &s.Concurrency, &s.Rate, &period); err != nil {
+		var policy string
+		if err := rows.Scan(&s.Queue, &s.Paused, &s.Concurrency, &s.Rate, &period, &s.Keys.Limit, &s.Keys.Ordered, &policy); err != nil {
 			return nil, b.mapErr(ctx, op, err)
 		}
+		s.Keys.OnFailure = backend.KeyPolicy(policy)
 		s.RatePeriod = time.Duration(period) * time.Microsecond
 		out = append(out, s)
 	}

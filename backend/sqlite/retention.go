@@ -31,10 +31,11 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 		state                  string
 		attempts, maxAtt, prio int64
 		uniqueKey, metadata    sql.NullString
+		key                    sql.NullString
 		created, finished      int64
 	)
 	if err := s.Scan(&f.ID, &state, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.LastError, &uniqueKey, &metadata, &created, &finished); err != nil {
+		&f.LastError, &uniqueKey, &metadata, &created, &finished, &key); err != nil {
 		return nil, err
 	}
 	md, err := decodeMetadata(metadata.String, metadata.Valid)
@@ -45,6 +46,7 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 	f.State = backend.JobState(state)
 	f.Attempts, f.MaxAttempts, f.Priority = int(attempts), int(maxAtt), int(prio)
 	f.UniqueKey = uniqueKey.String
+	f.Key = key.String
 	f.CreatedAt = fromMicros(created)
 	f.FinishedAt = fromMicros(finished)
 	return &f, nil

@@ -89,8 +89,12 @@ type Backend struct {
 	loops       lifecycle.Group // the checkpointer; started by Open, stopped by Close
 	hub         hub
 	limits      *limitwake.Tracker // wakes idle workers when a queue limit lets jobs go
-	closed      atomic.Bool
-	closeOnce   sync.Once
+	// keyQueues holds the queues whose key rules limit or order their
+	// keys, as the last claim or QueueSetKeys of this process saw them
+	// (see wakeKeyQueues); nil or empty when none.
+	keyQueues atomic.Pointer[map[string]struct{}]
+	closed    atomic.Bool
+	closeOnce sync.Once
 
 	stmtMu sync.Mutex
 	st     *stmts // prepared on first use, see statements

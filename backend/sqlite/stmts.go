@@ -37,6 +37,12 @@ type stmts struct {
 	rateUpdate    *sql.Stmt
 	finishKeep    *sql.Stmt
 	finishCancel  *sql.Stmt
+	// claims of a queue with key rules (claimKeyed)
+	keyWalk     *sql.Stmt
+	keyReserved *sql.Stmt
+	keyHead     *sql.Stmt
+	keyFailed   *sql.Stmt
+	claimIDs    *sql.Stmt
 	// wf holds the workflow statements of the completion paths by their
 	// text (see wfTx.stmt): a batch that ends tasks would otherwise parse
 	// each of them again.
@@ -92,6 +98,11 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		{b.w, &st.rateUpdate, qQueueRateUpdate},
 		{b.w, &st.finishKeep, qFinishKeep},
 		{b.w, &st.finishCancel, qFinishCancelled},
+		{b.w, &st.keyWalk, qKeyWalk},
+		{b.w, &st.keyReserved, qKeyReserved},
+		{b.w, &st.keyHead, qKeyHead},
+		{b.w, &st.keyFailed, qKeyFailed},
+		{b.w, &st.claimIDs, qClaimIDs},
 		{b.r, &st.jobGet, qJobGet},
 		{b.r, &st.failedGet, qFailedGet},
 	} {

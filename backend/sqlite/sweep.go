@@ -59,16 +59,22 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		fin := finisher{ctx: ctx, tx: tx, st: st}
 		// A task's job that ends here ends its task (see wfTx).
 		wt := wfTx{ctx: ctx, tx: tx, st: st, now: fromMicros(now), woken: woken}
+		ke := keyEnds{ctx: ctx, tx: tx, st: st, now: now, wt: &wt}
 		for _, e := range found {
 			if e.cancelling {
 				// Its holder let the lease run out after the cancel:
 				// the job ends cancelled, never rescued.
-				_, wf, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.StateCancelled, now)
+				moved, wf, err := fin.move(fin.cancelStmt(), e.id, e.token, backend.StateCancelled, now)
 				if err != nil {
 					return err
 				}
 				if wf != 0 {
 					if err := wt.jobCancelled(e.id); err != nil {
+						return err
+					}
+				}
+				if moved {
+					if err := ke.cancelled(e.id); err != nil {
 						return err
 					}
 				}
@@ -83,12 +89,17 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 				res.Rescued++
 				woken[e.queue] = struct{}{}
 			} else {
-				_, wf, err := fails.move(e.id, e.token, backend.LeaseExpiredError, now, 0, "")
+				moved, wf, err := fails.move(e.id, e.token, backend.LeaseExpiredError, now, 0, "")
 				if err != nil {
 					return err
 				}
 				if wf != 0 {
 					if err := wt.jobFailed(e.id, backend.LeaseExpiredError); err != nil {
+						return err
+					}
+				}
+				if moved {
+					if err := ke.failed(e.id); err != nil {
 						return err
 					}
 				}
@@ -107,5 +118,8 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, err
 	}
 	b.hub.notify(woken)
+	if len(res.Jobs) > 0 || res.Cancelled > 0 {
+		b.wakeKeyQueues()
+	}
 	return res, nil
 }

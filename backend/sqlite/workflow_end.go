@@ -244,9 +244,9 @@ func (w *wfTx) release(wf int64, idxs []int64) error {
 			t                     task
 			prio, maxAtt, delayUS int64
 			runAt                 sql.NullInt64
-			metadata              sql.NullString
+			metadata, key         sql.NullString
 		)
-		if err := r.Scan(&t.idx, &t.params.Queue, &t.params.Type, &t.params.Payload, &prio, &maxAtt, &delayUS, &runAt, &metadata); err != nil {
+		if err := r.Scan(&t.idx, &t.params.Queue, &t.params.Type, &t.params.Payload, &prio, &maxAtt, &delayUS, &runAt, &metadata, &key); err != nil {
 			return t, err
 		}
 		md, err := decodeMetadata(metadata.String, metadata.Valid)
@@ -254,6 +254,7 @@ func (w *wfTx) release(wf int64, idxs []int64) error {
 			return t, err
 		}
 		t.params.Metadata = md
+		t.params.Key = key.String
 		t.params.Priority, t.params.MaxAttempts = int(prio), int(maxAtt)
 		t.params.Delay = time.Duration(delayUS) * time.Microsecond
 		if runAt.Valid {

@@ -126,7 +126,7 @@ func (w *wfTx) insertWorkflow(params backend.WorkflowParams, order []int) (*back
 			}
 			args = append(args, wf, pos[i], t.Name, string(state), int64(len(t.Deps)), job,
 				t.Job.Queue, t.Job.Type, t.Job.Payload, int64(t.Job.Priority), int64(t.Job.MaxAttempts),
-				t.Job.Delay.Microseconds(), runAt, encodeMetadata(t.Job.Metadata))
+				t.Job.Delay.Microseconds(), runAt, encodeMetadata(t.Job.Metadata), nullString(t.Job.Key))
 		}
 		if _, err := w.tx.ExecContext(w.ctx, taskInsertSQL(len(chunk)), args...); err != nil {
 			return nil, fmt.Errorf("insert tasks: %w", err)

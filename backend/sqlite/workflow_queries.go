@@ -25,19 +25,19 @@ const causeJob = "job" // the task's own job was cancelled
 const qWorkflowInsert = `INSERT INTO workflows (name, state, tasks, unfinished, created_at) VALUES (?1, 'running', ?2, ?2, ?3)`
 
 // taskInsertColumns is how many parameters taskInsertSQL binds per task.
-const taskInsertColumns = 14
+const taskInsertColumns = 15
 
 // taskInsertRows is how many tasks one taskInsertSQL statement carries:
-// 14 parameters each stays far below SQLite's 32766-variable limit.
+// 15 parameters each stays far below SQLite's 32766-variable limit.
 const taskInsertRows = 500
 
 // taskInsertSQL returns a multi-row INSERT of n tasks. Parameters, for
 // each row in turn: workflow_id, idx, name, state, waiting, job_id (NULL
 // while waiting), queue, type, payload, priority, max_attempts, delay_us,
-// run_at (NULL for none), metadata (NULL for none).
+// run_at (NULL for none), metadata (NULL for none), key (NULL for none).
 func taskInsertSQL(n int) string {
 	return multiRow(`INSERT INTO workflow_tasks (workflow_id, idx, name, state, waiting, job_id, queue, type, payload,
-	priority, max_attempts, delay_us, run_at, metadata) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, n)
+	priority, max_attempts, delay_us, run_at, metadata, key) VALUES `, `(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`, n)
 }
 
 // edgeInsertRows is how many edges one edgeInsertSQL statement carries:
@@ -113,9 +113,9 @@ WHERE id = ?1 AND state = 'running'`
 
 // qTasksToRelease: ?1 workflow_id, ?2 JSON array of idx. Returns idx and
 // the job's parameters (queue, type, payload, priority, max_attempts,
-// delay_us, run_at, metadata) of those tasks still waiting for nothing,
-// in idx order.
-const qTasksToRelease = `SELECT idx, queue, type, payload, priority, max_attempts, delay_us, run_at, metadata
+// delay_us, run_at, metadata, key) of those tasks still waiting for
+// nothing, in idx order.
+const qTasksToRelease = `SELECT idx, queue, type, payload, priority, max_attempts, delay_us, run_at, metadata, key
 FROM workflow_tasks
 WHERE workflow_id = ?1 AND idx IN (SELECT value FROM json_each(?2)) AND state = 'waiting' AND waiting = 0
 ORDER BY idx`

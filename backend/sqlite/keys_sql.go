@@ -1,0 +1,137 @@
+package sqlite
+
+// The statements of keys (backend.KeyController) live here, beside
+// queries.go, whose conventions they follow. Each per-key lookup is a
+// probe of one of the partial indexes of migration 010, which hold keyed
+// jobs only: a queue without keys never pays for them.
+
+// --- turns at insert ---
+
+// qKeyMaxTurn: ?1 queue, ?2 key. Returns the highest turn among the live
+// jobs of the key, 0 when it has none (jobs_key_turn).
+const qKeyMaxTurn = `SELECT COALESCE(MAX(turn), 0) FROM jobs WHERE queue = ?1 AND key = ?2`
+
+// qQueueMinTurn: ?1 queue. Returns the lowest turn among the queue's
+// pending keyed jobs (scheduled ones included), 0 when it has none
+// (jobs_turn): the round being worked.
+const qQueueMinTurn = `SELECT COALESCE(MIN(turn), 0) FROM jobs WHERE status = 'pending' AND queue = ?1 AND key IS NOT NULL`
+
+// --- claims of a queue with key rules ---
+
+// qKeyWalk: ?1 queue, ?2 now, ?3 limit. Returns id and key of the queue's
+// due pending jobs in claim order, at most ?3: the start of jobs_claim,
+// read from the index alone (it carries key).
+const qKeyWalk = `SELECT id, key FROM jobs
+WHERE status = 'pending' AND queue = ?1 AND available_at <= ?2
+ORDER BY priority DESC, turn, available_at, id LIMIT ?3`
+
+// qKeyReserved: ?1 queue, ?2 key. Returns how many jobs of the key are
+// reserved, cancelling ones included (jobs_key_reserved: few rows).
+const qKeyReserved = `SELECT count(*) FROM jobs WHERE status = 'reserved' AND queue = ?1 AND key = ?2`
+
+// qKeyHead: ?1 queue, ?2 key. Returns the lowest ID among the key's live
+// jobs, or no row (jobs_key).
+const qKeyHead = `SELECT id FROM jobs WHERE queue = ?1 AND key = ?2 ORDER BY id LIMIT 1`
+
+// qKeyFailed: ?1 queue, ?2 key. Returns one row when the key has a job in
+// failed_jobs (failed_jobs_key).
+const qKeyFailed = `SELECT 1 FROM failed_jobs WHERE queue = ?1 AND key = ?2 LIMIT 1`
+
+// qClaimIDs: ?1 reserved_at, ?2 lease_until, ?3 JSON array of job IDs.
+// Reserves those of the jobs still pending as claimSQL does and returns
+// them (claimColumns).
+const qClaimIDs = `UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
+	reserved_at = ?1, lease_until = ?2
+WHERE id IN (SELECT value FROM json_each(?3)) AND status = 'pending'
+RETURNING ` + claimColumns
+
+// qQueueKeys: ?1 queue. Returns the distinct keys of the queue's pending
+// jobs, by name: one probe of jobs_key_claim per key, skipping each key's
+// backlog (a loose index scan written as a recursive CTE).
+const qQueueKeys = `WITH RECURSIVE k(key) AS (
+	SELECT (SELECT key FROM jobs INDEXED BY jobs_key_claim WHERE status = 'pending' AND queue = ?1 AND key IS NOT NULL ORDER BY key LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.key FROM jobs j INDEXED BY jobs_key_claim WHERE j.status = 'pending' AND j.queue = ?1 AND j.key > k.key ORDER BY j.key LIMIT 1)
+	FROM k WHERE k.key IS NOT NULL
+)
+SELECT key FROM k WHERE key IS NOT NULL`
+
+// qQueuePriorities: ?1 queue. Returns the distinct priorities of the
+// queue's pending jobs, highest first: one probe of jobs_claim each.
+const qQueuePriorities = `WITH RECURSIVE p(prio) AS (
+	SELECT (SELECT priority FROM jobs INDEXED BY jobs_claim WHERE status = 'pending' AND queue = ?1 ORDER BY priority DESC LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.priority FROM jobs j INDEXED BY jobs_claim WHERE j.status = 'pending' AND j.queue = ?1 AND j.priority < p.prio ORDER BY j.priority DESC LIMIT 1)
+	FROM p WHERE p.prio IS NOT NULL
+)
+SELECT prio FROM p WHERE prio IS NOT NULL`
+
+// qUnkeyedDue: ?1 queue, ?2 priority, ?3 now, ?4 limit. Returns id,
+// priority, turn and available_at of the first due pending jobs without a
+// key (turn 0: every keyed job has turn 1 or more) at that priority, in
+// claim order (one range of jobs_claim).
+const qUnkeyedDue = `SELECT id, priority, turn, available_at FROM jobs
+WHERE status = 'pending' AND queue = ?1 AND priority = ?2 AND turn = 0 AND available_at <= ?3
+ORDER BY available_at, id LIMIT ?4`
+
+// qKeyDue: ?1 queue, ?2 key, ?3 now, ?4 limit. Returns id, priority, turn
+// and available_at of the key's first due pending jobs in claim order
+// (jobs_key_claim).
+const qKeyDue = `SELECT id, priority, turn, available_at FROM jobs
+WHERE status = 'pending' AND queue = ?1 AND key = ?2 AND available_at <= ?3
+ORDER BY priority DESC, turn, available_at, id LIMIT ?4`
+
+// qJobDue: ?1 id, ?2 now. Returns id, priority, turn and available_at of
+// the job when it is pending and due, or no row.
+const qJobDue = `SELECT id, priority, turn, available_at FROM jobs WHERE id = ?1 AND status = 'pending' AND available_at <= ?2`
+
+// --- halt ---
+
+// qFailedKeyOf: ?1 job id. Returns the queue and key (NULL for none) of
+// the job's newest failed row (failed_jobs_job_id), or no row.
+const qFailedKeyOf = `SELECT queue, key FROM failed_jobs WHERE job_id = ?1 ORDER BY id DESC LIMIT 1`
+
+// qFinishedKeyOf: ?1 job id. Returns the queue and key (NULL for none) of
+// the kept finished job, or no row.
+const qFinishedKeyOf = `SELECT queue, key FROM finished_jobs WHERE id = ?1`
+
+// qKeyLower: ?1 queue, ?2 key, ?3 id. Returns one row when a live job of
+// the key has an ID below ?3 (jobs_key).
+const qKeyLower = `SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND id < ?3 LIMIT 1`
+
+// qKeyPendingAfter: ?1 queue, ?2 key, ?3 id. Returns the IDs of the key's
+// pending jobs above ?3, lowest first (jobs_key).
+const qKeyPendingAfter = `SELECT id FROM jobs WHERE queue = ?1 AND key = ?2 AND id > ?3 AND status = 'pending' ORDER BY id`
+
+// qFinishHalted: ?1 id, ?2 last_error, ?3 finished_at. Copies a pending
+// job into finished_jobs as cancelled with last_error ?2; RowsAffected is
+// 0 when it is not pending. qJobDelete must follow.
+const qFinishHalted = `INSERT INTO finished_jobs
+	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key)
+SELECT id, 'cancelled', queue, type, payload, attempts, max_attempts, priority, ?2, unique_key, metadata, created_at, ?3, key
+FROM jobs WHERE id = ?1 AND status = 'pending'`
+
+// --- queue settings and listing ---
+
+// qQueueSetKeys: ?1 queue, ?2 key_limit, ?3 key_ordered, ?4 key_policy, ?5
+// updated_at. Replaces the queue's key rules, keeping its paused flag and
+// limits.
+const qQueueSetKeys = `INSERT INTO queue_settings (queue, key_limit, key_ordered, key_policy, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (queue) DO UPDATE SET key_limit = excluded.key_limit, key_ordered = excluded.key_ordered,
+	key_policy = excluded.key_policy, updated_at = excluded.updated_at`
+
+// keyListSQL: where (without WHERE, "1" for none) filters both tables by
+// queue; its arguments are given twice. Returns queue, key, pending,
+// reserved and failed counts, the lowest failed job ID (NULL when none)
+// and when that job failed of every key with live or failed jobs: with a
+// single min() SQLite takes the query's bare column (failed_at) from the
+// row holding the minimum. An operator's listing reads every keyed row
+// once.
+func keyListSQL(where string) string {
+	return `SELECT queue, key, SUM(p), SUM(r), SUM(f), MIN(head), at FROM (
+	SELECT queue, key, status = 'pending' AS p, status = 'reserved' AS r, 0 AS f, NULL AS head, NULL AS at
+	FROM jobs WHERE key IS NOT NULL AND ` + where + `
+	UNION ALL
+	SELECT queue, key, 0, 0, 1, job_id, failed_at FROM failed_jobs WHERE key IS NOT NULL AND ` + where + `
+) GROUP BY queue, key`
+}

@@ -30,7 +30,7 @@
 //	Retainer              x      x       x       x
 //	ScheduleStore         x      x       x       x
 //	Workflower            x      x       x       x
-//	KeyController         x      x              x
+//	KeyController         x      x       x       x
 //	Inline                                             x
 //
 // Adding one: docs/architecture.md has the checklist (the interface here,

@@ -159,7 +159,7 @@ func (b *Backend) JobList(ctx context.Context, params backend.JobListParams) ([]
 	return out, err
 }
 
-// listArgs are $2..$7 of sqlFinishedList and sqlJobList.
+// listArgs are $2..$8 of sqlFinishedList and sqlJobList.
 func listArgs(f backend.JobFilter, beforeID int64, limit int) []any {
 	opt := func(s string) any {
 		if s == "" {
@@ -177,7 +177,7 @@ func listArgs(f backend.JobFilter, beforeID int64, limit int) []any {
 	if beforeID > 0 {
 		before = beforeID
 	}
-	return []any{opt(f.Queue), opt(f.Type), optTime(f.Since), optTime(f.Until), before, limit}
+	return []any{opt(f.Queue), opt(f.Type), optTime(f.Since), optTime(f.Until), before, limit, opt(f.Key)}
 }
 
 func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
@@ -185,10 +185,12 @@ func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
 		f                    backend.FinishedJob
 		state                string
 		lastError, uniqueKey pgtype.Text
+		key                  pgtype.Text
+		haltHead             pgtype.Int8
 		metadata             []byte
 	)
 	err := row.Scan(&f.ID, &state, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts, &f.Priority,
-		&lastError, &uniqueKey, &metadata, &f.CreatedAt, &f.FinishedAt)
+		&lastError, &uniqueKey, &metadata, &f.CreatedAt, &f.FinishedAt, &key, &haltHead)
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +198,12 @@ func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
 		return nil, fmt.Errorf("finished job %d: %w", f.ID, err)
 	}
 	f.State = backend.JobState(state)
-	f.LastError, f.UniqueKey = lastError.String, uniqueKey.String
+	f.LastError, f.UniqueKey, f.Key = lastError.String, uniqueKey.String, key.String
+	if haltHead.Valid {
+		// The halt trigger quotes the key only as far as SQL can: Go's
+		// own words are written here (see migrations/013_keys.sql).
+		f.LastError = backend.HaltedError(f.Key, haltHead.Int64)
+	}
 	return &f, nil
 }
 

@@ -11,6 +11,8 @@ import (
 // TestMigrateClaimOrder: migration 009 rebuilds jobs_claim_idx in claim
 // order (priority, available_at, id), and the jobs queued before it are
 // claimed in that order: a job due earlier first, whatever its id.
+// Migration 013 puts turn before available_at: 0 for every job queued
+// before it, so their order stays.
 func TestMigrateClaimOrder(t *testing.T) {
 	t.Parallel()
 	schema := testSchema(t)
@@ -27,7 +29,7 @@ func TestMigrateClaimOrder(t *testing.T) {
 	if err := b.Pool().QueryRow(t.Context(), "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'jobs_claim_idx'", schema).Scan(&def); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(def, "(queue, priority DESC, available_at, id) WHERE (status = 'pending'::text)") {
+	if !strings.Contains(def, "(queue, priority DESC, turn, available_at, id) WHERE (status = 'pending'::text)") {
 		t.Fatalf("jobs_claim_idx after the migration: %s", def)
 	}
 	for _, want := range []int64{2, 1, 3} {

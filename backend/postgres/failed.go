@@ -24,7 +24,7 @@ func (b *Backend) FailedList(ctx context.Context, params backend.FailedListParam
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	before := pgtype.Int8{Int64: params.BeforeID, Valid: params.BeforeID > 0}
-	args := append(filterArgs(params.Filter), before, limit)
+	args := append(append(filterArgs(params.Filter), before, limit), keyFilter(params.Filter)...)
 	var jobs []*backend.FailedJob
 	err = b.do(ctx, op, func(ctx context.Context) error {
 		rows, err := b.pool.Query(ctx, b.q.failedList, args...)
@@ -63,7 +63,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	byType := map[backend.TypeCount]int{}
 	err := b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
 		var step replayStep
-		args := append(filterArgs(params.Filter), after, backend.ChunkSize)
+		args := append(append(filterArgs(params.Filter), after, backend.ChunkSize), keyFilter(params.Filter)...)
 		if err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...)); err != nil {
 			return step.last, step.matched, err
 		}
@@ -173,13 +173,16 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 			n = tag.RowsAffected()
 			return err
 		})
+		if n > 0 {
+			b.wakeHeld(ctx)
+		}
 		return int(n), err
 	}
 	var below pgtype.Int8 // NULL: no bound
 	if params.KeepNewest > 0 {
 		found := false
 		err := b.do(ctx, op, func(ctx context.Context) error {
-			args := append(filterArgs(params.Filter), params.KeepNewest)
+			args := append(append(filterArgs(params.Filter), params.KeepNewest), keyFilter(params.Filter)...)
 			err := b.pool.QueryRow(ctx, b.q.failedKeepBound, args...).Scan(&below)
 			found = err == nil
 			if errors.Is(err, pgx.ErrNoRows) {
@@ -194,13 +197,16 @@ func (b *Backend) FailedPurge(ctx context.Context, params backend.FailedPurgePar
 	var deleted int
 	err = b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
 		var n int64
-		args := append(filterArgs(params.Filter), after, below, backend.ChunkSize)
+		args := append(append(filterArgs(params.Filter), after, below, backend.ChunkSize), keyFilter(params.Filter)...)
 		err = b.pool.QueryRow(ctx, b.q.failedPurgeChunk, args...).Scan(&last, &matched, &n)
 		if err == nil {
 			deleted += int(n)
 		}
 		return last, matched, err
 	})
+	if deleted > 0 {
+		b.wakeHeld(ctx)
+	}
 	return deleted, err
 }
 
@@ -240,6 +246,13 @@ func filterArgs(f backend.FailedFilter) []any {
 	}
 }
 
+// keyFilter is the filter's key and KeepHeld as the failed_jobs
+// statements take them, after their own parameters (see failedKeyFilter;
+// a NULL key matches any).
+func keyFilter(f backend.FailedFilter) []any {
+	return []any{pgtype.Text{String: f.Key, Valid: f.Key != ""}, f.KeepHeld}
+}
+
 // distinctIDs drops repeats; nil for none, which the statements read as
 // "use the filter".
 func distinctIDs(ids []int64) []int64 {
@@ -266,9 +279,10 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 		errs      []byte
 		workflow  pgtype.Int8
 		task      pgtype.Text
+		key       pgtype.Text
 	)
 	err := row.Scan(&f.ID, &f.JobID, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts,
-		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata, &errs, &workflow, &task)
+		&f.Priority, &f.Error, &uniqueKey, &f.CreatedAt, &f.FailedAt, &metadata, &errs, &key, &f.Turn, &workflow, &task)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +292,7 @@ func scanFailed(row pgx.CollectableRow) (*backend.FailedJob, error) {
 	if f.Errors, err = attemptlog.Decode(errs); err != nil {
 		return nil, fmt.Errorf("failed job %d: %w", f.ID, err)
 	}
-	f.UniqueKey = uniqueKey.String
+	f.UniqueKey, f.Key = uniqueKey.String, key.String
 	f.WorkflowID, f.Task = workflow.Int64, task.String
 	return &f, nil
 }

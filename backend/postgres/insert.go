@@ -150,6 +150,7 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 	}
 	dueQueues := map[string]bool{}
 	var queues []string
+	keyed := slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.Key != "" })
 	for round := 0; len(send) > 0; round++ {
 		if round == insertRounds {
 			return nil, nil, fmt.Errorf("insert: unique keys kept changing hands")
@@ -161,7 +162,14 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 			answered       = make([]bool, len(send))
 		)
 		sql, args := stmt, insertArgs(params, send)
-		if len(send) == 1 && stmtOne != "" && params[send[0]].UniqueKey == "" {
+		if keyed {
+			// Only a batch with keys pays for their turns.
+			sql = b.kq.insert
+			if stmt == b.q.insertNotify {
+				sql = b.kq.insertNotify
+			}
+			args = append(args, keyArg(params, send))
+		} else if len(send) == 1 && stmtOne != "" && params[send[0]].UniqueKey == "" {
 			sql, args = stmtOne, insertOneArgs(params[send[0]])
 		}
 		err := query(ctx, sql, args, []any{&ord, &id, &duplicate, &due}, func() error {
@@ -226,6 +234,15 @@ func insertArgs(params []backend.InsertParams, idx []int) []any {
 	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys, metadata}
 }
 
+// keyArg builds sqlInsertKeyed's $10, the keys of params[idx...].
+func keyArg(params []backend.InsertParams, idx []int) []pgtype.Text {
+	keys := make([]pgtype.Text, len(idx))
+	for j, i := range idx {
+		keys[j] = pgtype.Text{String: params[i].Key, Valid: params[i].Key != ""}
+	}
+	return keys
+}
+
 // insertOneArgs builds sqlInsertOne's parameters.
 func insertOneArgs(p backend.InsertParams) []any {
 	var metadata any // NULL
@@ -242,14 +259,15 @@ func insertOneArgs(p backend.InsertParams) []any {
 const copyMinRows = 64
 
 // copyable reports whether a batch can go through COPY: large, due now
-// (COPY cannot compute now() + delay on the server) and without unique keys
-// (COPY has no ON CONFLICT).
+// (COPY cannot compute now() + delay on the server), without unique keys
+// (COPY has no ON CONFLICT) and without keys.
 func copyable(params []backend.InsertParams) bool {
 	if len(params) < copyMinRows {
 		return false
 	}
 	for _, p := range params {
-		if p.UniqueKey != "" || p.Delay != 0 || !p.RunAt.IsZero() {
+		// A keyed job's turn is computed by the statement (see keyTurns).
+		if p.UniqueKey != "" || p.Key != "" || p.Delay != 0 || !p.RunAt.IsZero() {
 			return false
 		}
 	}

@@ -23,13 +23,14 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	}
 	var jobs []*backend.JobRow
 	var limited []string // limited queues: sqlClaim skips them
+	var keyed []string   // those of them with key rules
 	err := b.do(ctx, "claim jobs", func(ctx context.Context) error {
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.claimPlan)
 		batch.Queue(b.q.claim, params.Queues, params.Max, micros(params.Lease))
 		br := b.pool.SendBatch(ctx, batch)
 		var planA, planB string
-		err := br.QueryRow().Scan(&planA, &planB, &limited)
+		err := br.QueryRow().Scan(&planA, &planB, &limited, &keyed)
 		if err == nil {
 			var rows pgx.Rows
 			if rows, err = br.Query(); err == nil {
@@ -50,7 +51,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		// Jobs the first statement claimed are reserved and must run: if
 		// the limited queues' claim fails, they are returned without its
 		// error, and the next claim tries those queues again.
-		more, err := b.claimLimitedQueues(ctx, limited, params.Queues, params.Max, params.Lease, jobs)
+		more, err := b.claimLimitedQueues(ctx, limited, keyed, params.Queues, params.Max, params.Lease, jobs)
 		if err != nil && len(more) == 0 {
 			return nil, err
 		}
@@ -422,11 +423,11 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		lastError, uniqueKey   pgtype.Text
 		metadata, errs         []byte
 		workflowID             pgtype.Int8
-		task                   pgtype.Text
+		task, key              pgtype.Text
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata, &j.Token, &errs, &workflowID, &task)
+		&j.Releases, &metadata, &j.Token, &errs, &key, &j.Turn, &workflowID, &task)
 	if err != nil {
 		return nil, err
 	}
@@ -444,7 +445,7 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	j.ReservedAt = reservedAt.Time
 	j.LeaseUntil = leaseUntil.Time
 	j.LastError = lastError.String
-	j.UniqueKey = uniqueKey.String
+	j.UniqueKey, j.Key = uniqueKey.String, key.String
 	j.WorkflowID, j.Task = workflowID.Int64, task.String
 	return &j, nil
 }

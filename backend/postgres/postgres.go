@@ -12,7 +12,10 @@
 // Beyond backend.Backend, the backend implements backend.Migrator (embedded,
 // versioned migrations), backend.Notifier (LISTEN/NOTIFY), and
 // backend.TxInserter and backend.TxCompleter (enqueue and complete inside
-// the caller's pgx.Tx or *sql.Tx).
+// the caller's pgx.Tx or *sql.Tx), and backend.KeyController (keys.go): a
+// queue with key rules is claimed under its settings row's lock, so a
+// key's limit and an ordered key's head hold across every process, while
+// queues without rules keep the one-statement claim.
 //
 // Importing the package registers the "postgres" and "postgresql" URL
 // schemes with backend.Open:
@@ -176,6 +179,7 @@ type Backend struct {
 	opts       Options
 	q          queries
 	rq         retQueries // queries_retention.go
+	kq         keyQueries // keys_sql.go
 	host       string     // host:port for error messages
 	closed     atomic.Bool
 	closeMu    sync.Mutex
@@ -254,7 +258,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 		}
 	}
 
-	b := &Backend{opts: opts, q: newQueries(opts.Schema), rq: newRetQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
+	b := &Backend{opts: opts, q: newQueries(opts.Schema), rq: newRetQueries(opts.Schema), kq: newKeyQueries(opts.Schema), host: hostOf(cfg.ConnConfig), origin: newOrigin()}
 	if len(backend.Secrets(rawURL)) > 0 {
 		b.url = rawURL // only a URL with secrets needs scrubbing from errors
 	}

@@ -44,14 +44,14 @@ import (
 // from the jobs row j, in the order scanJob reads it.
 const jobColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, j.errors, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, j.errors, j.key, j.turn, ` + jobTaskColumns
 
 // claimedColumns is jobColumns as the claim statements return them, but
 // for errors: a claim returns none (see backend.JobRow.Errors) rather than
 // read a jsonb array per claim.
 const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, NULL::jsonb, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, NULL::jsonb, j.key, j.turn, ` + jobTaskColumns
 
 // jobTaskColumns name the workflow task of the jobs row j (NULL, NULL for a
 // plain job). The CASE keeps a plain job's read to the column it already
@@ -62,122 +62,9 @@ const jobTaskColumns = `j.workflow_id, CASE WHEN j.workflow_id IS NULL THEN NULL
 // failedColumns is the column list scanFailed reads, from the failed_jobs
 // row f; the last two name its workflow task as jobTaskColumns do.
 const failedColumns = `f.id, f.job_id, f.queue, f.type, f.payload, f.attempts, f.max_attempts, f.priority,
-	f.error, f.unique_key, f.created_at, f.failed_at, f.metadata, f.errors, f.workflow_id,
+	f.error, f.unique_key, f.created_at, f.failed_at, f.metadata, f.errors, f.key, f.turn, f.workflow_id,
 	CASE WHEN f.workflow_id IS NULL THEN NULL
 	ELSE (SELECT t.name FROM {schema}.workflow_tasks t WHERE t.job_id = f.job_id) END`
-
-// sqlInsert inserts a batch of jobs in one statement.
-//
-//	$1 queue text[], $2 type text[], $3 payload text[] (JSON text),
-//	$4 priority int[], $5 max_attempts int[],
-//	$6 delay_us bigint[] (used where run_at is NULL),
-//	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none),
-//	$9 metadata text[] (JSON object text; NULL: none)
-//
-// The arrays are parallel and must not repeat a unique key (the caller
-// folds duplicates inside a batch). Returns one row per item, in input
-// order: (ord bigint 1-based, id bigint, duplicate bool, due bool). A
-// duplicate's id is the live job holding its key; it is NULL in the rare
-// case the holder committed after this statement's snapshot, and the
-// caller then retries that item. due is true for an inserted job available
-// now (its queue wants a wake-up hint).
-const sqlInsert = insertCTEs + `
-SELECT i.ord,
-       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
-       ins.id IS NULL,
-       coalesce(ins.available_at <= now(), false)
-FROM input i
-LEFT JOIN ins ON ins.id = i.id
-ORDER BY i.ord`
-
-// sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
-// and rows, and it also sends pg_notify(channel, queue) for each queue that
-// got a job due now, delivered if and when that transaction commits. The
-// payload has no origin: every listener, this process's too, passes it on.
-const sqlInsertNotify = insertCTEs + `,
-woken AS (
-	SELECT count(pg_notify({channel}, q.queue)) AS n
-	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
-)
-SELECT i.ord,
-       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
-       ins.id IS NULL,
-       coalesce(ins.available_at <= now(), false)
-FROM input i
-CROSS JOIN woken
-LEFT JOIN ins ON ins.id = i.id
-ORDER BY i.ord`
-
-// sqlInsertOne inserts a single job without a unique key, the common
-// Enqueue: a plain INSERT … VALUES, which the server plans in a fraction of
-// the time the array form takes (that planning is most of a one-row
-// insert's cost), and without ON CONFLICT's speculative insertion.
-//
-//	$1 queue text, $2 type text, $3 payload text (JSON text), $4 priority int,
-//	$5 max_attempts int, $6 delay_us bigint (used where run_at is NULL),
-//	$7 run_at timestamptz (NULL: now() + delay), $8 metadata text (JSON; NULL: none)
-//
-// Returns sqlInsert's row shape: (1, id, false, due).
-const sqlInsertOne = `
-INSERT INTO {schema}.jobs AS j (queue, type, payload, priority, max_attempts, available_at, metadata)
-VALUES ($1, $2, $3::text::json, $4, $5,
-        coalesce($7::timestamptz, now() + $6::bigint * interval '1 microsecond'), $8::text::jsonb)
-RETURNING 1::bigint, j.id, false, j.available_at <= now()`
-
-// insertCTEs is the common head of sqlInsert and sqlInsertNotify: ids are
-// drawn in input order before inserting, so each result row can be matched
-// to its item whatever order the insert returns rows in. Jobs without a
-// unique key are inserted apart: ON CONFLICT makes every row a speculative
-// insertion, which makes each row cost markedly more (docs/performance.md).
-const insertCTEs = `
-WITH input AS MATERIALIZED (
-	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],
-	            $6::bigint[], $7::timestamptz[], $8::text[], $9::text[])
-	     WITH ORDINALITY AS t(queue, type, payload, priority, max_attempts,
-	                          delay_us, run_at, unique_key, metadata, ord)
-),
-plain AS (
-	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, metadata)
-	SELECT id, queue, type, payload::json, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata::jsonb
-	FROM input
-	WHERE unique_key IS NULL
-	ORDER BY ord
-	RETURNING j.id, j.queue, j.available_at
-),
-keyed AS (
-	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key, metadata)
-	SELECT id, queue, type, payload::json, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb
-	FROM input
-	WHERE unique_key IS NOT NULL
-	ORDER BY ord
-	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-	RETURNING j.id, j.queue, j.available_at
-),
-ins AS (
-	SELECT * FROM plain UNION ALL SELECT * FROM keyed
-)`
-
-// sqlReserveIDs draws ids for a COPY batch (see copyInsert): COPY returns
-// nothing, so the ids are taken from the sequence first.
-//
-//	$1 count int
-//
-// Returns one row: (ids bigint[]), $1 fresh ids.
-const sqlReserveIDs = `SELECT array_agg(nextval('{schema}.jobs_id_seq')) FROM generate_series(1, $1)`
-
-// copyColumns are the jobs columns a COPY batch fills; the others take
-// their defaults (pending, no attempts, available and created at now()).
-// A batch in which some job has metadata adds copyMetadataColumn, so one
-// without any streams no column of NULLs.
-var copyColumns = []string{"id", "queue", "type", "payload", "priority", "max_attempts"}
-
-// copyMetadataColumn is the jobs column a COPY batch with metadata adds.
-const copyMetadataColumn = "metadata"
 
 // sqlNotify sends the wake-up hints for queues $1 after the statements that
 // made their jobs available committed. The transaction commits without
@@ -196,8 +83,9 @@ SELECT set_config('synchronous_commit', 'off', true),
        (SELECT count(pg_notify({channel}, q || ' ' || $2)) FROM unnest($1::text[]) AS q)`
 
 // sqlClaim reserves up to $2 due pending jobs of the queues $1, in claim
-// order: highest priority, then earliest available_at (the time the job
-// became due), then lowest id.
+// order: highest priority, then lowest turn (0 for a job without a key,
+// see keys_sql.go), then earliest available_at (the time the job became
+// due), then lowest id.
 //
 //	$1 queues text[], $2 max int, $3 lease_us bigint
 //
@@ -228,13 +116,13 @@ WITH picked AS MATERIALIZED (
 	FROM (SELECT u.name FROM unnest($1::text[]) AS u(name)
 	      WHERE u.name <> ALL (ARRAY(SELECT queue FROM {schema}.queue_settings))) AS q(name)
 	CROSS JOIN LATERAL (
-		SELECT id, priority, available_at FROM {schema}.jobs
+		SELECT id, priority, turn, available_at FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
-		ORDER BY priority DESC, available_at, id
+		ORDER BY priority DESC, turn, available_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
 	) c
-	ORDER BY c.priority DESC, c.available_at, c.id
+	ORDER BY c.priority DESC, c.turn, c.available_at, c.id
 	LIMIT $2
 )
 UPDATE {schema}.jobs j
@@ -262,11 +150,14 @@ RETURNING ` + claimedColumns
 // usual. No parameters; returns one row.
 //
 // Its third column names every limited (and not paused) queue: JobClaim
-// claims those of them it serves with sqlClaimLimited. The list covers
+// claims those of them it serves with sqlClaimLimited, or sqlClaimKeyed for
+// those of the fourth column, the ones with key rules. The lists cover
 // the whole table, a few rows, so the statement needs no parameter.
 const sqlClaimPlan = `
 SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
-       ARRAY(SELECT queue FROM {schema}.queue_settings WHERE NOT paused AND (concurrency > 0 OR rate_limit > 0))`
+       ARRAY(SELECT queue FROM {schema}.queue_settings
+             WHERE NOT paused AND (concurrency > 0 OR rate_limit > 0 OR key_limit > 0 OR key_ordered)),
+       ARRAY(SELECT queue FROM {schema}.queue_settings WHERE NOT paused AND (key_limit > 0 OR key_ordered))`
 
 // sqlComplete applies a batch of outcomes in one statement, each fenced by
 // (id, claim_token, status reserved).
@@ -311,13 +202,13 @@ failed AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 3 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved' AND j.workflow_id IS NULL
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          i.error, j.unique_key, j.created_at, j.metadata, j.claim_token, j.key, j.turn,
 	          ` + appendErrors("j", "i.error", "i.took_us", "i.worker") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata, claim_token, errors
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors, key, turn)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, now(), metadata, claim_token, errors, key, turn
 	FROM failed
 	RETURNING job_id, claim_token
 ),
@@ -392,13 +283,13 @@ dead AS (
 	WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
 	  AND j.releases >= $3 AND j.attempts >= j.max_attempts AND j.workflow_id IS NULL -- tasks: settleTasks
 	RETURNING j.id, r.token, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          j.unique_key, j.created_at, j.metadata, j.claim_token, j.key, j.turn,
 	          ` + appendErrors("j", "$4::text", "0::bigint", "''::text") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata, claim_token, errors
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors, key, turn)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, $4, unique_key, created_at, now(), metadata, claim_token, errors, key, turn
 	FROM dead
 	RETURNING 1
 ),
@@ -443,13 +334,13 @@ dead AS (
 	DELETE FROM {schema}.jobs j USING expired e
 	WHERE j.id = e.id AND j.attempts >= j.max_attempts
 	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
-	          j.unique_key, j.created_at, j.metadata, j.claim_token,
+	          j.unique_key, j.created_at, j.metadata, j.claim_token, j.key, j.turn,
 	          ` + appendErrors("j", "{lease_expired}::text", "0::bigint", "''::text") + ` AS errors
 ),
 moved AS (
 	INSERT INTO {schema}.failed_jobs
-	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors)
-	SELECT id, queue, type, payload, attempts, max_attempts, priority, {lease_expired}, unique_key, created_at, now(), metadata, claim_token, errors
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors, key, turn)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority, {lease_expired}, unique_key, created_at, now(), metadata, claim_token, errors, key, turn
 	FROM dead
 	RETURNING job_id, attempts, claim_token, queue, type
 )
@@ -552,6 +443,9 @@ ORDER BY queue COLLATE "C"`
 //	$3 failed_before timestamptz (NULL: any),
 //	$4 older_than_us bigint (NULL: any): failed before now() minus this,
 //	   by the database's clock
+//
+// and the filter's key and KeepHeld last, after the statement's own
+// parameters (see failedKeyFilter).
 const failedFilter = `($1::text IS NULL OR f.queue = $1)
 	AND ($2::text IS NULL OR f.type = $2)
 	AND ($3::timestamptz IS NULL OR f.failed_at < $3)
@@ -560,12 +454,12 @@ const failedFilter = `($1::text IS NULL OR f.queue = $1)
 // sqlFailedList pages through failed jobs, newest first.
 //
 //	$1..$4 the filter (see failedFilter),
-//	$5 before_id bigint (NULL: no bound), $6 limit int
+//	$5 before_id bigint (NULL: no bound), $6 limit int, $7..$8 key, keep held
 //
 // Returns up to $6 rows (failedColumns) by id descending.
-const sqlFailedList = `
+var sqlFailedList = `
 SELECT ` + failedColumns + ` FROM {schema}.failed_jobs f
-WHERE ` + failedFilter + `
+WHERE ` + failedFilter + ` AND ` + failedKeyFilter(7) + `
   AND ($5::bigint IS NULL OR f.id < $5)
 ORDER BY f.id DESC
 LIMIT $6`
@@ -593,9 +487,9 @@ const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, errors)
+	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, errors, key, turn)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key, 0, metadata, claim_token, errors
+	       now(), created_at, error, unique_key, 0, metadata, claim_token, errors, key, turn
 	FROM sel WHERE workflow_id IS NULL -- a task's: replayTasks (workflow_replay.go), named below
 	ORDER BY id
 	ON CONFLICT DO NOTHING
@@ -632,11 +526,12 @@ WITH sel AS MATERIALIZED (
 // $6 of them. The caller moves the cursor to the returned last_id, which
 // also passes over the jobs left behind for their unique key.
 //
-//	$1..$4 the filter (see failedFilter), $5 after_id bigint, $6 limit int
-const sqlFailedReplayChunk = `
+//	$1..$4 the filter (see failedFilter), $5 after_id bigint, $6 limit int,
+//	$7..$8 key, keep held
+var sqlFailedReplayChunk = `
 WITH sel AS MATERIALIZED (
 	SELECT * FROM {schema}.failed_jobs f
-	WHERE ` + failedFilter + `
+	WHERE ` + failedFilter + ` AND ` + failedKeyFilter(7) + `
 	  AND f.id > $5
 	ORDER BY f.id
 	LIMIT $6
@@ -656,15 +551,15 @@ const sqlFailedPurgeIDs = `DELETE FROM {schema}.failed_jobs WHERE job_id = ANY($
 // most $7 of them.
 //
 //	$1..$4 the filter (see failedFilter), $5 after_id bigint,
-//	$6 below_id bigint (NULL: no bound), $7 limit int
+//	$6 below_id bigint (NULL: no bound), $7 limit int, $8..$9 key, keep held
 //
 // Returns one row: (last_id bigint, matched bigint, deleted bigint), the
 // highest id selected (NULL when none), how many were selected and how
 // many of them this statement deleted (not a concurrent one).
-const sqlFailedPurgeChunk = `
+var sqlFailedPurgeChunk = `
 WITH sel AS MATERIALIZED (
 	SELECT f.id FROM {schema}.failed_jobs f
-	WHERE ` + failedFilter + `
+	WHERE ` + failedFilter + ` AND ` + failedKeyFilter(8) + `
 	  AND f.id > $5
 	  AND ($6::bigint IS NULL OR f.id < $6)
 	ORDER BY f.id
@@ -682,12 +577,13 @@ SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) F
 // failed_jobs_queue_idx when the queue is set); everything matching below it
 // goes. No row when fewer match: nothing is deleted.
 //
-//	$1..$4 the filter (see failedFilter), $5 keep int (>= 1)
+//	$1..$4 the filter (see failedFilter), $5 keep int (>= 1), $6..$7 key,
+//	keep held
 //
 // Returns zero or one row: (id bigint).
-const sqlFailedKeepBound = `
+var sqlFailedKeepBound = `
 SELECT f.id FROM {schema}.failed_jobs f
-WHERE ` + failedFilter + `
+WHERE ` + failedFilter + ` AND ` + failedKeyFilter(6) + `
 ORDER BY f.id DESC
 OFFSET $5::int - 1
 LIMIT 1`

@@ -10,15 +10,15 @@ import (
 
 // finishedColumns is the column list scanFinished reads.
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at`
+	last_error, unique_key, metadata, created_at, finished_at, key, halt_head`
 
 // finishInsert copies the rows a CTE named src returned (jobs columns)
 // into finished_jobs as state; it returns (id, attempts). finished_jobs
 // keeps no claim token: nothing leaves it for jobs again.
 func finishInsert(src, state string) string {
 	return `INSERT INTO {schema}.finished_jobs
-	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at)
-	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now()
+	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key)
+	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now(), key
 	FROM ` + src + `
 	RETURNING id, attempts`
 }
@@ -166,7 +166,8 @@ const sqlCancelling = `SELECT id, attempts, claim_token FROM {schema}.jobs WHERE
 //
 //	$1 state text, $2 queue text (NULL: any), $3 type text (NULL: any),
 //	$4 since timestamptz (NULL: any), $5 until timestamptz (NULL: any),
-//	$6 before_id bigint (NULL: no bound), $7 limit int
+//	$6 before_id bigint (NULL: no bound), $7 limit int,
+//	$8 key text (NULL: any key or none)
 //
 // Returns up to $7 rows (finishedColumns) by id descending.
 const sqlFinishedList = `
@@ -177,6 +178,7 @@ WHERE f.state = $1
   AND ($4::timestamptz IS NULL OR f.finished_at >= $4)
   AND ($5::timestamptz IS NULL OR f.finished_at < $5)
   AND ($6::bigint IS NULL OR f.id < $6)
+  AND ($8::text IS NULL OR f.key = $8)
 ORDER BY f.id DESC
 LIMIT $7`
 
@@ -184,7 +186,7 @@ LIMIT $7`
 // listed time is available_at for pending and scheduled jobs, reserved_at
 // for reserved ones.
 //
-//	$1 state text ('pending', 'scheduled' or 'reserved'), $2..$7 as
+//	$1 state text ('pending', 'scheduled' or 'reserved'), $2..$8 as
 //	sqlFinishedList
 //
 // Returns up to $7 rows (jobColumns) by id descending.
@@ -199,6 +201,7 @@ WHERE CASE $1::text
   AND ($4::timestamptz IS NULL OR CASE WHEN $1 = 'reserved' THEN j.reserved_at ELSE j.available_at END >= $4)
   AND ($5::timestamptz IS NULL OR CASE WHEN $1 = 'reserved' THEN j.reserved_at ELSE j.available_at END < $5)
   AND ($6::bigint IS NULL OR j.id < $6)
+  AND ($8::text IS NULL OR j.key = $8)
 ORDER BY j.id DESC
 LIMIT $7`
 

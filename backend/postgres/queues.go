@@ -71,7 +71,7 @@ allow AS (
 picked AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
 	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)
-	ORDER BY priority DESC, available_at, id
+	ORDER BY priority DESC, turn, available_at, id
 	LIMIT (SELECT coalesce(max(n), $2::int) FROM allow)
 	FOR UPDATE SKIP LOCKED
 ),
@@ -97,7 +97,8 @@ SELECT * FROM claimed`
 
 // sqlQueueCounted reads, after sqlClaimLimited in the same batch, what
 // the claim left of the queue's limits: whether it is concurrency-limited
-// (its claimed jobs wake it when they end) and, when its rate window is
+// or has key rules (its claimed jobs wake it when they end: the next job
+// of their key, or a slot, may then go) and, when its rate window is
 // spent, when the next one starts.
 //
 //	$1 queue text
@@ -105,7 +106,7 @@ SELECT * FROM claimed`
 // Returns one row (concurrency int, next_window_us bigint: 0 unless the
 // window is spent), or no row when the queue has no settings.
 const sqlQueueCounted = `
-SELECT concurrency,
+SELECT CASE WHEN key_limit > 0 OR key_ordered THEN greatest(concurrency, 1) ELSE concurrency END,
        CASE WHEN rate_limit > 0 AND rate_count >= rate_limit
             THEN (rate_window + 1) * rate_period_us ELSE 0 END
 FROM {schema}.queue_settings WHERE queue = $1`
@@ -130,25 +131,29 @@ INSERT INTO {schema}.queue_settings (queue, concurrency, rate_limit, rate_period
 ON CONFLICT (queue) DO UPDATE SET concurrency = excluded.concurrency, rate_limit = excluded.rate_limit,
 	rate_period_us = excluded.rate_period_us, rate_window = 0, rate_count = 0, updated_at = now()`
 
-// sqlQueuePrune deletes a queue's row once it neither pauses nor limits,
-// so the claim of a store without controls finds the table empty.
+// sqlQueuePrune deletes a queue's row once it neither pauses, limits nor
+// has key rules, so the claim of a store without controls finds the table
+// empty.
 //
 //	$1 queue text
 //
 // Returns nothing.
 const sqlQueuePrune = `
 DELETE FROM {schema}.queue_settings
-WHERE queue = $1 AND NOT paused AND concurrency = 0 AND rate_limit = 0`
+WHERE queue = $1 AND NOT paused AND concurrency = 0 AND rate_limit = 0
+  AND key_limit = 0 AND NOT key_ordered AND key_policy = ''`
 
 // sqlQueueSettings lists every row. No parameters; returns (queue text,
-// paused bool, concurrency int, rate_limit int, rate_period_us bigint).
+// paused bool, concurrency int, rate_limit int, rate_period_us bigint,
+// key_limit int, key_ordered bool, key_policy text).
 const sqlQueueSettings = `
-SELECT queue, paused, concurrency, rate_limit, rate_period_us FROM {schema}.queue_settings`
+SELECT queue, paused, concurrency, rate_limit, rate_period_us, key_limit, key_ordered, key_policy
+FROM {schema}.queue_settings`
 
 // claimLimitedQueues claims from the limited queues among queues, in name
 // order, while the claim has room (want minus the jobs already claimed):
 // one batch per queue, one round trip each (see sqlQueueLock).
-func (b *Backend) claimLimitedQueues(ctx context.Context, limited, queues []string, want int, lease time.Duration, jobs []*backend.JobRow) ([]*backend.JobRow, error) {
+func (b *Backend) claimLimitedQueues(ctx context.Context, limited, keyed, queues []string, want int, lease time.Duration, jobs []*backend.JobRow) ([]*backend.JobRow, error) {
 	var mine []string
 	for _, q := range limited {
 		if slices.Contains(queues, q) {
@@ -161,7 +166,7 @@ func (b *Backend) claimLimitedQueues(ctx context.Context, limited, queues []stri
 		if room <= 0 {
 			break
 		}
-		rows, err := b.claimLimited(ctx, q, room, lease)
+		rows, err := b.claimLimited(ctx, q, slices.Contains(keyed, q), room, lease)
 		if err != nil {
 			return jobs, err
 		}
@@ -170,8 +175,9 @@ func (b *Backend) claimLimitedQueues(ctx context.Context, limited, queues []stri
 	return jobs, nil
 }
 
-// claimLimited claims up to room jobs of one limited queue.
-func (b *Backend) claimLimited(ctx context.Context, queue string, room int, lease time.Duration) ([]*backend.JobRow, error) {
+// claimLimited claims up to room jobs of one limited queue, through
+// sqlClaimKeyed when the queue has key rules.
+func (b *Backend) claimLimited(ctx context.Context, queue string, keyed bool, room int, lease time.Duration) ([]*backend.JobRow, error) {
 	var (
 		rows        []*backend.JobRow
 		concurrency int32
@@ -183,7 +189,11 @@ func (b *Backend) claimLimited(ctx context.Context, queue string, room int, leas
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.claimPlan)
 		batch.Queue(b.q.queueLock, queue)
-		batch.Queue(b.q.claimLimited, queue, room, micros(lease))
+		if keyed {
+			batch.Queue(b.kq.claimKeyed, queue, room, micros(lease), keyPageFirst(room), keyPageNext)
+		} else {
+			batch.Queue(b.q.claimLimited, queue, room, micros(lease))
+		}
 		batch.Queue(b.q.queueCounted, queue)
 		br := b.pool.SendBatch(ctx, batch)
 		_, err := br.Exec()
@@ -282,10 +292,12 @@ func (b *Backend) QueueSettingsList(ctx context.Context) ([]backend.QueueSetting
 			return err
 		}
 		var s backend.QueueSettings
-		var conc, rate int32
+		var conc, rate, keyLimit int32
 		var periodUS int64
-		_, err = pgx.ForEachRow(rows, []any{&s.Queue, &s.Paused, &conc, &rate, &periodUS}, func() error {
+		var policy string
+		_, err = pgx.ForEachRow(rows, []any{&s.Queue, &s.Paused, &conc, &rate, &periodUS, &keyLimit, &s.Keys.Ordered, &policy}, func() error {
 			s.Concurrency, s.Rate = int(conc), int(rate)
+			s.Keys.Limit, s.Keys.OnFailure = int(keyLimit), backend.KeyPolicy(policy)
 			s.RatePeriod = time.Duration(periodUS) * time.Microsecond
 			out = append(out, s)
 			return nil

@@ -38,22 +38,23 @@ RETURNING ` + scheduleColumns
 //
 //	$1 name, $2 tick, $3 queue, $4 type, $5 payload (JSON text),
 //	$6 priority, $7 max_attempts, $8 delay_us, $9 run_at (NULL: now() + delay),
-//	$10 metadata (JSON text; NULL: none)
+//	$10 metadata (JSON text; NULL: none), $11 key (NULL: none)
 //
 // Returns one row: (job id or NULL, due, schedule exists, stored last tick
 // as of the statement's snapshot, which is older than $2 only when the
 // tick was enqueued here or lost to a concurrent caller).
-const sqlScheduleTick = `
+var sqlScheduleTick = `
 WITH adv AS (
 	UPDATE {schema}.schedules
 	SET last_tick = $2, last_enqueued_at = now(), last_job_id = nextval('{schema}.jobs_id_seq')
 	WHERE name = $1 AND (last_tick IS NULL OR last_tick < $2)
 	RETURNING last_job_id
 ), ins AS (
-	INSERT INTO {schema}.jobs AS j (id, queue, type, payload, priority, max_attempts, available_at, metadata)
-	SELECT adv.last_job_id, $3, $4, $5::text::json, $6, $7,
-	       coalesce($9::timestamptz, now() + $8::bigint * interval '1 microsecond'), $10::text::jsonb
-	FROM adv
+	INSERT INTO {schema}.jobs AS j (id, queue, type, payload, priority, max_attempts, available_at, metadata, key, turn)
+	SELECT a.last_job_id, $3, $4, $5::text::json, $6, $7,
+	       coalesce($9::timestamptz, now() + $8::bigint * interval '1 microsecond'), $10::text::jsonb,
+	       a.key, ` + keyTurnInline("a", "a.last_job_id") + `
+	FROM (SELECT adv.last_job_id, $3::text AS queue, $11::text AS key FROM adv) a
 	RETURNING j.id, j.available_at <= now() AS due
 )
 SELECT (SELECT id FROM ins), coalesce((SELECT due FROM ins), false),
@@ -134,6 +135,7 @@ func (b *Backend) ScheduleTick(ctx context.Context, p backend.ScheduleTickParams
 		return b.pool.QueryRow(ctx, stmt, p.Name, p.Tick, j.Queue, j.Type, string(j.Payload),
 			int32(j.Priority), int32(j.MaxAttempts), micros(j.Delay),
 			pgtype.Timestamptz{Time: j.RunAt, Valid: !j.RunAt.IsZero()}, metadata,
+			pgtype.Text{String: j.Key, Valid: j.Key != ""},
 		).Scan(&id, &due, &exists, &lastTick)
 	})
 	if err != nil {

@@ -120,6 +120,7 @@ func workflowArgs(p backend.WorkflowParams) ([]any, error) {
 		delays      = make([]int64, n)
 		runAt       = make([]pgtype.Timestamptz, n)
 		metadata    []pgtype.Text // NULL, which unnest pads with NULLs, unless some task has metadata
+		keys        []pgtype.Text // NULL likewise, unless some task's job has a key
 		from, to    []int32
 		pos, policy []int32
 	)
@@ -138,6 +139,12 @@ func workflowArgs(p backend.WorkflowParams) ([]any, error) {
 			}
 			metadata[k] = encodeMetadata(j.Metadata)
 		}
+		if j.Key != "" {
+			if keys == nil {
+				keys = make([]pgtype.Text, n)
+			}
+			keys[k] = pgtype.Text{String: j.Key, Valid: true}
+		}
 		for m, d := range t.Deps {
 			from = append(from, idx[d.Task])
 			to = append(to, int32(k))
@@ -146,5 +153,5 @@ func workflowArgs(p backend.WorkflowParams) ([]any, error) {
 		}
 	}
 	return []any{p.Name, int32(n), names, qnames, waiting, queues, types, payloads, priorities, maxAttempts,
-		delays, runAt, metadata, from, to, pos, policy}, nil
+		delays, runAt, metadata, from, to, pos, policy, keys}, nil
 }

@@ -28,9 +28,10 @@ import (
 // now, the release. Returns (queue, available_at).
 func releaseInsert(src string) string {
 	return `INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, metadata, workflow_id)
+	       (id, queue, type, payload, priority, max_attempts, available_at, metadata, workflow_id, key, turn)
 	SELECT job_id, queue, type, payload, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata, workflow_id
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata, workflow_id,
+	       key, ` + keyTurnInline(src, "idx") + `
 	FROM ` + src + `
 	WHERE state = 'active'
 	ORDER BY idx
@@ -60,7 +61,8 @@ GROUP BY q.queue`
 //	  queue text[], type text[], payload text[] (JSON text), priority int[],
 //	  max_attempts int[], delay_us bigint[], run_at timestamptz[] (NULL:
 //	  delay from the release), metadata text[] (JSON; NULL: none),
-//	$14..$17 per edge: from_idx int[], to_idx int[], pos int[], policy int[]
+//	$14..$17 per edge: from_idx int[], to_idx int[], pos int[], policy int[],
+//	$18 per task in idx order: key text[] (NULL: none; see keyTurnInline)
 //
 // Returns one row per job inserted (at least one: a graph without a cycle
 // has a task without dependencies): (workflow_id bigint, task name text,
@@ -74,18 +76,18 @@ WITH wf AS (
 ),
 input AS (
 	SELECT * FROM unnest($3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[],
-	                     $9::int[], $10::int[], $11::bigint[], $12::timestamptz[], $13::text[])
+	                     $9::int[], $10::int[], $11::bigint[], $12::timestamptz[], $13::text[], $18::text[])
 	     WITH ORDINALITY AS t(name, qname, waiting, queue, type, payload, priority, max_attempts,
-	                          delay_us, run_at, metadata, ord)
+	                          delay_us, run_at, metadata, key, ord)
 ),
 tasks AS (
 	INSERT INTO {schema}.workflow_tasks AS t
 	       (workflow_id, idx, name, qname, state, waiting, job_id, queue, type, payload,
-	        priority, max_attempts, delay_us, run_at, metadata)
+	        priority, max_attempts, delay_us, run_at, metadata, key)
 	SELECT wf.id, (i.ord - 1)::int, i.name, i.qname,
 	       CASE WHEN i.waiting = 0 THEN 'active' ELSE 'waiting' END, i.waiting,
 	       CASE WHEN i.waiting = 0 THEN nextval('{schema}.jobs_id_seq') END,
-	       i.queue, i.type, i.payload::json, i.priority, i.max_attempts, i.delay_us, i.run_at, i.metadata::jsonb
+	       i.queue, i.type, i.payload::json, i.priority, i.max_attempts, i.delay_us, i.run_at, i.metadata::jsonb, i.key
 	FROM wf, input i
 	ORDER BY i.ord
 	RETURNING t.*
@@ -97,9 +99,10 @@ edges AS (
 ),
 ins AS (
 	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, metadata, workflow_id)
+	       (id, queue, type, payload, priority, max_attempts, available_at, metadata, workflow_id, key, turn)
 	SELECT job_id, queue, type, payload, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata, workflow_id
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata, workflow_id,
+	       key, ` + keyTurnInline("tasks", "idx") + `
 	FROM tasks
 	WHERE state = 'active'
 	ORDER BY idx
@@ -357,9 +360,9 @@ stopped AS (
 moved AS (
 	INSERT INTO {schema}.failed_jobs
 	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key,
-	        created_at, failed_at, metadata, claim_token, workflow_id, errors)
+	        created_at, failed_at, metadata, claim_token, workflow_id, errors, key, turn)
 	SELECT id, queue, type, payload, attempts, max_attempts, priority, error, unique_key,
-	       created_at, now(), metadata, claim_token, workflow_id, new_errors
+	       created_at, now(), metadata, claim_token, workflow_id, new_errors, key, turn
 	FROM gone
 	WHERE ending = 'failed'
 )
@@ -401,9 +404,9 @@ ok AS (
 ins AS (
 	INSERT INTO {schema}.jobs
 	       (id, queue, type, payload, attempts, max_attempts, priority, status,
-	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, errors)
+	        available_at, created_at, last_error, unique_key, releases, metadata, claim_token, workflow_id, errors, key, turn)
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
-	       now(), created_at, error, unique_key, 0, metadata, claim_token, workflow_id, errors
+	       now(), created_at, error, unique_key, 0, metadata, claim_token, workflow_id, errors, key, turn
 	FROM ok
 	ORDER BY id
 	ON CONFLICT DO NOTHING

@@ -1,0 +1,117 @@
+package postgres
+
+// The statements that insert jobs (see queries.go for the conventions),
+// apart from queries.go to keep files short.
+
+// sqlInsert inserts a batch of jobs in one statement.
+//
+//	$1 queue text[], $2 type text[], $3 payload text[] (JSON text),
+//	$4 priority int[], $5 max_attempts int[],
+//	$6 delay_us bigint[] (used where run_at is NULL),
+//	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none),
+//	$9 metadata text[] (JSON object text; NULL: none)
+//
+// The arrays are parallel and must not repeat a unique key (the caller
+// folds duplicates inside a batch). Returns one row per item, in input
+// order: (ord bigint 1-based, id bigint, duplicate bool, due bool). A
+// duplicate's id is the live job holding its key; it is NULL in the rare
+// case the holder committed after this statement's snapshot, and the
+// caller then retries that item. due is true for an inserted job available
+// now (its queue wants a wake-up hint).
+const sqlInsert = insertCTEs + `
+SELECT i.ord,
+       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
+       ins.id IS NULL,
+       coalesce(ins.available_at <= now(), false)
+FROM input i
+LEFT JOIN ins ON ins.id = i.id
+ORDER BY i.ord`
+
+// sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
+// and rows, and it also sends pg_notify(channel, queue) for each queue that
+// got a job due now, delivered if and when that transaction commits. The
+// payload has no origin: every listener, this process's too, passes it on.
+const sqlInsertNotify = insertCTEs + `,
+woken AS (
+	SELECT count(pg_notify({channel}, q.queue)) AS n
+	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
+)
+SELECT i.ord,
+       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
+       ins.id IS NULL,
+       coalesce(ins.available_at <= now(), false)
+FROM input i
+CROSS JOIN woken
+LEFT JOIN ins ON ins.id = i.id
+ORDER BY i.ord`
+
+// sqlInsertOne inserts a single job without a unique key, the common
+// Enqueue: a plain INSERT … VALUES, which the server plans in a fraction of
+// the time the array form takes (that planning is most of a one-row
+// insert's cost), and without ON CONFLICT's speculative insertion.
+//
+//	$1 queue text, $2 type text, $3 payload text (JSON text), $4 priority int,
+//	$5 max_attempts int, $6 delay_us bigint (used where run_at is NULL),
+//	$7 run_at timestamptz (NULL: now() + delay), $8 metadata text (JSON; NULL: none)
+//
+// Returns sqlInsert's row shape: (1, id, false, due).
+const sqlInsertOne = `
+INSERT INTO {schema}.jobs AS j (queue, type, payload, priority, max_attempts, available_at, metadata)
+VALUES ($1, $2, $3::text::json, $4, $5,
+        coalesce($7::timestamptz, now() + $6::bigint * interval '1 microsecond'), $8::text::jsonb)
+RETURNING 1::bigint, j.id, false, j.available_at <= now()`
+
+// insertCTEs is the common head of sqlInsert and sqlInsertNotify: ids are
+// drawn in input order before inserting, so each result row can be matched
+// to its item whatever order the insert returns rows in. Jobs without a
+// unique key are inserted apart: ON CONFLICT makes every row a speculative
+// insertion, which makes each row cost markedly more (docs/performance.md).
+const insertCTEs = `
+WITH input AS MATERIALIZED (
+	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],
+	            $6::bigint[], $7::timestamptz[], $8::text[], $9::text[])
+	     WITH ORDINALITY AS t(queue, type, payload, priority, max_attempts,
+	                          delay_us, run_at, unique_key, metadata, ord)
+),
+plain AS (
+	INSERT INTO {schema}.jobs AS j
+	       (id, queue, type, payload, priority, max_attempts, available_at, metadata)
+	SELECT id, queue, type, payload::json, priority, max_attempts,
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), metadata::jsonb
+	FROM input
+	WHERE unique_key IS NULL
+	ORDER BY ord
+	RETURNING j.id, j.queue, j.available_at
+),
+keyed AS (
+	INSERT INTO {schema}.jobs AS j
+	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key, metadata)
+	SELECT id, queue, type, payload::json, priority, max_attempts,
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb
+	FROM input
+	WHERE unique_key IS NOT NULL
+	ORDER BY ord
+	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+	RETURNING j.id, j.queue, j.available_at
+),
+ins AS (
+	SELECT * FROM plain UNION ALL SELECT * FROM keyed
+)`
+
+// sqlReserveIDs draws ids for a COPY batch (see copyInsert): COPY returns
+// nothing, so the ids are taken from the sequence first.
+//
+//	$1 count int
+//
+// Returns one row: (ids bigint[]), $1 fresh ids.
+const sqlReserveIDs = `SELECT array_agg(nextval('{schema}.jobs_id_seq')) FROM generate_series(1, $1)`
+
+// copyColumns are the jobs columns a COPY batch fills; the others take
+// their defaults (pending, no attempts, available and created at now()).
+// A batch in which some job has metadata adds copyMetadataColumn, so one
+// without any streams no column of NULLs.
+var copyColumns = []string{"id", "queue", "type", "payload", "priority", "max_attempts"}
+
+// copyMetadataColumn is the jobs column a COPY batch with metadata adds.
+const copyMetadataColumn = "metadata"

@@ -25,9 +25,10 @@ const qKeyWalk = `SELECT id, key FROM jobs
 WHERE status = 'pending' AND queue = ?1 AND available_at <= ?2
 ORDER BY priority DESC, turn, available_at, id LIMIT ?3`
 
-// qKeyReserved: ?1 queue, ?2 key. Returns how many jobs of the key are
-// reserved, cancelling ones included (jobs_key_reserved: few rows).
-const qKeyReserved = `SELECT count(*) FROM jobs WHERE status = 'reserved' AND queue = ?1 AND key = ?2`
+// qKeyReserved: ?1 queue. Returns each key with reserved jobs and how
+// many, cancelling ones included (jobs_key_reserved: as many rows as the
+// queue's keyed jobs running, which the workers' slots bound).
+const qKeyReserved = `SELECT key, count(*) FROM jobs WHERE status = 'reserved' AND queue = ?1 AND key IS NOT NULL GROUP BY key`
 
 // qKeyHead: ?1 queue, ?2 key. Returns the lowest ID among the key's live
 // jobs, or no row (jobs_key).

@@ -153,20 +153,7 @@ s AS MATERIALIZED (
 	       rate_window
 	FROM {schema}.queue_settings, t WHERE queue = $1
 ),
-allow AS (
-	SELECT s.win,
-	       CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END AS used,
-	       CASE WHEN s.paused THEN 0 ELSE greatest(0, least($2::int,
-	            CASE WHEN s.concurrency > 0
-	                 THEN s.concurrency - (SELECT count(*) FROM {schema}.jobs r
-	                                       WHERE r.lease_until IS NOT NULL AND r.status IN ('reserved', 'cancelling') AND r.queue = $1)
-	                 ELSE $2::int END,
-	            CASE WHEN s.rate_limit > 0
-	                 THEN s.rate_limit - CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END
-	                 ELSE $2::int END)) END AS n
-	FROM s
-),
-room AS (SELECT coalesce(max(n), $2::int) AS n FROM allow),
+` + sqlClaimAllow + `room AS (SELECT coalesce(max(n), $2::int) AS n FROM allow),
 page_a AS MATERIALIZED (
 	SELECT id, key, priority, turn, available_at FROM {schema}.jobs
 	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)

@@ -29,6 +29,25 @@ import (
 // Returns the row's queue, or no row.
 const sqlQueueLock = `SELECT queue FROM {schema}.queue_settings WHERE queue = $1 FOR UPDATE`
 
+// sqlClaimAllow is the claim's allowance for a limited queue, a CTE
+// over s (its settings row and rate window) that sqlClaimLimited and
+// sqlClaimKeyed share: min($2, concurrency - reserved jobs, rate_limit -
+// claims in the window), 0 when paused.
+const sqlClaimAllow = `allow AS (
+	SELECT s.win,
+	       CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END AS used,
+	       CASE WHEN s.paused THEN 0 ELSE greatest(0, least($2::int,
+	            CASE WHEN s.concurrency > 0
+	                 THEN s.concurrency - (SELECT count(*) FROM {schema}.jobs r
+	                                       WHERE r.lease_until IS NOT NULL AND r.status IN ('reserved', 'cancelling') AND r.queue = $1)
+	                 ELSE $2::int END,
+	            CASE WHEN s.rate_limit > 0
+	                 THEN s.rate_limit - CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END
+	                 ELSE $2::int END)) END AS n
+	FROM s
+),
+`
+
 // sqlClaimLimited reserves up to what the queue's limits allow of $2 due
 // pending jobs of queue $1, and counts them in the current rate window.
 // It must follow sqlQueueLock in the same batch.
@@ -55,20 +74,7 @@ s AS (
 	       rate_window
 	FROM {schema}.queue_settings, t WHERE queue = $1
 ),
-allow AS (
-	SELECT s.win,
-	       CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END AS used,
-	       CASE WHEN s.paused THEN 0 ELSE greatest(0, least($2::int,
-	            CASE WHEN s.concurrency > 0
-	                 THEN s.concurrency - (SELECT count(*) FROM {schema}.jobs r
-	                                       WHERE r.lease_until IS NOT NULL AND r.status IN ('reserved', 'cancelling') AND r.queue = $1)
-	                 ELSE $2::int END,
-	            CASE WHEN s.rate_limit > 0
-	                 THEN s.rate_limit - CASE WHEN s.rate_window = s.win THEN s.rate_count ELSE 0 END
-	                 ELSE $2::int END)) END AS n
-	FROM s
-),
-picked AS MATERIALIZED (
+` + sqlClaimAllow + `picked AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
 	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)
 	ORDER BY priority DESC, turn, available_at, id

@@ -123,29 +123,16 @@ func (r *verifier) keyReplayer(ctx context.Context) {
 // replayHead replays the failed head of held key k and records the call.
 func (r *verifier) replayHead(ctx context.Context, k backend.KeyInfo) {
 	at := monoNow()
-	// A call that began completes whatever ctx does: its result is what
-	// the checker needs.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	defer cancel()
-	res, err := r.direct.FailedReplay(cctx, backend.FailedReplayParams{IDs: []int64{k.HeadID}})
 	fields := []field{num("job", k.HeadID), str("kq", k.Queue), str("key", k.Key)}
-	var out string
-	switch {
-	case errors.Is(err, backend.ErrNotFound):
-		out = replayGone
-	case err != nil:
-		out = replayError
-		fields = append(fields, str("err", errClass(err)))
-	case res.Replayed > 0:
-		out = replayMoved
-		r.count("replay")
-	default:
-		out = replaySkipped
+	out, errf := r.replayJob(ctx, k.HeadID)
+	if out == replaySkipped {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 		if _, err := r.direct.FailedPurge(cctx, backend.FailedPurgeParams{IDs: []int64{k.HeadID}}); err == nil {
 			out = replayPurged
 		}
+		cancel()
 	}
-	r.events.writeAt(at, evKeyReplay, append(fields, str("res", out))...)
+	r.events.writeAt(at, evKeyReplay, append(append(fields, errf...), str("res", out))...)
 }
 
 // keyState reads the keyed workload's final state: its queues' rules and

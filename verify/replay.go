@@ -112,28 +112,31 @@ func (r *verifier) replayFailed(ctx context.Context, st *replayState) {
 // replay replays failed job f, a task p, and records the call.
 func (r *verifier) replay(ctx context.Context, f *backend.FailedJob, p payload) string {
 	at := monoNow()
-	// A call that began completes when the faults stop: its result is
-	// what the checker needs.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	res, err := r.direct.FailedReplay(cctx, backend.FailedReplayParams{IDs: []int64{f.JobID}})
-	cancel()
 	fields := []field{num("job", f.JobID), num("fid", f.ID), num("wf", p.WF), num("try", int64(p.Try)),
 		str("task", p.Task), str("perm", strconv.FormatBool(p.Perm))}
-	var out string
+	out, errf := r.replayJob(ctx, f.JobID)
+	r.events.writeAt(at, evReplay, append(append(fields, errf...), str("res", out))...)
+	return out
+}
+
+// replayJob replays failed job id as the run's operator and says how it
+// went: replayMoved, replayGone, replaySkipped, or replayError with the
+// error's class in errf. A call that began completes whatever ctx does
+// (the faults stopping): its result is what the checker needs.
+func (r *verifier) replayJob(ctx context.Context, id int64) (out string, errf []field) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancel()
+	res, err := r.direct.FailedReplay(cctx, backend.FailedReplayParams{IDs: []int64{id}})
 	switch {
 	case errors.Is(err, backend.ErrNotFound):
-		out = replayGone
+		return replayGone, nil
 	case err != nil:
-		out = replayError
-		fields = append(fields, str("err", errClass(err)))
+		return replayError, []field{str("err", errClass(err))}
 	case res.Replayed > 0:
-		out = replayMoved
 		r.count("replay")
-	default:
-		out = replaySkipped
+		return replayMoved, nil
 	}
-	r.events.writeAt(at, evReplay, append(fields, str("res", out))...)
-	return out
+	return replaySkipped, nil
 }
 
 // failedJobs lists the run queues' failed jobs, newest first.

@@ -100,10 +100,13 @@ func runCtlChild() int {
 		_, err := fmt.Fprintf(ledger, "%d %d %d %d %d %d %d\n", j.ID, j.Attempt, start.UnixNano(), end.UnixNano(), ct.claimed.UnixNano(), ct.seen.UnixNano(), os.Getpid())
 		return err
 	})
+	// The ready mark tells start that SIGTERM is handled from now on:
+	// a signal that came before would kill the process by default.
+	ready := func() error { return os.WriteFile(os.Getenv(ctlLedgerEnv)+".ready", nil, 0o644) }
 	return runChildWorker(ctx, b, reg, jobq.WorkerConfig{
 		Queues: []string{os.Getenv(ctlQueueEnv)}, Concurrency: ctlSlots, Logger: quietLog,
 		Hooks: []jobq.WorkerHooks{hooks},
-	}, nil)
+	}, ready)
 }
 
 // bumpMu serializes this process's handlers: an flock is held by the open
@@ -195,13 +198,18 @@ func (r *ctlRun) enqueue(n int, sleep time.Duration) {
 	}
 }
 
-// start starts n worker processes.
+// start starts n worker processes and waits until each has its worker
+// made and SIGTERM handled, so that stop's signal always meets a worker
+// that stops cleanly (a fast drain may end before a slow start does).
 func (r *ctlRun) start(n int) {
 	r.t.Helper()
+	var marks []string
 	for i := range n {
+		ledger := filepath.Join(r.dir, fmt.Sprintf("ledger-%d", i))
+		marks = append(marks, ledger+".ready")
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), ctlURLEnv+"="+r.url, ctlQueueEnv+"="+r.queue, ctlCounterEnv+"="+r.counter,
-			ctlLedgerEnv+"="+filepath.Join(r.dir, fmt.Sprintf("ledger-%d", i)))
+			ctlLedgerEnv+"="+ledger)
 		cmd.Stderr = os.Stderr
 		if err := cmd.Start(); err != nil {
 			r.t.Fatalf("start worker process: %v", err)
@@ -213,6 +221,18 @@ func (r *ctlRun) start(n int) {
 			}
 		})
 		r.procs = append(r.procs, cmd)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, m := range marks {
+		for {
+			if _, err := os.Stat(m); err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				r.t.Fatalf("worker process not ready after 60s: no %s", filepath.Base(m))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 

@@ -222,17 +222,11 @@ func (r *ctlRun) start(n int) {
 		})
 		r.procs = append(r.procs, cmd)
 	}
-	deadline := time.Now().Add(60 * time.Second)
 	for _, m := range marks {
-		for {
-			if _, err := os.Stat(m); err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				r.t.Fatalf("worker process not ready after 60s: no %s", filepath.Base(m))
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually(r.t, settle, "worker process ready ("+filepath.Base(m)+")", func() bool {
+			_, err := os.Stat(m)
+			return err == nil
+		})
 	}
 }
 

@@ -7,9 +7,10 @@ package sqlite
 
 // --- turns at insert ---
 
-// qKeyMaxTurn: ?1 queue, ?2 key. Returns the highest turn among the live
-// jobs of the key, 0 when it has none (jobs_key_turn).
-const qKeyMaxTurn = `SELECT COALESCE(MAX(turn), 0) FROM jobs WHERE queue = ?1 AND key = ?2`
+// qKeyMaxTurn: ?1 queue, ?2 key. Returns the turn of the key's newest
+// live job, its highest (migration 011), 0 when it has none: one probe of
+// jobs_key from its end.
+const qKeyMaxTurn = `SELECT COALESCE((SELECT turn FROM jobs WHERE queue = ?1 AND key = ?2 ORDER BY id DESC LIMIT 1), 0)`
 
 // qQueueMinTurn: ?1 queue. Returns the lowest turn among the queue's
 // pending keyed jobs (scheduled ones included), 0 when it has none
@@ -46,13 +47,14 @@ const qClaimIDs = `UPDATE jobs SET status = 'reserved', attempts = attempts + 1,
 WHERE id IN (SELECT value FROM json_each(?3)) AND status = 'pending'
 RETURNING ` + claimColumns
 
-// qQueueKeys: ?1 queue. Returns the distinct keys of the queue's pending
-// jobs, by name: one probe of jobs_key_claim per key, skipping each key's
-// backlog (a loose index scan written as a recursive CTE).
+// qQueueKeys: ?1 queue. Returns the distinct keys of the queue's live
+// jobs, by name: one probe of jobs_key per key, skipping each key's
+// backlog (a loose index scan written as a recursive CTE). A key whose
+// jobs all run is among them; the claim finds nothing due for it.
 const qQueueKeys = `WITH RECURSIVE k(key) AS (
-	SELECT (SELECT key FROM jobs INDEXED BY jobs_key_claim WHERE status = 'pending' AND queue = ?1 AND key IS NOT NULL ORDER BY key LIMIT 1)
+	SELECT (SELECT key FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key IS NOT NULL ORDER BY key LIMIT 1)
 	UNION ALL
-	SELECT (SELECT j.key FROM jobs j INDEXED BY jobs_key_claim WHERE j.status = 'pending' AND j.queue = ?1 AND j.key > k.key ORDER BY j.key LIMIT 1)
+	SELECT (SELECT j.key FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key > k.key ORDER BY j.key LIMIT 1)
 	FROM k WHERE k.key IS NOT NULL
 )
 SELECT key FROM k WHERE key IS NOT NULL`
@@ -76,9 +78,11 @@ WHERE status = 'pending' AND queue = ?1 AND priority = ?2 AND turn = 0 AND avail
 ORDER BY available_at, id LIMIT ?4`
 
 // qKeyDue: ?1 queue, ?2 key, ?3 now, ?4 limit. Returns id, priority, turn
-// and available_at of the key's first due pending jobs in claim order
-// (jobs_key_claim).
-const qKeyDue = `SELECT id, priority, turn, available_at FROM jobs
+// and available_at of the key's first due pending jobs in claim order: it
+// reads the key's live jobs (jobs_key) and sorts them, so it costs the
+// key's backlog (see migration 011 for why no index holds this order).
+// Left to itself the planner walks jobs_claim, the queue's backlog.
+const qKeyDue = `SELECT id, priority, turn, available_at FROM jobs INDEXED BY jobs_key
 WHERE status = 'pending' AND queue = ?1 AND key = ?2 AND available_at <= ?3
 ORDER BY priority DESC, turn, available_at, id LIMIT ?4`
 

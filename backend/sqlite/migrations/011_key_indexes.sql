@@ -1,0 +1,23 @@
+-- 011_key_indexes: two fewer per-key indexes on the claim and completion
+-- path (issue 36: a keyed drain cost three times a plain one).
+--
+-- Each index of migration 010 ordered by key puts a queue's jobs of one
+-- key together, so a batch of claims or completions spread over many keys
+-- dirties one page of it per key, and every dirty page is written to the
+-- WAL at commit and again at checkpoint. jobs_key_claim moved an entry at
+-- every claim and jobs_key_turn at every completion; dropping both lifted
+-- a drain over 1,000 keys with a limit of 1 from about a third to about
+-- three quarters of a plain one (backend/sqlite BenchmarkKeysClaim).
+--
+-- What they served is read through jobs_key (queue, key, id) instead:
+-- - a key's highest turn is the turn of its newest live job (turns grow
+--   with IDs within a key; a replayed job keeps its own turn, which only
+--   changes the rotation, never the order of an ordered key, which goes
+--   by ID);
+-- - the keys of a queue are a loose scan of jobs_key (reserved-only keys
+--   included; a claim finds nothing due for them);
+-- - a key's due jobs in claim order read the key's live entries and sort
+--   them: only a claim that walked past its budget without filling reads
+--   them, and only for a key with room.
+DROP INDEX jobs_key_turn;
+DROP INDEX jobs_key_claim;

@@ -5,9 +5,11 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +30,8 @@ type benchFlags struct {
 	observe    string
 	sample     float64
 	sampler    string
+	// workerProcess runs the worker side in a 'jobq bench-worker' process.
+	workerProcess bool
 }
 
 func (a *app) newBenchCmd() *cobra.Command {
@@ -42,9 +46,9 @@ JSON line per workload, so figures can be compared run to run:
   enqueue-batch   N jobs through EnqueueMany in batches of --batch: jobs/s
   drain           N no-op jobs already queued, one worker with --workers slots:
                   jobs/s until all are done
-  latency         jobs enqueued at --rate per second into an idle worker in the
-                  same process, min(N, rate x duration) of them: enqueue-to-start
-                  p50/p90/p99/max in ms
+  latency         jobs enqueued at --rate per second into an idle worker (in
+                  the same process unless --worker-process), min(N, rate x
+                  duration) of them: enqueue-to-start p50/p90/p99/max in ms
   steady          --producers goroutines enqueuing and one worker running
                   together for --duration: completed jobs/s
   fairness        (not in all) --hot jobs queued on one key, then 10 jobs on
@@ -54,6 +58,16 @@ JSON line per workload, so figures can be compared run to run:
 
 --keys K spreads drain's jobs over K keys, and --key-limit N lets at most N
 jobs of a key run at once: what keys cost a drain.
+
+--worker-process runs the worker in a second jobq process (this binary, as
+the hidden 'jobq bench-worker') on the same --db, as deployments do:
+producers here, the worker there, the jobs reaching it through the store
+(its notifications, or on SQLite the worker's next poll, which latency
+and steady then show). This process enqueues and keeps the clock; drain's
+clock starts once the worker process has opened the store and stops when
+it reports the last job's outcome written. CPU, allocations and GCs are
+both processes' added up. memory: and sync: cannot be shared by two
+processes and are refused; so is --observe.
 
 Each workload runs on a fresh queue (bench-<workload>-<nanos>) and leaves it
 empty. Without --db (and JOBQ_DB) the runs go to a temporary SQLite file that
@@ -98,6 +112,7 @@ runs with and without it, interleaved; each result names what was on
 	fl.IntVar(&f.cfg.KeyLimit, "key-limit", 0, "drain with --keys: at most this many jobs of a key running at once")
 	fl.IntVar(&f.cfg.Hot, "hot", 100000, "fairness: jobs queued on one key before the 100 small keys' 10 each (0: the baseline)")
 	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
+	fl.BoolVar(&f.workerProcess, "worker-process", false, "run the workers in a separate jobq process, as deployed: its jobs reach it through the store")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	_ = fl.MarkHidden("cpuprofile")
 	fl.StringVar(&f.memProfile, "memprofile", "", "write a profile of the whole run's allocations to this file")
@@ -139,6 +154,9 @@ func (f *benchFlags) check() ([]string, error) {
 	if f.sampler != "sdk" && f.sampler != "jobq" {
 		return nil, usagef("--observe-sampler %q: use sdk or jobq", f.sampler)
 	}
+	if f.workerProcess && f.observe != "" {
+		return nil, usagef("--observe measures hooks in this process: not with --worker-process")
+	}
 	for _, o := range strings.Split(f.observe, ",") {
 		if o != "" && o != "metrics" && o != "tracing" {
 			return nil, usagef("--observe %q: use metrics, tracing or both (metrics,tracing)", f.observe)
@@ -162,6 +180,9 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 		return err
 	}
 	defer cleanup()
+	if s := schemeOf(url); f.workerProcess && (s == "memory" || s == "sync") {
+		return usagef("--worker-process: --db %s: keeps jobs inside one process, so a worker process cannot share them; use sqlite:PATH, postgres://… or redis://…", s)
+	}
 	if f.cpuProfile != "" {
 		stop, err := startCPUProfile(f.cpuProfile)
 		if err != nil {
@@ -189,6 +210,12 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 	if isTerminal(a.errOut) {
 		cfg.Progress = a.errOut
 	}
+	if f.workerProcess {
+		if cfg.WorkerProcess, err = benchWorkerProcess(url, cfg); err != nil {
+			return err
+		}
+		cfg.WorkerStderr = a.errOut
+	}
 	if f.observe != "" {
 		var stop func() error
 		if stop, err = observe(ctx, &cfg, f.observe, f.sample, f.sampler == "jobq", b, cfg.Log); err != nil {
@@ -204,6 +231,56 @@ func (a *app) runBench(cmd *cobra.Command, f benchFlags, names []string) (err er
 		_, err := fmt.Fprintln(a.out, r.JSON())
 		return err
 	})
+}
+
+// benchWorkerProcess returns how bench --worker-process starts its worker
+// process: this executable again as 'jobq bench-worker', with the store's
+// URL in JOBQ_DB (not in its arguments, where ps would show a password).
+func benchWorkerProcess(url string, cfg bench.Config) (func(queue, workload string) *exec.Cmd, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("--worker-process: find this executable: %w", err)
+	}
+	return func(queue, workload string) *exec.Cmd {
+		cmd := exec.Command(exe, "bench-worker", "--queue", queue, "--workload", workload,
+			"--workers", strconv.Itoa(cfg.Workers), "--keep-completed", cfg.KeepCompleted.String())
+		cmd.Env = append(os.Environ(), "JOBQ_DB="+url)
+		return cmd
+	}, nil
+}
+
+// newBenchWorkerCmd is the hidden worker side of 'jobq bench
+// --worker-process' (bench.ServeWorker): it speaks the bench's protocol on
+// its standard input and output, and stops on SIGTERM or when its input
+// ends.
+func (a *app) newBenchWorkerCmd() *cobra.Command {
+	var (
+		queue, workload string
+		cfg             bench.Config
+	)
+	cmd := &cobra.Command{
+		Use:    "bench-worker",
+		Short:  "The worker process of 'jobq bench --worker-process' (not for direct use)",
+		Args:   exactArgs(0, "no arguments"),
+		Hidden: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			b, err := backend.Open(ctx, a.db)
+			if err != nil {
+				return err
+			}
+			defer b.Close()
+			cfg.Backend, cfg.BackendName = b, schemeOf(a.db)
+			cfg.Log = slog.New(slog.NewTextHandler(a.errOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			return bench.ServeWorker(ctx, cfg, queue, workload, cmd.InOrStdin(), a.out)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&queue, "queue", "", "the workload's queue")
+	fl.StringVar(&workload, "workload", "", "the workload")
+	fl.IntVar(&cfg.Workers, "workers", 100, "worker concurrency")
+	fl.DurationVar(&cfg.KeepCompleted, "keep-completed", 0, "keep completed jobs this long")
+	return cmd
 }
 
 // benchURL is --db, except that with neither --db nor JOBQ_DB the bench

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"database/sql"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -218,5 +219,84 @@ func TestBenchObserve(t *testing.T) {
 	}
 	if r := run(t, "--db", "memory:", "bench", "--observe", "--observe-sampler", "otel"); r.code() != exitUsage || !strings.Contains(r.err.Error(), `--observe-sampler "otel"`) {
 		t.Fatalf("bench --observe-sampler otel: exit %d, %v", r.code(), r.err)
+	}
+}
+
+// TestBenchWorkerProcess runs the built jobq: with --worker-process the
+// workers run in a 'jobq bench-worker' process of their own on the same
+// SQLite file, the results say so, and the jobs are gone from the file's
+// tables afterwards.
+func TestBenchWorkerProcess(t *testing.T) {
+	jobqBinary(t)
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		args     []string
+		workload string
+		jobs     float64
+	}{
+		{"Drain", []string{"--workload", "drain", "-n", "2000"}, "drain", 2000},
+		{"DrainKeys", []string{"--workload", "drain", "-n", "2000", "--keys", "30", "--key-limit", "1"}, "drain", 2000},
+		// min(-n 2000, --rate 100 × --duration 1s) jobs, found by the
+		// worker process at its polls (SQLite wakes only its own process).
+		{"Latency", []string{"--workload", "latency", "-n", "2000", "--rate", "100", "--duration", "1s"}, "latency", 100},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "bench.db")
+			db := "sqlite:" + path
+			r := runBinary(t, "", nil, append([]string{"--db", db, "bench", "--worker-process", "--workers", "20"}, c.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+				t.Fatalf("stdout %q is not one JSON line: %v", r.stdout, err)
+			}
+			if m["workload"] != c.workload || m["worker_process"] != true || m["jobs"] != c.jobs {
+				t.Errorf("result %s: want workload %s, worker_process true, %v jobs", r.stdout, c.workload, c.jobs)
+			}
+			if c.name == "DrainKeys" && (m["keys"] != 30.0 || m["key_limit"] != 1.0) {
+				t.Errorf("result %s does not name its keys", r.stdout)
+			}
+			if c.workload == "latency" {
+				if p50, p99 := m["p50_ms"].(float64), m["p99_ms"].(float64); p50 <= 0 || p99 < p50 {
+					t.Errorf("latency percentiles %v, %v: %s", p50, p99, r.stdout)
+				}
+			} else if cpu, _ := m["cpu_us_per_job"].(float64); cpu <= 0 {
+				t.Errorf("no CPU figure: %s", r.stdout)
+			}
+			if stats, err := jobq.NewInspector(openDB(t, db)).Stats(t.Context()); err != nil || len(stats) != 0 {
+				t.Errorf("stats after the run: %+v, %v; want no queue with jobs", stats, err)
+			}
+			sdb, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sdb.Close()
+			for _, table := range []string{"jobs", "failed_jobs"} {
+				var n int
+				if err := sdb.QueryRowContext(t.Context(), "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+					t.Errorf("%s holds %d rows after the run (%v); want none", table, n, err)
+				}
+			}
+		})
+	}
+}
+
+// TestBenchWorkerProcessRefusals: stores that live inside one process and
+// --observe (whose hooks would stay in the producers' process) are refused
+// with one line, before anything runs.
+func TestBenchWorkerProcessRefusals(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"--db", "memory:", "bench", "--worker-process"},
+		{"--db", "sync:", "bench", "--worker-process"},
+		{"--db", "memory:", "bench", "--worker-process", "--observe"},
+	} {
+		r := run(t, args...)
+		if r.code() != exitUsage || r.out != "" || strings.Contains(r.err.Error(), "\n") || !strings.Contains(r.err.Error(), "--worker-process") {
+			t.Errorf("%v: exit %d, out %q, err %v; want a one-line usage error naming --worker-process", args, r.code(), r.out, r.err)
+		}
 	}
 }

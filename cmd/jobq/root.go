@@ -135,6 +135,7 @@ monitoring plugins instead: 0 OK, 1 WARNING, 2 CRITICAL, 3 UNKNOWN.`,
 		a.newMigrateCmd(),
 		a.newDemoCmd(),
 		a.newBenchCmd(),
+		a.newBenchWorkerCmd(),
 		a.newVerifyCmd(),
 	)
 	a.redactErrors(root)

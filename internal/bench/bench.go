@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os/exec"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/backend/memory"
 )
 
 // The workload names, in the order All runs them.
@@ -97,6 +99,21 @@ type Config struct {
 	// before its 100 small keys' 10 jobs each; 0 measures the small keys
 	// alone, the baseline. Defaults to none.
 	Hot int
+	// WorkerProcess, when set, runs every workload's worker in a process
+	// of its own, as deployments do: the producers stay in this process
+	// and the worker finds their jobs through the store (its
+	// notifications, or its next poll). It returns the command of that
+	// process for the workload on queue, not started; the process runs
+	// ServeWorker with the same store, Workers and KeepCompleted, and the
+	// bench connects its standard input and output. The store must be one
+	// both processes open: not the memory backend. WorkerHooks,
+	// Middleware and Settle would not reach it and are refused with it.
+	// Default: the worker runs in this process.
+	WorkerProcess func(queue, workload string) *exec.Cmd
+	// WorkerStderr receives the worker process's standard error, each
+	// line prefixed "worker process: ". Default: discarded (its last line
+	// is still in the error when the process fails).
+	WorkerStderr io.Writer
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -105,6 +122,14 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if _, inline := backend.As[backend.Inline](c.Backend); inline {
 		return c, fmt.Errorf("%w: the sync backend runs each job inside Enqueue and stores nothing; bench a backend that stores jobs", jobq.ErrInvalidInput)
+	}
+	if c.WorkerProcess != nil {
+		if _, mem := backend.As[*memory.Backend](c.Backend); mem {
+			return c, fmt.Errorf("%w: the memory backend keeps its jobs inside one process, so a worker process cannot share them; bench a store both open (sqlite, postgres, redis)", jobq.ErrInvalidInput)
+		}
+		if len(c.WorkerHooks) > 0 || len(c.Middleware) > 0 || c.Settle != nil {
+			return c, fmt.Errorf("%w: worker hooks, middleware and Settle would not reach a worker process", jobq.ErrInvalidInput)
+		}
 	}
 	ints := []struct {
 		name string
@@ -148,6 +173,9 @@ type Result struct {
 	Backend  string `json:"backend"`
 	// Observe: what observability the run had on (Config.Observed).
 	Observe string `json:"observe,omitempty"`
+	// WorkerProcess: the worker ran in a process of its own
+	// (Config.WorkerProcess), not in the producers'.
+	WorkerProcess bool `json:"worker_process,omitempty"`
 	// KeepCompleted: the workers kept completed jobs this long (seconds).
 	KeepCompleted float64 `json:"keep_completed_s,omitempty"`
 	// Jobs is how many jobs the timed part handled: enqueued for the
@@ -170,7 +198,8 @@ type Result struct {
 	// What the process spent over the timed part of drain, steady and the
 	// enqueue workloads (see cost), per job it completed or enqueued: CPU
 	// time (steady's counts its producers' too; a server's own is never in
-	// it) and bytes allocated; and the garbage collections.
+	// it) and bytes allocated; and the garbage collections. With a worker
+	// process, both processes' added up.
 	CPUMicrosPerJob  float64 `json:"cpu_us_per_job,omitempty"`
 	AllocBytesPerJob int64   `json:"alloc_bytes_per_job,omitempty"`
 	GCs              uint32  `json:"gcs,omitempty"`
@@ -215,6 +244,7 @@ func Run(ctx context.Context, cfg Config, names []string, emit func(Result) erro
 			return fmt.Errorf("bench %s: %w", name, err)
 		}
 		res.Workload, res.Backend, res.Observe = name, cfg.BackendName, cfg.Observed
+		res.WorkerProcess = cfg.WorkerProcess != nil
 		res.KeepCompleted = cfg.KeepCompleted.Seconds()
 		if err := emit(res); err != nil {
 			return err

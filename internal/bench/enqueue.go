@@ -29,7 +29,7 @@ func runEnqueueSingle(ctx context.Context, cfg Config, queue string) (Result, er
 	}
 	took, c1 := time.Since(start), costNow()
 	bar.finish()
-	if err := workOff(ctx, cfg, queue, n.Load()); err != nil {
+	if err := workOff(ctx, cfg, queue, EnqueueSingle, n.Load()); err != nil {
 		return Result{}, err
 	}
 	r := Result{Jobs: n.Load(), Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}
@@ -53,7 +53,7 @@ func runEnqueueBatch(ctx context.Context, cfg Config, queue string) (Result, err
 	if err != nil {
 		return Result{}, err
 	}
-	if err := workOff(ctx, cfg, queue, n.Load()); err != nil {
+	if err := workOff(ctx, cfg, queue, EnqueueBatch, n.Load()); err != nil {
 		return Result{}, err
 	}
 	r := Result{Jobs: n.Load(), Batch: cfg.Batch, Producers: 1, Seconds: round(took.Seconds()), JobsPerSec: rate(n.Load(), took)}

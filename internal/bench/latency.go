@@ -6,20 +6,22 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/jobq/jobq"
 )
 
 // latencyPayload carries the producer's clock into the handler. Producer
-// and worker share a process, so the wall clocks are the same clock.
+// and worker share a process, or at least a machine (a worker process),
+// so the wall clocks are the same clock.
 type latencyPayload struct {
 	EnqueuedAt int64 `json:"t"`                // UnixNano just before Enqueue
 	Warmup     bool  `json:"warmup,omitempty"` // not measured
 }
 
-// runLatency starts an idle worker, then enqueues jobs one per transaction
+// runLatency starts an idle worker (in this process, or in a worker
+// process that finds the jobs as a deployed worker does: woken through the
+// store, or at its next poll), then enqueues jobs one per transaction
 // at Rate per second on a fixed schedule (min(N, Rate×Duration) jobs) and
 // measures, for each, the time from just before its Enqueue call to the
 // start of its handler: the pickup latency a producer sees.
@@ -31,22 +33,7 @@ func runLatency(ctx context.Context, cfg Config, queue string) (Result, error) {
 	n := int64(min(float64(cfg.N), math.Ceil(float64(cfg.Rate)*cfg.Duration.Seconds())))
 	n = max(n, 1)
 
-	var mu sync.Mutex
-	lats := make([]time.Duration, 0, n)
-	handler := func(_ context.Context, job *jobq.Job) error {
-		started := time.Now()
-		var p latencyPayload
-		if err := json.Unmarshal(job.Payload, &p); err != nil {
-			return jobq.Permanent(err)
-		}
-		if !p.Warmup {
-			mu.Lock()
-			lats = append(lats, started.Sub(time.Unix(0, p.EnqueuedAt)))
-			mu.Unlock()
-		}
-		return nil
-	}
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, handler, nil)
+	p, err := runWorkers(ctx, cfg, queue, Latency, nil)
 	if err != nil {
 		return Result{}, err
 	}
@@ -60,10 +47,13 @@ func runLatency(ctx context.Context, cfg Config, queue string) (Result, error) {
 	if err := checkEmpty(ctx, cfg, queue); err != nil {
 		return Result{}, err
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if int64(len(lats)) != n {
-		return Result{}, fmt.Errorf("measured %d latencies for %d jobs", len(lats), n)
+	starts := p.starts()
+	if int64(len(starts)) != n {
+		return Result{}, fmt.Errorf("measured %d latencies for %d jobs", len(starts), n)
+	}
+	lats := make([]time.Duration, len(starts))
+	for i, s := range starts {
+		lats[i] = time.Duration(s.At - s.Ref)
 	}
 	slices.Sort(lats)
 	res.P50Ms, res.P90Ms, res.P99Ms, res.MaxMs = pctMs(lats, 0.50), pctMs(lats, 0.90), pctMs(lats, 0.99), pctMs(lats, 1)
@@ -73,7 +63,7 @@ func runLatency(ctx context.Context, cfg Config, queue string) (Result, error) {
 // measureLatency warms the worker up with one job (so the first sample does
 // not pay for the worker's start), then runs the paced producer and waits
 // for every job's handler.
-func measureLatency(ctx context.Context, cfg Config, c *jobq.Client, p *pool, queue string, n int64) (Result, error) {
+func measureLatency(ctx context.Context, cfg Config, c *jobq.Client, p workers, queue string, n int64) (Result, error) {
 	opt := jobq.Queue(queue)
 	enqueue := func(warm bool) error {
 		pl, _ := json.Marshal(latencyPayload{EnqueuedAt: time.Now().UnixNano(), Warmup: warm})
@@ -88,8 +78,8 @@ func measureLatency(ctx context.Context, cfg Config, c *jobq.Client, p *pool, qu
 	}
 
 	period := time.Second / time.Duration(cfg.Rate)
-	bar := startProgress(cfg.Progress, Latency, func() float64 { return float64(p.done.Load()-1) / float64(n) },
-		func() int64 { return p.done.Load() - 1 })
+	bar := startProgress(cfg.Progress, Latency, func() float64 { return float64(p.done()-1) / float64(n) },
+		func() int64 { return p.done() - 1 })
 	defer bar.finish()
 	timer := time.NewTimer(0)
 	defer timer.Stop()

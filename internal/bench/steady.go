@@ -22,14 +22,15 @@ func steadyBacklog(cfg Config) int { return max(1000, 10*cfg.Workers) }
 // fast as they can (within the backlog bound) while one worker with Workers
 // slots works them, for Duration, and reports the jobs completed (and
 // enqueued) in that window. What is still queued at the end is worked off
-// afterwards, untimed.
+// afterwards, untimed. With a worker process the completions are the ones
+// it reported written (it reports every few milliseconds).
 func runSteady(ctx context.Context, cfg Config, queue string) (Result, error) {
 	c, err := newClient(cfg)
 	if err != nil {
 		return Result{}, err
 	}
 	credits := make(chan struct{}, steadyBacklog(cfg))
-	p, err := startPool(ctx, cfg, queue, cfg.Workers, noop, credits)
+	p, err := runWorkers(ctx, cfg, queue, Steady, credits)
 	if err != nil {
 		return Result{}, err
 	}
@@ -43,7 +44,7 @@ func runSteady(ctx context.Context, cfg Config, queue string) (Result, error) {
 	return res, checkEmpty(ctx, cfg, queue)
 }
 
-func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, queue string, credits chan struct{}) (Result, error) {
+func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p workers, queue string, credits chan struct{}) (Result, error) {
 	opt := jobq.Queue(queue)
 	if _, err := c.Enqueue(ctx, noopType, noopPayload, opt); err != nil {
 		return Result{}, err
@@ -59,9 +60,12 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 		errMu    sync.Mutex
 		errs     []error
 	)
-	c0 := costNow()
+	c0, err := p.cost()
+	if err != nil {
+		return Result{}, err
+	}
 	start := time.Now()
-	bar := startProgress(cfg.Progress, Steady, fracOfTime(start, cfg.Duration), func() int64 { return p.done.Load() - 1 })
+	bar := startProgress(cfg.Progress, Steady, fracOfTime(start, cfg.Duration), func() int64 { return p.done() - 1 })
 	for range cfg.Producers {
 		wg.Go(func() {
 			// The producers stop on a channel, not on a cancelled context,
@@ -88,13 +92,13 @@ func measureSteady(ctx context.Context, cfg Config, c *jobq.Client, p *pool, que
 	case <-timer.C:
 	}
 	timer.Stop()
-	done, enq := p.done.Load()-1, enqueued.Load()
+	done, enq := p.done()-1, enqueued.Load()
 	took := time.Since(start)
-	c1 := costNow()
+	c1, cerr := p.cost()
 	close(stop)
 	wg.Wait()
 	bar.finish()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, cerr)...); err != nil {
 		return Result{}, err
 	}
 	if err := ctx.Err(); err != nil {

@@ -115,20 +115,8 @@ func (c *keyClaim) state(key string) (*keyState, error) {
 		c.head = c.tx.StmtContext(c.ctx, c.st.keyHead)
 		c.failed = c.tx.StmtContext(c.ctx, c.st.keyFailed)
 	}
-	if c.reserved == nil {
-		rows, err := c.tx.StmtContext(c.ctx, c.st.keyReserved).QueryContext(c.ctx, c.queue)
-		type count struct {
-			key string
-			n   int
-		}
-		counts, err := scanAll(queried{rows, err}, func(r *sql.Rows) (k count, err error) { return k, r.Scan(&k.key, &k.n) })
-		if err != nil {
-			return nil, fmt.Errorf("count the reserved jobs of queue %s's keys: %w", c.queue, err)
-		}
-		c.reserved = make(map[string]int, len(counts))
-		for _, k := range counts {
-			c.reserved[k.key] = k.n
-		}
+	if err := c.readReserved(); err != nil {
+		return nil, err
 	}
 	s.reserved = c.reserved[key]
 	// An ordered key with a job reserved is blocked whatever its head.
@@ -149,6 +137,28 @@ func (c *keyClaim) state(key string) (*keyState, error) {
 	}
 	c.keys[key] = s
 	return s, nil
+}
+
+// readReserved reads the reserved counts of the queue's keys, once per
+// claim (until a fallback clears them).
+func (c *keyClaim) readReserved() error {
+	if c.reserved != nil {
+		return nil
+	}
+	rows, err := c.tx.StmtContext(c.ctx, c.st.keyReserved).QueryContext(c.ctx, c.queue)
+	type count struct {
+		key string
+		n   int
+	}
+	counts, err := scanAll(queried{rows, err}, func(r *sql.Rows) (k count, err error) { return k, r.Scan(&k.key, &k.n) })
+	if err != nil {
+		return fmt.Errorf("count the reserved jobs of queue %s's keys: %w", c.queue, err)
+	}
+	c.reserved = make(map[string]int, len(counts))
+	for _, k := range counts {
+		c.reserved[k.key] = k.n
+	}
+	return nil
 }
 
 // allows reports whether the rules let the claim take job id of a key in
@@ -178,41 +188,15 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, st *stmts, q string, rules back
 	base []any, claimed *backend.JobRow, jobs []*backend.JobRow) ([]*backend.JobRow, error) {
 	c := &keyClaim{ctx: ctx, tx: tx, st: st, queue: q, rules: rules, now: base[0].(int64), keys: map[string]*keyState{}}
 	budget := keyWalkBudget(want)
-	type entry struct {
-		id  int64
-		key sql.NullString
-	}
-	rows, err := tx.StmtContext(ctx, st.keyWalk).QueryContext(ctx, q, c.now, int64(budget))
-	walked, err := scanAll(queried{rows, err}, func(r *sql.Rows) (entry, error) {
-		var e entry
-		return e, r.Scan(&e.id, &e.key)
-	})
+	take, walked, err := c.walk(st, want, budget)
 	if err != nil {
-		return jobs, fmt.Errorf("walk the due jobs of queue %s: %w", q, err)
-	}
-	take := make([]int64, 0, min(want, len(walked)))
-	for _, e := range walked {
-		if len(take) == want {
-			break
-		}
-		if !e.key.Valid {
-			take = append(take, e.id)
-			continue
-		}
-		s, err := c.state(e.key.String)
-		if err != nil {
-			return jobs, err
-		}
-		if c.allows(s, e.id) {
-			take = append(take, e.id)
-			s.reserved++
-		}
+		return jobs, err
 	}
 	n := len(jobs)
 	if jobs, err = claimIDs(ctx, tx, st, base, take, claimed, jobs); err != nil {
 		return jobs, err
 	}
-	if len(jobs)-n == want || len(walked) < budget {
+	if len(jobs)-n == want || walked < budget {
 		return jobs, nil
 	}
 	// The walk's reservations are written: the keys' states are read
@@ -224,6 +208,50 @@ func claimKeyed(ctx context.Context, tx *sql.Tx, st *stmts, q string, rules back
 		return jobs, err
 	}
 	return claimIDs(ctx, tx, st, base, more, claimed, jobs)
+}
+
+// walk reads the start of the claim order, at most budget entries, and
+// returns the IDs the rules let the claim take, up to want, and how many
+// entries it read. It stops reading once it has want: with most keys
+// free, that is little more than want entries, not the whole budget.
+func (c *keyClaim) walk(st *stmts, want, budget int) (take []int64, walked int, err error) {
+	// The reserved counts are read before the walk's rows are open, so a
+	// limit costs no statement in between.
+	if err := c.readReserved(); err != nil {
+		return nil, 0, err
+	}
+	rows, err := c.tx.StmtContext(c.ctx, st.keyWalk).QueryContext(c.ctx, c.queue, c.now, int64(budget))
+	if err != nil {
+		return nil, 0, fmt.Errorf("walk the due jobs of queue %s: %w", c.queue, err)
+	}
+	defer rows.Close()
+	take = make([]int64, 0, want)
+	var (
+		id  int64
+		key sql.NullString
+	)
+	for len(take) < want && rows.Next() {
+		walked++
+		if err := rows.Scan(&id, &key); err != nil {
+			return nil, 0, fmt.Errorf("walk the due jobs of queue %s: %w", c.queue, err)
+		}
+		if !key.Valid {
+			take = append(take, id)
+			continue
+		}
+		s, err := c.state(key.String)
+		if err != nil {
+			return nil, 0, err
+		}
+		if c.allows(s, id) {
+			take = append(take, id)
+			s.reserved++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("walk the due jobs of queue %s: %w", c.queue, err)
+	}
+	return take, walked, nil
 }
 
 // query runs query in the claim's transaction.

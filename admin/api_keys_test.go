@@ -369,3 +369,31 @@ func TestEnqueueKey(t *testing.T) {
 	nk.wantCounts(0, 0, 0)
 	nk.want(nk.do(req{method: "POST", path: "/api/v1/jobs", body: `{"type":"a"}`}), http.StatusCreated, "")
 }
+
+// TestJobKeyAPI: one job's view says its key, live or failed, and leaves
+// the field out for a job without one.
+func TestJobKeyAPI(t *testing.T) {
+	e := newEnvOn(t, memoryBackend(t), Options{})
+	keyed := enqueueKeyed(t, e.client, "ledger", "a<b", 2)
+	plain, err := e.client.Enqueue(t.Context(), "charge", map[string]any{}, jobq.Queue("plain"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	endRows(t, e.b, true, wantClaim(t, e.b, "ledger", keyed...)[0])
+	for _, path := range []string{
+		fmt.Sprintf("/api/v1/jobs/%d", keyed[0]), // failed
+		fmt.Sprintf("/api/v1/failed/%d", keyed[0]),
+		fmt.Sprintf("/api/v1/jobs/%d", keyed[1]), // reserved
+	} {
+		r := e.do(req{path: path})
+		e.want(r, http.StatusOK, "")
+		if r.body["key"] != "a<b" {
+			t.Errorf("GET %s: key %v, want a<b: %s", path, r.body["key"], r.raw)
+		}
+	}
+	r := e.do(req{path: fmt.Sprintf("/api/v1/jobs/%d", plain)})
+	e.want(r, http.StatusOK, "")
+	if _, ok := r.body["key"]; ok {
+		t.Errorf("a job without a key shows one: %s", r.raw)
+	}
+}

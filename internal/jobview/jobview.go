@@ -32,9 +32,12 @@ type Job struct {
 	// Errors is the job's failed attempts, oldest first: shown for one
 	// job (Live), left out of lists, whose pages would carry up to
 	// backend.MaxAttemptErrors error texts per job.
-	Errors    []AttemptError    `json:"errors,omitempty"`
-	UniqueKey string            `json:"unique_key,omitempty"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
+	Errors    []AttemptError `json:"errors,omitempty"`
+	UniqueKey string         `json:"unique_key,omitempty"`
+	// Key is the job's key (see jobq.Key), left out for none, so that a
+	// job leads to its key's page and rules.
+	Key      string            `json:"key,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 	// WorkflowID and Task name the workflow task whose job this is (left
 	// out for a plain job, and for a finished one, whose row does not say).
 	WorkflowID int64  `json:"workflow_id,omitempty"`
@@ -67,8 +70,10 @@ type Failed struct {
 	Error       string          `json:"error"`
 	// Errors is as Job's: every failed attempt for one failed job
 	// (FailedJob), none in lists.
-	Errors    []AttemptError    `json:"errors,omitempty"`
-	UniqueKey string            `json:"unique_key,omitempty"`
+	Errors    []AttemptError `json:"errors,omitempty"`
+	UniqueKey string         `json:"unique_key,omitempty"`
+	// Key is as Job's: a held key's failed head names the key it holds.
+	Key       string            `json:"key,omitempty"`
 	Metadata  map[string]string `json:"metadata,omitempty"`
 	CreatedAt time.Time         `json:"created_at"`
 	FailedAt  time.Time         `json:"failed_at"`
@@ -106,7 +111,7 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
 		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
-		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata), WorkflowID: j.WorkflowID, Task: j.Task,
+		UniqueKey: j.UniqueKey, Key: j.Key, Metadata: m.Map(j.Metadata), WorkflowID: j.WorkflowID, Task: j.Task,
 	}
 }
 
@@ -117,7 +122,7 @@ func FailedAsJob(m *redact.Masker, f *jobq.FailedJob) Job {
 		ID: f.JobID, State: jobq.StateFailed, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority,
 		CreatedAt: f.CreatedAt, FinishedAt: timePtr(f.FailedAt), LastError: m.Text(f.Error),
-		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata),
+		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Key: f.Key, Metadata: m.Map(f.Metadata),
 		WorkflowID: f.WorkflowID, Task: f.Task,
 	}
 }
@@ -128,7 +133,7 @@ func Finished(m *redact.Masker, j *jobq.FinishedJob) Job {
 		ID: j.ID, State: j.State, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: m.Text(j.LastError),
-		UniqueKey: j.UniqueKey, Metadata: m.Map(j.Metadata),
+		UniqueKey: j.UniqueKey, Key: j.Key, Metadata: m.Map(j.Metadata),
 	}
 }
 
@@ -137,7 +142,7 @@ func FailedJob(m *redact.Masker, f *jobq.FailedJob) Failed {
 	return Failed{
 		ID: f.JobID, Queue: f.Queue, Type: f.Type, Payload: Payload(m, f.Payload),
 		Attempts: f.Attempts, MaxAttempts: f.MaxAttempts, Priority: f.Priority, Error: m.Text(f.Error),
-		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
+		Errors: Errors(m, f.Errors), UniqueKey: f.UniqueKey, Key: f.Key, Metadata: m.Map(f.Metadata), CreatedAt: f.CreatedAt, FailedAt: f.FailedAt,
 		WorkflowID: f.WorkflowID, Task: f.Task,
 	}
 }

@@ -164,9 +164,7 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	tw := newTable(a.out)
 	fmt.Fprintf(tw, "ID:\t%d\nState:\t%s\nQueue:\t%s\nType:\t%s\n", j.JobID, jobq.StateFailed, j.Queue, j.Type)
 	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", j.Attempts, j.MaxAttempts, j.Priority)
-	if j.UniqueKey != "" {
-		fmt.Fprintf(tw, "Unique key:\t%s\n", j.UniqueKey)
-	}
+	printKeyLines(tw, j.Key, j.UniqueKey)
 	printWorkflowLine(tw, j.WorkflowID, j.Task)
 	fmt.Fprintf(tw, "Enqueued at:\t%s\nFailed at:\t%s\n", timeText(j.CreatedAt), timeText(j.FailedAt))
 	tw.Flush()
@@ -179,6 +177,18 @@ func (a *app) printFailedJob(j *jobq.FailedJob) {
 	}
 	fmt.Fprintf(a.out, "Payload:\n%s\nError:\n%s\n", pretty.String(), a.masker().Text(j.Error))
 	a.printAttemptErrors(j.Errors)
+}
+
+// printKeyLines prints a job's key, which leads to 'jobq keys show' (and
+// says which key a held head holds), and its unique key; nothing for
+// either it lacks.
+func printKeyLines(w io.Writer, key, uniqueKey string) {
+	if key != "" {
+		fmt.Fprintf(w, "Key:\t%s\n", key)
+	}
+	if uniqueKey != "" {
+		fmt.Fprintf(w, "Unique key:\t%s\n", uniqueKey)
+	}
 }
 
 // printWorkflowLine prints which workflow task a job is, so that a failed

@@ -65,7 +65,7 @@ failed job is shown as 'jobq failed show' shows it.`,
 func (a *app) printJob(info jobq.JobInfo) {
 	var (
 		id, attempts, maxAttempts, priority int
-		queue, typ, lastError, uniqueKey    string
+		queue, typ, lastError, key, uniqKey string
 		payload                             []byte
 		errs                                []backend.AttemptError
 	)
@@ -73,18 +73,16 @@ func (a *app) printJob(info jobq.JobInfo) {
 	if j := info.Live; j != nil {
 		id, queue, typ, payload = int(j.ID), j.Queue, j.Type, j.Payload
 		attempts, maxAttempts, priority = j.Attempts, j.MaxAttempts, j.Priority
-		lastError, uniqueKey, errs = j.LastError, j.UniqueKey, j.Errors
+		lastError, key, uniqKey, errs = j.LastError, j.Key, j.UniqueKey, j.Errors
 	} else {
 		j := info.Finished
 		id, queue, typ, payload = int(j.ID), j.Queue, j.Type, j.Payload
 		attempts, maxAttempts, priority = j.Attempts, j.MaxAttempts, j.Priority
-		lastError, uniqueKey = j.LastError, j.UniqueKey
+		lastError, key, uniqKey = j.LastError, j.Key, j.UniqueKey
 	}
 	fmt.Fprintf(tw, "ID:\t%d\nState:\t%s\nQueue:\t%s\nType:\t%s\n", id, info.State, queue, typ)
 	fmt.Fprintf(tw, "Attempts:\t%d of %d\nPriority:\t%d\n", attempts, maxAttempts, priority)
-	if uniqueKey != "" {
-		fmt.Fprintf(tw, "Unique key:\t%s\n", uniqueKey)
-	}
+	printKeyLines(tw, key, uniqKey)
 	if j := info.Live; j != nil {
 		printWorkflowLine(tw, j.WorkflowID, j.Task)
 		fmt.Fprintf(tw, "Enqueued at:\t%s\nDue at:\t%s\n", timeText(j.CreatedAt), timeText(j.AvailableAt))

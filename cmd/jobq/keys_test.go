@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -117,5 +118,55 @@ func TestKeysBadInput(t *testing.T) {
 	}
 	if st, err := b.QueueStats(t.Context()); err != nil || len(st) != 0 {
 		t.Fatalf("refused commands stored jobs %+v, %v", st, err)
+	}
+}
+
+// TestJobsShowKey: 'jobq jobs show' and 'jobq failed show' say a job's
+// key, in text and --json, and say nothing of a key for a job without.
+func TestJobsShowKey(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	if r := run(t, "--db", db, "migrate"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	enqueue := func(args ...string) string {
+		t.Helper()
+		r := run(t, append([]string{"--db", db, "enqueue", "charge", "{}"}, args...)...)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return strings.TrimSpace(r.out)
+	}
+	keyed, plain := enqueue("--queue", "charges", "--key", "account:42"), enqueue("--queue", "other")
+	keyLine := regexp.MustCompile(`(?m)^Key:\s+account:42$`)
+	show := func(args ...string) (string, map[string]any) {
+		t.Helper()
+		r := run(t, append([]string{"--db", db}, args...)...)
+		j := run(t, append([]string{"--db", db}, append(args, "--json")...)...)
+		var obj map[string]any
+		if r.err != nil || j.err != nil || json.Unmarshal([]byte(j.out), &obj) != nil {
+			t.Fatalf("%v: %v, %v\n%s\n%s", args, r.err, j.err, r.out, j.out)
+		}
+		return r.out, obj
+	}
+	if out, obj := show("jobs", "show", keyed); !keyLine.MatchString(out) || obj["key"] != "account:42" {
+		t.Errorf("jobs show of a keyed job: key %v in JSON, text:\n%s", obj["key"], out)
+	}
+	if out, obj := show("jobs", "show", plain); strings.Contains(out, "Key:") || obj["key"] != nil {
+		t.Errorf("jobs show of a job without a key: key %v in JSON, text:\n%s", obj["key"], out)
+	}
+	// The job fails for good: the failed views say its key too.
+	b := openDB(t, db)
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"charges"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 || fmt.Sprint(rows[0].ID) != keyed {
+		t.Fatalf("claim = %d jobs, %v; want job %s", len(rows), err, keyed)
+	}
+	if _, err := b.JobComplete(t.Context(), backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeFail, Error: "card declined"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range [][]string{{"jobs", "show", keyed}, {"failed", "show", keyed}} {
+		if out, obj := show(cmd...); !keyLine.MatchString(out) || obj["key"] != "account:42" {
+			t.Errorf("%v of a failed keyed job: key %v in JSON, text:\n%s", cmd, obj["key"], out)
+		}
 	}
 }

@@ -197,3 +197,31 @@ func TestDashboardKeysRefusals(t *testing.T) {
 		}
 	}
 }
+
+// TestDashboardJobKey: a job's page, live or failed, shows its key as text
+// linking to the key's page; a job without a key shows none.
+func TestDashboardJobKey(t *testing.T) {
+	b := memoryBackend(t)
+	srv, _ := dashServer(t, b)
+	client, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := enqueueKeyed(t, client, "ledger", "a<b", 2)
+	plain := enqueueKeyed(t, client, "plain", "", 1) // "" is no key
+	endRows(t, b, true, wantClaim(t, b, "ledger", keyed...)[0])
+	want := `<dd id="key"><a class="mono" href="/queues/ledger/keys/a%3Cb">a&lt;b</a></dd>`
+	for _, path := range []string{fmt.Sprintf("/jobs/%d", keyed[1]), fmt.Sprintf("/failed/%d", keyed[0])} {
+		code, body := get(t, srv, path)
+		if code != http.StatusOK || !strings.Contains(body, want) || strings.Contains(body, "a<b") {
+			t.Errorf("%s: %d, want the key escaped, linking to its page (%s):\n%s", path, code, want, body)
+		}
+	}
+	// The link leads to the key's page, which lists both jobs.
+	if code, body := get(t, srv, "/queues/ledger/keys/a%3Cb"); code != http.StatusOK || !strings.Contains(body, fmt.Sprintf(`/jobs/%d"`, keyed[1])) || !strings.Contains(body, fmt.Sprintf(`/failed/%d"`, keyed[0])) {
+		t.Errorf("the key's page: %d, lacks its jobs:\n%s", code, body)
+	}
+	if code, body := get(t, srv, fmt.Sprintf("/jobs/%d", plain[0])); code != http.StatusOK || strings.Contains(body, `id="key"`) {
+		t.Errorf("job without a key: %d, shows a key:\n%s", code, body)
+	}
+}

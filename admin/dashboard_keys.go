@@ -1,6 +1,9 @@
 package admin
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,6 +30,9 @@ type keysData struct {
 	// jobs (held ones among them), left out with HeldOnly.
 	Held    []jobq.KeyInfo
 	Busiest []jobq.KeyInfo
+	// Reasons are the held keys' heads' errors, masked, by head ID: why
+	// each key waits, which decides between a replay and a discard.
+	Reasons map[int64]string
 	Back    string // the page's own path and query, for the buttons' back field
 }
 
@@ -44,6 +50,9 @@ func (d *dashboard) keys(w http.ResponseWriter, r *http.Request) {
 	}
 	var err error
 	data.Held, err = d.s.opts.Inspector.Keys(r.Context(), jobq.KeyListParams{Queue: data.Queue, Held: true, Limit: keysPage})
+	if err == nil {
+		data.Reasons, err = d.headReasons(r.Context(), data.Held)
+	}
 	if err == nil && !data.HeldOnly {
 		data.Busiest, err = d.s.opts.Inspector.Keys(r.Context(), jobq.KeyListParams{Queue: data.Queue, Limit: keysPage})
 	}
@@ -63,6 +72,25 @@ func (d *dashboard) keys(w http.ResponseWriter, r *http.Request) {
 		data.Back += "?" + back.Encode()
 	}
 	d.render(w, r, http.StatusOK, "keys", "Keys", "keys", data)
+}
+
+// headReasons reads the error of each held key's failed head, masked, by
+// head ID. Held keys are few (the page shows at most keysPage), so each
+// head is read on its own. A head replayed or discarded since the list
+// was read has no reason: its key is no longer held.
+func (d *dashboard) headReasons(ctx context.Context, held []jobq.KeyInfo) (map[int64]string, error) {
+	reasons := make(map[int64]string, len(held))
+	for _, k := range held {
+		f, err := d.s.opts.Inspector.Failed(ctx, k.HeadID)
+		if errors.Is(err, jobq.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read the head %d of key %s: %w", k.HeadID, k.Key, err)
+		}
+		reasons[k.HeadID] = d.s.maskedText(f.Error)
+	}
+	return reasons, nil
 }
 
 // keyData is a key's page data.

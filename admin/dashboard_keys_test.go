@@ -11,7 +11,7 @@ import (
 )
 
 // TestDashboardKeys: the keys page lists a held key with its failed head's
-// link and Replay and Discard buttons, and the busiest keys; a key's page
+// link, its error and Replay and Discard buttons, and the busiest keys; a key's page
 // shows its jobs in order; the queue pages show the key rules; and the
 // buttons work: a replayed head is claimed first and alone, a discarded
 // one lets its key go on, each returning to the page it came from.
@@ -48,6 +48,10 @@ func TestDashboardKeys(t *testing.T) {
 	}
 	if strings.Contains(held, "tenant") {
 		t.Errorf("a key that is not held is listed as held:\n%s", held)
+	}
+	// Why it waits: its head's error, masked.
+	if !strings.Contains(held, `">charge failed: dial postgres://bob:***@db/x</td>`) || strings.Contains(held, "hunter2") {
+		t.Errorf("held key's reason is missing or unmasked:\n%s", held)
 	}
 	busiest := section(t, body, `id="busiest"`, "</table>")
 	if !strings.Contains(busiest, "acct:1") || !strings.Contains(busiest, `href="/queues/crawl/keys/tenant%2F2"`) {

@@ -3,11 +3,13 @@ package admin
 import (
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 )
 
 // TestDashboardKeys: the keys page lists a held key with its failed head's
@@ -17,11 +19,7 @@ import (
 // one lets its key go on, each returning to the page it came from.
 func TestDashboardKeys(t *testing.T) {
 	b := memoryBackend(t)
-	srv, insp := dashServer(t, b)
-	client, err := jobq.NewClient(b, jobq.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, insp, client := keysServer(t, b)
 	if err := insp.SetQueueKeys(t.Context(), "ledger", jobq.KeyRules{Ordered: true}); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +131,17 @@ func TestDashboardKeys(t *testing.T) {
 	}
 }
 
+// keysServer is dashServer with a client to enqueue keyed jobs on b.
+func keysServer(t testing.TB, b backend.Backend) (*httptest.Server, *jobq.Inspector, *jobq.Client) {
+	t.Helper()
+	srv, insp := dashServer(t, b)
+	client, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatalf("new client: %v", err)
+	}
+	return srv, insp, client
+}
+
 // section is the part of body from the first from to the next to,
 // failing the test when from is missing.
 func section(t *testing.T, body, from, to string) string {
@@ -206,11 +215,7 @@ func TestDashboardKeysRefusals(t *testing.T) {
 // linking to the key's page; a job without a key shows none.
 func TestDashboardJobKey(t *testing.T) {
 	b := memoryBackend(t)
-	srv, _ := dashServer(t, b)
-	client, err := jobq.NewClient(b, jobq.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, client := keysServer(t, b)
 	keyed := enqueueKeyed(t, client, "ledger", "a<b", 2)
 	plain := enqueueKeyed(t, client, "plain", "", 1) // "" is no key
 	endRows(t, b, true, wantClaim(t, b, "ledger", keyed...)[0])

@@ -23,11 +23,7 @@ import (
 func TestKeysBrowser(t *testing.T) {
 	bctx, shots := browser(t)
 	b := openSQLite(t)
-	srv, insp := dashServer(t, b)
-	client, err := jobq.NewClient(b, jobq.ClientConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, insp, client := keysServer(t, b)
 	if err := insp.SetQueueKeys(t.Context(), "ledger", jobq.KeyRules{Ordered: true, OnFailure: jobq.KeyHold}); err != nil {
 		t.Fatal(err)
 	}

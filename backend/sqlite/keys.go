@@ -304,7 +304,7 @@ func (c *keyClaim) byKey(want int) ([]int64, error) {
 		case c.rules.Ordered && c.allows(s, s.head):
 			got, err = scanAll(c.query(qJobDue, s.head, c.now), scanCand)
 		case !c.rules.Ordered && c.allows(s, 0):
-			got, err = scanAll(c.query(qKeyDue, c.queue, key, c.now, int64(min(want, c.rules.Limit-s.reserved))), scanCand)
+			got, err = c.keyDue(key, min(want, c.rules.Limit-s.reserved), scanCand)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read the due jobs of key %q: %w", key, err)
@@ -332,6 +332,23 @@ func (c *keyClaim) byKey(want int) ([]int64, error) {
 		ids = append(ids, k.row.ID)
 	}
 	return ids, nil
+}
+
+// keyDue returns the first n due pending jobs of key in claim order,
+// priority by priority (qKeyDue).
+func (c *keyClaim) keyDue(key string, n int, scan func(*sql.Rows) (candidate, error)) ([]candidate, error) {
+	prios, err := scanAll(c.query(qKeyPriorities, c.queue, key), scanInt)
+	if err != nil {
+		return nil, err
+	}
+	var got []candidate
+	for _, p := range prios {
+		more, err := scanAll(c.query(qKeyDue, c.queue, key, p, c.now, int64(n-len(got))), scan)
+		if got = append(got, more...); err != nil || len(got) == n {
+			return got, err
+		}
+	}
+	return got, nil
 }
 
 // claimIDs reserves the pending jobs ids (one statement) and appends them.

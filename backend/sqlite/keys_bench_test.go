@@ -103,3 +103,68 @@ func benchKeysClaim(b *testing.B, rules backend.KeyRules) {
 	b.StopTimer()
 	reportJobs(b, b.N*batch)
 }
+
+// BenchmarkKeysClaimPastLimited: per op, claim and complete one job of a
+// key ("low") with a backlog of its own, in a queue with a limit of 1 per
+// key whose other key ("hot") runs a job and has a backlog at a higher
+// priority: every claim meets the hot backlog first and turns to the keys
+// one by one (see claimKeyed). What a claim costs should not grow with
+// either backlog.
+func BenchmarkKeysClaimPastLimited(b *testing.B) {
+	for _, backlog := range []int{1_000, 100_000} {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
+			be := openBench(b)
+			ctx := b.Context()
+			if err := be.QueueSetKeys(ctx, "bench", backend.KeyRules{Limit: 1}); err != nil {
+				b.Fatal(err)
+			}
+			for _, k := range []struct {
+				key  string
+				prio int
+			}{{"hot", 1}, {"low", 0}} {
+				for left := backlog; left > 0; left -= 1000 {
+					ps := benchJobs(min(left, 1000))
+					for i := range ps {
+						ps[i].Key, ps[i].Priority = k.key, k.prio
+					}
+					if _, err := be.JobInsertMany(ctx, ps); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: 1, Lease: time.Hour})
+			if err != nil || len(rows) != 1 || rows[0].Key != "hot" {
+				b.Fatalf("claim of a hot job: %v, %v", rows, err)
+			}
+			for b.Loop() {
+				rows, err := be.JobClaim(ctx, backend.ClaimParams{Queues: []string{"bench"}, Max: 10, Lease: time.Minute})
+				if err != nil || len(rows) != 1 || rows[0].Key != "low" {
+					b.Fatalf("claim: %d rows, %v; want one of low's jobs", len(rows), err)
+				}
+				if _, err := be.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{
+					{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKeysInsert: batches of 1,000 keyed jobs over 1,000 keys into a
+// queue that holds the batches before them: what a job's turn costs an
+// insert.
+func BenchmarkKeysInsert(b *testing.B) {
+	be := openBench(b)
+	ctx := b.Context()
+	chunk := benchJobs(1000)
+	for i := range chunk {
+		chunk[i].Key = fmt.Sprintf("k%d", i)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := be.JobInsertMany(ctx, chunk); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N*len(chunk))
+}

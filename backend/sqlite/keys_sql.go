@@ -5,17 +5,38 @@ package sqlite
 // probe of one of the partial indexes of migration 010, which hold keyed
 // jobs only: a queue without keys never pays for them.
 
+// keyPrios: ?1 queue, ?2 key. A CTE p(prio) of the distinct priorities
+// of the key's live jobs, highest first, then a NULL: a loose scan of
+// jobs_key, one probe per priority. The statements that start with it
+// read each priority's first or last ID, so they cost the key's
+// priorities, never its backlog.
+const keyPrios = `WITH RECURSIVE p(prio) AS (
+	SELECT (SELECT priority FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ?2 ORDER BY priority DESC LIMIT 1)
+	UNION ALL
+	SELECT (SELECT j.priority FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = ?2 AND j.priority < p.prio
+		ORDER BY j.priority DESC LIMIT 1)
+	FROM p WHERE p.prio IS NOT NULL
+)
+`
+
 // --- turns at insert ---
 
 // qKeyMaxTurn: ?1 queue, ?2 key. Returns the turn of the key's newest
-// live job, its highest (migration 011), 0 when it has none: one probe of
-// jobs_key from its end.
-const qKeyMaxTurn = `SELECT COALESCE((SELECT turn FROM jobs WHERE queue = ?1 AND key = ?2 ORDER BY id DESC LIMIT 1), 0)`
+// live job (its highest, but for a replayed job's), 0 when it has none.
+const qKeyMaxTurn = keyPrios + `SELECT COALESCE((SELECT turn FROM jobs WHERE id = (
+	SELECT MAX((SELECT j.id FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = ?2 AND j.priority = p.prio
+		ORDER BY j.id DESC LIMIT 1))
+	FROM p WHERE p.prio IS NOT NULL)), 0)`
 
 // qQueueMinTurn: ?1 queue. Returns the lowest turn among the queue's
-// pending keyed jobs (scheduled ones included), 0 when it has none
-// (jobs_turn): the round being worked.
-const qQueueMinTurn = `SELECT COALESCE(MIN(turn), 0) FROM jobs WHERE status = 'pending' AND queue = ?1 AND key IS NOT NULL`
+// pending keyed jobs (scheduled ones included), 0 when it has none: the
+// round being worked. At each of the queue's priorities (qQueuePriorities'
+// loose scan) the first keyed entry of jobs_claim has that priority's
+// lowest turn, keyed jobs having turn 1 or more: no index of its own,
+// which every claim would move.
+const qQueueMinTurn = queuePrios + `SELECT COALESCE(MIN((SELECT j.turn FROM jobs j INDEXED BY jobs_claim
+	WHERE j.status = 'pending' AND j.queue = ?1 AND j.priority = p.prio AND j.turn > 0 ORDER BY j.turn LIMIT 1)), 0)
+FROM p WHERE p.prio IS NOT NULL`
 
 // --- claims of a queue with key rules ---
 
@@ -32,8 +53,11 @@ ORDER BY priority DESC, turn, available_at, id LIMIT ?3`
 const qKeyReserved = `SELECT key, count(*) FROM jobs WHERE status = 'reserved' AND queue = ?1 AND key IS NOT NULL GROUP BY key`
 
 // qKeyHead: ?1 queue, ?2 key. Returns the lowest ID among the key's live
-// jobs, or no row (jobs_key).
-const qKeyHead = `SELECT id FROM jobs WHERE queue = ?1 AND key = ?2 ORDER BY id LIMIT 1`
+// jobs, or no row.
+const qKeyHead = keyPrios + `SELECT id FROM (
+	SELECT MIN((SELECT j.id FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = ?2 AND j.priority = p.prio
+		ORDER BY j.id LIMIT 1)) AS id
+	FROM p WHERE p.prio IS NOT NULL) WHERE id IS NOT NULL`
 
 // qKeyFailed: ?1 queue, ?2 key. Returns one row when the key has a job in
 // failed_jobs (failed_jobs_key).
@@ -61,13 +85,18 @@ SELECT key FROM k WHERE key IS NOT NULL`
 
 // qQueuePriorities: ?1 queue. Returns the distinct priorities of the
 // queue's pending jobs, highest first: one probe of jobs_claim each.
-const qQueuePriorities = `WITH RECURSIVE p(prio) AS (
+const qQueuePriorities = queuePrios + `SELECT prio FROM p WHERE prio IS NOT NULL`
+
+// queuePrios: ?1 queue. A CTE p(prio) of the distinct priorities of the
+// queue's pending jobs, highest first, then a NULL: one probe of
+// jobs_claim per priority.
+const queuePrios = `WITH RECURSIVE p(prio) AS (
 	SELECT (SELECT priority FROM jobs INDEXED BY jobs_claim WHERE status = 'pending' AND queue = ?1 ORDER BY priority DESC LIMIT 1)
 	UNION ALL
 	SELECT (SELECT j.priority FROM jobs j INDEXED BY jobs_claim WHERE j.status = 'pending' AND j.queue = ?1 AND j.priority < p.prio ORDER BY j.priority DESC LIMIT 1)
 	FROM p WHERE p.prio IS NOT NULL
 )
-SELECT prio FROM p WHERE prio IS NOT NULL`
+`
 
 // qUnkeyedDue: ?1 queue, ?2 priority, ?3 now, ?4 limit. Returns id,
 // priority, turn and available_at of the first due pending jobs without a
@@ -77,14 +106,20 @@ const qUnkeyedDue = `SELECT id, priority, turn, available_at FROM jobs
 WHERE status = 'pending' AND queue = ?1 AND priority = ?2 AND turn = 0 AND available_at <= ?3
 ORDER BY available_at, id LIMIT ?4`
 
-// qKeyDue: ?1 queue, ?2 key, ?3 now, ?4 limit. Returns id, priority, turn
-// and available_at of the key's first due pending jobs in claim order: it
-// reads the key's live jobs (jobs_key) and sorts them, so it costs the
-// key's backlog (see migration 011 for why no index holds this order).
-// Left to itself the planner walks jobs_claim, the queue's backlog.
+// qKeyPriorities: ?1 queue, ?2 key. Returns the distinct priorities of
+// the key's live jobs, highest first.
+const qKeyPriorities = keyPrios + `SELECT prio FROM p WHERE prio IS NOT NULL`
+
+// qKeyDue: ?1 queue, ?2 key, ?3 priority, ?4 now, ?5 limit. Returns id,
+// priority, turn and available_at of the key's first due pending jobs at
+// that priority, by ID: its claim order there, turns growing with IDs
+// within a key (a replayed job, which keeps its turn, is the exception:
+// here it comes at its ID's place). It reads the key's entries at that
+// priority from the first: its running jobs (at most its limit) and its
+// scheduled ones are passed over, its backlog is not read.
 const qKeyDue = `SELECT id, priority, turn, available_at FROM jobs INDEXED BY jobs_key
-WHERE status = 'pending' AND queue = ?1 AND key = ?2 AND available_at <= ?3
-ORDER BY priority DESC, turn, available_at, id LIMIT ?4`
+WHERE queue = ?1 AND key = ?2 AND priority = ?3 AND status = 'pending' AND available_at <= ?4
+ORDER BY id LIMIT ?5`
 
 // qJobDue: ?1 id, ?2 now. Returns id, priority, turn and available_at of
 // the job when it is pending and due, or no row.
@@ -101,12 +136,15 @@ const qFailedKeyOf = `SELECT queue, key FROM failed_jobs WHERE job_id = ?1 ORDER
 const qFinishedKeyOf = `SELECT queue, key FROM finished_jobs WHERE id = ?1`
 
 // qKeyLower: ?1 queue, ?2 key, ?3 id. Returns one row when a live job of
-// the key has an ID below ?3 (jobs_key).
-const qKeyLower = `SELECT 1 FROM jobs WHERE queue = ?1 AND key = ?2 AND id < ?3 LIMIT 1`
+// the key has an ID below ?3.
+const qKeyLower = keyPrios + `SELECT 1 FROM p WHERE p.prio IS NOT NULL AND EXISTS (
+	SELECT 1 FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = ?2 AND j.priority = p.prio AND j.id < ?3)
+LIMIT 1`
 
 // qKeyPendingAfter: ?1 queue, ?2 key, ?3 id. Returns the IDs of the key's
-// pending jobs above ?3, lowest first (jobs_key).
-const qKeyPendingAfter = `SELECT id FROM jobs WHERE queue = ?1 AND key = ?2 AND id > ?3 AND status = 'pending' ORDER BY id`
+// pending jobs above ?3, lowest first: it reads the key's jobs, which a
+// halt, its one caller, then cancels.
+const qKeyPendingAfter = `SELECT id FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ?2 AND id > ?3 AND status = 'pending' ORDER BY id`
 
 // qFinishHalted: ?1 id, ?2 last_error, ?3 finished_at. Copies a pending
 // job into finished_jobs as cancelled with last_error ?2; RowsAffected is

@@ -8,8 +8,9 @@ import (
 )
 
 // TestKeyQueryPlans pins the per-key lookups to the partial indexes of
-// migration 010: each is a probe, never a scan of a key's backlog or of
-// the queue.
+// migration 010: each is a probe (per priority of the key, for jobs_key),
+// never a scan of a key's backlog or of the queue; the halt's lookup of
+// the jobs it cancels reads the key's.
 func TestKeyQueryPlans(t *testing.T) {
 	t.Parallel()
 	b, err := Open(t.Context(), filepath.Join(t.TempDir(), "plan.db"), Options{})
@@ -25,17 +26,19 @@ func TestKeyQueryPlans(t *testing.T) {
 		not         []string // substrings it must not contain
 	}{
 		{"max turn of a key", qKeyMaxTurn, []any{"q", "k"},
-			[]string{"jobs_key (queue=? AND key=?)"}, []string{"SCAN jobs", "TEMP B-TREE"}},
+			[]string{"jobs_key (queue=? AND key=? AND priority=?)", "INTEGER PRIMARY KEY (rowid=?)"}, []string{"SCAN jobs", "SCAN j ", "TEMP B-TREE"}},
 		{"lowest pending turn of a queue", qQueueMinTurn, []any{"q"},
-			[]string{"jobs_turn (queue=?)"}, []string{"SCAN"}},
+			[]string{"jobs_claim (queue=? AND priority=? AND turn>?)"}, []string{"SCAN jobs", "SCAN j ", "TEMP B-TREE"}},
 		{"walk of a queue with key rules", qKeyWalk, []any{"q", now, 100},
 			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"TEMP B-TREE", "SCAN"}},
 		{"reserved jobs of the keys", qKeyReserved, []any{"q"},
 			[]string{"USING COVERING INDEX jobs_key_reserved (queue=? AND key>?)"}, []string{"SCAN", "TEMP B-TREE"}},
 		{"head of a key", qKeyHead, []any{"q", "k"},
-			[]string{"jobs_key (queue=? AND key=?)"}, []string{"TEMP B-TREE", "SCAN"}},
+			[]string{"jobs_key (queue=? AND key=? AND priority=?)"}, []string{"TEMP B-TREE", "SCAN jobs", "SCAN j "}},
 		{"lower live job of a key", qKeyLower, []any{"q", "k", 10},
-			[]string{"jobs_key (queue=? AND key=? AND id<?)"}, []string{"SCAN"}},
+			[]string{"jobs_key (queue=? AND key=? AND priority=? AND id<?)"}, []string{"SCAN jobs", "SCAN j ", "TEMP B-TREE"}},
+		{"priorities of a key", qKeyPriorities, []any{"q", "k"},
+			[]string{"jobs_key (queue=? AND key=?)", "jobs_key (queue=? AND key=? AND priority<?)"}, []string{"SCAN jobs", "SCAN j ", "TEMP B-TREE"}},
 		{"failed job of a key", qKeyFailed, []any{"q", "k"},
 			[]string{"failed_jobs_key (queue=? AND key=?)"}, []string{"SCAN"}},
 		{"claim by IDs", qClaimIDs, []any{now, now, "[1,2]"},
@@ -46,10 +49,10 @@ func TestKeyQueryPlans(t *testing.T) {
 			[]string{"jobs_claim (queue=?)", "jobs_claim (queue=? AND priority<?)"}, []string{"SCAN jobs", "SCAN j "}},
 		{"due jobs without a key", qUnkeyedDue, []any{"q", 0, now, 10},
 			[]string{"jobs_claim (queue=? AND priority=? AND turn=? AND available_at<?)"}, []string{"TEMP B-TREE"}},
-		{"due jobs of a key", qKeyDue, []any{"q", "k", now, 10},
-			[]string{"jobs_key (queue=? AND key=?)"}, []string{"SCAN jobs"}},
+		{"due jobs of a key", qKeyDue, []any{"q", "k", 0, now, 10},
+			[]string{"jobs_key (queue=? AND key=? AND priority=?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
 		{"pending jobs after a head", qKeyPendingAfter, []any{"q", "k", 10},
-			[]string{"jobs_key (queue=? AND key=? AND id>?)"}, []string{"TEMP B-TREE"}},
+			[]string{"jobs_key (queue=? AND key=?)"}, []string{"SCAN jobs"}},
 	} {
 		plan := queryPlan(t, b, c.query, c.args...)
 		for _, s := range c.want {

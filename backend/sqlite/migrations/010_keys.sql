@@ -31,20 +31,25 @@ DROP INDEX jobs_claim;
 CREATE INDEX jobs_claim ON jobs (queue, priority DESC, turn, available_at, id, key)
     WHERE status = 'pending';
 
--- The per-key lookups, each a probe of an index holding keyed jobs only
--- (a job without a key costs them nothing): the head of a key (its
--- lowest live ID) and whether a lower ID is live ...
-CREATE INDEX jobs_key ON jobs (queue, key, id) WHERE key IS NOT NULL;
--- ... the highest turn of a key (a new job's turn) ...
-CREATE INDEX jobs_key_turn ON jobs (queue, key, turn) WHERE key IS NOT NULL;
--- ... the lowest turn among a queue's pending keyed jobs (the round being
--- worked, which the first job of an idle key joins) ...
-CREATE INDEX jobs_turn ON jobs (queue, turn) WHERE status = 'pending' AND key IS NOT NULL;
+-- The per-key lookups go through one index of keyed jobs (a job without
+-- a key costs it nothing), by queue, key, priority and ID. It holds no
+-- column a claim changes, so a claim never moves its entries; a job's
+-- insert and end do. Being ordered by key, it has a key's jobs together,
+-- so a batch over many keys dirties a page of it per key, each written to
+-- the WAL: one more such index that claims moved (a key's pending jobs in
+-- claim order) made a drain over 1,000 keys with a limit of 1 cost half
+-- as much again. Each lookup is a loose
+-- scan over the key's priorities (one, most often), never its backlog:
+-- the head of a key (its lowest live ID) and whether a lower ID is live;
+-- a new job's turn (one past the turn of its key's newest live job); the
+-- keys of a queue; and a key's due jobs, priority by priority, by ID,
+-- which is their turn order (turns grow with IDs within a key, but for a
+-- job replayed from the failed jobs, which keeps its turn). The lowest
+-- turn of a queue's pending keyed jobs (the round being worked, which the
+-- first job of an idle key joins) is read from jobs_claim, which orders
+-- each priority's jobs by turn ...
+CREATE INDEX jobs_key ON jobs (queue, key, priority DESC, id) WHERE key IS NOT NULL;
 -- ... the reserved jobs of a key (its limit), few by construction ...
 CREATE INDEX jobs_key_reserved ON jobs (queue, key) WHERE status = 'reserved' AND key IS NOT NULL;
--- ... a key's pending jobs in claim order (a claim that takes each key's
--- next jobs rather than walk past a blocked key's backlog) ...
-CREATE INDEX jobs_key_claim ON jobs (queue, key, priority DESC, turn, available_at, id)
-    WHERE status = 'pending' AND key IS NOT NULL;
 -- ... and the failed jobs of a key (a held key, its head, FailedFilter.Key).
 CREATE INDEX failed_jobs_key ON failed_jobs (queue, key, job_id) WHERE key IS NOT NULL;

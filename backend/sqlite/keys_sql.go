@@ -42,10 +42,13 @@ FROM p WHERE p.prio IS NOT NULL`
 
 // qKeyWalk: ?1 queue, ?2 now, ?3 limit. Returns id and key of the queue's
 // due pending jobs in claim order, at most ?3: the start of jobs_claim,
-// read from the index alone (it carries key).
+// read from the index alone (it carries key). Each LIMIT of a claim's
+// statements is written "+ 0", as claimSQL's is: a bound LIMIT value
+// that changes (the walk's budget follows the claim's batch) makes SQLite
+// prepare the statement again.
 const qKeyWalk = `SELECT id, key FROM jobs
 WHERE status = 'pending' AND queue = ?1 AND available_at <= ?2
-ORDER BY priority DESC, turn, available_at, id LIMIT ?3`
+ORDER BY priority DESC, turn, available_at, id LIMIT ?3 + 0`
 
 // qKeyReserved: ?1 queue. Returns each key with reserved jobs and how
 // many, cancelling ones included (jobs_key_reserved: as many rows as the
@@ -104,7 +107,7 @@ const queuePrios = `WITH RECURSIVE p(prio) AS (
 // claim order (one range of jobs_claim).
 const qUnkeyedDue = `SELECT id, priority, turn, available_at FROM jobs
 WHERE status = 'pending' AND queue = ?1 AND priority = ?2 AND turn = 0 AND available_at <= ?3
-ORDER BY available_at, id LIMIT ?4`
+ORDER BY available_at, id LIMIT ?4 + 0`
 
 // qKeyPriorities: ?1 queue, ?2 key. Returns the distinct priorities of
 // the key's live jobs, highest first.
@@ -119,7 +122,7 @@ const qKeyPriorities = keyPrios + `SELECT prio FROM p WHERE prio IS NOT NULL`
 // scheduled ones are passed over, its backlog is not read.
 const qKeyDue = `SELECT id, priority, turn, available_at FROM jobs INDEXED BY jobs_key
 WHERE queue = ?1 AND key = ?2 AND priority = ?3 AND status = 'pending' AND available_at <= ?4
-ORDER BY id LIMIT ?5`
+ORDER BY id LIMIT ?5 + 0`
 
 // qJobDue: ?1 id, ?2 now. Returns id, priority, turn and available_at of
 // the job when it is pending and due, or no row.

@@ -218,6 +218,22 @@ func TestKeyProbePlans(t *testing.T) {
 	if strings.Contains(plan, "Seq Scan on jobs") || strings.Contains(plan, "Seq Scan on failed_jobs") {
 		t.Errorf("keyed claim plan scans a table:\n%s", plan)
 	}
+	// The batch of a keyed claim runs it on a generic plan
+	// (sqlClaimKeyedPlan): the same index probes, whatever the parameters.
+	prepare := "PREPARE keyed_claim(text, int, bigint, int, int) AS " + b.kq.claimKeyed
+	generic := fmt.Sprintf("EXECUTE keyed_claim('q', 10, %d, %d, %d)", int64(time.Minute/time.Microsecond), keyPageFirst(10), keyPageNext)
+	plan = explain(t, b, []string{b.kq.claimPlan, prepare}, generic)
+	if !strings.Contains(plan, "(queue = $1)") {
+		t.Errorf("keyed claim after sqlClaimKeyedPlan is not planned generically:\n%s", plan)
+	}
+	for _, idx := range []string{"jobs_claim_idx", "jobs_key_idx", "jobs_key_held_idx", "failed_jobs_key_idx"} {
+		if !strings.Contains(plan, idx) {
+			t.Errorf("generic keyed claim plan does not use %s:\n%s", idx, plan)
+		}
+	}
+	if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "Bitmap") {
+		t.Errorf("generic keyed claim plan scans a table:\n%s", plan)
+	}
 	if err := b.QueueSetKeys(ctx, "q", backend.KeyRules{Limit: 2}); err != nil {
 		t.Fatal(err)
 	}

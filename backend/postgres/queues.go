@@ -193,7 +193,11 @@ func (b *Backend) claimLimited(ctx context.Context, queue string, keyed bool, ro
 	err := b.do(ctx, "claim jobs of limited queue "+queue, func(ctx context.Context) error {
 		rows, settings = nil, false
 		batch := &pgx.Batch{}
-		batch.Queue(b.q.claimPlan)
+		if keyed {
+			batch.Queue(b.kq.claimPlan)
+		} else {
+			batch.Queue(b.q.claimPlan)
+		}
 		batch.Queue(b.q.queueLock, queue)
 		if keyed {
 			batch.Queue(b.kq.claimKeyed, queue, room, micros(lease), keyPageFirst(room), keyPageNext)

@@ -251,3 +251,56 @@ func TestKeyProbePlans(t *testing.T) {
 		t.Errorf("keyed insert plan scans the jobs table:\n%s", plan)
 	}
 }
+
+// TestClaimKeyedOnlyFollowsRules: a claim of queues that all had key
+// rules at the last claim skips sqlClaim (claimKeyedOnly). Rules another
+// process changed since still hold from the next claim on: cleared, the
+// queue's jobs are claimed without limit and the next claim goes through
+// sqlClaim again; paused, nothing is claimed; set again, the limit holds.
+func TestClaimKeyedOnlyFollowsRules(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	other := openSchema(t, testURL(t), Options{Schema: b.Schema(), NoVacuum: true})
+	ctx := t.Context()
+	if err := other.QueueSetKeys(ctx, "q", backend.KeyRules{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	insertKeyed(t, b, keyedJob("q", "k"), keyedJob("q", "k"), keyedJob("q", "k"))
+	claimN(t, b, "q", 1) // through sqlClaim: the lists were not read yet
+	if !b.allKeyed([]string{"q"}) {
+		t.Fatal("after a claim of the keyed queue q, allKeyed(q) = false")
+	}
+	if rows := claimMax(t, b, "q", 10); len(rows) != 0 {
+		t.Fatalf("claimed %d jobs of key k past its limit 1", len(rows))
+	}
+	if err := other.QueueSetKeys(ctx, "q", backend.KeyRules{}); err != nil {
+		t.Fatal(err)
+	}
+	claimN(t, b, "q", 2) // the rules are gone: no limit
+	if b.allKeyed([]string{"q"}) {
+		t.Fatal("after the rules of q were cleared, a claim left allKeyed(q) = true")
+	}
+	insertKeyed(t, b, keyedJob("q", "k"), keyedJob("q", "k"))
+	if err := other.QueueSetKeys(ctx, "q", backend.KeyRules{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if rows := claimMax(t, b, "q", 10); len(rows) != 0 {
+		t.Fatalf("claimed %d jobs of key k, which holds 3 jobs, past its limit 1", len(rows))
+	}
+	if err := other.QueuePause(ctx, "q", true); err != nil {
+		t.Fatal(err)
+	}
+	if rows := claimMax(t, b, "q", 10); len(rows) != 0 {
+		t.Fatalf("claimed %d jobs of the paused queue q", len(rows))
+	}
+}
+
+// claimMax claims up to n jobs of queue for a long lease.
+func claimMax(t *testing.T, b *Backend, queue string, n int) []*backend.JobRow {
+	t.Helper()
+	rows, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{queue}, Max: n, Lease: time.Hour})
+	if err != nil {
+		t.Fatalf("JobClaim: %v", err)
+	}
+	return rows
+}

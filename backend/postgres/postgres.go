@@ -190,6 +190,10 @@ type Backend struct {
 	origin     string             // tags this Backend's NOTIFY payloads (see sqlNotify)
 	url        string             // as given to Open when it has secrets, to scrub them from errors and logs
 	opening    atomic.Bool        // Open is running: its deadline running out is ErrUnavailable (see classify)
+	// keyed is the store's keyed queues (not paused) as the last claim
+	// read them (sqlClaimPlan's fourth column), nil before the first: a
+	// claim of those queues alone skips sqlClaim (see JobClaim).
+	keyed atomic.Pointer[[]string]
 }
 
 var (

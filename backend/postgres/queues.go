@@ -206,8 +206,15 @@ func (b *Backend) claimLimited(ctx context.Context, queue string, keyed bool, ro
 		}
 		batch.Queue(b.q.queueCounted, queue)
 		br := b.pool.SendBatch(ctx, batch)
-		_, err := br.Exec()
+		var limited, keyedNow []string
+		var set [3]string
+		dst := []any{&set[0], &set[1]}
+		if keyed {
+			dst = append(dst, &set[2]) // sqlClaimKeyedPlan's plan_cache_mode
+		}
+		err := br.QueryRow().Scan(append(dst, &limited, &keyedNow)...)
 		if err == nil {
+			b.keyed.Store(&keyedNow)
 			_, err = br.Exec()
 		}
 		if err == nil {

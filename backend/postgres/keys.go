@@ -16,8 +16,8 @@ var _ backend.KeyController = (*Backend)(nil)
 // keyPageNext is how many jobs a keyed claim reads on from the cursor an
 // earlier claim left (see sqlClaimKeyed): enough that jobs behind a long
 // run of blocked ones are reached within a few claims, few enough that
-// one claim's reads stay short (index entries, and three probes per
-// distinct key among them).
+// one claim's reads stay short (index entries, and up to three probes
+// for each job weighed among them).
 const keyPageNext = 512
 
 // keyPageFirst is how many jobs a keyed claim of room jobs reads from the

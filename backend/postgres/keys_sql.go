@@ -143,8 +143,11 @@ func newKeyQueries(schema string) keyQueries {
 // than key_limit jobs of the key are held (reserved or cancelling, this
 // claim's included); one of an ordered key only when it is the key's
 // lowest live id, nothing of the key is held and, under hold, the key has
-// no failed job. Each distinct key read costs three index probes (see
-// migrations/013_keys.sql), whatever its backlog. A claim reads at most
+// no failed job. It weighs the jobs in claim order and stops once it has
+// chosen $2 (or what the limits allow): each job weighed costs up to
+// three index probes of its key (see migrations/013_keys.sql), whatever
+// the key's backlog, so a claim probes about as many keys as it claims
+// jobs, plus the blocked ones it passes over. A claim reads at most
 // $4 + $5 rows, so jobs blocked behind a held key with a long backlog
 // (at a higher priority, say) are not read in full by every claim: when
 // the first page comes back full and the claim short, the cursor moves to
@@ -192,39 +195,41 @@ page_b AS MATERIALIZED (
 	LIMIT $5
 ),
 cand AS (
-	SELECT * FROM page_a UNION SELECT * FROM page_b
+	SELECT * FROM page_a
+	UNION ALL SELECT * FROM page_b WHERE id NOT IN (SELECT id FROM page_a)
 ),
-kinfo AS MATERIALIZED (
-	SELECT k.key,
-	       CASE WHEN s.key_ordered THEN
-	                -- Scalar probes, not EXISTS, which the planner may turn
-	                -- into a hash of every failed or held job of the queue.
-	                CASE WHEN s.key_policy IN ('', 'hold')
-	                          AND (SELECT 1 FROM {schema}.failed_jobs f WHERE f.queue = $1 AND f.key = k.key LIMIT 1) = 1
-	                     THEN 0
-	                     WHEN (SELECT 1 FROM {schema}.jobs r
-	                           WHERE r.queue = $1 AND r.key = k.key AND r.status <> 'pending' LIMIT 1) = 1
-	                     THEN 0
-	                     ELSE 1 END
-	            WHEN s.key_limit > 0 THEN
-	                greatest(0, s.key_limit - (SELECT count(*) FROM {schema}.jobs r
-	                                           WHERE r.queue = $1 AND r.key = k.key AND r.status <> 'pending'))
-	       END AS cap,
-	       CASE WHEN s.key_ordered THEN
-	                (SELECT h.id FROM {schema}.jobs h WHERE h.queue = $1 AND h.key = k.key ORDER BY h.id LIMIT 1)
-	       END AS head
-	FROM (SELECT DISTINCT key FROM cand WHERE key IS NOT NULL) k CROSS JOIN s
-),
+-- The page in claim order, each job with its rank among its key's jobs
+-- there and the lowest id of its key there. OFFSET 0 keeps the filter
+-- of chosen out of this subquery, so it runs on the rows in this order.
 ranked AS (
-	SELECT c.id, c.priority, c.turn, c.available_at, k.cap, k.head,
-	       row_number() OVER (PARTITION BY c.key ORDER BY c.priority DESC, c.turn, c.available_at, c.id) AS rn
-	FROM cand c LEFT JOIN kinfo k ON k.key = c.key
+	SELECT c.*,
+	       row_number() OVER (PARTITION BY c.key ORDER BY c.priority DESC, c.turn, c.available_at, c.id) AS rn,
+	       min(c.id) OVER (PARTITION BY c.key) AS low
+	FROM cand c
+	ORDER BY c.priority DESC, c.turn, c.available_at, c.id
+	OFFSET 0
 ),
+-- Each job's key is probed as its turn comes, cheap tests first, and the
+-- LIMIT stops the reading once room jobs are chosen: a claim of room
+-- jobs probes about room keys, not every key of its page. Scalar probes,
+-- not EXISTS, which the planner may turn into a hash of every failed or
+-- held job of the queue.
 chosen AS (
-	SELECT id FROM ranked
-	WHERE cap IS NULL
-	   OR CASE WHEN head IS NOT NULL THEN id = head AND cap > 0 ELSE rn <= cap END
-	ORDER BY priority DESC, turn, available_at, id
+	SELECT r.id FROM ranked r
+	WHERE r.key IS NULL OR (SELECT key_limit FROM s) IS NULL
+	   OR CASE WHEN (SELECT key_ordered FROM s) THEN
+	           -- The key's head is its lowest live id, so the lowest of the page.
+	           r.id = r.low
+	           AND r.id = (SELECT h.id FROM {schema}.jobs h WHERE h.queue = $1 AND h.key = r.key ORDER BY h.id LIMIT 1)
+	           AND (SELECT 1 FROM {schema}.jobs x
+	                WHERE x.queue = $1 AND x.key = r.key AND x.status <> 'pending' LIMIT 1) IS NULL
+	           AND NOT ((SELECT key_policy FROM s) IN ('', 'hold')
+	                    AND (SELECT 1 FROM {schema}.failed_jobs f WHERE f.queue = $1 AND f.key = r.key LIMIT 1) IS NOT NULL)
+	        WHEN (SELECT key_limit FROM s) > 0 THEN
+	           r.rn <= (SELECT key_limit FROM s)
+	           AND r.rn <= (SELECT key_limit FROM s) - (SELECT count(*) FROM {schema}.jobs x
+	                                                     WHERE x.queue = $1 AND x.key = r.key AND x.status <> 'pending')
+	        ELSE true END
 	LIMIT (SELECT n FROM room)
 ),
 picked AS MATERIALIZED (

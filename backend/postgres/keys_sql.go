@@ -6,9 +6,10 @@ import (
 )
 
 // The statements of keys (backend.KeyController; see queries.go for the
-// conventions and migrations/013_keys.sql for the columns, indexes and
-// the halt trigger). A job without a key never reaches any of them: the
-// plain statements run unchanged for batches without keys.
+// conventions, migrations/013_keys.sql for the columns and the halt
+// trigger, 014_key_indexes.sql for the indexes). A job without a key
+// never reaches any of them: the plain statements run unchanged for
+// batches without keys.
 
 // keyedInsert turns insertCTEs into the head of sqlInsertKeyed: a tenth
 // array, $10 key text[] (NULL: none), and each keyed job's turn (see
@@ -49,7 +50,7 @@ func keyedInsert(ctes string) string {
 func keyTurns(src string) string {
 	return `kt_in AS MATERIALIZED (
 	SELECT s.id, s.queue, s.key, s.ord,
-	       coalesce((SELECT max(x.turn) FROM {schema}.jobs x WHERE x.queue = s.queue AND x.key = s.key), 0) AS top,
+	       ` + keyTop("s") + ` AS top,
 	       coalesce((SELECT min(x.turn) FROM {schema}.jobs x
 	                 WHERE x.queue = s.queue AND x.key IS NOT NULL AND x.status = 'pending'), 0) AS low
 	FROM ` + src + ` s WHERE s.key IS NOT NULL
@@ -64,13 +65,24 @@ turns AS (
 )`
 }
 
+// keyTop is the highest turn among the live jobs of the key of the row
+// alias a (queue, key), 0 when it has none: one probe of its pending jobs
+// and one of its held ones (migrations/014_key_indexes.sql).
+func keyTop(a string) string {
+	return `greatest(
+	       coalesce((SELECT max(x.turn) FROM {schema}.jobs x
+	                 WHERE x.queue = ` + a + `.queue AND x.key = ` + a + `.key AND x.status = 'pending'), 0),
+	       coalesce((SELECT max(x.turn) FROM {schema}.jobs x
+	                 WHERE x.queue = ` + a + `.queue AND x.key = ` + a + `.key AND x.status <> 'pending'), 0))`
+}
+
 // keyTurnInline is a keyed row's turn (see keyTurns) as an expression
 // over the row alias a (queue, key), for the statements that insert a
 // task's or a schedule's job from SQL: successive rows of one key in one
 // statement, ordered by ord, take successive turns. 0 without a key.
 func keyTurnInline(a, ord string) string {
 	return `CASE WHEN ` + a + `.key IS NULL THEN 0 ELSE greatest(
-	       coalesce((SELECT max(x.turn) FROM {schema}.jobs x WHERE x.queue = ` + a + `.queue AND x.key = ` + a + `.key), 0),
+	       ` + keyTop(a) + `,
 	       coalesce((SELECT min(x.turn) FROM {schema}.jobs x
 	                 WHERE x.queue = ` + a + `.queue AND x.key IS NOT NULL AND x.status = 'pending'), 0))
 	       + row_number() OVER (PARTITION BY ` + a + `.queue, ` + a + `.key ORDER BY ` + ord + `) END`
@@ -145,9 +157,9 @@ func newKeyQueries(schema string) keyQueries {
 // lowest live id, nothing of the key is held and, under hold, the key has
 // no failed job. It weighs the jobs in claim order and stops once it has
 // chosen $2 (or what the limits allow): each job weighed costs up to
-// three index probes of its key (see migrations/013_keys.sql), whatever
-// the key's backlog, so a claim probes about as many keys as it claims
-// jobs, plus the blocked ones it passes over. A claim reads at most
+// three index probes of its key (see migrations/014_key_indexes.sql),
+// whatever the key's backlog, so a claim probes about as many keys as it
+// claims jobs, plus the blocked ones it passes over. A claim reads at most
 // $4 + $5 rows, so jobs blocked behind a held key with a long backlog
 // (at a higher priority, say) are not read in full by every claim: when
 // the first page comes back full and the claim short, the cursor moves to
@@ -218,11 +230,13 @@ chosen AS (
 	SELECT r.id FROM ranked r
 	WHERE r.key IS NULL OR (SELECT key_limit FROM s) IS NULL
 	   OR CASE WHEN (SELECT key_ordered FROM s) THEN
-	           -- The key's head is its lowest live id, so the lowest of the page.
+	           -- The key's head is its lowest live id, so the lowest of the
+	           -- page and, with nothing of the key held, of its pending jobs.
 	           r.id = r.low
-	           AND r.id = (SELECT h.id FROM {schema}.jobs h WHERE h.queue = $1 AND h.key = r.key ORDER BY h.id LIMIT 1)
 	           AND (SELECT 1 FROM {schema}.jobs x
 	                WHERE x.queue = $1 AND x.key = r.key AND x.status <> 'pending' LIMIT 1) IS NULL
+	           AND r.id = (SELECT h.id FROM {schema}.jobs h
+	                       WHERE h.queue = $1 AND h.key = r.key AND h.status = 'pending' ORDER BY h.id LIMIT 1)
 	           AND NOT ((SELECT key_policy FROM s) IN ('', 'hold')
 	                    AND (SELECT 1 FROM {schema}.failed_jobs f WHERE f.queue = $1 AND f.key = r.key LIMIT 1) IS NOT NULL)
 	        WHEN (SELECT key_limit FROM s) > 0 THEN
@@ -297,12 +311,19 @@ SELECT queue FROM {schema}.queue_settings WHERE NOT paused AND key_ordered AND k
 // bigint, failed bigint, held bool, head bigint: the lowest failed job
 // id, NULL without one, head_failed_at timestamptz: when it failed). Held is what sqlClaimKeyed blocks on: an ordered
 // queue under hold and a failed job of the key. It groups every keyed
-// job (an operator's call, not a hot path), through the key indexes.
+// job (an operator's call, not a hot path), the pending and the held ones
+// apart, each through its key index.
 const sqlKeyList = `
 WITH live AS (
-	SELECT queue, key, count(*) FILTER (WHERE status = 'pending') AS pending,
-	       count(*) FILTER (WHERE status <> 'pending') AS reserved
-	FROM {schema}.jobs WHERE key IS NOT NULL AND ($1::text IS NULL OR queue = $1)
+	SELECT queue, key, sum(pending)::bigint AS pending, sum(reserved)::bigint AS reserved FROM (
+		SELECT queue, key, count(*) AS pending, 0 AS reserved
+		FROM {schema}.jobs WHERE key IS NOT NULL AND status = 'pending' AND ($1::text IS NULL OR queue = $1)
+		GROUP BY queue, key
+		UNION ALL
+		SELECT queue, key, 0, count(*)
+		FROM {schema}.jobs WHERE key IS NOT NULL AND status <> 'pending' AND ($1::text IS NULL OR queue = $1)
+		GROUP BY queue, key
+	) l
 	GROUP BY queue, key
 ),
 dead AS (

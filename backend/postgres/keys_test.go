@@ -187,7 +187,7 @@ func TestKeyedClaimPassesHeldBacklog(t *testing.T) {
 }
 
 // TestKeyProbePlans: the per-key lookups of a keyed claim and of a keyed
-// insert are index probes on the key indexes (migrations/013_keys.sql),
+// insert are index probes on the key indexes (migrations/014_key_indexes.sql),
 // never a scan of the jobs table or of a key's whole backlog, with
 // statistics that saw thousands of keyed jobs.
 func TestKeyProbePlans(t *testing.T) {
@@ -242,7 +242,7 @@ func TestKeyProbePlans(t *testing.T) {
 	}
 	args := append(insertArgs([]backend.InsertParams{keyedJob("q", "k1")}, []int{0}), keyArg([]backend.InsertParams{keyedJob("q", "k1")}, []int{0}))
 	plan = explain(t, b, nil, b.kq.insert, args...)
-	for _, idx := range []string{"jobs_key_turn_idx", "jobs_key_pending_idx"} {
+	for _, idx := range []string{"jobs_key_turn_idx", "jobs_key_held_idx", "jobs_key_pending_idx"} {
 		if !strings.Contains(plan, idx) {
 			t.Errorf("keyed insert plan does not use %s:\n%s", idx, plan)
 		}
@@ -303,4 +303,49 @@ func claimMax(t *testing.T, b *Backend, queue string, n int) []*backend.JobRow {
 		t.Fatalf("JobClaim: %v", err)
 	}
 	return rows
+}
+
+// TestMigrateKeyIndexes: migration 014 leaves the key indexes on pending
+// jobs and the held ones, and what the probes of a key's live jobs decide
+// holds for jobs queued before it: a new job's turn follows a held job's,
+// an ordered key with a held head gives nothing, and the head failing
+// under halt cancels the key's pending jobs (the trigger replaced).
+func TestMigrateKeyIndexes(t *testing.T) {
+	t.Parallel()
+	schema := testSchema(t)
+	migrateTo(t, schema, 13)
+	s := quoteIdent(schema)
+	execTest(t, "INSERT INTO "+s+".queue_settings (queue, key_ordered, key_policy) VALUES ('q', true, 'halt')")
+	execTest(t, "INSERT INTO "+s+".jobs (queue, type, payload, max_attempts, key, turn) VALUES ('q', 't', '{}', 1, 'a', 4)")
+
+	b := openSchema(t, testURL(t), Options{Schema: schema, NoVacuum: true})
+	ctx := t.Context()
+	for idx, want := range map[string]string{
+		"jobs_key_idx":      "(queue, key, id) WHERE ((key IS NOT NULL) AND (status = 'pending'::text))",
+		"jobs_key_turn_idx": "(queue, key, turn) WHERE ((key IS NOT NULL) AND (status = 'pending'::text))",
+		"jobs_key_held_idx": "(queue, key, id) INCLUDE (turn) WHERE ((key IS NOT NULL) AND (status <> 'pending'::text))",
+	} {
+		var def string
+		if err := b.Pool().QueryRow(ctx, "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = $2", schema, idx).Scan(&def); err != nil {
+			t.Fatalf("%s: %v", idx, err)
+		}
+		if !strings.HasSuffix(def, want) {
+			t.Errorf("%s after the migration: %s; want it to end %s", idx, def, want)
+		}
+	}
+	head := claimN(t, b, "q", 1)[0]
+	ids := insertKeyed(t, b, keyedJob("q", "a"))
+	if got := turnsOf(t, b, ids); got[0] != 5 {
+		t.Fatalf("turn of a job queued behind the held turn 4: %d, want 5", got[0])
+	}
+	if rows := claimMax(t, b, "q", 10); len(rows) != 0 {
+		t.Fatalf("claimed %d jobs of key a while its head %d is held", len(rows), head.ID)
+	}
+	if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: head.Ref(), Kind: backend.OutcomeFail, Error: "boom"}}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := b.FinishedList(ctx, backend.FinishedListParams{State: backend.StateCancelled, Filter: backend.JobFilter{Key: "a"}})
+	if err != nil || len(got) != 1 || got[0].ID != ids[0] {
+		t.Fatalf("cancelled jobs of key a after its head failed under halt: %v, %v; want job %d", got, err, ids[0])
+	}
 }

@@ -505,7 +505,8 @@ func (b *Backend) noteKeyQueues(settings map[string]settingsRow) {
 // the key was blocked would otherwise find only at its next poll. The
 // completion paths do not read which queues their jobs were in, so every
 // such queue is woken; a wake-up is coalesced per subscriber and costs at
-// most one claim. Other processes find the job at their next poll.
+// most one claim. Other processes' subscribers are woken by their
+// watcher, which sees the commit (notify.go).
 func (b *Backend) wakeKeyQueues() {
 	if qs := b.keyQueues.Load(); qs != nil && len(*qs) > 0 {
 		b.hub.notify(*qs)

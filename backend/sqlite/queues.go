@@ -209,7 +209,7 @@ func (b *Backend) claimControlled(ctx context.Context, tx *sql.Tx, st *stmts, se
 
 // QueuePause implements backend.QueueController. Resuming wakes this
 // process's idle workers at once; workers of other processes sharing the
-// file find the queue at their next poll (PollInterval, 1s by default).
+// file are woken by their watcher, which sees the commit (notify.go).
 func (b *Backend) QueuePause(ctx context.Context, queue string, paused bool) error {
 	op := "pause queue " + queue
 	if !paused {

@@ -11,8 +11,8 @@
 // connections.
 //
 // Workers in the same process are woken through Subscribe (backend.Notifier)
-// right after jobs become claimable; workers in other processes find them by
-// polling.
+// right after jobs become claimable; workers in other processes within a few
+// milliseconds, by a watcher of the file's PRAGMA data_version (notify.go).
 //
 // The driver is modernc.org/sqlite (pure Go, no cgo).
 package sqlite
@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -74,6 +75,18 @@ type Options struct {
 	// connection before failing with backend.ErrUnavailable. Negative is an
 	// error. Defaults to DefaultBusyTimeout (10s).
 	BusyTimeout time.Duration
+
+	// WakeInterval is how often a Backend whose Subscribe has been
+	// called looks whether another connection (another process, another
+	// Backend on the file) committed, to wake its subscribers: a worker
+	// then starts a job another process enqueued within about this long
+	// instead of at its next poll. Negative turns the watcher off (workers
+	// find such jobs by polling). Defaults to DefaultWakeInterval (5ms).
+	WakeInterval time.Duration
+
+	// Logger receives the warning that the watcher of other connections'
+	// commits cannot read the file. Defaults to slog.Default().
+	Logger *slog.Logger
 }
 
 // Backend is a jobq backend stored in one SQLite file. It implements
@@ -86,8 +99,9 @@ type Backend struct {
 	w           *sql.DB         // one connection: every write
 	r           *sql.DB         // read-only connections
 	ckpt        *sql.DB         // one connection: WAL checkpoints, see checkpoint.go
-	loops       lifecycle.Group // the checkpointer; started by Open, stopped by Close
+	loops       lifecycle.Group // the checkpointer and the watcher (notify.go); stopped by Close
 	hub         hub
+	log         *slog.Logger
 	limits      *limitwake.Tracker // wakes idle workers when a queue limit lets jobs go
 	// keyQueues holds the queues whose key rules limit or order their
 	// keys, as the last claim or QueueSetKeys of this process saw them
@@ -127,12 +141,19 @@ func Open(ctx context.Context, path string, opts Options) (*Backend, error) {
 	if opts.BusyTimeout < 0 {
 		return nil, &backend.InputError{Field: "busy timeout", Reason: fmt.Sprintf("%s is negative", opts.BusyTimeout)}
 	}
-	b := &Backend{path: path, busyTimeout: opts.BusyTimeout, now: opts.Now}
+	b := &Backend{path: path, busyTimeout: opts.BusyTimeout, now: opts.Now, log: opts.Logger}
+	b.hub.interval = opts.WakeInterval
 	if b.busyTimeout == 0 {
 		b.busyTimeout = DefaultBusyTimeout
 	}
+	if b.hub.interval == 0 {
+		b.hub.interval = DefaultWakeInterval
+	}
 	if b.now == nil {
 		b.now = time.Now
+	}
+	if b.log == nil {
+		b.log = slog.Default()
 	}
 	b.limits = limitwake.New(func(q string) { b.hub.notify(map[string]struct{}{q: {}}) })
 	if err := b.open(ctx, opts); err != nil {
@@ -148,12 +169,13 @@ func (b *Backend) open(ctx context.Context, opts Options) error {
 		return err
 	}
 	// sql.Open only records the DSN: nothing touches the file until the
-	// first connection.
+	// first connection. The watcher's connects only when the first
+	// subscriber starts it, by when the file exists: it never creates one.
 	for _, c := range []struct {
-		db    **sql.DB
-		write bool
-	}{{&b.r, false}, {&b.w, true}, {&b.ckpt, true}} {
-		if *c.db, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, c.write, !opts.Existing)); err != nil {
+		db            **sql.DB
+		write, create bool
+	}{{&b.r, false, !opts.Existing}, {&b.w, true, !opts.Existing}, {&b.ckpt, true, !opts.Existing}, {&b.hub.db, false, false}} {
+		if *c.db, err = sql.Open("sqlite", dsn(b.path, b.busyTimeout, c.write, c.create)); err != nil {
 			return fmt.Errorf("%s: %w", b.name(), err)
 		}
 	}
@@ -166,6 +188,7 @@ func (b *Backend) open(ctx context.Context, opts Options) error {
 	b.w.SetConnMaxIdleTime(0)
 	b.w.SetConnMaxLifetime(0)
 	b.ckpt.SetMaxOpenConns(1)
+	b.hub.db.SetMaxOpenConns(1)
 
 	if opts.Existing {
 		// Checked on a read connection, whose pragmas write nothing,
@@ -285,8 +308,10 @@ func (b *Backend) closeDBs() error {
 	var errs []error
 	b.loops.Stop()
 	b.limits.Close()
-	if b.ckpt != nil {
-		errs = append(errs, b.ckpt.Close())
+	for _, db := range []*sql.DB{b.ckpt, b.hub.db} {
+		if db != nil {
+			errs = append(errs, db.Close())
+		}
 	}
 	b.stmtMu.Lock()
 	if b.st != nil {

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"database/sql"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -14,6 +15,11 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// TestWakeAcrossProcesses runs this test binary again as the process
+	// that inserts.
+	if path := os.Getenv(inserterEnv); path != "" {
+		os.Exit(runInserter(path))
+	}
 	goleak.VerifyTestMain(m)
 }
 

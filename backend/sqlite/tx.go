@@ -19,9 +19,9 @@ var (
 // migrated by it; begin it with BEGIN IMMEDIATE (DSN _txlock=immediate) so it
 // does not fail with SQLITE_BUSY when it upgrades to writing. While it is
 // open it holds the file's write lock, so keep it short: claims and
-// completions of every worker on the file wait for it. In-process
-// subscribers are not woken (the commit is the caller's); workers find the
-// jobs at their next poll.
+// completions of every worker on the file wait for it. The commit is the
+// caller's, so subscribers are woken by the watcher of each Backend on the
+// file when it sees it (notify.go), within Options.WakeInterval.
 func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.InsertParams) ([]backend.InsertResult, error) {
 	const op = "insert jobs in tx"
 	if err := b.checkOpen(op); err != nil {
@@ -69,8 +69,8 @@ func (b *Backend) JobCompleteTx(ctx context.Context, tx any, ref backend.JobRef)
 	if n == 0 {
 		// Stale, or a workflow task's job: its task ends (succeeded,
 		// without a result) in the caller's transaction too, releasing
-		// its dependants there; their workers find them at their next
-		// poll, as for JobInsertManyTx.
+		// its dependants there; their workers are woken when the
+		// watcher sees the commit, as for JobInsertManyTx.
 		w := &wfTx{ctx: ctx, tx: t, now: b.now()}
 		held, err := w.doneTask(ref.ID, ref.Token, nil)
 		if err != nil {

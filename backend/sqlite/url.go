@@ -18,6 +18,7 @@ func init() {
 			return nil, err
 		}
 		opts.Existing = oo.Existing
+		opts.Logger = oo.Logger
 		b, err := Open(ctx, path, opts)
 		if err != nil {
 			return nil, err // not a typed nil in the interface
@@ -39,6 +40,9 @@ func init() {
 //	busy_timeout=5s   Options.BusyTimeout (a Go duration, or plain milliseconds;
 //	                  0 means the default, 10s)
 //	migrate=false     Options.NoMigrate
+//	wake_interval=10ms  Options.WakeInterval (a Go duration, or plain
+//	                  milliseconds; 0 means the default, 5ms; off turns the
+//	                  watcher of other processes' commits off)
 //
 // The path is taken literally (no %-decoding). Anything else, or an empty
 // path, is an error wrapping backend.ErrInvalidInput.
@@ -61,11 +65,21 @@ func ParseURL(u string) (string, Options, error) {
 		v := vs[len(vs)-1]
 		switch key {
 		case "busy_timeout":
-			d, err := parseBusyTimeout(v)
+			d, err := parseDuration(key, v)
 			if err != nil {
 				return "", opts, urlError(u, err.Error())
 			}
 			opts.BusyTimeout = d
+		case "wake_interval":
+			if v == "off" {
+				opts.WakeInterval = -1
+				continue
+			}
+			d, err := parseDuration(key, v)
+			if err != nil {
+				return "", opts, urlError(u, err.Error()+" (or off)")
+			}
+			opts.WakeInterval = d
 		case "migrate":
 			m, err := strconv.ParseBool(v)
 			if err != nil {
@@ -73,19 +87,21 @@ func ParseURL(u string) (string, Options, error) {
 			}
 			opts.NoMigrate = !m
 		default:
-			return "", opts, urlError(u, fmt.Sprintf("unknown parameter %q; accepted: busy_timeout, migrate", key))
+			return "", opts, urlError(u, fmt.Sprintf("unknown parameter %q; accepted: busy_timeout, migrate, wake_interval", key))
 		}
 	}
 	return path, opts, nil
 }
 
-func parseBusyTimeout(v string) (time.Duration, error) {
+// parseDuration reads the value v of the URL parameter key: a Go duration,
+// or plain milliseconds; never negative.
+func parseDuration(key, v string) (time.Duration, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms >= 0 {
 		return time.Duration(ms) * time.Millisecond, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, fmt.Errorf("busy_timeout=%q: use a duration such as 5s or 500ms", v)
+		return 0, fmt.Errorf("%s=%q: use a duration such as 5s or 500ms", key, v)
 	}
 	return d, nil
 }

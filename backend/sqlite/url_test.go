@@ -26,10 +26,12 @@ func TestParseURL(t *testing.T) {
 		{"sqlite:file.db?busy_timeout=250", "file.db", sqlite.Options{BusyTimeout: 250 * time.Millisecond}},
 		{"sqlite:file.db?migrate=false&busy_timeout=1m", "file.db", sqlite.Options{NoMigrate: true, BusyTimeout: time.Minute}},
 		{"sqlite:file.db?migrate=true", "file.db", sqlite.Options{}},
+		{"sqlite:file.db?wake_interval=20ms", "file.db", sqlite.Options{WakeInterval: 20 * time.Millisecond}},
+		{"sqlite:file.db?wake_interval=off", "file.db", sqlite.Options{WakeInterval: -1}},
 	}
 	for _, c := range cases {
 		path, opts, err := sqlite.ParseURL(c.url)
-		if err != nil || path != c.path || opts.BusyTimeout != c.opts.BusyTimeout || opts.NoMigrate != c.opts.NoMigrate {
+		if err != nil || path != c.path || opts.BusyTimeout != c.opts.BusyTimeout || opts.NoMigrate != c.opts.NoMigrate || opts.WakeInterval != c.opts.WakeInterval {
 			t.Errorf("ParseURL(%q) = %q, %+v, %v; want %q, %+v", c.url, path, opts, err, c.path, c.opts)
 		}
 	}
@@ -37,6 +39,7 @@ func TestParseURL(t *testing.T) {
 		"sqlite:", "sqlite://", "sqlite:?busy_timeout=1s", "postgres://x",
 		"sqlite:a.db?busy_timeout=soon", "sqlite:a.db?busy_timeout=-1s",
 		"sqlite:a.db?migrate=maybe", "sqlite:a.db?journal_mode=delete",
+		"sqlite:a.db?wake_interval=-5ms", "sqlite:a.db?wake_interval=never",
 	} {
 		if _, _, err := sqlite.ParseURL(bad); !errors.Is(err, backend.ErrInvalidInput) {
 			t.Errorf("ParseURL(%q) error = %v, want ErrInvalidInput", bad, err)

@@ -45,8 +45,9 @@ func (b *Backend) WorkflowInsert(ctx context.Context, params backend.WorkflowPar
 // WorkflowInsertTx implements backend.WorkflowTxInserter: the workflow is
 // inserted by the caller's transaction (a *sql.Tx as for JobInsertManyTx,
 // whose notes apply), so it exists if and only if that transaction
-// commits. In-process subscribers are not woken (the commit is the
-// caller's); workers find the first tasks' jobs at their next poll.
+// commits. The commit is the caller's, so the subscribers of every
+// Backend on the file are woken by their watcher when it sees it
+// (notify.go), not at once.
 func (b *Backend) WorkflowInsertTx(ctx context.Context, tx any, params backend.WorkflowParams) (*backend.WorkflowInserted, error) {
 	const op = "insert workflow in tx"
 	if err := b.checkOpen(op); err != nil {

@@ -80,8 +80,10 @@ type Options struct {
 	// called looks whether another connection (another process, another
 	// Backend on the file) committed, to wake its subscribers: a worker
 	// then starts a job another process enqueued within about this long
-	// instead of at its next poll. Negative turns the watcher off (workers
-	// find such jobs by polling). Defaults to DefaultWakeInterval (5ms).
+	// instead of at its next poll. While nothing is committed the looks
+	// space out, up to 250ms apart, so an idle process pays next to
+	// nothing for them. Negative turns the watcher off (workers find such
+	// jobs by polling). Defaults to DefaultWakeInterval (5ms).
 	WakeInterval time.Duration
 
 	// Logger receives the warning that the watcher of other connections'

@@ -62,8 +62,9 @@ jobs of a key run at once: what keys cost a drain.
 --worker-process runs the worker in a second jobq process (this binary, as
 the hidden 'jobq bench-worker') on the same --db, as deployments do:
 producers here, the worker there, the jobs reaching it through the store
-(its notifications, or on SQLite the worker's next poll, which latency
-and steady then show). This process enqueues and keeps the clock; drain's
+(its notifications; on SQLite the worker's watcher of the file's commits,
+with ?wake_interval=off its next poll, which latency and steady then
+show). This process enqueues and keeps the clock; drain's
 clock starts once the worker process has opened the store and stops when
 it reports the last job's outcome written. CPU, allocations and GCs are
 both processes' added up. memory: and sync: cannot be shared by two

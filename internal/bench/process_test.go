@@ -3,39 +3,20 @@
 package bench
 
 import (
-	"bytes"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq/backend"
 	_ "github.com/jobq/jobq/backend/sqlite"
+	"github.com/jobq/jobq/internal/proctest"
 )
-
-// lockedBuffer is a bytes.Buffer safe for the exec copier and the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // fakeWorkerDrain runs drain on a fresh SQLite file with a worker process
 // that is the shell script script, not jobq, and returns the error, what
@@ -47,7 +28,7 @@ func fakeWorkerDrain(t *testing.T, stall time.Duration, script string) (stderr s
 		t.Fatal(err)
 	}
 	defer b.Close()
-	var errs lockedBuffer
+	var errs proctest.Buffer
 	cfg := Config{
 		Backend: b, N: 10, Workers: 2, Stall: stall, WorkerStderr: &errs,
 		WorkerProcess: func(queue, workload string) *exec.Cmd {

@@ -66,6 +66,22 @@ func (b *Backend) QueueSetKeys(ctx context.Context, queue string, rules backend.
 	return nil
 }
 
+// rekey converts the keyed structures of every queue from layout 8 to 9
+// (see LayoutVersion), one script call per queue.
+func (b *Backend) rekey(ctx context.Context) error {
+	queues, err := b.reg.all(ctx)
+	if err != nil {
+		return err
+	}
+	for _, name := range queues {
+		k := b.keys.queue(name)
+		if _, err := scriptReKey.eval(ctx, b.c, scriptReKey.keysOf(k), nil); err != nil {
+			return fmt.Errorf("convert the keys of queue %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
 // keyRulesOf reads key rules from settings fields kl, ko and kp.
 func keyRulesOf(f *fields, kl, ko, kp int) backend.KeyRules {
 	return backend.KeyRules{Limit: f.int(kl), Ordered: f.str(ko) == "1", OnFailure: backend.KeyPolicy(f.str(kp))}

@@ -224,3 +224,98 @@ func TestOrderedUnderRacingClaimers(t *testing.T) {
 		}
 	}
 }
+
+// layout8 writes a queue's keyed structures back as layout 8 kept them
+// (Kk's members the claimable job's member in Kr:<key> and the key, with
+// their map Km; each key's live jobs by turn in Kt:<key>, no Kn), for
+// TestRekey.
+var layout8 = newScript("layout8", `
+local base = KEYS[1]
+for _, key in ipairs(redis.call('SMEMBERS', base .. 'Ks')) do
+  for _, id in ipairs(redis.call('ZRANGE', base .. 'Kl:' .. key, 0, -1)) do
+    local tu = string.match(redis.call('HGET', base .. 'j:' .. id, 'ky'), '^(%d+) ')
+    redis.call('ZADD', base .. 'Kt:' .. key, tu, id)
+  end
+  local s = redis.call('ZSCORE', base .. 'Kk', key)
+  if s then
+    local m = redis.call('ZRANGE', base .. 'Kr:' .. key, 0, 0)[1] .. key
+    redis.call('ZREM', base .. 'Kk', key)
+    redis.call('ZADD', base .. 'Kk', s, m)
+    redis.call('HSET', base .. 'Km', key, m)
+  end
+end
+redis.call('DEL', base .. 'Kn')
+return 0`)
+
+// TestRekey: Migrate converts a layout-8 prefix's keys, and its keyed
+// jobs then run as before: one at a time per key, in turn, every one.
+func TestRekey(t *testing.T) {
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	if err := b.QueueSetKeys(ctx, "q", backend.KeyRules{Limit: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var ps []backend.InsertParams
+	for _, key := range []string{"a", "b", "c", "a", "c", "c"} {
+		ps = append(ps, keyedJob("q", key))
+	}
+	ins, err := b.JobInsertMany(ctx, ps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyOf := map[int64]string{}
+	for i, r := range ins {
+		keyOf[r.ID] = ps[i].Key
+	}
+	claim := func() []*backend.JobRow {
+		t.Helper()
+		rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 10, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	// The keys' first jobs are running across the upgrade.
+	held := claim()
+	base := b.keys.queue("q").jobPrefix[:len(b.keys.queue("q").jobPrefix)-2]
+	if _, err := b.c.eval(ctx, layout8, []string{base}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.c.set(ctx, b.keys.schema, "8"); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Migrate(ctx); err != nil || v != LayoutVersion {
+		t.Fatalf("Migrate = %d, %v", v, err)
+	}
+	old, err := b.c.existAll(ctx, []string{base + "Km", base + "Kt:a", base + "Kt:c"})
+	if err != nil || slices.Contains(old, true) {
+		t.Fatalf("layout 8's keys after Migrate: %v, %v", old, err)
+	}
+	order := map[string][]int64{}
+	done := 0
+	for running := held; len(running) > 0; running = claim() {
+		seen := map[string]bool{}
+		outs := make([]backend.Outcome, len(running))
+		for i, r := range running {
+			k := keyOf[r.ID]
+			if seen[k] {
+				t.Fatalf("two jobs of key %s claimed at once", k)
+			}
+			seen[k] = true
+			order[k] = append(order[k], r.ID)
+			outs[i] = backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone}
+		}
+		if _, err := b.JobComplete(ctx, backend.CompleteParams{Outcomes: outs}); err != nil {
+			t.Fatal(err)
+		}
+		done += len(running)
+	}
+	if done != len(ps) {
+		t.Fatalf("%d jobs ran after Migrate, want %d", done, len(ps))
+	}
+	for k, ids := range order {
+		if !slices.IsSorted(ids) {
+			t.Errorf("key %s ran %v, out of order", k, ids)
+		}
+	}
+}

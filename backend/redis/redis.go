@@ -215,7 +215,15 @@ func init() {
 // and leave it claimable in its key's sets, or replay it and leave its key
 // held for good, so the marker keeps it out; Migrate raises 7 to 8 in
 // place (layout-7 data is valid layout-8 data without keyed jobs).
-const LayoutVersion = 8
+// Layout 9 keeps fewer keyed structures, for claims and completions of
+// keyed jobs with fewer calls: the claimable keys' set Kk holds the keys
+// alone (its map Km goes), and each key's highest turn is one field of
+// the hash Kn instead of the zset Kt:<key>. A layout-8 build would read
+// Kk's members as jobs, so the marker keeps it out; Migrate converts each
+// queue's keys (script "rekey"). Layout 8 was written only by development
+// builds: stop them before migrating, as one still running would write
+// layout 8's structures beside the new ones.
+const LayoutVersion = 9
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -437,8 +445,9 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 // version. Redis creates every other key when it is first written, so
 // there is nothing else to set up for a new prefix; a layout-2, 3 or 4
 // prefix has its ready jobs moved into the ready set of layout 5, and a
-// prefix of any layout before 7 its failed jobs indexed by job ID (see
-// LayoutVersion), queue by queue, before the marker is raised. It fails with
+// prefix of any layout before 7 its failed jobs indexed by job ID, and a
+// layout-8 prefix its keyed structures converted (see LayoutVersion),
+// queue by queue, before the marker is raised. It fails with
 // backend.ErrSchemaTooNew, writing nothing, when the prefix was written by
 // a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
@@ -470,6 +479,11 @@ func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	}
 	if ok && v < 7 {
 		if err := b.indexFailed(ctx); err != nil {
+			return 0, b.fail("migrate", err)
+		}
+	}
+	if ok && v == 8 {
+		if err := b.rekey(ctx); err != nil {
 			return 0, b.fail("migrate", err)
 		}
 	}

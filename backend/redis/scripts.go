@@ -67,6 +67,7 @@ var (
 	// keyrules.go
 	scriptQKeys   = mustScript("qkeys", "settings", "base")
 	scriptKeyList = mustScript("keylist", "base")
+	scriptReKey   = mustScript("rekey", "base")
 )
 
 // cancelKeyNames are the KEYS of the script "cancel", and of "wfcancel",
@@ -84,7 +85,7 @@ var allLuaScripts = []*luaScript{
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
 	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
-	scriptSchedule, scriptTick, scriptTickMove, scriptQKeys, scriptKeyList,
+	scriptSchedule, scriptTick, scriptTickMove, scriptQKeys, scriptKeyList, scriptReKey,
 	// workflow_scripts.go
 	scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats,
 	scriptWfCheck, scriptWfPrune,

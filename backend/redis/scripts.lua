@@ -122,17 +122,19 @@
 --   P:{Q}:Kp        zset: the keyed pending jobs (ready or delayed), by
 --                   turn, member the ID (a new job's turn starts past the
 --                   lowest)
---   P:{Q}:Kk        zset: the claimable job of each key that has one:
---                   score -priority * 2^41 + turn, member its member in
---                   Kr:<key> and then the key, so keys order as jobs do
---   P:{Q}:Km        hash: key -> its member in Kk
+--   P:{Q}:Kk        zset: the keys that have a claimable job, member the
+--                   key, score its job's: -priority * 2^41 + turn, so
+--                   keys order as their jobs do (an ordered key's job is
+--                   its head, another's the first in Kr:<key>)
+--   P:{Q}:Kn        hash: key -> the highest turn of its jobs since it
+--                   last had no live job (absent while it has none)
 --   P:{Q}:Kc        hash: key -> its reserved jobs, cancelling included
+--                   (0 may stay until the key has no live job)
 --   P:{Q}:Ks        set: the keys with live or failed jobs (KeyList)
 --   P:{Q}:Kr:<key>  zset: the key's ready jobs in claim order: score as
 --                   Kk, member as in ready (rmember)
 --   P:{Q}:Kl:<key>  zset: the key's live jobs, score 0, member the ID (its
 --                   lowest is an ordered key's head)
---   P:{Q}:Kt:<key>  zset: the same jobs by turn (the highest turn)
 --   P:{Q}:Kf:<key>  zset: the key's failed jobs, score 0, member the job
 --                   ID (their lowest holds a held key)
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
@@ -418,7 +420,11 @@ end
 -- (key_made), and only when a script meets a keyed job, so that a plain
 -- job's path pays nothing for them (one closure made per call, as
 -- wf_lib). A script that changed a key calls done, which recomputes the
--- claimable job of every key it touched.
+-- claimable job of every key it touched. Redis runs a script's calls one
+-- by one, each costing more than the work it does, so the functions keep
+-- what they read or wrote for the rest of the call (a key's reserved
+-- count, its highest turn, the queue's lowest pending turn) rather than
+-- read it again.
 local key_made
 local KT = 2199023255552 -- 2^41: a keyed job's score is -priority * KT + turn
 local function key_lib(base)
@@ -443,6 +449,17 @@ local function key_lib(base)
   end
   local K = { ended = {} }
   local touched, order, rules = {}, {}, nil
+  -- resv: each key's reserved count (Kc) once read or written; tops: its
+  -- highest live turn (Kn) once read, dirty when raised since; low: the
+  -- lowest turn in Kp once read (false: Kp is empty); grew and shrank:
+  -- the keys that gained or lost a live or failed job, whose place in Ks
+  -- and Kn done settles; lives: the keys refresh saw a live job of;
+  -- addq and addp: the members joining Kq and Kp, and taken: the IDs
+  -- claims took, which leave both, each written in one call (settled);
+  -- kks and kko: the scores refresh gave keys in Kk (false: out of it),
+  -- and those keys in order, written in two calls (K.sync).
+  local resv, tops, dirty, grew, shrank, lives, taken, low = {}, {}, {}, {}, {}, {}, {}, nil
+  local kks, kko, addq, addp = {}, {}, {}, {}
   local before = call('ZCARD', base .. 'Kk')
   -- rules are the queue's key rules (settings fields kl, ko, kp) and its
   -- index (qi), which a halted job's error names its head's ID with.
@@ -462,113 +479,193 @@ local function key_lib(base)
   end
   K.touch = touch
   function K.score(pr, tu) return -tonumber(pr) * KT + tonumber(tu) end
+  local function top(key)
+    local t = tops[key]
+    if t == nil then
+      t = tonumber(call('HGET', base .. 'Kn', key) or '0')
+      tops[key] = t
+    end
+    return t
+  end
+  local function settled()
+    if #addq > 0 then
+      zadd(base .. 'Kq', addq)
+      addq = {}
+    end
+    if #addp > 0 then
+      zadd(base .. 'Kp', addp)
+      addp = {}
+    end
+    if #taken > 0 then
+      zrem(base .. 'Kq', taken)
+      zrem(base .. 'Kp', taken)
+      taken = {}
+    end
+  end
+  -- sync writes the keys' places in Kk that refresh decided: before any
+  -- read of Kk.
+  function K.sync()
+    if #kko == 0 then return end
+    local add, del = {}, {}
+    for _, key in ipairs(kko) do
+      local sc = kks[key]
+      if sc then
+        add[#add + 1] = sc; add[#add + 1] = key
+      else
+        del[#del + 1] = key
+      end
+    end
+    zadd(base .. 'Kk', add)
+    zrem(base .. 'Kk', del)
+    kks, kko = {}, {}
+  end
   -- turn is the turn of a new job of key: one past the highest turn of
-  -- the key's live jobs, and past the lowest turn of the queue's pending
-  -- keyed jobs.
+  -- the key's live jobs (Kn), and past the lowest turn of the queue's
+  -- pending keyed jobs.
   function K.turn(key)
-    local top = call('ZRANGE', base .. 'Kt:' .. key, -1, -1, 'WITHSCORES')
-    local low = call('ZRANGE', base .. 'Kp', 0, 0, 'WITHSCORES')
-    return math.max(tonumber(top[2] or '0'), tonumber(low[2] or '0')) + 1
+    if low == nil then
+      settled()
+      local l = call('ZRANGE', base .. 'Kp', 0, 0, 'WITHSCORES')
+      low = l[2] and tonumber(l[2]) or false
+    end
+    return math.max(top(key), low or 0) + 1
   end
   -- live: job id (turn tu) of key is live (inserted or replayed).
   function K.live(id, key, tu)
     call('ZADD', base .. 'Kl:' .. key, 0, id)
-    call('ZADD', base .. 'Kt:' .. key, tu, id)
+    tu = tonumber(tu)
+    if tu > top(key) then
+      tops[key] = tu
+      dirty[key] = true
+    end
+    grew[key] = true
     touch(key)
+  end
+  local function pend(id, tu)
+    addp[#addp + 1] = tu; addp[#addp + 1] = id
+    tu = tonumber(tu)
+    if low == false or (low and tu < low) then low = tu end
   end
   -- ready: the job is ready since av; later: it waits in delayed (the
   -- caller puts it there). Both are pending.
   function K.ready(id, key, pr, tu, av)
     call('ZADD', base .. 'Kr:' .. key, K.score(pr, tu), rmember(av, id))
-    call('ZADD', base .. 'Kq', av, id)
-    call('ZADD', base .. 'Kp', tu, id)
+    addq[#addq + 1] = av; addq[#addq + 1] = id
+    pend(id, tu)
     touch(key)
   end
   function K.later(id, key, tu)
-    call('ZADD', base .. 'Kp', tu, id)
+    pend(id, tu)
     touch(key)
   end
   -- unready: the job, ready since av (or delayed), is no longer pending.
   function K.unready(id, key, av)
+    settled()
     call('ZREM', base .. 'Kr:' .. key, rmember(av, id))
     call('ZREM', base .. 'Kq', id)
     call('ZREM', base .. 'Kp', id)
+    low = nil
     touch(key)
   end
   -- unreserve: a reserved job of key is no longer (it ended or is
-  -- pending again): its slot frees.
+  -- pending again): its slot frees. A count of 0 stays until the key
+  -- has no live job (settle).
   function K.unreserve(key)
-    if call('HINCRBY', base .. 'Kc', key, -1) <= 0 then call('HDEL', base .. 'Kc', key) end
+    local c = call('HINCRBY', base .. 'Kc', key, -1)
+    if c < 0 then
+      call('HDEL', base .. 'Kc', key)
+      c = 0
+    end
+    resv[key] = c
     touch(key)
   end
-  -- gone: the job is no longer live (ended or failed).
+  -- gone: the job, reserved or no longer pending, is no longer live (it
+  -- ended or failed).
   function K.gone(id, key)
     call('ZREM', base .. 'Kl:' .. key, id)
-    call('ZREM', base .. 'Kt:' .. key, id)
-    call('ZREM', base .. 'Kp', id)
+    shrank[key] = true
     touch(key)
   end
   -- failed, unfailed: the job joins or leaves the failed jobs of key.
   function K.failed(id, key)
     call('ZADD', base .. 'Kf:' .. key, 0, id)
+    grew[key] = true
     touch(key)
   end
   function K.unfailed(id, key)
     call('ZREM', base .. 'Kf:' .. key, id)
+    shrank[key] = true
     touch(key)
   end
-  -- claim reserves the job of member m of Kk (see the legend) and returns
-  -- its ID; the key's next claimable job is in Kk when it returns.
-  function K.claim(m)
-    local key, id = string.sub(m, 28), string.sub(m, 15, 27)
-    call('ZREM', base .. 'Kr:' .. key, string.sub(m, 1, 27))
-    call('ZREM', base .. 'Kq', id)
-    call('ZREM', base .. 'Kp', id)
-    call('HINCRBY', base .. 'Kc', key, 1)
-    K.refresh(key)
-    return id
+  -- claim reserves the claimable job of key (a member of Kk, see the
+  -- legend) and returns its ID, and the key's new score in Kk when it
+  -- stays claimable (nil when it left Kk).
+  function K.claim(key)
+    local kr = base .. 'Kr:' .. key
+    local id
+    if K.rules().ordered then
+      id = call('ZRANGE', base .. 'Kl:' .. key, 0, 0)[1]
+      local v = call('HMGET', base .. 'j:' .. id, 'av', 'c')
+      call('ZREM', kr, rmember(v[1] or v[2], id))
+    else
+      id = rid(call('ZPOPMIN', kr)[1])
+    end
+    taken[#taken + 1] = id
+    low = nil
+    resv[key] = call('HINCRBY', base .. 'Kc', key, 1)
+    return id, K.refresh(key)
   end
-  -- refresh puts key's claimable job in Kk, or takes the key out: under
-  -- the rules, an ordered key's is its lowest-ID live job when that is
-  -- ready, nothing of the key is reserved and the key is not held; any
-  -- other key's is its best ready job, while fewer than the limit are
-  -- reserved. It also keeps Ks, the keys with live or failed jobs.
+  -- refresh puts key in Kk under the score of its claimable job, or takes
+  -- it out, and returns that score (nil: none): under the rules, an
+  -- ordered key's is its lowest-ID live job when that is ready, nothing
+  -- of the key is reserved and the key is not held; any other key's is
+  -- its best ready job, while fewer than the limit are reserved.
   function K.refresh(key)
     local r = K.rules()
-    local reserved = tonumber(call('HGET', base .. 'Kc', key) or '0')
-    local cand, score = nil, nil
+    local reserved = resv[key]
+    if reserved == nil then
+      reserved = tonumber(call('HGET', base .. 'Kc', key) or '0')
+      resv[key] = reserved
+    end
+    local score = nil
+    if reserved > 0 then lives[key] = true end
     if r.ordered then
       if reserved == 0 and not (r.policy == 'hold' and call('EXISTS', base .. 'Kf:' .. key) == 1) then
         local h = call('ZRANGE', base .. 'Kl:' .. key, 0, 0)[1]
         if h then
+          lives[key] = true
           local v = call('HMGET', base .. 'j:' .. h, 'av', 'c')
-          if v[2] then
-            local m = rmember(v[1] or v[2], h)
-            local s = call('ZSCORE', base .. 'Kr:' .. key, m)
-            if s then cand, score = m, s end
-          end
+          if v[2] then score = call('ZSCORE', base .. 'Kr:' .. key, rmember(v[1] or v[2], h)) or nil end
         end
       end
     elseif r.limit == 0 or reserved < r.limit then
-      local f = call('ZRANGE', base .. 'Kr:' .. key, 0, 0, 'WITHSCORES')
-      if f[1] then cand, score = f[1], f[2] end
+      score = call('ZRANGE', base .. 'Kr:' .. key, 0, 0, 'WITHSCORES')[2]
     end
-    local old = call('HGET', base .. 'Km', key)
-    local new = cand and (cand .. key) or false
-    if old ~= new then
-      if old then call('ZREM', base .. 'Kk', old) end
-      if new then
-        call('ZADD', base .. 'Kk', score, new)
-        call('HSET', base .. 'Km', key, new)
-      else
-        call('HDEL', base .. 'Km', key)
-      end
-    end
-    if call('EXISTS', base .. 'Kl:' .. key) == 0 and call('EXISTS', base .. 'Kf:' .. key) == 0 then
-      call('SREM', base .. 'Ks', key)
+    if kks[key] == nil then kko[#kko + 1] = key end
+    if score then
+      lives[key] = true
+      kks[key] = score
     else
-      call('SADD', base .. 'Ks', key)
+      kks[key] = false
     end
+    return score
+  end
+  -- settle keeps Ks (the keys with live or failed jobs), and Kn and Kc
+  -- (absent once the key has no live job) for key, after refresh.
+  local function settle(key)
+    if shrank[key] and not lives[key] and call('EXISTS', base .. 'Kl:' .. key) == 0 then
+      call('HDEL', base .. 'Kn', key)
+      call('HDEL', base .. 'Kc', key)
+      resv[key] = 0
+      tops[key], dirty[key] = nil, nil
+      if call('EXISTS', base .. 'Kf:' .. key) == 0 then
+        call('SREM', base .. 'Ks', key)
+        return
+      end
+      grew[key] = true
+    end
+    if grew[key] then call('SADD', base .. 'Ks', key) end
+    if dirty[key] then call('HSET', base .. 'Kn', key, n2s(tops[key])) end
   end
   -- bad: job id of key failed for good or ended cancelled (it is gone
   -- already). Under KeyHalt, when no live job of the key has a lower ID
@@ -601,8 +698,13 @@ local function key_lib(base)
   -- from empty to not (a key became claimable while no key was), publishes
   -- a wake-up on it. It returns 1 when it did, else 0.
   function K.done(chan, origin)
-    for _, key in ipairs(order) do K.refresh(key) end
-    touched, order = {}, {}
+    settled()
+    for _, key in ipairs(order) do
+      K.refresh(key)
+      settle(key)
+    end
+    K.sync()
+    touched, order, grew, shrank, dirty, lives = {}, {}, {}, {}, {}, {}
     if chan and before == 0 and call('ZCARD', base .. 'Kk') > 0 then
       call('PUBLISH', chan, 'n ' .. origin)
       before = 1
@@ -612,6 +714,19 @@ local function key_lib(base)
   end
   key_made = K
   return K
+end
+--- helper
+-- place puts key, whose score in Kk became s, into kb, the claim's window
+-- on Kk (key, score, ...; see the claim), among its entries from i on:
+-- after those of a lower or equal score. A key that would go past the end
+-- of a full window is left out: Kk holds it, and the window's next read
+-- finds it in its place.
+local function place(kb, i, full, key, s)
+  local n = tonumber(s)
+  while i <= #kb and tonumber(kb[i + 1]) <= n do i = i + 2 end
+  if i > #kb and full then return end
+  table.insert(kb, i, s)
+  table.insert(kb, i, key)
 end
 --- helper
 -- promote moves up to limit delayed jobs that are due (kd delayed; their
@@ -1070,12 +1185,14 @@ local function add(m, s)
   all[#all + 1] = { string.sub(m, 15, 27), f, s - f * KT, rdue(m) }
 end
 for i = 1, #keyed, 2 do
-  local m, key = keyed[i], string.sub(keyed[i], 28)
-  local cap = take
-  if r.limit > 0 then cap = math.min(cap, r.limit - tonumber(redis.call('HGET', KEYS[8] .. 'Kc', key) or '0')) end
-  if r.ordered or cap <= 1 then
-    add(m, keyed[i + 1])
+  local key = keyed[i]
+  if r.ordered then
+    local h = redis.call('ZRANGE', KEYS[8] .. 'Kl:' .. key, 0, 0)[1]
+    local v = redis.call('HMGET', KEYS[5] .. h, 'av', 'c')
+    add(rmember(v[1] or v[2], h), keyed[i + 1])
   else
+    local cap = take
+    if r.limit > 0 then cap = math.min(cap, r.limit - tonumber(redis.call('HGET', KEYS[8] .. 'Kc', key) or '0')) end
     local js = redis.call('ZRANGE', KEYS[8] .. 'Kr:' .. key, 0, cap - 1, 'WITHSCORES')
     for j = 1, #js, 2 do add(js[j], js[j + 1]) end
   end
@@ -1139,26 +1256,40 @@ if take > 0 and nk > 0 then
     redis.call('LRANGE', KEYS[2], 0, take - 1), take, KEYS[7], false)
   local K = key_lib(KEYS[9])
   local u, fromq, froml = 1, 0, 0
+  -- kb is a window on Kk's best keys (key, score, ...), read from ki on
+  -- and kept in Kk's order as claims change it (see place); full: Kk may
+  -- hold more keys past it, read when the window runs out.
+  local kb, ki, full = {}, 1, true
   while #took < take do
-    local kb = redis.call('ZRANGE', kk, 0, 0, 'WITHSCORES')
+    if full and ki > #kb then
+      local want = take - #took
+      K.sync()
+      kb, ki = redis.call('ZRANGE', kk, 0, want - 1, 'WITHSCORES'), 1
+      full = #kb == 2 * want
+    end
+    local key, ks = kb[ki], kb[ki + 1]
     local p = picks[3 * u - 2]
     local usekey
-    if not kb[1] then
+    if not key then
       if not p then break end
       usekey = false
     elseif not p then
       usekey = true
     else
-      usekey = math.floor(tonumber(kb[2]) / KT) < tonumber(picks[3 * u - 1])
+      usekey = math.floor(tonumber(ks) / KT) < tonumber(picks[3 * u - 1])
     end
     if usekey then
-      took[#took + 1] = K.claim(kb[1]); inp[#took] = false; keyed[#took] = true
+      local id, ns = K.claim(key)
+      took[#took + 1] = id; inp[#took] = false; keyed[#took] = true
+      ki = ki + 2
+      if ns then place(kb, ki, full, key, ns) end
     else
       took[#took + 1] = p; inp[#took] = pinp[u]
       if pinp[u] then fromq = fromq + 1 else froml = froml + 1 end
       u = u + 1
     end
   end
+  K.done()
   if fromq > 0 then redis.call('ZPOPMIN', KEYS[1], fromq) end
   if froml > 0 then redis.call('LTRIM', KEYS[2], froml, -1) end
   nl = nl - froml
@@ -1189,8 +1320,12 @@ local ids, avs, rs = {}, {}, {}
 for i = 1, #took do
   local id = took[i]
   local k = KEYS[7] .. id
-  local v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn')
-  if keyed[i] then v[13] = redis.call('HGET', k, 'ky') end
+  local v
+  if keyed[i] then
+    v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn', 'ky')
+  else
+    v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn')
+  end
   if inp[i] then ids[#ids + 1] = id end
   if v[1] then
     local a = tonumber(v[3] or '0') + 1
@@ -2128,6 +2263,27 @@ local keys = redis.call('SMEMBERS', KEYS[2] .. 'Ks')
 for _, key in ipairs(keys) do K.touch(key) end
 K.done()
 redis.call('PUBLISH', ARGV[5], 'n ' .. ARGV[6])
+return #keys
+
+--- script: rekey
+-- Layout 9's keyed structures of one queue from layout 8's (Migrate):
+-- Kk's members become the keys alone, without their map Km, and each
+-- key's highest turn moves from the zset Kt:<key> (its live jobs by turn)
+-- to the hash Kn.
+-- KEYS[1] base (its key structures, see key_lib)
+-- Returns how many keys it converted (integer).
+local base = KEYS[1]
+redis.call('DEL', base .. 'Kk', base .. 'Km')
+local K = key_lib(base)
+local keys = redis.call('SMEMBERS', base .. 'Ks')
+for _, key in ipairs(keys) do
+  local kt = base .. 'Kt:' .. key
+  local top = redis.call('ZRANGE', kt, -1, -1, 'WITHSCORES')
+  if top[2] then redis.call('HSET', base .. 'Kn', key, top[2]) end
+  redis.call('DEL', kt)
+  K.touch(key)
+end
+K.done()
 return #keys
 
 --- script: keylist

@@ -136,6 +136,10 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(b.c.set(ctx, b.keys.schema, "4"))
 	_, err = b.Migrate(ctx)
 	must(err)
+	// Raising a layout-8 prefix converts its keys (rekey).
+	must(b.c.set(ctx, b.keys.schema, "8"))
+	_, err = b.Migrate(ctx)
+	must(err)
 	// Workflows (workflow_test.go).
 	exerciseWorkflows(t, b)
 

@@ -11,7 +11,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -146,4 +149,37 @@ func (s *Server) Restart(mode string) {
 	s.tb.Helper()
 	s.Stop(mode)
 	s.Start()
+}
+
+// Pooled is the shared test server reached through a private PgBouncer in
+// transaction pooling mode (localserver.StartPgBouncer), stopped when the
+// test ends.
+type Pooled struct {
+	// URL reaches the server's database through PgBouncer, as the shared
+	// server's URL names it, with jobq's parameter jobq_pooler set.
+	URL string
+	// Direct is the host:port of the server itself, which jobq_listen
+	// names for the listener (see postgres.Options.ListenAddr).
+	Direct string
+}
+
+// StartPooled starts a PgBouncer in front of the shared server; without
+// the pgbouncer program the test is skipped (failed under CI=true).
+func StartPooled(tb testing.TB) Pooled {
+	tb.Helper()
+	cfg, err := pgx.ParseConfig(URL(tb))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	if _, err := localserver.PgBouncerBin(); err != nil {
+		unavailable(tb, "pgtest: %v", err)
+	}
+	pb, err := localserver.StartPgBouncer(cfg.Host, int(cfg.Port), cfg.User)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	tb.Cleanup(pb.Close)
+	u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(pb.Port)),
+		Path: "/" + cfg.Database, RawQuery: "sslmode=disable&jobq_pooler=transaction"}
+	return Pooled{URL: u.String(), Direct: net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))}
 }

@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,7 +29,11 @@ import (
 // before its LISTEN took effect are lost: after the first Subscribe, and
 // after a dropped connection, which it re-establishes with backoff. Workers
 // keep polling at their PollInterval throughout, so a lost hint only delays
-// a pickup. After Close the channel never fires.
+// a pickup. Behind a transaction pooler (Options.Pooler) the listener
+// connects to Options.ListenAddr, the server itself, or, without one, does
+// not run: a pooler would hand the LISTEN's server connection to other
+// clients, whose notifications it would then drop. After Close the channel
+// never fires.
 func (b *Backend) Subscribe(queues []string) (<-chan struct{}, func()) {
 	return b.listener.subscribe(queues)
 }
@@ -75,7 +82,7 @@ func (l *listener) subscribe(queues []string) (<-chan struct{}, func()) {
 	ch, cancel := l.subs.Subscribe(queues)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if !l.stopped && !l.running {
+	if !l.stopped && !l.running && (l.b.opts.Pooler == "" || l.b.opts.ListenAddr != "") {
 		// The listener's lifetime is the Backend's: it ends in Close,
 		// not with any caller's context.
 		l.running = l.b.background.Start(context.Background(), lifecycle.Component{Name: "postgres listener", Run: l.run})
@@ -147,7 +154,17 @@ func (l *listener) run(ctx context.Context) {
 func (l *listener) connect(ctx context.Context) (*pgx.Conn, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.b.opts.QueryTimeout)
 	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, l.b.pool.Config().ConnConfig)
+	cc := l.b.pool.Config().ConnConfig
+	if a := l.b.opts.ListenAddr; a != "" {
+		cc = cc.Copy()
+		host, port, _ := net.SplitHostPort(a) // resolve checked it
+		p, err := strconv.ParseUint(port, 10, 16)
+		if err != nil {
+			return nil, fmt.Errorf("listen address %q: bad port: %w", a, err)
+		}
+		cc.Host, cc.Port, cc.Fallbacks = host, uint16(p), nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return nil, err
 	}

@@ -22,8 +22,10 @@
 //
 //	postgres://user:pass@host:5432/db?jobq_schema=myapp&pool_max_conns=20
 //
-// The jobq_schema query parameter chooses the schema (see Options.Schema);
-// every other parameter is pgx's.
+// The jobq_schema query parameter chooses the schema (see Options.Schema),
+// jobq_pooler and jobq_listen say that the URL reaches the server through
+// a pooler such as PgBouncer (Options.Pooler, Options.ListenAddr); every
+// other parameter is pgx's.
 package postgres
 
 import (
@@ -63,8 +65,19 @@ func init() {
 }
 
 // SchemaParam is the URL query parameter that names the schema. Open
-// removes it before handing the URL to pgx.
+// removes it, PoolerParam and ListenParam before handing the URL to pgx.
 const SchemaParam = "jobq_schema"
+
+// PoolerParam is the URL query parameter that sets Options.Pooler, and
+// ListenParam the one that sets Options.ListenAddr.
+const (
+	PoolerParam = "jobq_pooler"
+	ListenParam = "jobq_listen"
+)
+
+// PoolerTransaction is the Options.Pooler of a pooler in transaction
+// mode (PgBouncer's pool_mode = transaction).
+const PoolerTransaction = "transaction"
 
 // DefaultSchema is the schema used when neither Options.Schema nor the URL
 // names one.
@@ -111,6 +124,29 @@ type Options struct {
 	// vacuumer.go) for servers whose autovacuum is tuned for a queue table.
 	// Defaults to false: the backend vacuums when dead rows pile up.
 	NoVacuum bool
+
+	// Pooler says what stands between the backend and the server: "" (the
+	// default) for a direct connection or a session-mode pooler, or
+	// PoolerTransaction for a pooler that hands each transaction whichever
+	// server connection is free (PgBouncer's pool_mode = transaction),
+	// where nothing may outlive a transaction on a connection. The backend
+	// keeps no session state anyway (settings, advisory locks and the
+	// search path are all transaction-local); with PoolerTransaction it also
+	// runs statements unprepared (pgx's QueryExecModeExec, unless the URL's
+	// default_query_exec_mode says otherwise), since a pooler of PgBouncer
+	// 1.20 or older does not carry named prepared statements over, and it
+	// does not LISTEN through the pooler: see ListenAddr. The URL parameter
+	// jobq_pooler sets it too.
+	Pooler string
+
+	// ListenAddr, with Pooler, is the host:port of the server itself,
+	// bypassing the pooler, for the one connection that LISTENs for other
+	// processes' wake-ups (same user, password and database as the URL).
+	// Without it, a backend behind a transaction pooler does not listen:
+	// its workers are woken at once by jobs this process makes available
+	// and find other processes' jobs when they poll (WorkerConfig's
+	// PollInterval). The URL parameter jobq_listen sets it too.
+	ListenAddr string
 
 	// wrapConn, when set, wraps every connection of the backend once it is
 	// established, TLS included, and before the protocol starts: the seam
@@ -160,7 +196,24 @@ func (o Options) resolve() (Options, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
+	if o.Pooler != "" && o.Pooler != PoolerTransaction {
+		return o, &backend.InputError{Field: "pooler", Reason: fmt.Sprintf("%q: use %q for a pooler in transaction mode, or nothing", o.Pooler, PoolerTransaction)}
+	}
+	if o.ListenAddr != "" {
+		if o.Pooler == "" {
+			return o, &backend.InputError{Field: "listen address", Reason: "is only for a backend behind a pooler: set the pooler too (jobq_pooler=transaction)"}
+		}
+		if _, port, err := net.SplitHostPort(o.ListenAddr); err != nil || !validPort(port) {
+			return o, &backend.InputError{Field: "listen address", Reason: fmt.Sprintf("%q: want host:port of the server itself", o.ListenAddr)}
+		}
+	}
 	return o, nil
+}
+
+// validPort tells whether s is a TCP port number.
+func validPort(s string) bool {
+	n, err := strconv.ParseUint(s, 10, 16)
+	return err == nil && n > 0
 }
 
 // TCP keepalive: a peer that vanished without closing (a half-open
@@ -230,15 +283,21 @@ func Open(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
 
 // openBackend is Open before its errors are redacted.
 func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, error) {
-	connString, urlSchema, err := stripSchemaParam(rawURL)
+	connString, params, err := stripParams(rawURL)
 	if err != nil {
 		return nil, err
 	}
-	if urlSchema != "" {
-		if opts.Schema != "" && opts.Schema != urlSchema {
-			return nil, &backend.InputError{Field: "schema", Reason: fmt.Sprintf("URL names %q but Options.Schema is %q", urlSchema, opts.Schema)}
+	for _, p := range []struct {
+		field, url string
+		opt        *string
+	}{{"schema", params.schema, &opts.Schema}, {"pooler", params.pooler, &opts.Pooler}, {"listen address", params.listen, &opts.ListenAddr}} {
+		if p.url == "" {
+			continue
 		}
-		opts.Schema = urlSchema
+		if *p.opt != "" && *p.opt != p.url {
+			return nil, &backend.InputError{Field: p.field, Reason: fmt.Sprintf("URL names %q but Options says %q", p.url, *p.opt)}
+		}
+		*p.opt = p.url
 	}
 	opts, err = opts.resolve()
 	if err != nil {
@@ -252,6 +311,9 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 		cfg.MaxConns = int32(opts.MaxConns)
 	}
 	configureConn(cfg.ConnConfig)
+	if opts.Pooler == PoolerTransaction && !strings.Contains(connString, "default_query_exec_mode=") {
+		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if w := opts.wrapConn; w != nil {
 		// AfterNetConnect, not DialFunc: a dialled connection is wrapped
 		// before pgx starts TLS on it (sslmode=prefer, pgx's default, takes
@@ -324,27 +386,34 @@ func hostOf(cc *pgx.ConnConfig) string {
 	return net.JoinHostPort(cc.Host, fmt.Sprint(cc.Port))
 }
 
-// stripSchemaParam removes jobq_schema from a URL's query and returns it.
-// It works on the text rather than net/url so multi-host URLs
-// (postgres://h1,h2/db) pass through untouched.
-func stripSchemaParam(raw string) (string, string, error) {
+// urlParams are jobq's own query parameters of a URL.
+type urlParams struct{ schema, pooler, listen string }
+
+// stripParams removes jobq's parameters (SchemaParam, PoolerParam,
+// ListenParam) from a URL's query and returns them. It works on the text
+// rather than net/url so multi-host URLs (postgres://h1,h2/db) pass
+// through untouched.
+func stripParams(raw string) (string, urlParams, error) {
+	var p urlParams
 	base, query, ok := strings.Cut(raw, "?")
 	if !ok {
-		return raw, "", nil
+		return raw, p, nil
 	}
 	values, err := url.ParseQuery(query)
 	if err != nil {
-		return "", "", &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("query: %v", err)}
+		return "", p, &backend.InputError{Field: "backend URL", Reason: fmt.Sprintf("query: %v", err)}
 	}
-	if !values.Has(SchemaParam) {
-		return raw, "", nil
+	if !values.Has(SchemaParam) && !values.Has(PoolerParam) && !values.Has(ListenParam) {
+		return raw, p, nil
 	}
-	schema := values.Get(SchemaParam)
+	p = urlParams{schema: values.Get(SchemaParam), pooler: values.Get(PoolerParam), listen: values.Get(ListenParam)}
 	values.Del(SchemaParam)
+	values.Del(PoolerParam)
+	values.Del(ListenParam)
 	if len(values) == 0 {
-		return base, schema, nil
+		return base, p, nil
 	}
-	return base + "?" + values.Encode(), schema, nil
+	return base + "?" + values.Encode(), p, nil
 }
 
 // Pool is the connection pool the backend runs on. Applications may begin

@@ -118,6 +118,11 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		if keyed && tn == nil {
 			tn = &turns{ctx: ctx, tx: tx}
 		}
+		if keyed {
+			if err := tn.prefetch(params, chunk); err != nil {
+				return err
+			}
+		}
 		args = args[:0]
 		for _, i := range chunk {
 			p := params[i]

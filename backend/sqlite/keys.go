@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -32,29 +33,80 @@ type turns struct {
 	tx      *sql.Tx
 	maxTurn map[[2]string]int64 // by queue and key
 	minTurn map[string]int64    // by queue; 0: no pending keyed job
-	// qKeyMaxTurn and qQueueMinTurn, prepared on the transaction (which
-	// closes them) at the first keyed job of the insert.
-	maxStmt, minStmt *sql.Stmt
+	// qQueueMinTurn, prepared on the transaction (which closes it) at the
+	// first keyed job of the insert.
+	minStmt *sql.Stmt
+}
+
+// prefetch reads the highest turns of the keys of params' jobs (those of
+// idx with a key) that it has not read yet, in one statement per queue:
+// next then finds them (see qKeysMaxTurn).
+func (t *turns) prefetch(params []backend.InsertParams, idx []int) error {
+	if err := t.prepare(); err != nil {
+		return err
+	}
+	want := map[string][]string{}
+	for _, i := range idx {
+		p := params[i]
+		if p.Key == "" {
+			continue
+		}
+		k := [2]string{p.Queue, p.Key}
+		if _, ok := t.maxTurn[k]; !ok {
+			t.maxTurn[k] = 0 // no live job unless the statement says otherwise
+			want[p.Queue] = append(want[p.Queue], p.Key)
+		}
+	}
+	for queue, keys := range want {
+		list, err := json.Marshal(keys)
+		if err != nil {
+			return fmt.Errorf("read the turns of queue %s's keys: %w", queue, err)
+		}
+		rows, err := t.tx.QueryContext(t.ctx, qKeysMaxTurn, queue, string(list))
+		if err != nil {
+			return fmt.Errorf("read the turns of queue %s's keys: %w", queue, err)
+		}
+		for rows.Next() {
+			var key string
+			var turn int64
+			if err := rows.Scan(&key, &turn); err != nil {
+				_ = rows.Close()
+				return fmt.Errorf("read the turns of queue %s's keys: %w", queue, err)
+			}
+			t.maxTurn[[2]string{queue, key}] = turn
+		}
+		if err := rows.Close(); err != nil {
+			return fmt.Errorf("read the turns of queue %s's keys: %w", queue, err)
+		}
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read the turns of queue %s's keys: %w", queue, err)
+		}
+	}
+	return nil
+}
+
+// prepare makes the maps and statements at the first keyed job.
+func (t *turns) prepare() error {
+	if t.maxTurn != nil {
+		return nil
+	}
+	t.maxTurn, t.minTurn = map[[2]string]int64{}, map[string]int64{}
+	var err error
+	if t.minStmt, err = t.tx.PrepareContext(t.ctx, qQueueMinTurn); err != nil {
+		return fmt.Errorf("prepare the turn lookups: %w", err)
+	}
+	return nil
 }
 
 // next returns the turn of the next job of key in queue.
 func (t *turns) next(queue, key string) (int64, error) {
-	if t.maxTurn == nil {
-		t.maxTurn, t.minTurn = map[[2]string]int64{}, map[string]int64{}
-		var err error
-		if t.maxStmt, err = t.tx.PrepareContext(t.ctx, qKeyMaxTurn); err != nil {
-			return 0, fmt.Errorf("prepare the turn lookups: %w", err)
-		}
-		if t.minStmt, err = t.tx.PrepareContext(t.ctx, qQueueMinTurn); err != nil {
-			return 0, fmt.Errorf("prepare the turn lookups: %w", err)
-		}
+	if err := t.prepare(); err != nil {
+		return 0, err
 	}
 	k := [2]string{queue, key}
 	top, ok := t.maxTurn[k]
 	if !ok {
-		if err := t.maxStmt.QueryRowContext(t.ctx, queue, key).Scan(&top); err != nil {
-			return 0, fmt.Errorf("read the turns of key %q: %w", key, err)
-		}
+		return 0, fmt.Errorf("turn of key %q of queue %s: its key was not read first (prefetch)", key, queue)
 	}
 	low, ok := t.minTurn[queue]
 	if !ok {

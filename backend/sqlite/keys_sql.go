@@ -21,12 +21,27 @@ const keyPrios = `WITH RECURSIVE p(prio) AS (
 
 // --- turns at insert ---
 
-// qKeyMaxTurn: ?1 queue, ?2 key. Returns the turn of the key's newest
-// live job (its highest, but for a replayed job's), 0 when it has none.
-const qKeyMaxTurn = keyPrios + `SELECT COALESCE((SELECT turn FROM jobs WHERE id = (
-	SELECT MAX((SELECT j.id FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = ?2 AND j.priority = p.prio
+// qKeysMaxTurn: ?1 queue, ?2 a JSON array of keys. Returns each key that
+// has live jobs with the turn of its newest one (its highest, but for a
+// replayed job's): a loose scan of jobs_key per key (keyPrios' for every
+// key at once), then a probe per priority, so it costs the keys'
+// priorities, never their backlogs; one statement for all the keys of an
+// insert, not one per key.
+const qKeysMaxTurn = `WITH RECURSIVE ks(key) AS (SELECT DISTINCT value FROM json_each(?2)),
+p(key, prio) AS (
+	SELECT ks.key, (SELECT priority FROM jobs INDEXED BY jobs_key WHERE queue = ?1 AND key = ks.key ORDER BY priority DESC LIMIT 1)
+	FROM ks
+	UNION ALL
+	SELECT p.key, (SELECT j.priority FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = p.key AND j.priority < p.prio
+		ORDER BY j.priority DESC LIMIT 1)
+	FROM p WHERE p.prio IS NOT NULL
+),
+top(key, id) AS (
+	SELECT key, MAX((SELECT j.id FROM jobs j INDEXED BY jobs_key WHERE j.queue = ?1 AND j.key = p.key AND j.priority = p.prio
 		ORDER BY j.id DESC LIMIT 1))
-	FROM p WHERE p.prio IS NOT NULL)), 0)`
+	FROM p WHERE p.prio IS NOT NULL GROUP BY key
+)
+SELECT top.key, jobs.turn FROM top JOIN jobs ON jobs.id = top.id`
 
 // qQueueMinTurn: ?1 queue. Returns the lowest turn among the queue's
 // pending keyed jobs (scheduled ones included), 0 when it has none: the

@@ -55,8 +55,9 @@ func StartPgBouncer(host string, port int, user string) (*PgBouncer, error) {
 		return nil, fmt.Errorf("private pgbouncer: %w", err)
 	}
 	// max_client_conn above the tests' pools together; default_pool_size
-	// below the server's max_connections, so clients wait in the pooler,
-	// as they do in production, rather than being refused by the server.
+	// a tenth of a default server's max_connections (100), which the
+	// other packages' tests use at the same time: clients wait in the
+	// pooler, as they do in production, rather than being refused.
 	ini := fmt.Sprintf(`[databases]
 * = host=%s port=%d
 
@@ -68,7 +69,7 @@ auth_type = trust
 auth_file = %s
 pool_mode = transaction
 max_client_conn = 2000
-default_pool_size = 20
+default_pool_size = 10
 ignore_startup_parameters = extra_float_digits
 `, host, port, p.Port, filepath.Join(p.Dir, "users.txt"))
 	if err := os.WriteFile(filepath.Join(p.Dir, "users.txt"), []byte(strconv.Quote(user)+` ""`+"\n"), 0o644); err != nil {

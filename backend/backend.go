@@ -340,7 +340,9 @@ type Outcome struct {
 	Error string
 	// Result (OutcomeDone only) is the JSON the handler recorded, at most
 	// MaxResultBytes: a workflow task's dependants read it (see
-	// Workflower). Backends ignore it for a job that is not a task's.
+	// Workflower), and a kept job (Keep) stores it with its finished row
+	// in the same step as the completion, under the same fence
+	// (FinishedJob.Result). A job neither kept nor a task's drops it.
 	Result []byte
 	// Keep (OutcomeDone only) keeps the job among the finished jobs as
 	// completed instead of deleting it; only backends implementing

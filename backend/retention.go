@@ -54,6 +54,10 @@ type FinishedJob struct {
 	CreatedAt   time.Time
 	FinishedAt  time.Time // backend clock
 	Key         string    // the job's key, "" for none (see KeyController)
+	// Result is the JSON its handler recorded (Outcome.Result) when it
+	// completed with Keep; nil for none and for cancelled jobs. It is
+	// stored in the completion's own step and pruned with the job.
+	Result []byte
 }
 
 // JobFilter selects listed jobs. Zero fields match everything. Since and

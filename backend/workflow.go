@@ -110,8 +110,18 @@ const MaxWorkflowTasks = 10000
 // MaxTaskNameBytes is the longest task name, in bytes.
 const MaxTaskNameBytes = 128
 
-// MaxResultBytes is the largest result (JSON) a task may record.
-const MaxResultBytes = 64 << 10
+// MaxResultBytes is the hard limit on a job's result (JSON): the most
+// any backend accepts in one completion (Outcome.Result), whatever a
+// worker's configured cap. Every store holds it with room to spare
+// (SQLite BLOB and PostgreSQL json up to 1 GB, a Redis script argument
+// up to 512 MB); it is kept at 1 MiB because a result is read whole with
+// its job, and a workflow task reads all its dependencies' at once.
+const MaxResultBytes = 1 << 20
+
+// DefaultResultBytes is a worker's cap on a result when its
+// configuration sets none: results are for small values (IDs, counts,
+// references), not outputs.
+const DefaultResultBytes = 64 << 10
 
 // DepPolicy is what a dependant does when its dependency failed or was
 // cancelled.
@@ -391,14 +401,21 @@ func ValidateWorkflow(p WorkflowParams) ([]int, error) {
 	return order, nil
 }
 
-// ValidateResult refuses a task result over MaxResultBytes or that is not
-// JSON in UTF-8.
+// ValidateResult refuses a result over MaxResultBytes or that is not
+// JSON in UTF-8: what every backend accepts in a completion.
 func ValidateResult(result []byte) error {
+	return ValidateResultCap(result, MaxResultBytes)
+}
+
+// ValidateResultCap refuses a result over limit bytes or that is not JSON
+// in UTF-8: a worker checks its own cap (at most MaxResultBytes) when the
+// handler records the result, long before the completion carries it.
+func ValidateResultCap(result []byte, limit int) error {
 	if result == nil {
 		return nil
 	}
-	if len(result) > MaxResultBytes {
-		return &InputError{Field: "result", Reason: fmt.Sprintf("%d bytes: a task's result is at most %d bytes; store big outputs elsewhere and return a reference", len(result), MaxResultBytes)}
+	if len(result) > limit {
+		return &InputError{Field: "result", Reason: fmt.Sprintf("%d bytes: a job's result is at most %d bytes; store big outputs elsewhere and return a reference", len(result), limit)}
 	}
 	return validateJSON("result", result)
 }

@@ -14,6 +14,7 @@ import (
 // listed by state. One holder at a time has the prune turn. Backends
 // without the capability skip it.
 func testRetention(t *testing.T, h Harness) {
+	testResults(t, h)
 	parallel(t, h, "OffKeepsNothing", func(t *testing.T, b backend.Backend) {
 		r := retainer(t, b)
 		id := insertOne(t, b, job("k", "t"))

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -39,6 +40,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		case backend.OutcomeDone:
 			if o.Keep {
 				b.finishReserved(j, backend.StateCompleted, now)
+				// Kept in this critical section, behind the fence above:
+				// a stale holder never gets here.
+				b.finished[j.ID].Result = bytes.Clone(o.Result)
 			} else {
 				b.removeLive(j)
 			}

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -34,6 +35,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 			c := *f
 			c.Payload = append([]byte(nil), f.Payload...)
 			c.Metadata = cloneMetadata(f.Metadata)
+			c.Result = bytes.Clone(f.Result)
 			out = append(out, &c)
 		}
 	}

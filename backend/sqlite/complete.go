@@ -84,7 +84,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			switch o.Kind {
 			case backend.OutcomeDone:
 				if o.Keep {
-					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.StateCompleted, nowUS)
+					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.StateCompleted, nowUS, nullBytes(o.Result))
 					if err != nil {
 						return err
 					}
@@ -358,9 +358,10 @@ func (f *finisher) cancelStmt() *sql.Stmt {
 // or qFinishCancelled, whose fence names the claim by its token) and
 // deletes it; moved is false when the fence refused. wf is the job's
 // workflow_id, 0 unless it is a workflow task's (whose task the caller
-// then ends).
-func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.JobState, now int64) (moved bool, wf int64, err error) {
-	r, err := copy.ExecContext(f.ctx, id, string(state), now, token)
+// then ends). extra are copy's parameters after the token (qFinishKeep's
+// result).
+func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.JobState, now int64, extra ...any) (moved bool, wf int64, err error) {
+	r, err := copy.ExecContext(f.ctx, append([]any{id, string(state), now, token}, extra...)...)
 	if err != nil {
 		return false, 0, err
 	}

@@ -22,6 +22,15 @@ func nullString(s string) any {
 	return s
 }
 
+// nullBytes is b as a column value: NULL for nil, so a job kept without
+// a result reads back none rather than an empty one.
+func nullBytes(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
 // turns hands out the turns of the keyed jobs of one insert (see
 // backend.KeyController): one more than the highest turn among the live
 // jobs of the key and than the lowest turn among the queue's pending keyed

@@ -11,21 +11,28 @@ import (
 
 // finishedColumns is the column list scanFinished reads, in order.
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at, key`
+	last_error, unique_key, metadata, created_at, finished_at, key, result`
 
-// finishCopy is the head of the statements that copy a live job into
-// finished_jobs: ?2 state, ?3 finished_at; the WHERE that follows names
-// the job (?1 id) and its fence.
-const finishCopy = `INSERT INTO finished_jobs
-	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key)
-SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3, key
+// finishInto and finishFrom frame the statements that copy a live job
+// into finished_jobs: ?2 state, ?3 finished_at; the WHERE that follows
+// names the job (?1 id) and its fence.
+const (
+	finishInto = `INSERT INTO finished_jobs
+	(id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key`
+	finishFrom = `
+SELECT id, ?2, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, ?3, key`
+	finishCopy = finishInto + `)` + finishFrom + `
 FROM jobs `
+)
 
 // qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4
-// claim_token (the fence). Copies the held job into finished_jobs;
-// RowsAffected is 0 when stale or cancelling. qJobDelete must follow in the
-// same transaction.
-const qFinishKeep = finishCopy + `WHERE id = ?1 AND claim_token = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
+// claim_token (the fence), ?5 the handler's result or NULL. Copies the
+// held job into finished_jobs with its result, so the result is written
+// by the completion's own statement and a stale holder's is refused with
+// it; RowsAffected is 0 when stale or cancelling. qJobDelete must follow
+// in the same transaction.
+const qFinishKeep = finishInto + `, result)` + finishFrom + `, ?5
+FROM jobs WHERE id = ?1 AND claim_token = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qFinishCancelled: ?1 id, ?2 state ('cancelled'), ?3 finished_at, ?4
 // claim_token. Copies the cancelling claim into finished_jobs (any write of

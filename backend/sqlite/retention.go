@@ -35,7 +35,7 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 		created, finished      int64
 	)
 	if err := s.Scan(&f.ID, &state, &f.Queue, &f.Type, &f.Payload, &attempts, &maxAtt, &prio,
-		&f.LastError, &uniqueKey, &metadata, &created, &finished, &key); err != nil {
+		&f.LastError, &uniqueKey, &metadata, &created, &finished, &key, &f.Result); err != nil {
 		return nil, err
 	}
 	md, err := decodeMetadata(metadata.String, metadata.Valid)

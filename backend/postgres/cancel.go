@@ -190,7 +190,7 @@ func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
 		metadata             []byte
 	)
 	err := row.Scan(&f.ID, &state, &f.Queue, &f.Type, &f.Payload, &f.Attempts, &f.MaxAttempts, &f.Priority,
-		&lastError, &uniqueKey, &metadata, &f.CreatedAt, &f.FinishedAt, &key, &haltHead)
+		&lastError, &uniqueKey, &metadata, &f.CreatedAt, &f.FinishedAt, &key, &haltHead, &f.Result)
 	if err != nil {
 		return nil, err
 	}

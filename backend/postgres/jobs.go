@@ -151,6 +151,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	errs := make([]string, 0, n)
 	tooks := make([]int64, 0, n)
 	workers := make([]string, 0, n)
+	results := make([]pgtype.Text, 0, n) // sqlCompleteKeep's $8 only
 	// Keyed by claim, not by the whole ref: two outcomes of one claim in one
 	// statement would write the same row twice, whatever their Attempt says.
 	sent := make(map[claimKey]int, n) // the index in outcomes of the one sent
@@ -172,6 +173,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		kinds = append(kinds, code)
 		delays = append(delays, micros(o.RetryDelay))
 		errs = append(errs, o.Error)
+		results = append(results, pgtype.Text{String: string(o.Result), Valid: o.Result != nil && o.Keep})
 		// Only a retry and a fail record their attempt: the done outcomes
 		// of a drain carry no worker name to the server.
 		if o.Kind == backend.OutcomeRetry || o.Kind == backend.OutcomeFail {
@@ -184,9 +186,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	}
 	var appliedIDs, appliedTokens []int64
 	var due []string
+	args := []any{ids, tokens, kinds, delays, errs, tooks, workers}
+	if stmt != b.q.complete {
+		args = append(args, results)
+	}
 	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, stmt, ids, tokens, kinds, delays, errs, tooks, workers).
-			Scan(&appliedIDs, &appliedTokens, &due)
+		return b.pool.QueryRow(ctx, stmt, args...).Scan(&appliedIDs, &appliedTokens, &due)
 	})
 	if err != nil {
 		return backend.CompleteResult{}, err

@@ -10,34 +10,44 @@ import (
 
 // finishedColumns is the column list scanFinished reads.
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at, key, halt_head`
+	last_error, unique_key, metadata, created_at, finished_at, key, halt_head, result`
 
 // finishInsert copies the rows a CTE named src returned (jobs columns)
 // into finished_jobs as state; it returns (id, attempts). finished_jobs
 // keeps no claim token: nothing leaves it for jobs again.
 func finishInsert(src, state string) string {
+	return finishInsertResult(src, state, "NULL")
+}
+
+// finishInsertResult is finishInsert storing the SQL expression result
+// (json, over src's columns) as each row's result.
+func finishInsertResult(src, state, result string) string {
 	return `INSERT INTO {schema}.finished_jobs
-	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key)
-	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now(), key
+	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key, result)
+	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now(), key, ` + result + `
 	FROM ` + src + `
 	RETURNING id, attempts`
 }
 
 // sqlCompleteKeep is sqlComplete with one more kind, 4: done and kept,
-// the held job moved to finished_jobs as completed. Used only for batches
-// holding such an outcome, so sqlComplete itself is unchanged. The kept
-// outcomes count as applied by the rows kept deleted (finished_jobs has no
-// token to return); kept_moved, a data-modifying CTE, runs whether or not
-// it is read.
-var sqlCompleteKeep = mustReplace(mustReplace(sqlComplete,
+// the held job moved to finished_jobs as completed with its result, and
+// one more parameter, $8 result text[] (JSON; NULL: none), so the result
+// is written by the completion's own statement behind its fence. Used
+// only for batches holding such an outcome, so sqlComplete itself is
+// unchanged. The kept outcomes count as applied by the rows kept deleted
+// (finished_jobs has no token to return); kept_moved, a data-modifying
+// CTE, runs whether or not it is read.
+var sqlCompleteKeep = mustReplace(mustReplace(mustReplace(sqlComplete,
+	"$7::text[])\n\t       AS t(id, token, kind, delay_us, error, took_us, worker)",
+	"$7::text[], $8::text[])\n\t       AS t(id, token, kind, delay_us, error, took_us, worker, result)"),
 	"settled AS (", `kept AS (
 	DELETE FROM {schema}.jobs j USING input i
 	WHERE i.kind = 4 AND j.id = i.id AND j.claim_token = i.token AND j.status = 'reserved'
 	  AND j.workflow_id IS NULL -- a task's job ends with its task: settleTasks (workflow_end.go)
-	RETURNING j.*
+	RETURNING j.*, i.result AS kept_result
 ),
 kept_moved AS (
-	`+finishInsert("kept", "completed")+`
+	`+finishInsertResult("kept", "completed", "kept_result::json")+`
 ),
 settled AS (`),
 	"UNION ALL SELECT job_id, claim_token FROM moved", "UNION ALL SELECT job_id, claim_token FROM moved\n\tUNION ALL SELECT id, claim_token FROM kept")

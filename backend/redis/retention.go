@@ -51,6 +51,10 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 	return out, b.fail(op, err)
 }
 
+// finishedWidth is how many values the script finishedscan returns per
+// job.
+const finishedWidth = 11
+
 func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListParams, limit int) ([]*backend.FinishedJob, error) {
 	queues, err := b.listQueues(ctx, params.Filter.Queue)
 	if err != nil {
@@ -72,11 +76,11 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 			return nil, err
 		}
 		v, err := asSlice(res)
-		if err != nil || len(v)%10 != 0 {
+		if err != nil || len(v)%finishedWidth != 0 {
 			return nil, fmt.Errorf("list finished jobs of %s: unexpected reply", name)
 		}
 		f := fields{v: v}
-		for i := 0; i < len(v); i += 10 {
+		for i := 0; i < len(v); i += finishedWidth {
 			j := &backend.FinishedJob{
 				ID: f.id(i, idx), Queue: name, State: params.State,
 				Priority: f.int(i + 2), Attempts: f.int(i + 3), LastError: f.str(i + 4),
@@ -85,6 +89,9 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 			}
 			j.Key, _ = keyField(f.str(i + 9))
 			j.MaxAttempts, j.Type, j.Payload = f.record(i + 1)
+			if r := f.str(i + 10); r != "" {
+				j.Result = []byte(r)
+			}
 			all = append(all, j)
 		}
 		if f.err != nil {

@@ -80,7 +80,11 @@
 --   cancelledAt    P:{Q}:kxt      zset: the same jobs by finish time (µs)
 --   finishedPrefix P:{Q}:y:       as jobPrefix, for the kept finished jobs:
 --                  P:{Q}:y:<ts> is a hash, the job's hash renamed, plus s
---                  (state: completed or cancelled) and fa (µs)
+--                  (state: completed or cancelled), fa (µs) and, for a
+--                  job completed with a result, rs (the result JSON,
+--                  written by complete with the completion; absent: none.
+--                  A build before it ignores the field, so layout 9
+--                  stands)
 --   ticks          P:{Q}:ts       hash: schedule name -> "<last tick µs>
 --                  <its job's ID> <µs enqueued> <the job's queue>" for the
 --                  schedules whose jobs go to Q (script "tick"): in Q's
@@ -1388,7 +1392,7 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 --   keeps the last error, 'f' fail; a retry's and a fail's followed by
 --   " <duration µs> <worker>", their entry in el: see add_error), retry
 --   delay µs, error text (retry, fail) or result JSON (done: what a task's
---   dependants read)
+--   dependants read, and a kept job's rs; '' none)
 -- A job that ends and is a workflow task's (field w) ends its task here,
 -- releasing or cancelling its dependants (job_ended in workflows.lua).
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
@@ -1457,6 +1461,9 @@ for i = 1, n do
         failed[#failed + 1] = 0; failed[#failed + 1] = fid
       elseif kind == 'k' then
         finish(k, id, KEYS[13], KEYS[8], KEYS[9], nil, 'completed', now)
+        -- Behind the fence above, in this script: a stale holder's
+        -- result is refused with its completion.
+        if ARGV[b + 4] ~= '' then redis.call('HSET', KEYS[13] .. id, 'rs', ARGV[b + 4]) end
       else
         redis.call('DEL', k)
       end
@@ -2046,7 +2053,7 @@ return out
 -- ARGV[1] exclusive upper ID ('' none)  ARGV[2] type ('' any)
 --   ARGV[3] since µs ('' none)  ARGV[4] until µs ('' none)  ARGV[5] limit
 --   ARGV[6] state ('completed' or 'cancelled')  ARGV[7] key ('' any)
--- Returns {ID, d, pr, a, e, u, m, c, fa, ky, ...}, 10 values per job.
+-- Returns {ID, d, pr, a, e, u, m, c, fa, ky, rs, ...}, 11 values per job.
 local byid = KEYS[1]
 if ARGV[6] == 'cancelled' then byid = KEYS[2] end
 local max = '+'
@@ -2057,12 +2064,12 @@ local out, n = {}, 0
 while n < limit do
   local got = redis.call('ZREVRANGEBYLEX', byid, max, '-', 'LIMIT', 0, 200)
   for i = 1, #got do
-    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa', 'ky')
+    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa', 'ky', 'rs')
     local fa = tonumber(v[8] or '0')
     if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) and
         (ARGV[7] == '' or string.match(v[9] or '', '^%d+ (.*)$') == ARGV[7]) then
       out[#out + 1] = got[i]
-      for j = 1, 9 do out[#out + 1] = v[j] or '' end
+      for j = 1, 10 do out[#out + 1] = v[j] or '' end
       n = n + 1
       if n == limit then break end
     end

@@ -69,6 +69,9 @@ type jobCtx struct {
 	// result is what SetResult recorded last (nil: none); the worker
 	// sends it with the attempt's done outcome only (attachResult).
 	result atomic.Pointer[[]byte]
+	// maxResult is the worker's WorkerConfig.MaxResultBytes; 0 (a job
+	// the sync backend runs inside Enqueue) is DefaultResultBytes.
+	maxResult int
 	// deps are the task's dependency outcomes once read (depsRead), kept
 	// for the attempt so a fan-in reads them from the backend once.
 	depsMu   sync.Mutex

@@ -118,7 +118,7 @@ func (w *Worker) runAttempt(ctx, workCtx context.Context, row *backend.JobRow, h
 	}
 	fire(w.hooks, claimedHook, ClaimedEvent{Job: job, Wait: waitTime(row)})
 	a := &attempt{w: w, holder: h, row: row, ctx: ctx, workCtx: workCtx,
-		jc: &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { h.completingInTx(ref) }}}
+		jc: &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { h.completingInTx(ref) }, maxResult: w.cfg.MaxResultBytes}}
 	w.busy.Add(1)
 	fire(w.hooks, startedHook, startedEvent{ctx, job})
 	a.start = time.Now()

@@ -82,6 +82,12 @@ type WorkerConfig struct {
 	// Retention keeps finished jobs and bounds failed ones; see
 	// Retention. The zero value deletes completed jobs at once.
 	Retention Retention
+	// MaxResultBytes caps the result a handler may record with SetResult
+	// (its JSON, in bytes): a larger one is refused with an error
+	// wrapping ErrInvalidInput. At most MaxResultBytes, the limit every
+	// backend accepts. Defaults to DefaultResultBytes (64 KiB). A plain
+	// job's result is kept only with its completed job (Retention.Completed).
+	MaxResultBytes int
 	// Name identifies this worker in the record of each failed attempt
 	// (Job errors, `jobq failed show`), so a person can tell which
 	// machine or process ran it: set it where host and pid say little
@@ -145,6 +151,12 @@ const (
 	// DefaultCancelPollInterval is WorkerConfig.CancelPollInterval's
 	// default: how long a cancel may take to reach a running handler.
 	DefaultCancelPollInterval = 250 * time.Millisecond
+	// DefaultResultBytes is WorkerConfig.MaxResultBytes's default, 64
+	// KiB: results are for IDs, counts and references, not outputs.
+	DefaultResultBytes = backend.DefaultResultBytes
+	// MaxResultBytes is the most WorkerConfig.MaxResultBytes may be, 1
+	// MiB: the hard limit every backend accepts in one completion.
+	MaxResultBytes = backend.MaxResultBytes
 )
 
 // withDefaults checks c and fills its zero fields with the defaults above.
@@ -195,6 +207,12 @@ func (c WorkerConfig) withDefaults() (WorkerConfig, error) {
 	}
 	if c.CancelPollInterval == 0 {
 		c.CancelPollInterval = DefaultCancelPollInterval
+	}
+	if c.MaxResultBytes < 0 || c.MaxResultBytes > MaxResultBytes {
+		return bad("MaxResultBytes %d is outside 1..%d (MaxResultBytes), or 0 for the default", c.MaxResultBytes, MaxResultBytes)
+	}
+	if c.MaxResultBytes == 0 {
+		c.MaxResultBytes = DefaultResultBytes
 	}
 	var err error
 	if c.Retention, err = c.Retention.withDefaults(); err != nil {

@@ -1,6 +1,7 @@
 package jobq
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -24,17 +25,24 @@ var ErrNoResult = errors.New("no result")
 
 // SetResult records v (marshalled to JSON; json.RawMessage and []byte are
 // taken as JSON text) as the result of the running attempt. If the
-// handler then returns nil, the result is stored with the task, where
-// the tasks depending on it read it (DependencyResult) and operators see
-// it; if the attempt fails or retries, it is dropped, so a result always
-// belongs to the attempt that succeeded. The last call wins; nil clears
-// it. Results are for small values (IDs, counts, references): one over
-// backend.MaxResultBytes (64 KiB) is an error wrapping ErrInvalidInput and
-// records nothing (store big outputs elsewhere and return a reference).
+// handler then returns nil, the result is stored with the successful
+// completion, in the same backend step and fenced by the same claim: for
+// a workflow task with the task, where the tasks depending on it read it
+// (DependencyResult); for any job, with the completed job when the worker
+// keeps completed jobs (WorkerConfig.Retention.Completed), where
+// Inspector.Job, `jobq jobs show`, the admin API and the dashboard show
+// it until the job is pruned. Without that retention a completed job is
+// deleted at once and a plain job's result with it: only a task's
+// dependants ever see it. If the attempt fails or retries, the result is
+// dropped, so a result always belongs to the attempt that succeeded. The
+// last call wins; nil clears it. Results are for small values (IDs,
+// counts, references): one over the worker's WorkerConfig.MaxResultBytes
+// (default DefaultResultBytes, 64 KiB) is an error wrapping
+// ErrInvalidInput and records nothing (store big outputs elsewhere and
+// return a reference).
 //
 // It is an error outside a handler's context, and after CompleteTx, which
-// completes the job in the handler's own transaction with no result. A
-// job that is not a workflow task accepts a result and stores nothing.
+// completes the job in the handler's own transaction with no result.
 func SetResult(ctx context.Context, v any) error {
 	jc, ok := ctx.Value(jobCtxKey{}).(*jobCtx)
 	if !ok {
@@ -49,7 +57,7 @@ func SetResult(ctx context.Context, v any) error {
 	}
 	b, err := marshalResult(v)
 	if err == nil {
-		err = backend.ValidateResult(b)
+		err = backend.ValidateResultCap(b, cmp.Or(jc.maxResult, DefaultResultBytes))
 	}
 	if err != nil {
 		return fmt.Errorf("set result of job %d: %w", jc.ref.ID, err)

@@ -231,7 +231,7 @@ func TestWorkflowSetResult(t *testing.T) {
 	reg := jobq.NewRegistry()
 	tooBig := make(chan error, 1)
 	reg.HandleFunc("wf.big", func(ctx context.Context, j *jobq.Job) error {
-		err := jobq.SetResult(ctx, strings.Repeat("x", backend.MaxResultBytes))
+		err := jobq.SetResult(ctx, strings.Repeat("x", jobq.DefaultResultBytes))
 		tooBig <- err
 		return err
 	})
@@ -274,7 +274,7 @@ func TestWorkflowSetResult(t *testing.T) {
 	startWorker(t, b, reg, fastConfig())
 	got := workflowOf(t, jobq.NewInspector(b), id)
 	if err := <-tooBig; !errors.Is(err, jobq.ErrInvalidInput) {
-		t.Fatalf("SetResult of %d bytes: %v, want ErrInvalidInput", backend.MaxResultBytes+2, err)
+		t.Fatalf("SetResult of %d bytes: %v, want ErrInvalidInput", jobq.DefaultResultBytes+2, err)
 	}
 	if big := taskNamed(t, got, "big"); big.State != jobq.TaskFailed || big.Result != nil || !strings.Contains(big.Reason, "result") {
 		t.Fatalf("big = %+v, want failed with the refusal and no result", big)

@@ -17,11 +17,14 @@ func (a *app) newJobsShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one job: state, payload, last error and every failed attempt",
+		Short: "Show one job: state, payload, result, last error and every failed attempt",
 		Long: `Show one live (pending, scheduled, reserved) or kept (completed, cancelled)
 job, or a failed one, by its ID, with the record of its failed attempts:
 when each ended, how long it ran, which worker ran it and its error. A
-failed job is shown as 'jobq failed show' shows it.`,
+kept completed job shows the result its handler recorded (SetResult), if
+any: results are kept only while workers keep completed jobs
+(Retention.Completed). A failed job is shown as 'jobq failed show' shows
+it.`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ids, err := parseIDs(args, jobIDHint)
@@ -93,15 +96,24 @@ func (a *app) printJob(info jobq.JobInfo) {
 		fmt.Fprintf(tw, "Enqueued at:\t%s\nFinished at:\t%s\n", timeText(info.Finished.CreatedAt), timeText(info.Finished.FinishedAt))
 	}
 	tw.Flush()
-	masked := a.masker().JSON(payload)
+	a.printJSONBlock("Payload", payload)
+	if info.Finished != nil && len(info.Finished.Result) > 0 {
+		a.printJSONBlock("Result", info.Finished.Result)
+	}
+	if lastError != "" {
+		fmt.Fprintf(a.out, "Last error:\n%s\n", a.masker().Text(lastError))
+	}
+	a.printAttemptErrors(errs)
+}
+
+// printJSONBlock prints raw, masked and indented when it is JSON, under
+// label.
+func (a *app) printJSONBlock(label string, raw []byte) {
+	masked := a.masker().JSON(raw)
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, masked, "", "  ") != nil {
 		pretty.Reset()
 		pretty.Write(masked)
 	}
-	fmt.Fprintf(a.out, "Payload:\n%s\n", pretty.String())
-	if lastError != "" {
-		fmt.Fprintf(a.out, "Last error:\n%s\n", a.masker().Text(lastError))
-	}
-	a.printAttemptErrors(errs)
+	fmt.Fprintf(a.out, "%s:\n%s\n", label, pretty.String())
 }

@@ -42,6 +42,10 @@ type Job struct {
 	// out for a plain job, and for a finished one, whose row does not say).
 	WorkflowID int64  `json:"workflow_id,omitempty"`
 	Task       string `json:"task,omitempty"`
+	// Result is the JSON a completed job's handler recorded (SetResult),
+	// masked like the payload: shown for one kept job, left out for none
+	// and of lists, whose pages would carry up to a result cap per job.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // AttemptError is one failed attempt of a job (backend.AttemptError), its
@@ -127,14 +131,18 @@ func FailedAsJob(m *redact.Masker, f *jobq.FailedJob) Job {
 	}
 }
 
-// Finished is a kept completed or cancelled job.
+// Finished is a kept completed or cancelled job, with its result.
 func Finished(m *redact.Masker, j *jobq.FinishedJob) Job {
-	return Job{
+	out := Job{
 		ID: j.ID, State: j.State, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, FinishedAt: timePtr(j.FinishedAt), LastError: m.Text(j.LastError),
 		UniqueKey: j.UniqueKey, Key: j.Key, Metadata: m.Map(j.Metadata),
 	}
+	if len(j.Result) > 0 {
+		out.Result = Payload(m, j.Result)
+	}
+	return out
 }
 
 // FailedJob is f as Failed.
@@ -157,9 +165,13 @@ func LiveList(m *redact.Masker, state jobq.JobState, rows []*jobq.JobRow) []Job 
 	})
 }
 
-// FinishedList is rows as Finished shows them.
+// FinishedList is rows as Finished shows them but without their results.
 func FinishedList(m *redact.Masker, rows []*jobq.FinishedJob) []Job {
-	return each(rows, func(j *jobq.FinishedJob) Job { return Finished(m, j) })
+	return each(rows, func(j *jobq.FinishedJob) Job {
+		c := *j // not masked to be dropped
+		c.Result = nil
+		return Finished(m, &c)
+	})
 }
 
 // FailedList is rows as FailedJob shows them but without their Errors.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/storetest"
 )
 
 // The dashboard in a real browser: headless Chromium (Debian's chromium
@@ -243,10 +244,13 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 	if err := json.Indent(&wantPayload, []byte(xssPayload), "", "  "); err != nil {
 		t.Fatalf("test payload is not JSON: %v", err)
 	}
+	// A kept completed job whose result is the same markup.
+	kept := storetest.KeptWithResult(t, b, "xss-done", []byte(xssPayload))
 
 	ctx := tab(t, bctx)
 	pages := []string{
 		fmt.Sprintf("/failed/%d", fj[0].JobID),
+		fmt.Sprintf("/jobs/%d", kept),
 		"/failed",
 		"/failed?queue=xss&type=" + strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20").Replace(xssType),
 		"/",
@@ -271,6 +275,10 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 	}
 	if errText != fj[0].Error || typ != xssType {
 		t.Errorf("error shown as %q, type as %q: want them verbatim", errText, typ)
+	}
+	run(t, ctx, "open the kept job", chromedp.Navigate(srv.URL+fmt.Sprintf("/jobs/%d", kept)))
+	if result := text(t, ctx, "#result"); result != wantPayload.String() {
+		t.Errorf("result shown as\n%s\nwant verbatim\n%s", result, wantPayload.String())
 	}
 }
 

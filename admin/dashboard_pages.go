@@ -107,9 +107,12 @@ type jobRow struct {
 	UniqueKey   string
 	Releases    int
 	Payload     string
-	Metadata    []kv
-	Live        bool // cancellable
-	History     []attemptRow
+	// Result is a kept completed job's result (SetResult), masked and
+	// indented as the payload; "" for none.
+	Result   string
+	Metadata []kv
+	Live     bool // cancellable
+	History  []attemptRow
 	// WorkflowID and Task name a live task's job's workflow task, which
 	// the job page links to (0 and "": none, or a finished job).
 	WorkflowID int64
@@ -283,6 +286,7 @@ func (d *dashboard) job(w http.ResponseWriter, r *http.Request) {
 	} else {
 		j := info.Finished
 		row, payload, metadata = d.finishedRow(j, info.State), j.Payload, j.Metadata
+		row.Result = d.pretty(j.Result)
 	}
 	row.Payload, row.Metadata = d.pretty(payload), d.metadata(metadata)
 	d.render(w, r, http.StatusOK, "job", "Job "+strconv.FormatInt(id, 10), "queues", &row)

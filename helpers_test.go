@@ -26,6 +26,10 @@ import (
 // that run worker processes against one.
 var durableStores = storetest.Durable
 
+// everyStore is memory and the durable stores: the backends a test of the
+// runtime across backends runs on.
+var everyStore = append([]storetest.Store{{Name: "memory", URL: func(testing.TB) string { return "memory:" }}}, durableStores...)
+
 // fakeClock is a settable clock for backends, so time-based behaviour is
 // shown by moving the clock, not by sleeping.
 type fakeClock struct {

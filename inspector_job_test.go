@@ -8,14 +8,12 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	"github.com/jobq/jobq/internal/storetest"
 )
 
 // TestInspectorJob finds a job by ID in each state it can be in, on every
 // durable backend and memory.
 func TestInspectorJob(t *testing.T) {
-	stores := append([]storetest.Store{{Name: "memory", URL: func(testing.TB) string { return "memory:" }}}, durableStores...)
-	for _, st := range stores {
+	for _, st := range everyStore {
 		t.Run(st.Name, func(t *testing.T) {
 			ctx := context.Background()
 			b, err := backend.Open(ctx, st.URL(t))

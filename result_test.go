@@ -4,32 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
-	"github.com/jobq/jobq/backend/sqlite"
 )
-
-// resultBackends are the stores the runtime's result tests run on: the
-// conformance suite specifies storage on every backend, these check the
-// worker's part (SetResult, the cap, Keep) end to end.
-func resultBackends(t *testing.T) map[string]func(t *testing.T) backend.Backend {
-	return map[string]func(t *testing.T) backend.Backend{
-		"memory": func(t *testing.T) backend.Backend { return newMemory(t, nil) },
-		"sqlite": func(t *testing.T) backend.Backend {
-			b, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "jobq.db"), sqlite.Options{})
-			if err != nil {
-				t.Fatalf("open sqlite: %v", err)
-			}
-			t.Cleanup(func() { b.Close() })
-			return b
-		},
-	}
-}
 
 // finishedJob waits until job id is kept as completed and returns it.
 func finishedJob(t *testing.T, in *jobq.Inspector, id int64) *jobq.FinishedJob {
@@ -46,17 +27,21 @@ func finishedJob(t *testing.T, in *jobq.Inspector, id int64) *jobq.FinishedJob {
 	return info.Finished
 }
 
-// TestResultOfPlainJob: a plain job's SetResult is kept with its
-// completed job when the worker keeps completed jobs, read back by
-// Inspector.Job; a retried attempt's result is dropped for the
-// successful one's; a job whose successful attempt recorded none has
-// none; and without retention the job, result and all, is deleted.
+// TestResultOfPlainJob, on memory and every durable backend: a plain
+// job's SetResult is kept with its completed job when the worker keeps
+// completed jobs, read back by Inspector.Job; a retried attempt's result
+// is dropped for the successful one's; a job whose successful attempt
+// recorded none has none.
 func TestResultOfPlainJob(t *testing.T) {
 	t.Parallel()
-	for name, open := range resultBackends(t) {
-		t.Run(name, func(t *testing.T) {
+	for _, st := range everyStore {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			b := open(t)
+			b, err := backend.Open(context.Background(), st.URL(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
 			reg := jobq.NewRegistry()
 			reg.HandleFunc("res.plain", func(ctx context.Context, j *jobq.Job) error {
 				return jobq.SetResult(ctx, map[string]any{"thumbnail": "s3://b/1.png", "job": j.ID})

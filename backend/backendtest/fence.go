@@ -60,20 +60,28 @@ func reclaim(t *testing.T, b backend.Backend, queue string, id int64, earlier ..
 	return cur
 }
 
+// rescuedClaim inserts a job into queue, claims it with a lease that
+// expires, has the sweep rescue it and claims it again: old is the first
+// claim (a stale holder's), cur the second.
+func rescuedClaim(t *testing.T, b backend.Backend, queue string) (id int64, old backend.JobRef, cur *backend.JobRow) {
+	t.Helper()
+	id = insertOne(t, b, job(queue, "t"))
+	first := claim(t, b, 1, shortLease, queue)
+	if len(first) != 1 {
+		t.Fatalf("claim got %d jobs, want 1", len(first))
+	}
+	old = first[0].Ref()
+	sweepUntil(t, b, 1, 0)
+	return id, old, reclaim(t, b, queue, id, old)
+}
+
 // testFence: every write by a holder is fenced by the claim's token, so a
 // holder whose job was given back, rescued, failed and replayed, or
 // finished changes nothing, even when the job's next claim counts the same
 // attempt (a free release un-counts it).
 func testFence(t *testing.T, h Harness) {
 	parallel(t, h, "OldHolderAfterRescue", func(t *testing.T, b backend.Backend) {
-		id := insertOne(t, b, job("q", "t"))
-		first := claim(t, b, 1, shortLease, "q")
-		if len(first) != 1 {
-			t.Fatalf("claim got %d jobs, want 1", len(first))
-		}
-		old := first[0].Ref()
-		sweepUntil(t, b, 1, 0)
-		cur := reclaim(t, b, "q", id, old)
+		id, old, cur := rescuedClaim(t, b, "q")
 		if cur.Attempts != 2 {
 			t.Fatalf("re-claim: attempts %d, want 2", cur.Attempts)
 		}

@@ -48,14 +48,7 @@ func testResults(t *testing.T, h Harness) {
 
 	parallel(t, h, "ResultStaleRefused", func(t *testing.T, b backend.Backend) {
 		r := retainer(t, b)
-		id := insertOne(t, b, job("r", "t"))
-		first := claim(t, b, 1, shortLease, "r")
-		if len(first) != 1 {
-			t.Fatalf("claim got %d jobs, want 1", len(first))
-		}
-		old := first[0].Ref()
-		sweepUntil(t, b, 1, 0)
-		cur := reclaim(t, b, "r", id, old)
+		id, old, cur := rescuedClaim(t, b, "r")
 		stale := keepDone(old)
 		stale.Result = []byte(`"from the stale holder"`)
 		if res := complete(t, b, stale); !slices.Equal(res.Stale, []backend.JobRef{old}) {

@@ -123,14 +123,7 @@ func TestJobsShow(t *testing.T) {
 	}
 	wantHistory(t, "jobs show", r.out, 3)
 
-	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(id), "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var j jobview.Job
-	if err := json.Unmarshal([]byte(r.out), &j); err != nil {
-		t.Fatalf("jobs show --json printed %q: %v", r.out, err)
-	}
+	j := showJSON(t, db, id)
 	if j.ID != id || len(j.Errors) != 3 || j.Errors[1].DurationMS != 250 || j.Errors[1].Error != "http 503\nretry later" {
 		t.Errorf("jobs show --json = %+v", j)
 	}

@@ -31,14 +31,7 @@ func TestJobsShowResult(t *testing.T) {
 		t.Errorf("jobs show prints the result's secret:\n%s", r.out)
 	}
 
-	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(id), "--json")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	var j jobview.Job
-	if err := json.Unmarshal([]byte(r.out), &j); err != nil {
-		t.Fatalf("jobs show --json printed %q: %v", r.out, err)
-	}
+	j := showJSON(t, db, id)
 	var got map[string]any
 	if err := json.Unmarshal(j.Result, &got); err != nil || got["url"] != "s3://b/a-320.png" || got["width"] != 320.0 || got["token"] == storetest.ResultSecret {
 		t.Errorf("jobs show --json result = %s (%v), want the result with its token masked", j.Result, err)
@@ -53,4 +46,18 @@ func TestJobsShowResult(t *testing.T) {
 	if r.err != nil || strings.Contains(r.out, `"result"`) {
 		t.Errorf("jobs show --json of a job kept without a result: %v\n%s", r.err, r.out)
 	}
+}
+
+// showJSON runs 'jobq jobs show ID --json' on db and decodes its answer.
+func showJSON(t *testing.T, db string, id int64) jobview.Job {
+	t.Helper()
+	r := run(t, "--db", db, "jobs", "show", fmt.Sprint(id), "--json")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	var j jobview.Job
+	if err := json.Unmarshal([]byte(r.out), &j); err != nil {
+		t.Fatalf("jobs show --json printed %q: %v", r.out, err)
+	}
+	return j
 }

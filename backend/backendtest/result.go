@@ -12,7 +12,8 @@ import (
 // job, in the completion's own step and behind its fence, and the job's
 // read returns it; without Keep nothing is stored; a stale holder's
 // completion stores no result; only the successful attempt's result is
-// ever stored; a result of MaxResultBytes, the hard limit, is stored
+// ever stored; a task's kept job has its result as its task has; a
+// result of MaxResultBytes, the hard limit, is stored
 // whole. Backends without backend.Retainer skip it.
 func testResults(t *testing.T, h Harness) {
 	parallel(t, h, "ResultKept", func(t *testing.T, b backend.Backend) {
@@ -84,6 +85,24 @@ func testResults(t *testing.T, h Harness) {
 		f := wantFinished(t, r, backend.StateCompleted, id)
 		if f.Attempts != 2 || !jsonEqual(f.Result, o.Result) {
 			t.Fatalf("completed job: attempts %d Result %q, want 2 and the second attempt's %q", f.Attempts, f.Result, o.Result)
+		}
+	})
+
+	// A task's kept job shows its result too, the one its dependants
+	// read from its task.
+	parallel(t, h, "ResultOfTaskKept", func(t *testing.T, b backend.Backend) {
+		r := retainer(t, b)
+		w := workflower(t, b)
+		id := wfInsert(t, w, task("a"), task("b", "a"))
+		a := wantClaimed(t, b, "a")["a"]
+		o := keepDone(a.Ref())
+		o.Result = []byte(`{"rows":7}`)
+		completeFresh(t, b, o)
+		if f := wantFinished(t, r, backend.StateCompleted, a.ID); !jsonEqual(f.Result, o.Result) {
+			t.Fatalf("task a's kept job Result = %q, want %q", f.Result, o.Result)
+		}
+		if got := taskNamed(t, wfGet(t, w, id), "a"); !jsonEqual(got.Result, o.Result) {
+			t.Fatalf("task a's Result = %q, want %q", got.Result, o.Result)
 		}
 	})
 

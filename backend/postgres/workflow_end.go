@@ -191,13 +191,15 @@ func (b *Backend) settleInTx(ctx context.Context, tx pgx.Tx, claims []taskClaim)
 	errs := make([]string, n)
 	tooks := make([]int64, n)
 	workers := make([]string, n)
+	kept := make([]pgtype.Text, n) // a kept job's result, stored with it
 	results := make(map[claimKey][]byte, n)
 	for i, c := range claims {
 		ids[i], tokens[i], kinds[i], errs[i] = c.ref.ID, c.ref.Token, c.kind, c.err
 		tooks[i], workers[i] = micros(c.took), c.worker
+		kept[i] = pgtype.Text{String: string(c.result), Valid: c.result != nil && c.kind == kindDoneKeep}
 		results[keyOf(c.ref)] = c.result
 	}
-	rows, err := tx.Query(ctx, b.wq().settle, ids, tokens, kinds, errs, int32(backend.MaxFreeReleases), tooks, workers)
+	rows, err := tx.Query(ctx, b.wq().settle, ids, tokens, kinds, errs, int32(backend.MaxFreeReleases), tooks, workers, kept)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -323,18 +323,20 @@ WITH src AS (
 //
 //	$1 id bigint[], $2 token bigint[], $3 kind int[], $4 error text[],
 //	$5 free releases int, $6 duration_us bigint[], $7 worker text[] (a
-//	failed job's last entry in errors, see appendErrors)
+//	failed job's last entry in errors, see appendErrors), $8 result
+//	text[] (JSON; NULL: none), stored with a kept job (kind 4) as
+//	sqlCompleteKeep stores a plain job's
 //
 // Returns one row per job ended: (id bigint, claim_token bigint,
 // workflow_id bigint, ending text ('succeeded', 'failed', 'cancelled'),
 // error text, attempts int, queue text, type text).
 var sqlTaskSettle = `
 WITH input AS MATERIALIZED (
-	SELECT DISTINCT ON (id, token) * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $6::bigint[], $7::text[])
-	       AS t(id, token, kind, error, took_us, worker)
+	SELECT DISTINCT ON (id, token) * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::text[], $6::bigint[], $7::text[], $8::text[])
+	       AS t(id, token, kind, error, took_us, worker, result)
 ),
 locked AS MATERIALIZED (
-	SELECT j.id, j.status, i.kind, i.error, i.took_us, i.worker
+	SELECT j.id, j.status, i.kind, i.error, i.took_us, i.worker, i.result
 	FROM {schema}.jobs j JOIN input i ON j.id = i.id AND j.claim_token = i.token
 	WHERE j.workflow_id IS NOT NULL
 	  AND (j.status = 'cancelling'
@@ -347,12 +349,12 @@ locked AS MATERIALIZED (
 gone AS (
 	DELETE FROM {schema}.jobs j USING locked l
 	WHERE j.id = l.id
-	RETURNING j.*, l.kind, l.error, ` + appendErrors("j", "l.error", "l.took_us", "l.worker") + ` AS new_errors,
+	RETURNING j.*, l.kind, l.error, l.result AS kept_result, ` + appendErrors("j", "l.error", "l.took_us", "l.worker") + ` AS new_errors,
 	          CASE WHEN l.status = 'cancelling' THEN 'cancelled'
 	               WHEN l.kind IN (1, 4) THEN 'succeeded' ELSE 'failed' END AS ending
 ),
 kept AS (
-	` + finishInsert("(SELECT * FROM gone WHERE ending = 'succeeded' AND kind = 4) g", "completed") + `
+	` + finishInsertResult("(SELECT * FROM gone WHERE ending = 'succeeded' AND kind = 4) g", "completed", "kept_result::json") + `
 ),
 stopped AS (
 	` + finishInsert("(SELECT * FROM gone WHERE ending = 'cancelled') g", "cancelled") + `

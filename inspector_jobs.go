@@ -167,7 +167,7 @@ func (i *Inspector) Job(ctx context.Context, id int64) (JobInfo, error) {
 	// The newest kept job at or below id is id itself when it is kept: one
 	// indexed read per state, no new backend method.
 	for _, st := range []JobState{StateCompleted, StateCancelled} {
-		got, err := r.FinishedList(ctx, backend.FinishedListParams{State: st, Limit: 1, BeforeID: id + 1})
+		got, err := r.FinishedList(ctx, backend.FinishedListParams{State: st, Limit: 1, BeforeID: id + 1, Results: true})
 		if err != nil {
 			return JobInfo{}, err
 		}

@@ -55,8 +55,9 @@ type FinishedJob struct {
 	FinishedAt  time.Time // backend clock
 	Key         string    // the job's key, "" for none (see KeyController)
 	// Result is the JSON its handler recorded (Outcome.Result) when it
-	// completed with Keep; nil for none and for cancelled jobs. It is
-	// stored in the completion's own step and pruned with the job.
+	// completed with Keep; nil for none, for cancelled jobs, and unless
+	// FinishedListParams.Results asked for it. It is stored in the
+	// completion's own step and pruned with the job.
 	Result []byte
 }
 
@@ -78,6 +79,10 @@ type FinishedListParams struct {
 	Filter   JobFilter
 	Limit    int   // 0 means 100
 	BeforeID int64 // when > 0, only IDs lower than this (the next page)
+	// Results reads each job's Result too; without it Result is nil. One
+	// job's read asks for it; a page of a list does not, since it would
+	// carry up to a result cap per job that no list shows.
+	Results bool
 }
 
 // JobListParams pages through live jobs of one state.

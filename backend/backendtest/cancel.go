@@ -275,7 +275,7 @@ func finishedList(t *testing.T, r backend.Retainer, p backend.FinishedListParams
 func wantFinished(t *testing.T, r backend.Retainer, state backend.JobState, id int64) *backend.FinishedJob {
 	t.Helper()
 	var found *backend.FinishedJob
-	for _, f := range finishedList(t, r, backend.FinishedListParams{State: state, Limit: 1000}) {
+	for _, f := range finishedList(t, r, backend.FinishedListParams{State: state, Limit: 1000, Results: true}) {
 		if f.ID == id {
 			if found != nil {
 				t.Fatalf("job %d is listed twice as %s", id, state)

@@ -9,8 +9,8 @@ import (
 )
 
 // testResults: a done outcome with Keep stores its Result with the kept
-// job, in the completion's own step and behind its fence, and the job's
-// read returns it; without Keep nothing is stored; a stale holder's
+// job, in the completion's own step and behind its fence, and a read that
+// asks for results returns it (a list that does not, none); without Keep nothing is stored; a stale holder's
 // completion stores no result; only the successful attempt's result is
 // ever stored; a task's kept job has its result as its task has; a
 // result of MaxResultBytes, the hard limit, is stored
@@ -26,6 +26,10 @@ func testResults(t *testing.T, h Harness) {
 		f := wantFinished(t, r, backend.StateCompleted, id)
 		if !jsonEqual(f.Result, o.Result) {
 			t.Fatalf("kept job's Result = %q, want %q", f.Result, o.Result)
+		}
+		// A list that does not ask for results carries none.
+		if fs := finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted}); len(fs) != 1 || fs[0].ID != id || fs[0].Result != nil {
+			t.Fatalf("completed list without Results = %+v, want job %d with no result", fs, id)
 		}
 		// Kept without a result: none is read back.
 		bare := insertOne(t, b, job("r", "t"))

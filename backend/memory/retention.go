@@ -35,7 +35,10 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 			c := *f
 			c.Payload = append([]byte(nil), f.Payload...)
 			c.Metadata = cloneMetadata(f.Metadata)
-			c.Result = bytes.Clone(f.Result)
+			c.Result = nil
+			if params.Results {
+				c.Result = bytes.Clone(f.Result)
+			}
 			out = append(out, &c)
 		}
 	}

@@ -130,7 +130,8 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 	}
 	var out []*backend.FinishedJob
 	err = b.do(ctx, op, func(ctx context.Context) error {
-		rows, err := b.pool.Query(ctx, b.rq.finishedList, append([]any{string(params.State)}, listArgs(params.Filter, params.BeforeID, limit)...)...)
+		args := append([]any{string(params.State)}, listArgs(params.Filter, params.BeforeID, limit)...)
+		rows, err := b.pool.Query(ctx, b.rq.finishedList, append(args, params.Results)...)
 		if err != nil {
 			return err
 		}

@@ -8,9 +8,11 @@ import (
 // The statements of cancelling and of keeping finished jobs (see
 // queries.go for the conventions).
 
-// finishedColumns is the column list scanFinished reads.
+// finishedColumns is the column list scanFinished reads; its result is
+// sqlFinishedList's $9 (no result unless asked).
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at, key, halt_head, result`
+	last_error, unique_key, metadata, created_at, finished_at, key, halt_head,
+	CASE WHEN $9::boolean THEN result END`
 
 // finishInsert copies the rows a CTE named src returned (jobs columns)
 // into finished_jobs as state; it returns (id, attempts). finished_jobs
@@ -177,7 +179,8 @@ const sqlCancelling = `SELECT id, attempts, claim_token FROM {schema}.jobs WHERE
 //	$1 state text, $2 queue text (NULL: any), $3 type text (NULL: any),
 //	$4 since timestamptz (NULL: any), $5 until timestamptz (NULL: any),
 //	$6 before_id bigint (NULL: no bound), $7 limit int,
-//	$8 key text (NULL: any key or none)
+//	$8 key text (NULL: any key or none), $9 results boolean (read each
+//	job's result; false: NULL, so a list never fetches them)
 //
 // Returns up to $7 rows (finishedColumns) by id descending.
 const sqlFinishedList = `

@@ -51,6 +51,14 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 	return out, b.fail(op, err)
 }
 
+// flag is a script's yes/no argument: "1" for yes.
+func flag(yes bool) string {
+	if yes {
+		return "1"
+	}
+	return ""
+}
+
 // finishedWidth is how many values the script finishedscan returns per
 // job.
 const finishedWidth = 11
@@ -70,7 +78,7 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 		res, err := scriptFinishedScan.eval(ctx, b.c, scriptFinishedScan.keysOf(q), []any{
 			upperTS(params.BeforeID, idx), params.Filter.Type,
 			optMicros(params.Filter.Since), optMicros(params.Filter.Until), limit, string(params.State),
-			params.Filter.Key,
+			params.Filter.Key, flag(params.Results),
 		})
 		if err != nil {
 			return nil, err

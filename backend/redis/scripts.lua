@@ -2053,6 +2053,8 @@ return out
 -- ARGV[1] exclusive upper ID ('' none)  ARGV[2] type ('' any)
 --   ARGV[3] since µs ('' none)  ARGV[4] until µs ('' none)  ARGV[5] limit
 --   ARGV[6] state ('completed' or 'cancelled')  ARGV[7] key ('' any)
+--   ARGV[8] '1': read each job's result (rs); anything else: '' for it,
+--   so a list never carries results
 -- Returns {ID, d, pr, a, e, u, m, c, fa, ky, rs, ...}, 11 values per job.
 local byid = KEYS[1]
 if ARGV[6] == 'cancelled' then byid = KEYS[2] end
@@ -2060,11 +2062,13 @@ local max = '+'
 if ARGV[1] ~= '' then max = '(' .. ARGV[1] end
 local limit = tonumber(ARGV[5])
 local since, till = tonumber(ARGV[3]), tonumber(ARGV[4])
+local fields = { 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa', 'ky' }
+if ARGV[8] == '1' then fields[10] = 'rs' end
 local out, n = {}, 0
 while n < limit do
   local got = redis.call('ZREVRANGEBYLEX', byid, max, '-', 'LIMIT', 0, 200)
   for i = 1, #got do
-    local v = redis.call('HMGET', KEYS[3] .. got[i], 'd', 'pr', 'a', 'e', 'u', 'm', 'c', 'fa', 'ky', 'rs')
+    local v = redis.call('HMGET', KEYS[3] .. got[i], unpack(fields))
     local fa = tonumber(v[8] or '0')
     if v[1] and (ARGV[2] == '' or rtype(v[1]) == ARGV[2]) and (not since or fa >= since) and (not till or fa < till) and
         (ARGV[7] == '' or string.match(v[9] or '', '^%d+ (.*)$') == ARGV[7]) then

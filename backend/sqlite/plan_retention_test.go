@@ -29,7 +29,7 @@ func TestRetentionQueryPlans(t *testing.T) {
 		{"cancel poll", qCancelling, nil, "USING INDEX jobs_cancelling"},
 		{"prune", qFinishedPrune, []any{"completed", now, 1000}, "INDEX finished_jobs_finished_at (state=? AND finished_at<?)"},
 		{"failed by job", qFailedByJob, []any{int64(1)}, "INDEX failed_jobs_job_id (job_id=?)"},
-		{"finished list", finishedListSQL(where), append(args, 100), "INDEX finished_jobs_state (state=?)"},
+		{"finished list", finishedListSQL(where, false), append(args, 100), "INDEX finished_jobs_state (state=?)"},
 	} {
 		plan := queryPlan(t, b, c.query, c.args...)
 		if !strings.Contains(plan, c.want) || strings.Contains(plan, "SCAN finished_jobs\n") {

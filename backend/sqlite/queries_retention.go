@@ -9,9 +9,10 @@ import (
 // The statements of cancelling and of keeping finished jobs (see
 // queries.go for the conventions).
 
-// finishedColumns is the column list scanFinished reads, in order.
+// finishedColumns is the column list scanFinished reads, in order, but
+// its last: result, or NULL where the read asks for no results.
 const finishedColumns = `id, state, queue, type, payload, attempts, max_attempts, priority,
-	last_error, unique_key, metadata, created_at, finished_at, key, result`
+	last_error, unique_key, metadata, created_at, finished_at, key`
 
 // finishInto and finishFrom frame the statements that copy a live job
 // into finished_jobs: ?2 state, ?3 finished_at; the WHERE that follows
@@ -103,9 +104,14 @@ func listWhere(terms []string, args []any, f backend.JobFilter, at string, befor
 }
 
 // finishedListSQL: the listWhere arguments, then the limit. Returns
-// finishedColumns, highest ID first (uses finished_jobs_state).
-func finishedListSQL(where string) string {
-	return `SELECT ` + finishedColumns + ` FROM finished_jobs WHERE ` + where + ` ORDER BY id DESC LIMIT ?`
+// finishedColumns and the result (NULL unless results), highest ID first
+// (uses finished_jobs_state).
+func finishedListSQL(where string, results bool) string {
+	result := "NULL"
+	if results {
+		result = "result"
+	}
+	return `SELECT ` + finishedColumns + `, ` + result + ` FROM finished_jobs WHERE ` + where + ` ORDER BY id DESC LIMIT ?`
 }
 
 // jobListSQL: the listWhere arguments, then the limit. Returns jobColumns,

@@ -22,7 +22,7 @@ func (b *Backend) FinishedList(ctx context.Context, params backend.FinishedListP
 		return nil, err
 	}
 	where, args := listWhere([]string{"state = ?"}, []any{string(params.State)}, params.Filter, "finished_at", params.BeforeID)
-	return listRows(ctx, b, op, finishedListSQL(where), append(args, limit), scanFinished)
+	return listRows(ctx, b, op, finishedListSQL(where, params.Results), append(args, limit), scanFinished)
 }
 
 func scanFinished(s scanner) (*backend.FinishedJob, error) {

@@ -173,7 +173,11 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		kinds = append(kinds, code)
 		delays = append(delays, micros(o.RetryDelay))
 		errs = append(errs, o.Error)
-		results = append(results, pgtype.Text{String: string(o.Result), Valid: o.Result != nil && o.Keep})
+		var result pgtype.Text // NULL: no result, or a job not kept
+		if o.Keep && o.Result != nil {
+			result = pgtype.Text{String: string(o.Result), Valid: true}
+		}
+		results = append(results, result)
 		// Only a retry and a fail record their attempt: the done outcomes
 		// of a drain carry no worker name to the server.
 		if o.Kind == backend.OutcomeRetry || o.Kind == backend.OutcomeFail {

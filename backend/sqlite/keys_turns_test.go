@@ -45,45 +45,38 @@ func TestKeysMaxTurn(t *testing.T) {
 			}
 		}
 	}
-	want := map[string]int64{}
-	rows, err := b.r.QueryContext(ctx, `SELECT key, turn FROM jobs j WHERE queue = 'q' AND key IS NOT NULL
+	want := keyTurns(t, b, `SELECT key, turn FROM jobs j WHERE queue = 'q' AND key IS NOT NULL
 		AND id = (SELECT MAX(id) FROM jobs WHERE queue = 'q' AND key = j.key)`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		var turn int64
-		if err := rows.Scan(&k, &turn); err != nil {
-			t.Fatal(err)
-		}
-		want[k] = turn
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
 	keys := []string{"none", "k0"}
 	for i := range 12 {
 		keys = append(keys, fmt.Sprintf("k%d", i))
 	}
 	list, _ := json.Marshal(keys)
-	got := map[string]int64{}
-	rows, err = b.r.QueryContext(ctx, qKeysMaxTurn, "q", string(list))
+	got := keyTurns(t, b, qKeysMaxTurn, "q", string(list))
+	if len(want) < 5 || !maps.Equal(got, want) {
+		t.Fatalf("qKeysMaxTurn = %v\nwant %v", got, want)
+	}
+}
+
+// keyTurns runs a query of (key, turn) rows on b's read connections.
+func keyTurns(t *testing.T, b *Backend, query string, args ...any) map[string]int64 {
+	t.Helper()
+	rows, err := b.r.QueryContext(t.Context(), query, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
+	out := map[string]int64{}
 	for rows.Next() {
 		var k string
 		var turn int64
 		if err := rows.Scan(&k, &turn); err != nil {
 			t.Fatal(err)
 		}
-		got[k] = turn
+		out[k] = turn
 	}
-	if err := rows.Close(); err != nil {
+	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if len(want) < 5 || !maps.Equal(got, want) {
-		t.Fatalf("qKeysMaxTurn = %v\nwant %v", got, want)
-	}
+	return out
 }

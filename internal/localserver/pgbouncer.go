@@ -129,11 +129,12 @@ func (p *PgBouncer) fail(err error) error {
 	return fmt.Errorf("private pgbouncer: %w", err)
 }
 
-// Close stops PgBouncer (SIGINT: at once, dropping its connections) and
-// removes its directory.
+// Close stops PgBouncer at once, dropping its connections (SIGTERM; its
+// SIGINT is a safe shutdown, which waits for every client to finish),
+// and removes its directory.
 func (p *PgBouncer) Close() {
 	if p.cmd != nil && p.cmd.Process != nil {
-		_ = p.cmd.Process.Signal(syscall.SIGINT)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):

@@ -95,6 +95,10 @@ type Report struct {
 	Workflows, WorkflowsExtra                                             int
 	WorkflowsSucceeded, WorkflowsFailedOnPurpose, WorkflowsFailedByFaults int
 	JoinStarts, JoinsDone, WorkflowChecks                                 int
+	// WorkflowsFailedAcked is how many of the failed workflows (on
+	// purpose or by faults) were acknowledged ones, not sent again: the
+	// acknowledged jobs lack exactly their joins.
+	WorkflowsFailedAcked int
 	// The replay fault's: the jobs it tried to replay; the calls that
 	// moved a job back (one per job: a job is replayed once; a call whose
 	// reply was lost is counted when the next finds the job gone), that

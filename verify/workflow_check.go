@@ -107,7 +107,8 @@ func (c *checker) taskJobs() map[wfKey]map[string][]int64 {
 // ran as.
 func (c *checker) checkWorkflow(wf *backend.Workflow, k wfKey, ran map[string][]int64) {
 	ws := c.fs.wf
-	if _, ok := ws.acked[wf.ID]; ok {
+	_, acked := ws.acked[wf.ID]
+	if acked {
 		c.rep.Workflows++
 	} else {
 		c.rep.WorkflowsExtra++
@@ -155,6 +156,9 @@ func (c *checker) checkWorkflow(wf *backend.Workflow, k wfKey, ran map[string][]
 			c.rep.WorkflowsFailedOnPurpose++
 		} else {
 			c.rep.WorkflowsFailedByFaults++
+		}
+		if acked {
+			c.rep.WorkflowsFailedAcked++
 		}
 		c.checkFailedWorkflow(wf, join, joins, joinAttempts, planned, parts, ran)
 	case backend.WorkflowCancelled:

@@ -3,8 +3,8 @@ package jobq
 import (
 	"context"
 	"encoding/json"
-
 	"fmt"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -376,6 +376,11 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 	}
 	if o.maxAttempts == 0 {
 		o.maxAttempts = c.cfg.MaxAttempts
+	}
+	if o.uniqueBy != nil {
+		if o.uniqueKey, err = uniqueIdentity(j.Type, &o, payload, j.Payload, time.Now()); err != nil {
+			return ctx, named, nil, err
+		}
 	}
 	p := backend.InsertParams{
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,

@@ -16,6 +16,7 @@ type enqueueOptions struct {
 	delay       time.Duration
 	runAt       time.Time
 	uniqueKey   string
+	uniqueBy    *UniqueBy // Unique's parts; nil: the key is uniqueKey alone
 	key         string
 	metadata    map[string]string
 	// deps are a workflow task's dependencies (After, AfterEnded);

@@ -94,6 +94,38 @@ func TestEnqueueUniqueDuplicate(t *testing.T) {
 	}
 }
 
+// TestEnqueueUniqueBy: --unique-by args makes the same payload in
+// another key order a duplicate, and a --file line's "unique" does the
+// same for its job; another payload is a new job.
+func TestEnqueueUniqueBy(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	first := run(t, "--db", db, "enqueue", "mail", `{"to":"a@x","n":1}`, "--unique-by", "type,args")
+	second := run(t, "--db", db, "enqueue", "mail", `{"n":1, "to":"a@x"}`, "--unique-by", "args")
+	other := run(t, "--db", db, "enqueue", "mail", `{"n":2,"to":"a@x"}`, "--unique-by", "args")
+	if first.err != nil || second.err != nil || other.err != nil {
+		t.Fatalf("errors: %v, %v, %v", first.err, second.err, other.err)
+	}
+	if first.out != second.out || !strings.Contains(second.errOut, "duplicate of job "+strings.TrimSpace(first.out)) {
+		t.Fatalf("same args reordered printed %q (%q), want the first job's %q and a duplicate note", second.out, second.errOut, first.out)
+	}
+	if other.out == first.out {
+		t.Fatalf("other args printed the first job's id %q", other.out)
+	}
+	lines := `{"type":"mail","payload":{"to":"a@x","n":1},"unique":{"args":true}}` + "\n" +
+		`{"type":"mail","payload":{"to":"b@x"},"unique":{"args":true,"period":"1h"}}` + "\n"
+	file := runCtx(t.Context(), lines, "--db", db, "enqueue", "--file", "-")
+	if file.err != nil {
+		t.Fatal(file.err)
+	}
+	if want := strings.TrimSpace(first.out) + "\tduplicate\n"; !strings.HasPrefix(file.out, want) {
+		t.Fatalf("--file printed %q, want it to start with %q", file.out, want)
+	}
+	if s := run(t, "--db", db, "stats", "--json").out; !strings.Contains(s, `"total":{"pending":3,`) {
+		t.Fatalf("stats after the duplicates: %s", s)
+	}
+}
+
 // TestBadInput checks that each usage mistake is one line, exits 2 and
 // writes nothing.
 func TestBadInput(t *testing.T) {
@@ -121,6 +153,8 @@ func TestBadInput(t *testing.T) {
 		{"http field type", []string{"enqueue", "http", `{"url":"http://x","timeout":10}`}, `"timeout" is a JSON number, want a string`},
 		{"file and args", []string{"enqueue", "x", "{}", "--file", "-"}, "not both"},
 		{"file and unique", []string{"enqueue", "--file", "-", "--unique", "k"}, "unique_key"},
+		{"unique-by part", []string{"enqueue", "x", "{}", "--unique-by", "args,payload"}, `--unique-by "payload"`},
+		{"unique-period", []string{"enqueue", "x", "{}", "--unique-period", "10ms"}, "at least 1s"},
 		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
 		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},
 		{"arg count", []string{"enqueue", "x"}, "TYPE and PAYLOAD"},

@@ -20,6 +20,8 @@ type enqueueFlags struct {
 	priority    int
 	maxAttempts int
 	unique      string
+	uniqueBy    []string
+	uniquePer   time.Duration
 	key         string
 	metadata    map[string]string
 	file        string
@@ -47,7 +49,11 @@ attempt (default 30s).
 
 With --unique KEY, while a job with that key is pending or reserved nothing
 new is added: the existing job's id is printed with a "duplicate" note, and
-the exit code is still 0.
+the exit code is still 0. With --unique-by PARTS (type, args, queue) and
+--unique-period D the key is computed from the job instead: its type, its
+payload's canonical JSON (args), its queue, and the D-long time bucket of
+its due time, so the same job enqueued twice within one bucket is one job.
+Given with --unique, the key is one more part.
 
 With --key KEY the job belongs to that key (an account, a tenant): jobs of
 one key take turns with other keys' jobs, and the queue's key rules ('jobq
@@ -58,11 +64,13 @@ With --file FILE ('-' for stdin), each line is one job, a JSON object:
 
   {"type":"http","payload":{"url":"https://example.com/hook"},"queue":"hooks",
    "priority":5,"max_attempts":10,"delay":"90s","run_at":"2030-01-02T15:04:05Z",
-   "unique_key":"order-7","key":"acct-42","metadata":{"tenant":"acme"}}
+   "unique_key":"order-7","unique":{"args":true,"period":"1h"},"key":"acct-42",
+   "metadata":{"tenant":"acme"}}
 
 Only "type" is required ("payload" defaults to {}); delay and run_at
 exclude each other; other fields are refused. --queue, --priority,
---max-attempts, --delay, --run-at, --key and --metadata are defaults for lines
+--max-attempts, --delay, --run-at, --unique-by, --unique-period, --key and
+--metadata are defaults for lines
 that omit the field (a line's delay or run_at replaces both defaults; its
 metadata adds to --metadata). Blank lines are skipped. Jobs are stored in
 batches of 1000 lines, each batch checked whole before it is stored and
@@ -108,6 +116,8 @@ line to resume from; nothing of its batch is stored.`,
 	fl.IntVar(&f.priority, "priority", 0, "higher runs first (-1000..1000)")
 	fl.IntVar(&f.maxAttempts, "max-attempts", jobq.DefaultMaxAttempts, "tries before the job moves to failed jobs (1..1000)")
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
+	fl.StringSliceVar(&f.uniqueBy, "unique-by", nil, "compute the unique key from these parts of the job: type, args, queue (comma-separated)")
+	fl.DurationVar(&f.uniquePer, "unique-period", 0, "with --unique-by: also the due time's bucket of this length, e.g. 1h (at least 1s)")
 	fl.StringVar(&f.key, "key", "", "the job's key (an account, a tenant): the queue's key rules apply (see 'jobq queue keys')")
 	fl.StringToStringVar(&f.metadata, "metadata", nil, "metadata the handler can read, e.g. tenant=acme,trace=abc (repeatable)")
 	fl.StringVar(&f.file, "file", "", "enqueue the jobs of this JSON Lines `FILE`, one per line ('-' reads stdin)")
@@ -155,6 +165,7 @@ type jobInput struct {
 	delay       time.Duration
 	runAt       time.Time
 	unique      string
+	uniqueBy    *jobq.UniqueBy // computed identity (Unique); nil: unique alone
 	key         string
 	metadata    map[string]string
 }
@@ -169,6 +180,11 @@ func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 	if f.file != "" && f.unique != "" {
 		return in, usagef("--unique names one job: give each line of --file its own \"unique_key\"")
 	}
+	by, err := uniqueByFlags(cmd, f.uniqueBy, f.uniquePer)
+	if err != nil {
+		return in, err
+	}
+	in.uniqueBy = by
 	if f.runAt != "" {
 		if cmd.Flags().Changed("delay") {
 			return in, usagef("use --delay or --run-at, not both")
@@ -218,6 +234,9 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	if in.unique != "" {
 		opts = append(opts, jobq.UniqueKey(in.unique))
 	}
+	if in.uniqueBy != nil {
+		opts = append(opts, jobq.Unique(*in.uniqueBy))
+	}
 	if in.key != "" {
 		opts = append(opts, jobq.Key(in.key))
 	}
@@ -255,7 +274,7 @@ func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {
 		id, err := client.Enqueue(ctx, spec.Type, spec.Payload, spec.Options...)
 		if errors.Is(err, jobq.ErrDuplicate) {
 			fmt.Fprintln(a.out, id)
-			fmt.Fprintf(a.errOut, "duplicate of job %d: a job with unique key %q is still pending or reserved, so nothing new was enqueued\n", id, cmd.Flag("unique").Value)
+			fmt.Fprintf(a.errOut, "duplicate of job %d: a job with the same unique key is still pending, scheduled or running, so nothing new was enqueued\n", id)
 			return nil
 		}
 		if err != nil {
@@ -264,4 +283,29 @@ func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {
 		fmt.Fprintln(a.out, id)
 		return nil
 	})
+}
+
+// uniqueByFlags turns --unique-by and --unique-period into the parts of a
+// computed unique key: nil when neither was given.
+func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration) (*jobq.UniqueBy, error) {
+	if !cmd.Flags().Changed("unique-by") && !cmd.Flags().Changed("unique-period") {
+		return nil, nil
+	}
+	var by jobq.UniqueBy
+	for _, p := range parts {
+		switch p {
+		case "type": // always a part
+		case "args":
+			by.Args = true
+		case "queue":
+			by.Queue = true
+		default:
+			return nil, usagef("--unique-by %q: use type, args or queue, comma-separated, e.g. --unique-by args,queue", p)
+		}
+	}
+	if period != 0 && period < time.Second {
+		return nil, usagef("--unique-period %s: use a duration of at least 1s, e.g. 1h", period)
+	}
+	by.Period = period
+	return &by, nil
 }

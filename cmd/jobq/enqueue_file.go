@@ -38,11 +38,12 @@ type fileJob struct {
 	Delay       *string           `json:"delay"`
 	RunAt       *string           `json:"run_at"`
 	UniqueKey   string            `json:"unique_key"`
+	Unique      *jobq.UniqueBy    `json:"unique"`
 	Key         *string           `json:"key"`
 	Metadata    map[string]string `json:"metadata"`
 }
 
-const fileFields = "type, payload, queue, priority, max_attempts, delay, run_at, unique_key, key, metadata"
+const fileFields = "type, payload, queue, priority, max_attempts, delay, run_at, unique_key, unique, key, metadata"
 
 // jobLines reads --file and turns each non-blank line into a checked
 // JobSpec, with the flags as defaults.
@@ -146,6 +147,9 @@ func (r *jobLines) parse(text []byte) (jobq.JobSpec, error) {
 		in.runAt = t
 	}
 	in.unique = j.UniqueKey
+	if j.Unique != nil {
+		in.uniqueBy = j.Unique
+	}
 	if j.Key != nil {
 		in.key = *j.Key
 	}

@@ -156,6 +156,10 @@ func bodyError(err error) error {
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badField("body", "empty or cut short: send a JSON object")
 	}
+	var ie *backend.InputError
+	if errors.As(err, &ie) { // a field's own decoder refused its value
+		return badField(jsonField(ie.Field), "%s", ie.Reason)
+	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		return badField(strings.Trim(name, `"`), "unknown field")
 	}

@@ -18,15 +18,18 @@ import (
 
 // enqueueRequest is one job to enqueue, as the API takes it.
 type enqueueRequest struct {
-	Type        string            `json:"type"`
-	Payload     json.RawMessage   `json:"payload"`
-	Queue       string            `json:"queue"`
-	Delay       string            `json:"delay"`  // a Go duration, "90s"
-	RunAt       string            `json:"run_at"` // RFC 3339
-	Priority    int               `json:"priority"`
-	MaxAttempts int               `json:"max_attempts"`
-	UniqueKey   string            `json:"unique_key"`
-	Metadata    map[string]string `json:"metadata"`
+	Type        string          `json:"type"`
+	Payload     json.RawMessage `json:"payload"`
+	Queue       string          `json:"queue"`
+	Delay       string          `json:"delay"`  // a Go duration, "90s"
+	RunAt       string          `json:"run_at"` // RFC 3339
+	Priority    int             `json:"priority"`
+	MaxAttempts int             `json:"max_attempts"`
+	UniqueKey   string          `json:"unique_key"`
+	// Unique computes the unique key from the job's parts (its type,
+	// and the args, queue and due-time period it names), as jobq.Unique.
+	Unique   *jobq.UniqueBy    `json:"unique"`
+	Metadata map[string]string `json:"metadata"`
 	// Key names what the job acts on (an account, a tenant): the queue's
 	// key rules apply to it (see PUT /api/v1/queues/{queue}/keys).
 	Key string `json:"key"`
@@ -88,6 +91,9 @@ func (q *enqueueRequest) spec(prefix, idem string) (jobq.JobSpec, error) {
 	if q.UniqueKey != "" {
 		p.UniqueKey = q.UniqueKey
 		opts = append(opts, jobq.UniqueKey(q.UniqueKey))
+	}
+	if q.Unique != nil {
+		opts = append(opts, jobq.Unique(*q.Unique))
 	}
 	if len(q.Metadata) > 0 {
 		opts = append(opts, jobq.Metadata(q.Metadata))

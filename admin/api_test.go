@@ -94,6 +94,21 @@ func testEnqueue(t *testing.T, e *env) {
 	}
 	e.wantCounts(2, 0, 0)
 
+	// "unique" computes the key from the job's parts: the same args in
+	// another key order are a duplicate.
+	ub := func(payload string) map[string]any {
+		return map[string]any{"type": "mail", "queue": "q1", "payload": json.RawMessage(payload), "unique": map[string]any{"args": true, "period": "1h"}}
+	}
+	u1 := e.do(req{method: "POST", path: "/api/v1/jobs", body: ub(`{"to":"b@x","n":2}`)})
+	e.want(u1, http.StatusCreated, "")
+	u2 := e.do(req{method: "POST", path: "/api/v1/jobs", body: ub(`{"n":2,"to":"b@x"}`)})
+	e.want(u2, http.StatusOK, "")
+	if u2.num("id") != u1.num("id") || u2.body["duplicate"] != true {
+		t.Fatalf("same args reordered answered %s, want the first id %d as a duplicate", u2.raw, u1.num("id"))
+	}
+	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/jobs/%d/cancel", u1.num("id"))}), http.StatusOK, "")
+	e.wantCounts(2, 0, 0)
+
 	// A delayed and a run_at job are scheduled.
 	e.want(e.do(req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"type": "later", "delay": "1h"}}), http.StatusCreated, "")
 	e.want(e.do(req{method: "POST", path: "/api/v1/jobs", body: map[string]any{"type": "later", "run_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)}}), http.StatusCreated, "")
@@ -138,6 +153,8 @@ func testBadInput(t *testing.T, e *env) {
 		{"metadata not strings", "/api/v1/jobs", `{"type":"a","metadata":{"k":1}}`, "metadata", nil},
 		{"unique key long", "/api/v1/jobs", `{"type":"a","unique_key":"` + long + `"}`, "unique_key", nil},
 		{"header vs unique key", "/api/v1/jobs", `{"type":"a","unique_key":"x"}`, "unique_key", map[string]string{"Idempotency-Key": "y"}},
+		{"unique period", "/api/v1/jobs", `{"type":"a","unique":{"period":"10ms"}}`, "unique", nil},
+		{"unique part", "/api/v1/jobs", `{"type":"a","unique":{"payload":true}}`, "unique", nil},
 		{"not JSON", "/api/v1/jobs", `{"type":`, "body", nil},
 		{"empty body", "/api/v1/jobs", ``, "body", nil},
 		{"two values", "/api/v1/jobs", `{"type":"a"}{"type":"b"}`, "body", nil},

@@ -82,7 +82,9 @@ type Backend interface {
 	// fails the whole call with an error wrapping ErrInvalidInput and nothing
 	// is written. An item whose UniqueKey matches a pending or reserved job
 	// (or an earlier item of the same call) is not inserted; its result
-	// carries the existing job's ID and Duplicate = true.
+	// carries the existing job's ID and Duplicate = true, and its
+	// OnConflict mode applies to that job (see ConflictMode), in the same
+	// atomic step.
 	JobInsertMany(ctx context.Context, params []InsertParams) ([]InsertResult, error)
 
 	// JobClaim reserves up to params.Max due pending jobs from params.Queues
@@ -276,12 +278,22 @@ type InsertParams struct {
 	// which runs each job inside its enqueue; the others refuse a keyed
 	// job with ErrNotSupported (see RefuseKeys), writing nothing.
 	Key string
+	// OnConflict says what to do when UniqueKey is held (see
+	// ConflictMode); the zero value skips. Backends without conflict
+	// modes refuse another with ErrNotSupported (RefuseConflictModes).
+	OnConflict ConflictMode
+	// Debounce and DebounceMax are ConflictDebounce's delay and bound.
+	Debounce, DebounceMax time.Duration
 }
 
 // InsertResult is the outcome of one InsertParams.
 type InsertResult struct {
 	ID        int64
 	Duplicate bool // the job was not inserted: ID is the live job holding UniqueKey
+	// Replaced says a duplicate's conflict mode changed the waiting job
+	// holding the key (its payload and due time); false when it was
+	// running, or the mode is skip.
+	Replaced bool
 }
 
 // ClaimParams says which jobs to reserve and for how long.

@@ -102,6 +102,9 @@ func ValidateInsert(p InsertParams) error {
 	if err := ValidateKey(p.Key); err != nil {
 		return err
 	}
+	if err := validateConflict(p); err != nil {
+		return err
+	}
 	return ValidateMetadata(p.Metadata)
 }
 

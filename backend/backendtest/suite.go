@@ -52,6 +52,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{"Insert", testInsert},
 		{"Unique", testUnique},
+		{"Conflict", testConflict},
 		{"Claim", testClaim},
 		{"ClaimOrder", testClaimOrder},
 		{"Complete", testComplete},

@@ -22,11 +22,15 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	defer b.mu.Unlock()
 	now := b.now()
 	out := make([]backend.InsertResult, len(params))
+	params, replaced := backend.FoldConflicts(params)
 	woken := map[string]bool{}
 	for i, p := range params {
 		if p.UniqueKey != "" {
 			if holder, ok := b.unique[p.UniqueKey]; ok {
-				out[i] = backend.InsertResult{ID: holder, Duplicate: true}
+				out[i] = backend.InsertResult{ID: holder, Duplicate: true, Replaced: replaced != nil && replaced[i]}
+				if c, asked := backend.ConflictOf(params, i, now); asked && !out[i].Replaced {
+					out[i].Replaced = b.applyConflict(b.jobs[holder], c, now, woken)
+				}
 				continue
 			}
 		}
@@ -36,6 +40,27 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	}
 	b.wake(woken)
 	return out, nil
+}
+
+// applyConflict gives j, the live job holding a unique key, what c asks
+// when it is waiting (pending), and reports whether it did: a running
+// job is left alone, and so is a keyed or workflow job, whose place is
+// fixed at insert.
+// Called with b.mu held.
+func (b *Backend) applyConflict(j *backend.JobRow, c backend.Conflict, now time.Time, woken map[string]bool) bool {
+	if j == nil || j.Status != backend.StatePending || j.Key != "" || j.WorkflowID != 0 {
+		return false
+	}
+	q := b.queue(j.Queue)
+	same := func(x *backend.JobRow) bool { return x.ID == j.ID }
+	if !q.ready.remove(same) {
+		q.scheduled.remove(same)
+	}
+	j.Payload = append([]byte(nil), c.Payload...)
+	j.AvailableAt = c.DueFor(j.CreatedAt)
+	q.addPending(j, now)
+	woken[j.Queue] = true
+	return true
 }
 
 // newJob stores p, validated, as a new pending job with the next ID. It

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -135,6 +136,7 @@ func mayTakeRounds(params []backend.InsertParams) bool {
 // take the earlier item's ID as duplicates.
 func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
 	results := make([]backend.InsertResult, len(params))
+	params, replaced := backend.FoldConflicts(params)
 	firstWithKey := map[string]int{}
 	var send []int // indexes into params
 	var followers [][2]int
@@ -197,9 +199,73 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 		send = retry
 	}
 	for _, f := range followers {
-		results[f[0]] = backend.InsertResult{ID: results[f[1]].ID, Duplicate: true}
+		results[f[0]] = backend.InsertResult{ID: results[f[1]].ID, Duplicate: true, Replaced: replaced != nil && replaced[f[0]]}
+	}
+	woken, err := b.applyConflicts(ctx, query, params, results)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, q := range woken {
+		if !dueQueues[q] {
+			dueQueues[q] = true
+			queues = append(queues, q)
+		}
 	}
 	return results, queues, nil
+}
+
+// applyConflicts gives the stored jobs that the duplicates among results
+// name what the duplicates' conflict modes ask (sqlConflict), marking
+// those it changed Replaced, and returns the queues of those now due. Only
+// a duplicate with a conflict mode costs this statement: after the insert,
+// in the caller's transaction when there is one; otherwise on its own,
+// which is safe to repeat (a retried insert finds the same holder) and
+// answers "not replaced" for a holder claimed in between, as it would
+// have been a moment later.
+func (b *Backend) applyConflicts(ctx context.Context, query rowQuerier, params []backend.InsertParams, results []backend.InsertResult) ([]string, error) {
+	var ids, delays []int64
+	var payloads []string
+	var runAt []pgtype.Timestamptz
+	var boundSet []pgtype.Int8
+	items := map[int64][]int{}
+	for i, p := range params {
+		if !results[i].Duplicate || results[i].Replaced || p.OnConflict == backend.ConflictSkip {
+			continue
+		}
+		id := results[i].ID
+		if _, seen := items[id]; !seen {
+			delay, at, bound := p.Delay, p.RunAt, pgtype.Int8{}
+			if p.OnConflict == backend.ConflictDebounce {
+				delay, at, bound = p.Debounce, time.Time{}, pgtype.Int8{Int64: micros(p.DebounceMax), Valid: true}
+			}
+			ids, payloads, delays = append(ids, id), append(payloads, string(p.Payload)), append(delays, micros(delay))
+			runAt = append(runAt, pgtype.Timestamptz{Time: at, Valid: !at.IsZero()})
+			boundSet = append(boundSet, bound)
+		}
+		items[id] = append(items[id], i)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var (
+		id    int64
+		queue string
+		due   bool
+		woken []string
+	)
+	err := query(ctx, b.q.conflict, []any{ids, payloads, delays, runAt, boundSet}, []any{&id, &queue, &due}, func() error {
+		for _, i := range items[id] {
+			results[i].Replaced = true
+		}
+		if due {
+			woken = append(woken, queue)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("apply conflict modes: %w", err)
+	}
+	return woken, nil
 }
 
 // insertArgs builds sqlInsert's parallel arrays for params[idx...].

@@ -99,6 +99,29 @@ ins AS (
 	SELECT * FROM plain UNION ALL SELECT * FROM keyed
 )`
 
+// sqlConflict gives waiting jobs that hold a unique key what their
+// duplicates' conflict modes ask (backend.ConflictMode): a new payload and
+// due time, by the server's clock, no later than created_at + the bound
+// where there is one (debounce). Running jobs, and keyed or workflow
+// jobs (whose place is fixed at insert), are left alone.
+//
+//	$1 id bigint[], $2 payload text[], $3 delay_us bigint[] (used where
+//	run_at is NULL), $4 run_at timestamptz[], $5 bound_us bigint[] (NULL:
+//	none)
+//
+// Returns one row per job changed: (id bigint, queue text, due bool).
+const sqlConflict = `
+UPDATE {schema}.jobs AS j
+SET payload = c.payload::json,
+    available_at = CASE WHEN c.bound_us IS NULL THEN c.due
+                        ELSE least(c.due, j.created_at + c.bound_us * interval '1 microsecond') END
+FROM (SELECT id, payload, bound_us,
+             coalesce(run_at, now() + delay_us * interval '1 microsecond') AS due
+      FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bigint[])
+           AS t(id, payload, delay_us, run_at, bound_us)) AS c
+WHERE j.id = c.id AND j.status = 'pending' AND j.key IS NULL AND j.workflow_id IS NULL
+RETURNING j.id, j.queue, j.available_at <= now()`
+
 // sqlReserveIDs draws ids for a COPY batch (see copyInsert): COPY returns
 // nothing, so the ids are taken from the sequence first.
 //

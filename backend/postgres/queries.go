@@ -606,7 +606,7 @@ type queries struct {
 	queueLock, claimLimited, queueCounted, queuePause         string
 	queueLimits, queuePrune, queueSettings                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
-	jobsInserted                                              string
+	jobsInserted, conflict                                    string
 }
 
 // newQueries fills the placeholders for schema, which must already have
@@ -623,6 +623,7 @@ func newQueries(schema string) queries {
 		insert:            r.Replace(sqlInsert),
 		insertOne:         r.Replace(sqlInsertOne),
 		insertNotify:      r.Replace(sqlInsertNotify),
+		conflict:          r.Replace(sqlConflict),
 		notify:            r.Replace(sqlNotify),
 		claim:             r.Replace(sqlClaim),
 		claimPlan:         r.Replace(sqlClaimPlan),

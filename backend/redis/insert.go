@@ -34,6 +34,9 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, fmt.Errorf("insert item %d: %w", i, err)
 		}
 	}
+	if err := backend.RefuseConflictModes(params); err != nil {
+		return nil, err
+	}
 	if len(params) == 0 {
 		return []backend.InsertResult{}, nil
 	}

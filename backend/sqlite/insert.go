@@ -36,7 +36,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	}
 	queues := make(map[string]struct{}, 1)
 	for i, p := range params {
-		if !results[i].Duplicate {
+		if !results[i].Duplicate || results[i].Replaced {
 			queues[p.Queue] = struct{}{}
 		}
 	}
@@ -59,6 +59,7 @@ func validateInserts(op string, params []backend.InsertParams) error {
 // transaction, whose connection those statements do not belong to.
 func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams, results []backend.InsertResult, now time.Time) error {
 	nowUS := micros(now)
+	params, replaced := backend.FoldConflicts(params)
 	fresh := make([]int, 0, len(params)) // indexes of params to insert
 	var keys map[string]int              // unique key -> index of the batch item inserting it
 	var dupOf map[int]int                // duplicate item -> batch item it repeats
@@ -74,6 +75,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			}
 			dupOf[i] = j
 			results[i].Duplicate = true
+			results[i].Replaced = replaced != nil && replaced[i]
 			continue
 		}
 		if keys == nil {
@@ -92,6 +94,12 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		switch err := row.Scan(&id); {
 		case err == nil:
 			results[i] = backend.InsertResult{ID: id, Duplicate: true}
+			if c, asked := backend.ConflictOf(params, i, now); asked {
+				var err error
+				if results[i].Replaced, err = applyConflict(ctx, tx, id, c); err != nil {
+					return err
+				}
+			}
 			continue
 		case !errors.Is(err, sql.ErrNoRows):
 			return err
@@ -180,4 +188,20 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		results[i].ID = results[j].ID
 	}
 	return nil
+}
+
+// applyConflict gives the waiting job id what c asks (qConflict) and
+// reports whether it was waiting. Rare (only duplicates with a conflict
+// mode), so not prepared.
+func applyConflict(ctx context.Context, tx *sql.Tx, id int64, c backend.Conflict) (bool, error) {
+	var limit any
+	if c.DebounceMax > 0 {
+		limit = int64(c.DebounceMax / time.Microsecond)
+	}
+	res, err := tx.ExecContext(ctx, qConflict, id, c.Payload, micros(c.DueAt), limit)
+	if err != nil {
+		return false, fmt.Errorf("apply the conflict mode to job %d: %w", id, err)
+	}
+	n, err := res.RowsAffected()
+	return n == 1, err
 }

@@ -126,6 +126,15 @@ func multiInsert(cols, row string, n int) string {
 // key, or no row.
 const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
 
+// qConflict gives the waiting job ?1 holding a unique key what a
+// duplicate's conflict mode asks (backend.Conflict): payload ?2 and due
+// time ?3 (µs), no later than created_at + ?4 when ?4 is not NULL
+// (debounce). A running job is left alone, and so is a keyed or
+// workflow job (its place is fixed at insert): no row changes.
+const qConflict = `UPDATE jobs SET payload = ?2,
+	available_at = CASE WHEN ?4 IS NULL THEN ?3 ELSE MIN(?3, created_at + ?4) END
+WHERE id = ?1 AND status = 'pending' AND key IS NULL AND workflow_id IS NULL`
+
 // --- claim ---
 
 // claimSQL returns the claim statement for n distinct queues. Parameters:

@@ -144,6 +144,10 @@ type JobSpec struct {
 type EnqueueResult struct {
 	ID        int64
 	Duplicate bool // not inserted: ID is the live job holding the unique key
+	// Replaced says the duplicate's Replace or Debounce option changed the
+	// waiting job holding the key (its payload and due time); false when
+	// that job was already running.
+	Replaced bool
 }
 
 // Enqueue stores a job of type typ with payload (marshalled to JSON; []byte
@@ -159,6 +163,9 @@ func (c *Client) Enqueue(ctx context.Context, typ string, payload any, opts ...E
 		return 0, err
 	}
 	if res[0].Duplicate {
+		if res[0].Replaced {
+			return res[0].ID, fmt.Errorf("enqueue %s: %w (the waiting job took this one's payload and due time)", typ, ErrDuplicate)
+		}
 		return res[0].ID, fmt.Errorf("enqueue %s: %w", typ, ErrDuplicate)
 	}
 	return res[0].ID, nil
@@ -284,7 +291,7 @@ func toResults(rows []backend.InsertResult) []EnqueueResult {
 	}
 	out := make([]EnqueueResult, len(rows))
 	for i, r := range rows {
-		out[i] = EnqueueResult{ID: r.ID, Duplicate: r.Duplicate}
+		out[i] = EnqueueResult{ID: r.ID, Duplicate: r.Duplicate, Replaced: r.Replaced}
 	}
 	return out
 }
@@ -382,10 +389,14 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 			return ctx, named, nil, err
 		}
 	}
+	if err := o.conflictMode(call.workflow); err != nil {
+		return ctx, named, nil, err
+	}
 	p := backend.InsertParams{
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
 		Metadata: o.metadata, Key: o.key,
+		OnConflict: o.onConflict, Debounce: o.debounce, DebounceMax: o.debounceMax,
 	}
 	return ctx, p, o.deps, backend.ValidateInsert(p)
 }

@@ -1,6 +1,7 @@
 package jobq
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -19,6 +20,9 @@ type enqueueOptions struct {
 	uniqueBy    *UniqueBy // Unique's parts; nil: the key is uniqueKey alone
 	key         string
 	metadata    map[string]string
+	// onConflict and the debounce bounds: Replace and Debounce.
+	onConflict            backend.ConflictMode
+	debounce, debounceMax time.Duration
 	// deps are a workflow task's dependencies (After, AfterEnded);
 	// hasDeps is set by either option, even naming no task, so a plain
 	// enqueue that was given one is refused rather than silently run
@@ -53,6 +57,54 @@ func RunAt(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.runAt
 // pending or reserved, Enqueue returns that job's ID and ErrDuplicate
 // instead of adding another. Once the job is done or failed the key is free.
 func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.uniqueKey = key } }
+
+// Replace changes what a duplicate does (see UniqueKey and Unique):
+// instead of being dropped, it gives the waiting job holding its unique
+// key (pending, scheduled or retrying) its payload and due time, keeping
+// that job's ID; Enqueue still returns the ID with ErrDuplicate, and
+// EnqueueResult.Replaced says the job took them. A running holder is left
+// alone and the new job is dropped, as without Replace. Refused for a
+// keyed job (Key), whose turn among its key's jobs is fixed at insert,
+// for a workflow task, and by backends without it (Redis, for now: see
+// docs/backends.md) with ErrNotSupported.
+func Replace() EnqueueOption {
+	return func(o *enqueueOptions) { o.onConflict, o.debounce, o.debounceMax = backend.ConflictReplace, 0, 0 }
+}
+
+// Debounce runs the job d after the last of a burst of enqueues of it,
+// but no later than maxWait after the first: the job is inserted due d
+// from now, and each duplicate (see UniqueKey and Unique) while it waits
+// gives it its payload and pushes its due time to d from then, never past
+// maxWait after the job was created, so a steady stream of enqueues
+// still runs it. A running holder is left alone and the duplicate
+// dropped. d must be positive and maxWait at least d; Delay and RunAt
+// are refused with it, and so is what Replace refuses.
+func Debounce(d, maxWait time.Duration) EnqueueOption {
+	return func(o *enqueueOptions) {
+		o.onConflict, o.debounce, o.debounceMax = backend.ConflictDebounce, d, maxWait
+	}
+}
+
+// conflictMode checks Replace and Debounce against the other options and
+// gives a debounced job its first due time.
+func (o *enqueueOptions) conflictMode(workflow bool) error {
+	if o.onConflict == backend.ConflictSkip {
+		return nil
+	}
+	if o.uniqueKey == "" {
+		return &backend.InputError{Field: "on conflict", Reason: fmt.Sprintf("%s needs UniqueKey or Unique: without a unique key nothing is a duplicate", o.onConflict)}
+	}
+	if workflow {
+		return &backend.InputError{Field: "on conflict", Reason: fmt.Sprintf("%s is not for workflow tasks", o.onConflict)}
+	}
+	if o.onConflict == backend.ConflictDebounce {
+		if o.delay != 0 || !o.runAt.IsZero() {
+			return &backend.InputError{Field: "on conflict", Reason: "Debounce sets the due time: drop Delay and RunAt"}
+		}
+		o.delay = o.debounce
+	}
+	return nil
+}
 
 // Key names what the job acts on (an account, a tenant, a ledger), so the
 // queue's key rules apply to it: jobs of one key take turns with other

@@ -40,6 +40,17 @@ func liveJobs(t *testing.T, b backend.Backend, typ string) int {
 	return n
 }
 
+// storeClient opens the store at url for one test and a client on it.
+func storeClient(t *testing.T, url string) (backend.Backend, *jobq.Client) {
+	t.Helper()
+	b, err := backend.Open(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b, mustClient(t, b, jobq.ClientConfig{})
+}
+
 // TestUniqueByParts, on memory and every durable backend: an identity
 // built from the type, canonical args (or the tagged fields), the queue
 // and a period bucket lets one job of it live at a time; the store
@@ -52,12 +63,7 @@ func TestUniqueByParts(t *testing.T) {
 		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			b, err := backend.Open(ctx, st.URL(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
-			c := mustClient(t, b, jobq.ClientConfig{})
+			b, c := storeClient(t, st.URL(t))
 			byArgs := jobq.Unique(jobq.UniqueBy{Args: true})
 
 			first, err := c.Enqueue(ctx, "u.args", json.RawMessage(`{"a":1,"b":{"y":2,"x":3}}`), byArgs)
@@ -184,5 +190,68 @@ func TestUniqueKeyIsAPart(t *testing.T) {
 	}
 	if !strings.HasPrefix(info.Live.UniqueKey, "jobq:unique:") {
 		t.Fatalf("stored unique key %q: want the computed identity", info.Live.UniqueKey)
+	}
+}
+
+// TestReplaceAndDebounce, on memory and every durable backend: Replace
+// gives the waiting duplicate the new payload, Debounce inserts the job d
+// from now and pushes it on each duplicate; both are refused without a
+// unique key, and Debounce with a due time of its own. A backend without
+// conflict modes refuses them with ErrNotSupported.
+func TestReplaceAndDebounce(t *testing.T) {
+	t.Parallel()
+	for _, st := range everyStore {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b, c := storeClient(t, st.URL(t))
+			byQueue := jobq.Unique(jobq.UniqueBy{Queue: true})
+			first, err := c.Enqueue(ctx, "r.job", map[string]int{"v": 1}, byQueue, jobq.Delay(time.Hour))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := c.EnqueueMany(ctx, []jobq.JobSpec{{Type: "r.job", Payload: map[string]int{"v": 2}, Options: []jobq.EnqueueOption{byQueue, jobq.Replace()}}})
+			if errors.Is(err, jobq.ErrNotSupported) {
+				t.Logf("%s has no conflict modes: %v", st.Name, err)
+				return
+			}
+			if err != nil || !res[0].Duplicate || !res[0].Replaced || res[0].ID != first {
+				t.Fatalf("replace: %+v, %v; want job %d replaced", res, err, first)
+			}
+			info, err := jobq.NewInspector(b).Job(ctx, first)
+			if err != nil || string(info.Live.Payload) != `{"v":2}` || info.State != jobq.StatePending {
+				t.Fatalf("replaced job: %+v, %v; want pending with {\"v\":2}", info.Live, err)
+			}
+
+			deb := []jobq.EnqueueOption{jobq.UniqueKey("d"), jobq.Debounce(time.Hour, 3*time.Hour)}
+			d1, err := c.Enqueue(ctx, "d.job", map[string]int{"n": 1}, deb...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			row, _ := b.JobGet(ctx, d1)
+			if row == nil || row.AvailableAt.Sub(row.CreatedAt) != time.Hour {
+				t.Fatalf("debounced job %+v: want due an hour after it was created", row)
+			}
+			id, err := c.Enqueue(ctx, "d.job", map[string]int{"n": 2}, deb...)
+			if !errors.Is(err, jobq.ErrDuplicate) || id != d1 || !strings.Contains(err.Error(), "took this one's payload") {
+				t.Fatalf("second debounced enqueue: %d, %v; want job %d replaced", id, err, d1)
+			}
+			if row, _ := b.JobGet(ctx, d1); row == nil || string(row.Payload) != `{"n":2}` || row.AvailableAt.Before(row.CreatedAt.Add(time.Hour)) {
+				t.Fatalf("debounced job after a duplicate: %+v", row)
+			}
+
+			for _, bad := range [][]jobq.EnqueueOption{
+				{jobq.Replace()},
+				{jobq.UniqueKey("x"), jobq.Debounce(time.Minute, time.Hour), jobq.Delay(time.Second)},
+				{jobq.UniqueKey("x"), jobq.Debounce(time.Hour, time.Minute)},
+			} {
+				if _, err := c.Enqueue(ctx, "bad.job", nil, bad...); !errors.Is(err, jobq.ErrInvalidInput) {
+					t.Fatalf("bad conflict options: %v, want ErrInvalidInput", err)
+				}
+			}
+			if n := liveJobs(t, b, "bad.job"); n != 0 {
+				t.Fatalf("%d jobs stored by refused enqueues", n)
+			}
+		})
 	}
 }

@@ -28,8 +28,14 @@ type enqueueRequest struct {
 	UniqueKey   string          `json:"unique_key"`
 	// Unique computes the unique key from the job's parts (its type,
 	// and the args, queue and due-time period it names), as jobq.Unique.
-	Unique   *jobq.UniqueBy    `json:"unique"`
-	Metadata map[string]string `json:"metadata"`
+	Unique *jobq.UniqueBy `json:"unique"`
+	// OnConflict is what a duplicate does: "skip" (the default),
+	// "replace" or "debounce" (jobq.Replace, jobq.Debounce with Debounce
+	// and DebounceMax, Go durations).
+	OnConflict  string            `json:"on_conflict"`
+	Debounce    string            `json:"debounce"`
+	DebounceMax string            `json:"debounce_max"`
+	Metadata    map[string]string `json:"metadata"`
 	// Key names what the job acts on (an account, a tenant): the queue's
 	// key rules apply to it (see PUT /api/v1/queues/{queue}/keys).
 	Key string `json:"key"`
@@ -95,6 +101,13 @@ func (q *enqueueRequest) spec(prefix, idem string) (jobq.JobSpec, error) {
 	if q.Unique != nil {
 		opts = append(opts, jobq.Unique(*q.Unique))
 	}
+	conflict, err := q.conflictOption(prefix)
+	if err != nil {
+		return jobq.JobSpec{}, err
+	}
+	if conflict != nil {
+		opts = append(opts, conflict)
+	}
 	if len(q.Metadata) > 0 {
 		opts = append(opts, jobq.Metadata(q.Metadata))
 	}
@@ -110,6 +123,32 @@ func (q *enqueueRequest) spec(prefix, idem string) (jobq.JobSpec, error) {
 		return jobq.JobSpec{}, err
 	}
 	return jobq.JobSpec{Type: q.Type, Payload: q.Payload, Options: opts}, nil
+}
+
+// conflictOption turns on_conflict and the debounce durations into the
+// enqueue option they name (nil for skip); the client checks the rest
+// (a unique key to conflict on, no delay with debounce).
+func (q *enqueueRequest) conflictOption(prefix string) (jobq.EnqueueOption, error) {
+	if q.OnConflict != "debounce" && (q.Debounce != "" || q.DebounceMax != "") {
+		return nil, badField(prefix+"debounce", "is only for \"on_conflict\": \"debounce\"")
+	}
+	switch q.OnConflict {
+	case "", "skip":
+		return nil, nil
+	case "replace":
+		return jobq.Replace(), nil
+	case "debounce":
+		d, err := time.ParseDuration(q.Debounce)
+		if err != nil || d <= 0 {
+			return nil, badField(prefix+"debounce", "%q: use a positive duration such as \"30s\"", q.Debounce)
+		}
+		bound, err := time.ParseDuration(q.DebounceMax)
+		if err != nil || bound < d {
+			return nil, badField(prefix+"debounce_max", "%q: use a duration no shorter than debounce, such as \"5m\"", q.DebounceMax)
+		}
+		return jobq.Debounce(d, bound), nil
+	}
+	return nil, badField(prefix+"on_conflict", "%q: use skip, replace or debounce", q.OnConflict)
 }
 
 // jsonField spells a backend field name ("max attempts") as the API's JSON
@@ -128,6 +167,8 @@ func jsonField(f string) string {
 type enqueued struct {
 	ID        int64 `json:"id"`
 	Duplicate bool  `json:"duplicate"`
+	// Replaced: the duplicate's on_conflict changed the waiting job.
+	Replaced bool `json:"replaced,omitempty"`
 }
 
 // enqueueOne enqueues one job: 201 with its ID, or 200 with the existing
@@ -156,7 +197,7 @@ func (s *server) enqueueOne(w http.ResponseWriter, r *http.Request) {
 	if res[0].Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, enqueued{ID: res[0].ID, Duplicate: res[0].Duplicate})
+	writeJSON(w, status, enqueued{ID: res[0].ID, Duplicate: res[0].Duplicate, Replaced: res[0].Replaced})
 }
 
 // batchRequest is the body of a batch enqueue.
@@ -207,7 +248,7 @@ func (s *server) enqueueBatch(w http.ResponseWriter, r *http.Request) {
 		Duplicates int        `json:"duplicates"`
 	}{Jobs: make([]enqueued, len(res))}
 	for i, e := range res {
-		out.Jobs[i] = enqueued{ID: e.ID, Duplicate: e.Duplicate}
+		out.Jobs[i] = enqueued{ID: e.ID, Duplicate: e.Duplicate, Replaced: e.Replaced}
 		if e.Duplicate {
 			out.Duplicates++
 		} else {

@@ -106,6 +106,16 @@ func testEnqueue(t *testing.T, e *env) {
 	if u2.num("id") != u1.num("id") || u2.body["duplicate"] != true {
 		t.Fatalf("same args reordered answered %s, want the first id %d as a duplicate", u2.raw, u1.num("id"))
 	}
+	ub2 := ub(`{"to":"b@x","n":2}`)
+	ub2["on_conflict"], ub2["payload"] = "replace", json.RawMessage(`{"n":2,"to":"b@x"}`)
+	if u3 := e.do(req{method: "POST", path: "/api/v1/jobs", body: ub2}); u3.status == http.StatusNotImplemented {
+		e.t.Logf("no conflict modes: %s", u3.raw)
+	} else {
+		e.want(u3, http.StatusOK, "")
+		if u3.num("id") != u1.num("id") || u3.body["replaced"] != true {
+			t.Fatalf("replace answered %s, want the first id %d replaced", u3.raw, u1.num("id"))
+		}
+	}
 	e.want(e.do(req{method: "POST", path: fmt.Sprintf("/api/v1/jobs/%d/cancel", u1.num("id"))}), http.StatusOK, "")
 	e.wantCounts(2, 0, 0)
 
@@ -155,6 +165,11 @@ func testBadInput(t *testing.T, e *env) {
 		{"header vs unique key", "/api/v1/jobs", `{"type":"a","unique_key":"x"}`, "unique_key", map[string]string{"Idempotency-Key": "y"}},
 		{"unique period", "/api/v1/jobs", `{"type":"a","unique":{"period":"10ms"}}`, "unique", nil},
 		{"unique part", "/api/v1/jobs", `{"type":"a","unique":{"payload":true}}`, "unique", nil},
+		{"on_conflict", "/api/v1/jobs", `{"type":"a","unique_key":"k","on_conflict":"merge"}`, "on_conflict", nil},
+		{"replace without key", "/api/v1/jobs", `{"type":"a","on_conflict":"replace"}`, "on_conflict", nil},
+		{"debounce", "/api/v1/jobs", `{"type":"a","unique_key":"k","on_conflict":"debounce","debounce":"soon"}`, "debounce", nil},
+		{"debounce_max", "/api/v1/jobs", `{"type":"a","unique_key":"k","on_conflict":"debounce","debounce":"1m","debounce_max":"1s"}`, "debounce_max", nil},
+		{"debounce for skip", "/api/v1/jobs", `{"type":"a","unique_key":"k","debounce":"1m"}`, "debounce", nil},
 		{"not JSON", "/api/v1/jobs", `{"type":`, "body", nil},
 		{"empty body", "/api/v1/jobs", ``, "body", nil},
 		{"two values", "/api/v1/jobs", `{"type":"a"}{"type":"b"}`, "body", nil},

@@ -124,6 +124,15 @@ func TestEnqueueUniqueBy(t *testing.T) {
 	if s := run(t, "--db", db, "stats", "--json").out; !strings.Contains(s, `"total":{"pending":3,`) {
 		t.Fatalf("stats after the duplicates: %s", s)
 	}
+	// --on-conflict replace gives the waiting job the new payload.
+	rep := run(t, "--db", db, "enqueue", "mail", `{"to":"a@x","n":1}`, "--unique", "m-1", "--on-conflict", "replace")
+	rep2 := run(t, "--db", db, "enqueue", "mail", `{"to":"a@x","n":9}`, "--unique", "m-1", "--on-conflict", "replace")
+	if rep.err != nil || rep2.err != nil || rep.out != rep2.out {
+		t.Fatalf("replace: %q %v, %q %v; want one job", rep.out, rep.err, rep2.out, rep2.err)
+	}
+	if show := run(t, "--db", db, "jobs", "show", strings.TrimSpace(rep.out)).out; !strings.Contains(show, `"n": 9`) || !strings.Contains(rep2.errOut, "took this payload") {
+		t.Fatalf("the replaced job shows %s (note %q), want the second payload", show, rep2.errOut)
+	}
 }
 
 // TestBadInput checks that each usage mistake is one line, exits 2 and
@@ -155,6 +164,9 @@ func TestBadInput(t *testing.T) {
 		{"file and unique", []string{"enqueue", "--file", "-", "--unique", "k"}, "unique_key"},
 		{"unique-by part", []string{"enqueue", "x", "{}", "--unique-by", "args,payload"}, `--unique-by "payload"`},
 		{"unique-period", []string{"enqueue", "x", "{}", "--unique-period", "10ms"}, "at least 1s"},
+		{"on-conflict", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "merge"}, `--on-conflict "merge"`},
+		{"debounce", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "debounce", "--debounce", "1m"}, "--debounce-max"},
+		{"debounce for skip", []string{"enqueue", "x", "{}", "--debounce", "1m"}, "are for --on-conflict debounce"},
 		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
 		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},
 		{"arg count", []string{"enqueue", "x"}, "TYPE and PAYLOAD"},

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -22,6 +21,9 @@ type enqueueFlags struct {
 	unique      string
 	uniqueBy    []string
 	uniquePer   time.Duration
+	onConflict  string
+	debounce    time.Duration
+	debounceMax time.Duration
 	key         string
 	metadata    map[string]string
 	file        string
@@ -53,7 +55,12 @@ the exit code is still 0. With --unique-by PARTS (type, args, queue) and
 --unique-period D the key is computed from the job instead: its type, its
 payload's canonical JSON (args), its queue, and the D-long time bucket of
 its due time, so the same job enqueued twice within one bucket is one job.
-Given with --unique, the key is one more part.
+Given with --unique, the key is one more part. --on-conflict says what a
+duplicate does: skip (the default); replace gives the waiting job holding
+the key this payload and due time; debounce (with --debounce D and
+--debounce-max M) adds the job due D from now and, on each duplicate, gives
+the waiting job this payload and pushes it to D from then, never past M
+after it was created. A running job is left alone.
 
 With --key KEY the job belongs to that key (an account, a tenant): jobs of
 one key take turns with other keys' jobs, and the queue's key rules ('jobq
@@ -69,8 +76,8 @@ With --file FILE ('-' for stdin), each line is one job, a JSON object:
 
 Only "type" is required ("payload" defaults to {}); delay and run_at
 exclude each other; other fields are refused. --queue, --priority,
---max-attempts, --delay, --run-at, --unique-by, --unique-period, --key and
---metadata are defaults for lines
+--max-attempts, --delay, --run-at, --unique-by, --unique-period,
+--on-conflict (with its durations), --key and --metadata are defaults for lines
 that omit the field (a line's delay or run_at replaces both defaults; its
 metadata adds to --metadata). Blank lines are skipped. Jobs are stored in
 batches of 1000 lines, each batch checked whole before it is stored and
@@ -118,6 +125,9 @@ line to resume from; nothing of its batch is stored.`,
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
 	fl.StringSliceVar(&f.uniqueBy, "unique-by", nil, "compute the unique key from these parts of the job: type, args, queue (comma-separated)")
 	fl.DurationVar(&f.uniquePer, "unique-period", 0, "with --unique-by: also the due time's bucket of this length, e.g. 1h (at least 1s)")
+	fl.StringVar(&f.onConflict, "on-conflict", "skip", "what a duplicate does: skip, replace or debounce")
+	fl.DurationVar(&f.debounce, "debounce", 0, "with --on-conflict debounce: run the job this long after the last duplicate, e.g. 30s")
+	fl.DurationVar(&f.debounceMax, "debounce-max", 0, "with --on-conflict debounce: but no later than this long after the first, e.g. 5m")
 	fl.StringVar(&f.key, "key", "", "the job's key (an account, a tenant): the queue's key rules apply (see 'jobq queue keys')")
 	fl.StringToStringVar(&f.metadata, "metadata", nil, "metadata the handler can read, e.g. tenant=acme,trace=abc (repeatable)")
 	fl.StringVar(&f.file, "file", "", "enqueue the jobs of this JSON Lines `FILE`, one per line ('-' reads stdin)")
@@ -165,7 +175,8 @@ type jobInput struct {
 	delay       time.Duration
 	runAt       time.Time
 	unique      string
-	uniqueBy    *jobq.UniqueBy // computed identity (Unique); nil: unique alone
+	uniqueBy    *jobq.UniqueBy     // computed identity (Unique); nil: unique alone
+	conflict    jobq.EnqueueOption // Replace or Debounce; nil: skip
 	key         string
 	metadata    map[string]string
 }
@@ -185,6 +196,9 @@ func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 		return in, err
 	}
 	in.uniqueBy = by
+	if in.conflict, err = conflictOption(cmd, f.onConflict, f.debounce, f.debounceMax); err != nil {
+		return in, err
+	}
 	if f.runAt != "" {
 		if cmd.Flags().Changed("delay") {
 			return in, usagef("use --delay or --run-at, not both")
@@ -237,6 +251,9 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	if in.uniqueBy != nil {
 		opts = append(opts, jobq.Unique(*in.uniqueBy))
 	}
+	if in.conflict != nil {
+		opts = append(opts, in.conflict)
+	}
 	if in.key != "" {
 		opts = append(opts, jobq.Key(in.key))
 	}
@@ -271,16 +288,17 @@ func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {
 		if err != nil {
 			return err
 		}
-		id, err := client.Enqueue(ctx, spec.Type, spec.Payload, spec.Options...)
-		if errors.Is(err, jobq.ErrDuplicate) {
-			fmt.Fprintln(a.out, id)
-			fmt.Fprintf(a.errOut, "duplicate of job %d: a job with the same unique key is still pending, scheduled or running, so nothing new was enqueued\n", id)
-			return nil
-		}
+		res, err := client.EnqueueMany(ctx, []jobq.JobSpec{spec})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintln(a.out, id)
+		fmt.Fprintln(a.out, res[0].ID)
+		switch {
+		case res[0].Replaced:
+			fmt.Fprintf(a.errOut, "duplicate of job %d, which was waiting and took this payload and due time (--on-conflict); nothing new was enqueued\n", res[0].ID)
+		case res[0].Duplicate:
+			fmt.Fprintf(a.errOut, "duplicate of job %d: a job with the same unique key is still pending, scheduled or running, so nothing new was enqueued\n", res[0].ID)
+		}
 		return nil
 	})
 }
@@ -308,4 +326,26 @@ func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration) (*j
 	}
 	by.Period = period
 	return &by, nil
+}
+
+// conflictOption turns --on-conflict and the debounce durations into the
+// enqueue option they name: nil for skip. The client checks the rest (a
+// unique key to conflict on).
+func conflictOption(cmd *cobra.Command, mode string, d, maxWait time.Duration) (jobq.EnqueueOption, error) {
+	fl := cmd.Flags()
+	if mode != "debounce" && (fl.Changed("debounce") || fl.Changed("debounce-max")) {
+		return nil, usagef("--debounce and --debounce-max are for --on-conflict debounce")
+	}
+	switch mode {
+	case "skip":
+		return nil, nil
+	case "replace":
+		return jobq.Replace(), nil
+	case "debounce":
+		if d <= 0 || maxWait < d {
+			return nil, usagef("--on-conflict debounce needs --debounce D > 0 and --debounce-max at least D, e.g. --debounce 30s --debounce-max 5m")
+		}
+		return jobq.Debounce(d, maxWait), nil
+	}
+	return nil, usagef("--on-conflict %q: use skip, replace or debounce", mode)
 }

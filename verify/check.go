@@ -17,6 +17,7 @@ type finalState struct {
 	stats  backend.QueueStats        // the run queue's counts
 	wf     *wfState                  // the workflow workload's; nil for lone jobs
 	keys   *keyFinal                 // the keyed workload's; nil without keys
+	unique *uniqueFinal              // the unique workload's; nil without it
 }
 
 // attemptKey names one claim as the history sees it: the process that
@@ -150,6 +151,9 @@ func check(recs []*record, fs finalState, maxAttempts int, run string, maxAnomal
 	}
 	if fs.keys != nil {
 		c.checkKeys()
+	}
+	if fs.unique != nil {
+		c.checkUnique()
 	}
 	c.summarise()
 }
@@ -644,6 +648,9 @@ func (c *checker) summarise() {
 	}
 	if c.fs.keys != nil {
 		r.Checks = append(r.Checks, c.keyChecks(n)...)
+	}
+	if c.fs.unique != nil {
+		r.Checks = append(r.Checks, c.uniqueCheck(n))
 	}
 	for i := range r.Checks {
 		r.Checks[i].OK = r.Checks[i].Anomalies == 0

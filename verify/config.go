@@ -129,6 +129,15 @@ type Config struct {
 	// (backend.KeyController); one that does not is ErrNotSupported.
 	Keys   int
 	PerKey []int
+	// Unique, when 2 or more, makes every job a request for an identity
+	// that Unique jobs of the run ask for, a few batches apart (see
+	// uniqueWindow), so the later requests of an identity come while its
+	// job waits, runs, or has already ended. A
+	// request while the job lives answers its ID as a duplicate; one after
+	// it ended makes a new job of the identity. The checks then also show
+	// that no two jobs of one identity were ever live at once. Not with
+	// Workflows or Keys.
+	Unique int
 	// Ordered adds the ordered queue. The verifier then acts as the
 	// operator of its held keys: every ReplayEvery it lists them and
 	// replays each one's failed head that has jobs waiting behind it, so
@@ -273,6 +282,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.checkKeys(); err != nil {
 		return c, err
 	}
+	if err := c.checkUnique(); err != nil {
+		return c, err
+	}
 	ints := []struct {
 		name string
 		v    *int
@@ -359,6 +371,38 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkUnique refuses a unique workload that cannot run, saying what to
+// change.
+func (c Config) checkUnique() error {
+	bad := func(format string, args ...any) error {
+		return &configError{msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Unique == 0:
+		return nil
+	case c.Unique < 2:
+		return bad("Unique %d: give how many jobs ask for each identity, 2 or more", c.Unique)
+	case c.Unique > 1000:
+		return bad("Unique %d: use at most 1000 jobs per identity", c.Unique)
+	case c.Workflows > 0 || c.Keys > 0:
+		return bad("Unique with Workflows or Keys: the unique workload is lone jobs without keys, so give one of them")
+	}
+	return nil
+}
+
+// uniqueWindow is how many identities the unique workload asks for side
+// by side: job seq asks for one of the uniqueWindow identities of its
+// window of uniqueWindow × Unique jobs, so an identity's requests come
+// uniqueWindow jobs apart, a few batches, while its job may still wait or
+// run; and the last ones come after it may have ended.
+const uniqueWindow = 50
+
+// identityOf is the identity job seq of the unique workload asks for.
+func (c Config) identityOf(seq int64) int64 {
+	span := int64(uniqueWindow * c.Unique)
+	return seq/span*uniqueWindow + seq%uniqueWindow
 }
 
 // maxKeys bounds Config.Keys: a key names a tenant of the workload, and

@@ -38,6 +38,10 @@
 // verifier replays each held key's failed head as an operator would; a
 // head replayed more than once has a life per replay.
 //
+// With Config.Unique every job is one of Unique requests for an
+// identity (its unique key), and one more check runs: no two jobs of one
+// identity were ever provably live at once (UNIQUE TWO LIVE).
+//
 // Run is what `jobq verify` runs. Worker processes are a program that
 // calls WorkerMain (the jobq command's hidden `verify worker`), named by
 // Config.WorkerCommand.

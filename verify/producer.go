@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -45,8 +46,17 @@ type producer struct {
 	fanOut int
 	planWF func(n int64) (tasks []payload, perm bool)
 
-	mu      sync.Mutex
-	acked   map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
+	// identity, in the unique workload, is the identity job seq asks
+	// for; nil otherwise.
+	identity func(seq int64) int64
+
+	mu    sync.Mutex
+	acked map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
+	// ackMono is when each acknowledged job's enqueue was first
+	// acknowledged (monoNow): the job was live then, unless it had
+	// already ended.
+	ackMono map[int64]int64
+	dups    int             // requests the unique workload was answered as duplicates
 	wfAcked map[int64]int64 // workflow ID -> number: the workflows acknowledged
 	wfPerm  map[int64]bool  // the numbers of the workflows with a part failing for good
 
@@ -66,10 +76,14 @@ func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.R
 			return planWorkflow(rng, run, n, cfg.FanOut, cfg.SlowShare, cfg.Lease, replaySpread(cfg))
 		},
 		acked:   make(map[int64]int64, cfg.Jobs),
+		ackMono: make(map[int64]int64, cfg.Jobs),
 		wfAcked: map[int64]int64{}, wfPerm: map[int64]bool{},
 	}
 	if cfg.Workflows > 0 {
 		p.n, p.fanOut = cfg.Workflows, cfg.FanOut
+	}
+	if cfg.Unique > 0 {
+		p.identity = cfg.identityOf
 	}
 	if cfg.Keys > 0 {
 		p.keyOf = keyPlanner(cfg.keyQueues(queue), cfg.Keys, seeded(cfg.Seed, streamKeys))
@@ -92,8 +106,14 @@ func keyPlanner(qs []keyQueue, keys int, rng *rand.Rand) func(seq int64, p *payl
 	}
 }
 
-// uniqueKey is job seq's unique key.
-func (p *producer) uniqueKey(seq int64) string { return p.queue + "-" + strconv.FormatInt(seq, 10) }
+// uniqueKey is job seq's unique key: its own, or in the unique workload
+// its identity's.
+func (p *producer) uniqueKey(seq int64) string {
+	if p.identity != nil {
+		return p.queue + "-u" + strconv.FormatInt(p.identity(seq), 10)
+	}
+	return p.queue + "-" + strconv.FormatInt(seq, 10)
+}
 
 // run enqueues every job (or workflow), on schedule, until done or ctx
 // ends.
@@ -159,9 +179,18 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 		res, err := p.client.EnqueueMany(cctx, specs)
 		cancel()
 		if err == nil {
+			now := monoNow()
 			p.mu.Lock()
 			for i, r := range res {
-				p.acked[r.ID] = int64(from + i)
+				if _, seen := p.acked[r.ID]; seen {
+					// A duplicate of the unique workload: the job keeps
+					// the seq that made it.
+					p.dups++
+					continue
+				}
+				// (A duplicate naming a job not acknowledged yet names
+				// the one a send whose reply was lost made.)
+				p.acked[r.ID], p.ackMono[r.ID] = int64(from+i), now
 			}
 			p.mu.Unlock()
 			p.enqueued.Add(int64(k))
@@ -186,9 +215,13 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 func (p *producer) ackedJobs() map[int64]int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := make(map[int64]int64, len(p.acked))
-	for id, seq := range p.acked {
-		out[id] = seq
-	}
-	return out
+	return maps.Clone(p.acked)
+}
+
+// uniqueAcks returns when each acknowledged job was first acknowledged,
+// and how many requests were answered as duplicates.
+func (p *producer) uniqueAcks() (map[int64]int64, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.ackMono), p.dups
 }

@@ -60,9 +60,13 @@ type Report struct {
 	// removed.
 	HistoryDir string
 
-	Enqueued       int // acknowledged jobs
-	Extra          int // jobs a batch sent again inserted twice (not acknowledged; checked all the same)
-	EnqueueRetries int // batches sent again after an error
+	Enqueued int // acknowledged jobs
+	// The unique workload's (Config.Unique): the identities whose jobs
+	// ran, the requests answered as duplicates of a live job, and the
+	// identities that had a new job after an earlier one ended.
+	UniqueIdentities, UniqueDuplicates, UniqueRemade int
+	Extra                                            int // jobs a batch sent again inserted twice (not acknowledged; checked all the same)
+	EnqueueRetries                                   int // batches sent again after an error
 
 	Done            int // done, applied
 	DoneUnconfirmed int // the handler succeeded but its process died before the worker heard back; gone from the backend
@@ -225,6 +229,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Keys > 0 {
 		row("keys", "%d ran jobs; most attempts of one key at once: %s; ordered: %d keys, at most %d at once, %d jobs done; held heads: %d replayed, %d calls failed (made again), %d discarded; %d held after the drain",
 			r.Keys, r.mostRunning(), r.OrderedKeys, r.OrderedMostRunning, r.OrderedDone, r.KeyReplayed, r.KeyReplayErrors, r.KeyReplaysPurged, r.KeysHeld)
+	}
+	if c.Unique > 0 {
+		row("unique", "%d identities ran, %d requests each; %d answered as duplicates; %d identities remade after their job ended",
+			r.UniqueIdentities, c.Unique, r.UniqueDuplicates, r.UniqueRemade)
 	}
 	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
 	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)

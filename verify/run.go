@@ -519,6 +519,10 @@ func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, 
 			return fs, err
 		}
 	}
+	if r.cfg.Unique > 0 {
+		fs.unique = &uniqueFinal{identity: r.cfg.identityOf}
+		fs.unique.ackMono, fs.unique.dups = r.prod.uniqueAcks()
+	}
 	if fs.stats, err = r.queueStats(ctx); err != nil {
 		return fs, fmt.Errorf("verify: read the queue's counts: %w", err)
 	}

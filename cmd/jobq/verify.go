@@ -79,6 +79,12 @@ those whose outcome was applied or never refused), that each ordered key's
 jobs started and completed in insertion order, replays included, and that no
 key is left held without its failed head.
 
+--unique N makes every job a request for an identity that N jobs of the run
+ask for, enqueued with that identity's unique key, the later requests while
+its job waits, runs or has ended (a duplicate answers the live job's ID; a
+request after it ended makes a new job). The checks then also show that no
+two jobs of one identity were ever live at once.
+
 --workflows N makes the workload N workflows instead of lone jobs: each is
 --fan-out parts (10) and a join that waits for all of them, and 2 % of them
 have a part that fails for good. The checks then also show that every join
@@ -105,6 +111,7 @@ run's failed jobs are purged afterwards unless --keep.`,
   jobq verify --broker redis --faults kill,pause,proxy,restart --duration 30s
   jobq verify --workflows 1000 --faults kill,replay --kill-every 200ms --duration 2m --slow 0
   jobq verify --keys 200 --per-key 1,2 --ordered --faults kill,pause --duration 60s
+  jobq verify --unique 4 --jobs 8000 --faults kill,proxy --duration 60s
   jobq verify --db memory: --faults none`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -122,6 +129,7 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.IntVar(&c.Keys, "keys", 0, "spread the jobs over this many keys, on a queue per --per-key limit and with --ordered an ordered queue")
 	fl.IntSliceVar(&c.PerKey, "per-key", nil, "key limits, one queue each (e.g. 1,2), with --keys")
 	fl.BoolVar(&c.Ordered, "ordered", false, "with --keys, an ordered queue too, whose held keys verify replays as an operator would")
+	fl.IntVar(&c.Unique, "unique", 0, "make each job one of this many requests for one identity (its unique key), to check that one job of an identity lives at a time")
 	fl.IntVar(&c.Procs, "procs", 3, "worker processes (in-process workers on memory:)")
 	fl.IntVar(&c.Concurrency, "concurrency", 10, "jobs each worker runs at once")
 	fl.DurationVar(&c.Duration, "duration", 15*time.Second, "how long the faults go on (jobs are enqueued over the first 80 %)")
@@ -183,6 +191,14 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 	}
 	if err := f.checkKeys(cmd); err != nil {
 		return err
+	}
+	if fl := cmd.Flags(); fl.Changed("unique") {
+		switch {
+		case c.Unique < 2:
+			return usagef("--unique %d: give how many jobs ask for each identity, 2 or more", c.Unique)
+		case fl.Changed("workflows") || fl.Changed("keys"):
+			return usagef("--unique with --workflows or --keys: the unique workload is lone jobs without keys, so give one of them")
+		}
 	}
 	for _, d := range []struct {
 		name string

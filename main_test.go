@@ -18,5 +18,8 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cronChildEnv) != "" {
 		os.Exit(runCronChild())
 	}
+	if os.Getenv(uniqueChildEnv) != "" {
+		os.Exit(runUniqueChild())
+	}
 	goleak.VerifyTestMain(m)
 }

@@ -59,6 +59,11 @@ JSON line per workload, so figures can be compared run to run:
 --keys K spreads drain's jobs over K keys, and --key-limit N lets at most N
 jobs of a key run at once: what keys cost a drain.
 
+--unique gives every job of enqueue-batch a unique key, and --duplicates F
+makes that share of each batch repeat keys of the previous batch's jobs,
+still waiting, which the store answers as duplicates: what uniqueness costs
+an insert. Its line gives the jobs sent and those inserted.
+
 --worker-process runs the worker in a second jobq process (this binary, as
 the hidden 'jobq bench-worker') on the same --db, as deployments do:
 producers here, the worker there, the jobs reaching it through the store
@@ -112,6 +117,8 @@ runs with and without it, interleaved; each result names what was on
 	fl.IntVar(&f.cfg.Keys, "keys", 0, "drain: spread the jobs over this many keys")
 	fl.IntVar(&f.cfg.KeyLimit, "key-limit", 0, "drain with --keys: at most this many jobs of a key running at once")
 	fl.IntVar(&f.cfg.Hot, "hot", 100000, "fairness: jobs queued on one key before the 100 small keys' 10 each (0: the baseline)")
+	fl.BoolVar(&f.cfg.Unique, "unique", false, "enqueue-batch: give every job a unique key, to measure what enforcing uniqueness costs")
+	fl.Float64Var(&f.cfg.Duplicates, "duplicates", 0, "enqueue-batch with --unique: this share of each batch (0 to 0.9) repeats keys of the previous batch's waiting jobs")
 	fl.DurationVar(&f.cfg.KeepCompleted, "keep-completed", 0, "workers keep completed jobs this long (retention), to measure what keeping them costs")
 	fl.BoolVar(&f.workerProcess, "worker-process", false, "run the workers in a separate jobq process, as deployed: its jobs reach it through the store")
 	fl.StringVar(&f.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
@@ -142,6 +149,12 @@ func (f *benchFlags) check() ([]string, error) {
 	}
 	if f.cfg.KeyLimit > backend.MaxKeyLimit {
 		return nil, usagef("--key-limit %d: use 1..%d", f.cfg.KeyLimit, backend.MaxKeyLimit)
+	}
+	if f.cfg.Duplicates < 0 || f.cfg.Duplicates > 0.9 || math.IsNaN(f.cfg.Duplicates) {
+		return nil, usagef("--duplicates %v: use a share from 0 to 0.9", f.cfg.Duplicates)
+	}
+	if f.cfg.Duplicates > 0 && !f.cfg.Unique {
+		return nil, usagef("--duplicates needs --unique: only jobs with a unique key can be duplicates")
 	}
 	if f.cfg.KeepCompleted < 0 {
 		return nil, usagef("--keep-completed %s is negative", f.cfg.KeepCompleted)

@@ -74,6 +74,21 @@ func TestBenchKeys(t *testing.T) {
 	}
 }
 
+// TestBenchUnique: enqueue-batch with --unique --duplicates 0.5 sends
+// every job and stores half of them, the rest answered as duplicates of
+// the previous batch's waiting jobs.
+func TestBenchUnique(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--db", "memory:", "bench", "--workload", "enqueue-batch", "-n", "1000", "--batch", "100", "--unique", "--duplicates", "0.5")
+	var m map[string]any
+	if r.err != nil || json.Unmarshal([]byte(r.out), &m) != nil {
+		t.Fatalf("bench enqueue-batch --unique: %v\n%s%s", r.err, r.out, r.errOut)
+	}
+	if m["jobs"] != 1000.0 || m["inserted"] != 500.0 || m["unique"] != true || m["duplicates"] != 0.5 {
+		t.Fatalf("enqueue-batch line %s: want 1000 jobs sent, 500 inserted, unique, duplicates 0.5", r.out)
+	}
+}
+
 // TestBenchMemProfile: --memprofile writes a pprof profile (gzipped
 // protobuf) of the run's allocations. (--cpuprofile is not run here: it
 // would fail under go test -cpuprofile, which holds the only profiler.)
@@ -152,6 +167,8 @@ func TestBenchUsageErrors(t *testing.T) {
 		{"--workers", "20000"},
 		{"--key-limit", "1"},
 		{"--keys", "-1"},
+		{"--duplicates", "0.5"},
+		{"--unique", "--duplicates", "0.95"},
 		{"extra"},
 	} {
 		r := run(t, append([]string{"--db", "memory:", "bench"}, args...)...)

@@ -95,6 +95,13 @@ type Config struct {
 	// once (the queue's key rules): what keys cost a drain.
 	Keys     int
 	KeyLimit int
+	// Unique gives every job of enqueue-batch a unique key, and
+	// Duplicates (a share from 0 to 0.9) makes that share of each batch
+	// name keys of the previous batch's new jobs, still waiting: what
+	// enforcing uniqueness costs a batch insert, and what a duplicate
+	// costs. Default: no unique keys.
+	Unique     bool
+	Duplicates float64
 	// Hot is how many jobs the fairness workload queues on one key
 	// before its 100 small keys' 10 jobs each; 0 measures the small keys
 	// alone, the baseline. Defaults to none.
@@ -147,6 +154,9 @@ func (c Config) withDefaults() (Config, error) {
 		if *f.v == 0 {
 			*f.v = f.def
 		}
+	}
+	if c.Duplicates < 0 || c.Duplicates > 0.9 || (c.Duplicates > 0 && !c.Unique) {
+		return c, fmt.Errorf("%w: bench Duplicates %v: a share from 0 to 0.9, with Unique", jobq.ErrInvalidInput, c.Duplicates)
 	}
 	if c.Duration < 0 || c.Stall < 0 {
 		return c, fmt.Errorf("%w: bench durations must not be negative", jobq.ErrInvalidInput)
@@ -208,6 +218,12 @@ type Result struct {
 	Keys     int `json:"keys,omitempty"`
 	KeyLimit int `json:"key_limit,omitempty"`
 	Hot      int `json:"hot,omitempty"`
+	// Unique and Duplicates: enqueue-batch's unique keys and the share of
+	// duplicates (Config.Unique, Config.Duplicates); Inserted is how many
+	// of its Jobs were new jobs, the rest answered as duplicates.
+	Unique     bool    `json:"unique,omitempty"`
+	Duplicates float64 `json:"duplicates,omitempty"`
+	Inserted   int64   `json:"inserted,omitempty"`
 	// Enqueue-to-handler-start latency percentiles (latency only), or,
 	// for fairness, from the worker's start to each small key's job's
 	// start.

@@ -53,6 +53,7 @@ func Run(t *testing.T, h Harness) {
 		{"Insert", testInsert},
 		{"Unique", testUnique},
 		{"Conflict", testConflict},
+		{"UniqueFreed", testUniqueFreed},
 		{"Claim", testClaim},
 		{"ClaimOrder", testClaimOrder},
 		{"Complete", testComplete},

@@ -3,7 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -61,9 +61,12 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	nowUS := micros(now)
 	params, replaced := backend.FoldConflicts(params)
 	fresh := make([]int, 0, len(params)) // indexes of params to insert
-	var keys map[string]int              // unique key -> index of the batch item inserting it
-	var dupOf map[int]int                // duplicate item -> batch item it repeats
-	var lookup *sql.Stmt
+	held, err := uniqueHolders(ctx, tx, st, params)
+	if err != nil {
+		return err
+	}
+	var keys map[string]int // unique key -> index of the batch item inserting it
+	var dupOf map[int]int   // duplicate item -> batch item it repeats
 	for i, p := range params {
 		if p.UniqueKey == "" {
 			fresh = append(fresh, i)
@@ -78,21 +81,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			results[i].Replaced = replaced != nil && replaced[i]
 			continue
 		}
-		if keys == nil {
-			keys = make(map[string]int)
-			if st != nil {
-				lookup = tx.StmtContext(ctx, st.uniqueLookup)
-			}
-		}
-		var row *sql.Row
-		if lookup != nil {
-			row = lookup.QueryRowContext(ctx, p.UniqueKey)
-		} else {
-			row = tx.QueryRowContext(ctx, qUniqueLookup, p.UniqueKey)
-		}
-		var id int64
-		switch err := row.Scan(&id); {
-		case err == nil:
+		if id, ok := held[p.UniqueKey]; ok {
 			results[i] = backend.InsertResult{ID: id, Duplicate: true}
 			if c, asked := backend.ConflictOf(params, i, now); asked {
 				var err error
@@ -101,8 +90,9 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 				}
 			}
 			continue
-		case !errors.Is(err, sql.ErrNoRows):
-			return err
+		}
+		if keys == nil {
+			keys = make(map[string]int)
 		}
 		keys[p.UniqueKey] = i
 		fresh = append(fresh, i)
@@ -188,6 +178,48 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		results[i].ID = results[j].ID
 	}
 	return nil
+}
+
+// uniqueHolders returns the live jobs holding the unique keys of params:
+// key to job ID. The caller's write transaction keeps them from changing
+// until it inserts (SQLite has one writer at a time).
+func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]int64, error) {
+	var keys []string
+	for _, p := range params {
+		if p.UniqueKey != "" {
+			keys = append(keys, p.UniqueKey)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	arg, err := json.Marshal(keys)
+	if err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	var rows *sql.Rows
+	if st != nil {
+		rows, err = tx.StmtContext(ctx, st.uniqueLookup).QueryContext(ctx, string(arg))
+	} else {
+		rows, err = tx.QueryContext(ctx, qUniqueLookup, string(arg))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	defer rows.Close()
+	held := make(map[string]int64)
+	for rows.Next() {
+		var key string
+		var id int64
+		if err := rows.Scan(&key, &id); err != nil {
+			return nil, fmt.Errorf("look up unique keys: %w", err)
+		}
+		held[key] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("look up unique keys: %w", err)
+	}
+	return held, nil
 }
 
 // applyConflict gives the waiting job id what c asks (qConflict) and

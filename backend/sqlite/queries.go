@@ -122,9 +122,10 @@ func multiInsert(cols, row string, n int) string {
 	return sb.String()
 }
 
-// qUniqueLookup: ?1 unique_key. Returns the ID of the live job holding the
-// key, or no row.
-const qUniqueLookup = `SELECT id FROM jobs WHERE unique_key = ?1`
+// qUniqueLookup: ?1 a JSON array of unique keys. Returns each key held by
+// a live job with that job's ID: one statement for a whole batch, since a
+// statement costs more than the index probes it makes.
+const qUniqueLookup = `SELECT unique_key, id FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))`
 
 // qConflict gives the waiting job ?1 holding a unique key what a
 // duplicate's conflict mode asks (backend.Conflict): payload ?2 and due

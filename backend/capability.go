@@ -72,3 +72,39 @@ type InsertCounter interface {
 	// counted when first inserted. It only reads.
 	JobsInserted(ctx context.Context) (int64, error)
 }
+
+// FinishNotifier is implemented by backends that can tell a process that
+// jobs finished (completed, failed or cancelled), so that Client.Wait
+// looks again at once instead of at its next poll: in process for memory
+// and sqlite (whose watcher also sees other processes' commits),
+// LISTEN/NOTIFY on Postgres, PUBLISH on Redis. Like Notifier's, a
+// notification is only a hint, coalesced, and may be lost: it does not
+// say which jobs finished, and waiters keep polling.
+type FinishNotifier interface {
+	// SubscribeFinished returns a channel that receives a value
+	// (coalesced: a buffer of one, never blocking the sender) soon after a
+	// call that finished jobs committed, anywhere in the store: one hint
+	// per JobComplete call that applied a done or fail outcome, per
+	// Cancel, per LeaseSweep that failed or cancelled jobs, never one per
+	// job, so the completion path pays nothing per job for it. cancel
+	// stops the subscription and must be called; it is idempotent.
+	SubscribeFinished() (ch <-chan struct{}, cancel func())
+}
+
+// FinishedTopic is the name under which backends file the subscriptions of
+// FinishNotifier among their queues' (internal/wakeup.Set): it is no valid
+// queue name ('!' cannot start one), so no queue's hint wakes a waiter and
+// no worker hears of finished jobs.
+const FinishedTopic = "!finished"
+
+// Finishes reports whether outcomes finish any job (a done or a fail
+// outcome), so a backend sends FinishNotifier's hint only for those calls:
+// a batch of retries finishes nothing.
+func Finishes(outcomes []Outcome) bool {
+	for i := range outcomes {
+		if k := outcomes[i].Kind; k == OutcomeDone || k == OutcomeFail {
+			return true
+		}
+	}
+	return false
+}

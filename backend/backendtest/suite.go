@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{"Stats", testStats},
 		{"Closed", testClosed},
 		{"Notify", testNotify},
+		{"FinishNotify", testFinishNotify},
 		{"Worker", testWorker},
 		{"Queues", testQueues},
 		{"Cancel", testCancel},

@@ -65,6 +65,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		}
 	}
 	b.wake(woken)
+	if backend.Finishes(outcomes) || len(res.Cancelled) > 0 {
+		b.wakeFinished()
+	}
 	return res, nil
 }
 
@@ -101,6 +104,7 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 	now := b.now()
 	var res backend.CompleteResult
 	woken := map[string]bool{}
+	failed := false
 	for _, ref := range refs {
 		j := b.held(ref)
 		if j == nil {
@@ -121,12 +125,16 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		default:
 			recordError(j, backend.ReleasedError, 0, "", now)
 			b.toFailed(j, backend.ReleasedError, now)
+			failed = true
 			continue
 		}
 		b.unreserve(j, now, now)
 		woken[j.Queue] = true
 	}
 	b.wake(woken)
+	if failed || len(res.Cancelled) > 0 {
+		b.wakeFinished()
+	}
 	return res, nil
 }
 
@@ -179,5 +187,8 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		res.Rescued++
 	}
 	b.wake(woken)
+	if res.Failed+res.Cancelled > 0 {
+		b.wakeFinished()
+	}
 	return res, nil
 }

@@ -22,6 +22,7 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 	for i, id := range ids {
 		out[i] = b.cancelOne(id, now)
 	}
+	b.wakeFinished()
 	return out, nil
 }
 

@@ -56,7 +56,7 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 	if err != nil {
 		return nil, err
 	}
-	b.wake(due)
+	b.wake(append(due, backend.FinishedTopic))
 	out := make([]backend.CancelResult, len(ids))
 	for i, id := range ids {
 		r, ok := byID[id]

@@ -200,6 +200,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	if err != nil {
 		return backend.CompleteResult{}, err
 	}
+	if len(appliedIDs) > 0 && backend.Finishes(outcomes) {
+		due = append(due, backend.FinishedTopic)
+	}
 	b.wake(due)
 	b.limits.EndedOutcomes(outcomes)
 	var res backend.CompleteResult
@@ -246,6 +249,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		}
 	}
 	res.Stale = append(res.Stale, repeats...)
+	if len(res.Cancelled) > 0 {
+		b.wake([]string{backend.FinishedTopic})
+	}
 	return res, nil
 }
 
@@ -406,6 +412,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			seen[j.Queue] = true
 			due = append(due, j.Queue)
 		}
+	}
+	if res.Failed+res.Cancelled > 0 {
+		due = append(due, backend.FinishedTopic)
 	}
 	b.wake(due)
 	return res, taskErr

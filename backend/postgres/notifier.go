@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
 	"github.com/jobq/jobq/internal/wakeup"
 )
@@ -36,6 +37,15 @@ import (
 // never fires.
 func (b *Backend) Subscribe(queues []string) (<-chan struct{}, func()) {
 	return b.listener.subscribe(queues)
+}
+
+// SubscribeFinished implements backend.FinishNotifier on the same
+// listener and channel as Subscribe: the calls that finished jobs send
+// backend.FinishedTopic as their "queue" through the sender, coalesced
+// with the other hints and at most one NOTIFY per minNotifyInterval, so
+// a drain's completions cost no NOTIFY each.
+func (b *Backend) SubscribeFinished() (<-chan struct{}, func()) {
+	return b.listener.subscribe([]string{backend.FinishedTopic})
 }
 
 // wake tells subscribers everywhere that queues got jobs available now,

@@ -38,6 +38,7 @@ func (b *Backend) JobCancel(ctx context.Context, ids []int64) ([]backend.CancelR
 		return nil, err
 	}
 	b.hub.notify(woken)
+	b.hub.notifyFinished()
 	// A cancelled head lets its key's next job go.
 	b.wakeKeyQueues()
 	return out, nil

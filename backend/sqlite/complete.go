@@ -158,6 +158,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
+	if backend.Finishes(outcomes) || len(res.Cancelled) > 0 {
+		b.hub.notifyFinished()
+	}
 	b.wakeKeyQueues()
 	b.limits.EndedOutcomes(params.Outcomes)
 	return res, nil
@@ -272,6 +275,8 @@ func (b *Backend) JobRelease(ctx context.Context, refs []backend.JobRef) (backen
 		return backend.CompleteResult{}, err
 	}
 	b.hub.notify(woken)
+	// A release may fail or cancel jobs: a hint costs a waiter one look.
+	b.hub.notifyFinished()
 	b.wakeKeyQueues()
 	b.limits.Ended(refs)
 	return res, nil

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/lifecycle"
 	"github.com/jobq/jobq/internal/ticker"
 	"github.com/jobq/jobq/internal/wakeup"
@@ -68,6 +69,20 @@ func (b *Backend) Subscribe(queues []string) (<-chan struct{}, func()) {
 		b.loops.Start(context.Background(), lifecycle.Component{Name: "sqlite watcher " + b.path, Run: b.watch})
 	}
 	return ch, cancel
+}
+
+// SubscribeFinished implements backend.FinishNotifier like Subscribe: this
+// Backend's own calls that finished jobs wake the channel at once, and
+// the watcher wakes it for every other connection's commits (which may
+// have finished jobs: it cannot tell), so a waiter in another process
+// looks again within the watcher's interval.
+func (b *Backend) SubscribeFinished() (<-chan struct{}, func()) {
+	return b.Subscribe([]string{backend.FinishedTopic})
+}
+
+// notifyFinished wakes the subscribers of finished jobs. It never blocks.
+func (h *hub) notifyFinished() {
+	h.subs.Wake(backend.FinishedTopic)
 }
 
 // notify wakes every subscriber of any of queues. It never blocks.

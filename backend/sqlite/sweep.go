@@ -118,6 +118,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, err
 	}
 	b.hub.notify(woken)
+	if res.Failed+res.Cancelled > 0 {
+		b.hub.notifyFinished()
+	}
 	if len(res.Jobs) > 0 || res.Cancelled > 0 {
 		b.wakeKeyQueues()
 	}

@@ -15,6 +15,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(cancelChildEnv) != "" {
 		os.Exit(runCancelChild())
 	}
+	if os.Getenv(waitChildEnv) != "" {
+		os.Exit(runWaitChild())
+	}
 	if os.Getenv(cronChildEnv) != "" {
 		os.Exit(runCronChild())
 	}

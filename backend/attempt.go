@@ -50,7 +50,7 @@ func WorkerText(s string) string {
 		s = strings.ToValidUTF8(s, "\uFFFD")
 		s = strings.ReplaceAll(s, "\x00", "\uFFFD")
 	}
-	return shorten(s, MaxWorkerBytes)
+	return Shorten(s, MaxWorkerBytes)
 }
 
 // AppendAttemptError appends e to errs, dropping the oldest entries past

@@ -134,7 +134,7 @@ func ValidateScheduleTick(p ScheduleTickParams) error {
 // unquoted in command lines and admin URLs.
 func validateScheduleName(name string) error {
 	if !validQueue(name) {
-		return &InputError{Field: "schedule name", Reason: fmt.Sprintf("%q: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", shorten(name, 64), MaxScheduleNameLen)}
+		return &InputError{Field: "schedule name", Reason: fmt.Sprintf("%q: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", Shorten(name, 64), MaxScheduleNameLen)}
 	}
 	return nil
 }

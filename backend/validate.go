@@ -45,7 +45,7 @@ func ValidateQueue(name string) error {
 		shown := fmt.Sprintf("%q", name)
 		if len(name) > MaxQueueLen {
 			// Echoing a huge argument back in full only buries the hint.
-			shown = fmt.Sprintf("%q… (%d bytes)", shorten(name, 32), len(name))
+			shown = fmt.Sprintf("%q… (%d bytes)", Shorten(name, 32), len(name))
 		}
 		return &InputError{Field: "queue", Reason: fmt.Sprintf("%s: use 1 to %d letters, digits, '_', '-', '.' or ':', starting with a letter or digit", shown, MaxQueueLen)}
 	}
@@ -154,11 +154,11 @@ func ValidateMetadata(m map[string]string) error {
 		case k == "":
 			return &InputError{Field: "metadata", Reason: "a key is empty"}
 		case len(k) > MaxMetadataKeyBytes:
-			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q… is longer than %d bytes", shorten(k, 32), MaxMetadataKeyBytes)}
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q… is longer than %d bytes", Shorten(k, 32), MaxMetadataKeyBytes)}
 		case !cleanText(k):
-			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q is not valid UTF-8 or holds a NUL byte", shorten(k, 32))}
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("key %q is not valid UTF-8 or holds a NUL byte", Shorten(k, 32))}
 		case !cleanText(v):
-			return &InputError{Field: "metadata", Reason: fmt.Sprintf("the value of key %q is not valid UTF-8 or holds a NUL byte", shorten(k, 32))}
+			return &InputError{Field: "metadata", Reason: fmt.Sprintf("the value of key %q is not valid UTF-8 or holds a NUL byte", Shorten(k, 32))}
 		}
 		size += len(k) + len(v)
 	}
@@ -186,9 +186,9 @@ func cleanText(s string) bool {
 	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
 }
 
-// shorten cuts s to at most n bytes on a rune boundary, for echoing user
+// Shorten cuts s to at most n bytes on a rune boundary, for echoing user
 // input in an error without repeating all of it.
-func shorten(s string, n int) string {
+func Shorten(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -227,7 +227,7 @@ func ErrorText(s string) string {
 	marker := fmt.Sprintf("\n… [%d bytes cut] …\n", len(s)-MaxErrorBytes)
 	// The marker's own length is taken from the tail, so the result is
 	// exactly at most MaxErrorBytes whatever the cut's digits.
-	head := shorten(s, ErrorHeadBytes)
+	head := Shorten(s, ErrorHeadBytes)
 	tailLen := MaxErrorBytes - len(head) - len(marker)
 	start := len(s) - tailLen
 	for start < len(s) && !utf8.RuneStart(s[start]) {

@@ -30,7 +30,13 @@ var checkStates = [...]string{"OK", "WARNING", "CRITICAL", "UNKNOWN"}
 // line of result is printed: main prints nothing more.
 type checkExit struct{ code int }
 
-func (e checkExit) Error() string { return "jobq check: " + checkStates[e.code] }
+func (e checkExit) Error() string {
+	if e.code < 0 || e.code >= len(checkStates) {
+		// Other commands end with their own codes the same way.
+		return fmt.Sprintf("exit code %d", e.code)
+	}
+	return "jobq check: " + checkStates[e.code]
+}
 
 // limits are one level's thresholds (warning or critical) and the flags
 // that set them; a value over a set threshold reaches the level.

@@ -170,6 +170,8 @@ func TestBadInput(t *testing.T) {
 		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
 		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},
 		{"arg count", []string{"enqueue", "x"}, "TYPE and PAYLOAD"},
+		{"wait ID", []string{"jobs", "wait", "0"}, "job ID"},
+		{"wait timeout", []string{"jobs", "wait", "1", "--timeout", "soon"}, "--timeout"},
 		{"unknown command", []string{"nope"}, `unknown command "nope"`},
 		{"unknown subcommand", []string{"failed", "nope"}, "list, purge, retry, show"},
 		{"missing subcommand", []string{"failed"}, "needs a subcommand"},

@@ -28,6 +28,9 @@ their own command, 'jobq failed list'. Never creates a store.`,
 	show := a.newJobsShowCmd()
 	show.PreRunE = a.requireDurable
 	cmd.AddCommand(show)
+	wait := a.newJobsWaitCmd()
+	wait.PreRunE = a.requireDurable
+	cmd.AddCommand(wait)
 	return cmd
 }
 

@@ -90,6 +90,11 @@ func waitJob(ctx context.Context, b backend.Backend, id int64) (WaitResult, erro
 	defer timer.Stop()
 	for {
 		res, done, err := waitLook(ctx, ins, id)
+		if err != nil && ctx.Err() != nil && res.State == "" && !errors.Is(err, ErrJobGone) {
+			// The look failed because ctx ended: say that, with its cause,
+			// not the store's words for it.
+			return WaitResult{}, fmt.Errorf("wait for job %d: %w", id, context.Cause(ctx))
+		}
 		if done || err != nil {
 			return res, err
 		}

@@ -32,6 +32,7 @@ func (s *server) apiRoutes() []apiRoute {
 		{"GET", "/api/v1/jobs", ScopeRead, s.listJobs},
 		{"GET", "/api/v1/jobs/{id}", ScopeRead, s.getJob},
 		{"POST", "/api/v1/jobs/{id}/cancel", ScopeAdmin, s.cancelJob},
+		{"GET", "/api/v1/jobs/{id}/wait", ScopeRead, s.waitJob},
 
 		{"GET", "/api/v1/failed", ScopeRead, s.listFailed},
 		{"GET", "/api/v1/failed/{id}", ScopeRead, s.getFailed},

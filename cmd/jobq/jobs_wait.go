@@ -10,6 +10,7 @@ import (
 
 	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 )
 
 // The exit codes of 'jobq jobs wait' beyond 0 (completed), 1 (error) and
@@ -21,15 +22,6 @@ const (
 	exitWaitTimeout   = 5 // --timeout ended first; the job runs on
 	exitWaitGone      = 6 // no such job: completed and not kept, or never enqueued
 )
-
-// waitJSON is one finished job as 'jobq jobs wait --json' prints it.
-type waitJSON struct {
-	ID         int64   `json:"id"`
-	State      string  `json:"state"`
-	Result     any     `json:"result,omitempty"`
-	Error      string  `json:"error,omitempty"`
-	FinishedAt *string `json:"finished_at,omitempty"`
-}
 
 func (a *app) newJobsWaitCmd() *cobra.Command {
 	var (
@@ -73,7 +65,7 @@ prints one line on stderr saying why.`,
 					return err
 				}
 				if asJSON && code != exitWaitTimeout && code != exitWaitGone {
-					if err := writeJSON(a.out, waitAsJSON(res)); err != nil {
+					if err := writeJSON(a.out, jobview.Waited(a.masker(), res)); err != nil {
 						return err
 					}
 				} else if code == 0 && len(res.Result) > 0 {
@@ -114,17 +106,4 @@ func waitExit(err error) int {
 		return exitWaitGone
 	}
 	return exitError
-}
-
-// waitAsJSON is res as --json prints it.
-func waitAsJSON(res jobq.WaitResult) waitJSON {
-	out := waitJSON{ID: res.ID, State: string(res.State), Error: res.Error}
-	if len(res.Result) > 0 {
-		out.Result = res.Result
-	}
-	if !res.FinishedAt.IsZero() {
-		s := res.FinishedAt.UTC().Format(time.RFC3339Nano)
-		out.FinishedAt = &s
-	}
-	return out
 }

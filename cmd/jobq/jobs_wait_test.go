@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq/backend"
+	"github.com/jobq/jobq/internal/jobview"
 )
 
 // TestJobsWait: 'jobq jobs wait' prints a completed job's result and exits
@@ -51,7 +52,7 @@ func TestJobsWait(t *testing.T) {
 	if r.err != nil || r.out != `{"url":"s3://b/1.png"}`+"\n" {
 		t.Fatalf("wait on a completed job: %q, %v; want its result", r.out, r.err)
 	}
-	var js waitJSON
+	var js jobview.Wait
 	r = run(t, "--db", db, "jobs", "wait", fmt.Sprint(done), "--json")
 	if err := json.Unmarshal([]byte(r.out), &js); err != nil || r.err != nil || js.State != "completed" || js.ID != done || js.FinishedAt == nil {
 		t.Fatalf("wait --json: %q, %v (%v)", r.out, r.err, err)

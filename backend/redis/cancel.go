@@ -95,6 +95,7 @@ func (b *Backend) cancel(ctx context.Context, ids []int64) ([]backend.CancelResu
 			break
 		}
 	}
+	b.finished()
 	return out, nil
 }
 

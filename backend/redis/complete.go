@@ -93,6 +93,9 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 	res, err := b.complete(ctx, outcomes)
 	if err == nil {
 		b.limits.EndedOutcomes(outcomes)
+		if backend.Finishes(outcomes) || len(res.Cancelled) > 0 {
+			b.finished()
+		}
 	}
 	return res, b.fail("complete jobs", err)
 }

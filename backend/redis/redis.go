@@ -305,6 +305,7 @@ type Backend struct {
 	limits   *limitwake.Tracker // wakes local workers when a limited queue's job ends
 	inserts  *inserter
 	origin   string // tags this Backend's pub/sub messages
+	finish   *finishSender
 	url      string // as given to Open when it has secrets, to scrub them from errors
 	grace    time.Duration
 
@@ -369,6 +370,7 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	}
 	b.reg = newRegistry(b)
 	b.notifier = newNotifier(b)
+	b.finish = newFinishSender(b)
 	b.limits = limitwake.New(b.notifier.wake)
 	b.inserts = newInserter(b)
 	err = b.start(ctx)
@@ -530,6 +532,7 @@ func (b *Backend) Close() error {
 		return nil
 	}
 	b.notifier.stop()
+	b.finish.stop()
 	b.limits.Close()
 	b.background.Stop()
 	return b.c.close()

@@ -20,6 +20,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	res, err := b.sweep(ctx, limit)
+	if res.Failed+res.Cancelled > 0 {
+		b.finished()
+	}
 	return res, b.fail("sweep leases", err)
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -42,6 +43,28 @@ type Retention struct {
 	FailedMaxCount int
 	// PruneInterval is how often the prune loop runs. Defaults to 1m.
 	PruneInterval time.Duration
+	// Types overrides what happens to completed jobs of some job types
+	// (river#673): a chatty type whose results nobody reads need not
+	// fill the kept jobs that Completed keeps for the others.
+	Types map[string]TypeRetention
+}
+
+// TypeRetention is one job type's retention (Retention.Types).
+//
+// Only deleting at once is offered for now: a type kept longer or shorter
+// than Completed needs the prune to take each type by its own age, which
+// the backends' FinishedPrune cannot filter by yet.
+type TypeRetention struct {
+	// DeleteAtOnce deletes the type's completed jobs at their completion,
+	// as with retention off, even when Completed keeps the others'. Wait
+	// on such a job answers ErrJobGone once it completes.
+	DeleteAtOnce bool
+}
+
+// keepCompleted reports whether a completed job of type typ is kept
+// (backend.Outcome.Keep).
+func (r *Retention) keepCompleted(typ string) bool {
+	return r.Completed > 0 && (len(r.Types) == 0 || !r.Types[typ].DeleteAtOnce)
 }
 
 // defaultCancelledRetention is how long cancelled jobs are kept by default.
@@ -64,6 +87,19 @@ func (r Retention) withDefaults() (Retention, error) {
 	if r.FailedMaxCount < 0 {
 		return r, fmt.Errorf("%w: WorkerConfig.Retention.FailedMaxCount %d is negative", ErrInvalidInput, r.FailedMaxCount)
 	}
+	for typ, tr := range r.Types {
+		switch {
+		case typ == "":
+			return r, fmt.Errorf("%w: WorkerConfig.Retention.Types: a job type is empty", ErrInvalidInput)
+		case !tr.DeleteAtOnce:
+			// The zero value says nothing: most likely a field meant to
+			// be set was not.
+			return r, fmt.Errorf("%w: WorkerConfig.Retention.Types[%q] says nothing: set DeleteAtOnce", ErrInvalidInput, typ)
+		}
+	}
+	// The worker reads it for every completion: a copy the caller
+	// cannot change under it.
+	r.Types = maps.Clone(r.Types)
 	if r.Cancelled == 0 {
 		r.Cancelled = defaultCancelledRetention
 	}

@@ -213,7 +213,7 @@ func (w *Worker) decide(workCtx context.Context, row *backend.JobRow, job *Job, 
 	case err == nil:
 		ev.Kind = EventDone
 		item.Outcome.Kind = backend.OutcomeDone
-		item.Outcome.Keep = w.cfg.Retention.Completed > 0
+		item.Outcome.Keep = w.cfg.Retention.keepCompleted(row.Type)
 		return item, ev
 	case errors.Is(context.Cause(workCtx), ErrShutdown):
 		ev.Kind = EventReleased

@@ -63,8 +63,10 @@ const (
 // a second, so a lost hint only delays it. A job the store no longer has
 // anywhere (completed but not retained, pruned, or never enqueued) is
 // ErrJobGone: keep completed jobs (Retention) to read their results. It
-// returns ctx's error when ctx ends first, and a store's error as soon as
-// a look fails.
+// returns ctx's error when ctx ends first. A look that finds the store out
+// of reach (ErrUnavailable: a connection cut, a server restarting) is
+// looked again at the next poll; any other error of a look is returned at
+// once.
 func (c *Client) Wait(ctx context.Context, id int64) (WaitResult, error) {
 	return waitJob(ctx, c.b, id)
 }
@@ -94,6 +96,12 @@ func waitJob(ctx context.Context, b backend.Backend, id int64) (WaitResult, erro
 			// The look failed because ctx ended: say that, with its cause,
 			// not the store's words for it.
 			return WaitResult{}, fmt.Errorf("wait for job %d: %w", id, context.Cause(ctx))
+		}
+		if errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
+			// The store is out of reach for now (a cut connection, a
+			// restart): a durable wait outlives that, bounded by ctx,
+			// and looks again at its next poll.
+			done, err = false, nil
 		}
 		if done || err != nil {
 			return res, err

@@ -196,8 +196,7 @@ func TestUniqueKeyIsAPart(t *testing.T) {
 // TestReplaceAndDebounce, on memory and every durable backend: Replace
 // gives the waiting duplicate the new payload, Debounce inserts the job d
 // from now and pushes it on each duplicate; both are refused without a
-// unique key, and Debounce with a due time of its own. A backend without
-// conflict modes refuses them with ErrNotSupported.
+// unique key, and Debounce with a due time of its own.
 func TestReplaceAndDebounce(t *testing.T) {
 	t.Parallel()
 	for _, st := range everyStore {
@@ -211,10 +210,6 @@ func TestReplaceAndDebounce(t *testing.T) {
 				t.Fatal(err)
 			}
 			res, err := c.EnqueueMany(ctx, []jobq.JobSpec{{Type: "r.job", Payload: map[string]int{"v": 2}, Options: []jobq.EnqueueOption{byQueue, jobq.Replace()}}})
-			if errors.Is(err, jobq.ErrNotSupported) {
-				t.Logf("%s has no conflict modes: %v", st.Name, err)
-				return
-			}
 			if err != nil || !res[0].Duplicate || !res[0].Replaced || res[0].ID != first {
 				t.Fatalf("replace: %+v, %v; want job %d replaced", res, err, first)
 			}

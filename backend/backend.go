@@ -279,8 +279,7 @@ type InsertParams struct {
 	// job with ErrNotSupported (see RefuseKeys), writing nothing.
 	Key string
 	// OnConflict says what to do when UniqueKey is held (see
-	// ConflictMode); the zero value skips. Backends without conflict
-	// modes refuse another with ErrNotSupported (RefuseConflictModes).
+	// ConflictMode); the zero value skips.
 	OnConflict ConflictMode
 	// Debounce and DebounceMax are ConflictDebounce's delay and bound.
 	Debounce, DebounceMax time.Duration

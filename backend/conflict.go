@@ -160,16 +160,3 @@ func FoldConflicts(params []InsertParams) (out []InsertParams, replaced []bool) 
 	}
 	return out, replaced
 }
-
-// RefuseConflictModes is what a backend without conflict modes calls
-// first in its inserts: it refuses a batch holding an item whose conflict
-// mode is not skip, since skipping it instead would silently drop the
-// change the caller asked for.
-func RefuseConflictModes(params []InsertParams) error {
-	for i, p := range params {
-		if p.OnConflict != ConflictSkip {
-			return fmt.Errorf("insert job %d of %d: conflict mode %s: %w", i+1, len(params), p.OnConflict, ErrNotSupported)
-		}
-	}
-	return nil
-}

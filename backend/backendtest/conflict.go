@@ -1,7 +1,6 @@
 package backendtest
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -10,8 +9,7 @@ import (
 
 // testConflict: a duplicate's conflict mode (backend.ConflictMode)
 // changes the waiting job holding its unique key, never a running one,
-// inside the insert; a backend without conflict modes refuses them with
-// ErrNotSupported and writes nothing.
+// inside the insert.
 func testConflict(t *testing.T, h Harness) {
 	uniq := func(key, payload string, mode backend.ConflictMode) backend.InsertParams {
 		p := job("q", "t")
@@ -23,27 +21,18 @@ func testConflict(t *testing.T, h Harness) {
 		p.Debounce, p.DebounceMax = d, bound
 		return p
 	}
-	// supported inserts p, a duplicate of holder with a conflict mode, and
-	// returns its result; false when the backend refuses conflict modes,
-	// having checked that the refusal changed nothing.
-	supported := func(t *testing.T, b backend.Backend, p backend.InsertParams, holder int64) (backend.InsertResult, bool) {
+	// duplicate inserts p, a duplicate of holder with a conflict mode, and
+	// returns its result.
+	duplicate := func(t *testing.T, b backend.Backend, p backend.InsertParams, holder int64) backend.InsertResult {
 		t.Helper()
-		before := get(t, b, holder)
 		res, err := b.JobInsertMany(t.Context(), []backend.InsertParams{p})
-		if errors.Is(err, backend.ErrNotSupported) {
-			after := get(t, b, holder)
-			if !jsonEqual(after.Payload, before.Payload) || !after.AvailableAt.Equal(before.AvailableAt) {
-				t.Fatalf("a refused conflict mode changed job %d: %+v, was %+v", holder, after, before)
-			}
-			return backend.InsertResult{}, false
-		}
 		if err != nil {
 			t.Fatalf("JobInsertMany with conflict mode %s: %v", p.OnConflict, err)
 		}
 		if !res[0].Duplicate || res[0].ID != holder {
 			t.Fatalf("insert with mode %s = %+v, want a duplicate of job %d", p.OnConflict, res[0], holder)
 		}
-		return res[0], true
+		return res[0]
 	}
 
 	parallel(t, h, "ReplaceWaiting", func(t *testing.T, b backend.Backend) {
@@ -53,10 +42,7 @@ func testConflict(t *testing.T, h Harness) {
 		at := time.Now().Add(3 * time.Hour).Truncate(time.Microsecond)
 		p := uniq("k", `{"v":2}`, backend.ConflictReplace)
 		p.RunAt = at
-		res, ok := supported(t, b, p, holder)
-		if !ok {
-			return
-		}
+		res := duplicate(t, b, p, holder)
 		if !res.Replaced {
 			t.Fatalf("replace of a waiting job = %+v, want Replaced", res)
 		}
@@ -67,7 +53,7 @@ func testConflict(t *testing.T, h Harness) {
 		wantStats(t, b, backend.QueueStats{Queue: "q", Scheduled: 1})
 		// Due now: a claim takes it, with the new payload.
 		p = uniq("k", `{"v":3}`, backend.ConflictReplace)
-		if res, _ := supported(t, b, p, holder); !res.Replaced {
+		if res := duplicate(t, b, p, holder); !res.Replaced {
 			t.Fatalf("second replace = %+v, want Replaced", res)
 		}
 		if got := claimOne(t, b, "q"); got.ID != holder || !jsonEqual(got.Payload, []byte(`{"v":3}`)) {
@@ -75,13 +61,26 @@ func testConflict(t *testing.T, h Harness) {
 		}
 	})
 
+	parallel(t, h, "ReplaceOtherQueue", func(t *testing.T, b backend.Backend) {
+		// A unique key spans queues: the holder changes where it is.
+		holder := insertOne(t, b, uniq("k", `{"v":1}`, backend.ConflictSkip))
+		p := uniq("k", `{"v":2}`, backend.ConflictReplace)
+		p.Queue, p.Delay = "other", time.Hour
+		if res := duplicate(t, b, p, holder); !res.Replaced {
+			t.Fatalf("replace from another queue = %+v, want Replaced", res)
+		}
+		row := get(t, b, holder)
+		if row.Queue != "q" || !jsonEqual(row.Payload, []byte(`{"v":2}`)) {
+			t.Fatalf("replaced job: queue %s payload %s, want q and {\"v\":2}", row.Queue, row.Payload)
+		}
+		near(t, "replaced due time", row.AvailableAt, time.Now().Add(time.Hour), skew)
+		wantStats(t, b, backend.QueueStats{Queue: "q", Scheduled: 1})
+	})
+
 	parallel(t, h, "ReplaceRetrying", func(t *testing.T, b backend.Backend) {
 		holder := insertOne(t, b, uniq("k", `{"v":1}`, backend.ConflictSkip))
 		completeFresh(t, b, retry(claimOne(t, b, "q").Ref(), time.Hour, "later"))
-		res, ok := supported(t, b, uniq("k", `{"v":2}`, backend.ConflictReplace), holder)
-		if !ok {
-			return
-		}
+		res := duplicate(t, b, uniq("k", `{"v":2}`, backend.ConflictReplace), holder)
 		row := wantPendingNow(t, b, holder, 1)
 		if !res.Replaced || !jsonEqual(row.Payload, []byte(`{"v":2}`)) || row.LastError != "later" {
 			t.Fatalf("replace of a retrying job = %+v, row %+v: want Replaced, the new payload, its attempts and error kept", res, row)
@@ -92,10 +91,7 @@ func testConflict(t *testing.T, h Harness) {
 		holder := insertOne(t, b, uniq("k", `{"v":1}`, backend.ConflictSkip))
 		held := claimOne(t, b, "q")
 		for _, p := range []backend.InsertParams{uniq("k", `{"v":2}`, backend.ConflictReplace), debounced("k", `{"v":3}`, time.Minute, time.Hour)} {
-			res, ok := supported(t, b, p, holder)
-			if !ok {
-				return
-			}
+			res := duplicate(t, b, p, holder)
 			if res.Replaced {
 				t.Fatalf("mode %s on a running job = %+v, want not Replaced", p.OnConflict, res)
 			}
@@ -114,10 +110,7 @@ func testConflict(t *testing.T, h Harness) {
 		first.Delay = time.Hour
 		holder := insertOne(t, b, first)
 		row := get(t, b, holder)
-		res, ok := supported(t, b, debounced("k", `{"v":2}`, time.Hour, time.Hour), holder)
-		if !ok {
-			return
-		}
+		res := duplicate(t, b, debounced("k", `{"v":2}`, time.Hour, time.Hour), holder)
 		after := get(t, b, holder)
 		if !res.Replaced || !jsonEqual(after.Payload, []byte(`{"v":2}`)) {
 			t.Fatalf("debounce of a waiting job = %+v, payload %s: want Replaced and the new payload", res, after.Payload)
@@ -133,9 +126,7 @@ func testConflict(t *testing.T, h Harness) {
 		holder := insertOne(t, b, first)
 		was := get(t, b, holder).AvailableAt
 		p := debounced("k", `{}`, 2*time.Hour, 10*time.Hour)
-		if _, ok := supported(t, b, p, holder); !ok {
-			return
-		}
+		duplicate(t, b, p, holder)
 		row := get(t, b, holder)
 		near(t, "debounced due time", row.AvailableAt, time.Now().Add(2*time.Hour), skew)
 		if !row.AvailableAt.After(was) || row.AvailableAt.After(row.CreatedAt.Add(10*time.Hour)) {
@@ -146,10 +137,6 @@ func testConflict(t *testing.T, h Harness) {
 	parallel(t, h, "WithinBatch", func(t *testing.T, b backend.Backend) {
 		ps := []backend.InsertParams{uniq("k", `{"v":1}`, backend.ConflictSkip), uniq("other", `{}`, backend.ConflictSkip), uniq("k", `{"v":2}`, backend.ConflictReplace)}
 		res, err := b.JobInsertMany(t.Context(), ps)
-		if errors.Is(err, backend.ErrNotSupported) {
-			wantNoStats(t, b)
-			return
-		}
 		if err != nil {
 			t.Fatal(err)
 		}

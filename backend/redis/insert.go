@@ -34,14 +34,18 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, fmt.Errorf("insert item %d: %w", i, err)
 		}
 	}
-	if err := backend.RefuseConflictModes(params); err != nil {
-		return nil, err
-	}
 	if len(params) == 0 {
 		return []backend.InsertResult{}, nil
 	}
-	res, err := b.insert(ctx, params)
-	return res, b.fail("insert jobs", err)
+	params, replaced := backend.FoldConflicts(params)
+	res, err := b.insertTry(ctx, params, 0)
+	if err != nil {
+		return nil, b.fail("insert jobs", err)
+	}
+	for i := range replaced {
+		res[i].Replaced = res[i].Replaced || replaced[i]
+	}
+	return res, nil
 }
 
 // plain reports whether params all go to one queue and none has a unique
@@ -55,7 +59,9 @@ func plain(params []backend.InsertParams) bool {
 	return true
 }
 
-func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
+// insertTry inserts params, folded (backend.FoldConflicts); tries counts
+// the inserts of the same items before it (see insertAgain).
+func (b *Backend) insertTry(ctx context.Context, params []backend.InsertParams, tries int) ([]backend.InsertResult, error) {
 	if plain(params) {
 		// The common case: one script mints the IDs and writes the jobs,
 		// together with other callers' plain inserts into the queue.
@@ -88,7 +94,7 @@ func (b *Backend) insert(ctx context.Context, params []backend.InsertParams) ([]
 		return nil, err
 	}
 	if uniques {
-		return b.insertUnique(ctx, params, groups)
+		return b.insertUnique(ctx, params, groups, tries)
 	}
 	calls := make([]*evalCall, len(groups))
 	for i, g := range groups {
@@ -273,7 +279,7 @@ func (b *Backend) afterInsert(q *queueKeys, res any) (int64, error) {
 // insertUnique inserts a batch holding unique keys, its IDs minted
 // (mintIDs): reserve the keys for them, then write the jobs that are not
 // duplicates.
-func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParams, groups []*insertGroup) ([]backend.InsertResult, error) {
+func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParams, groups []*insertGroup, tries int) ([]backend.InsertResult, error) {
 	ids := make([]int64, len(params))
 	for _, g := range groups {
 		for j, item := range g.items {
@@ -334,7 +340,11 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 			written = append(written, kept)
 		}
 	}
-	var err error
+	changes, changed, asked, err := b.conflictCalls(ctx, params, first, holder)
+	if err != nil {
+		b.releaseUniqueBestEffort(ctx, claims)
+		return nil, err
+	}
 	if time.Since(reserved) > b.grace/2 {
 		// Past half the grace, another insert may take the keys over as
 		// abandoned while these jobs are written: give up instead.
@@ -342,6 +352,8 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 		b.releaseUniqueBestEffort(ctx, claims)
 		return nil, err
 	}
+	inserts := len(calls)
+	calls = append(calls, changes...)
 	if len(calls) == 0 {
 		return res, nil
 	}
@@ -373,6 +385,15 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 	}
 	for i, g := range written {
 		if _, err := b.afterInsert(g.q, calls[i].res); err != nil {
+			return nil, err
+		}
+	}
+	gone, err := b.afterConflict(calls[inserts:], changed, asked, res)
+	if err != nil {
+		return nil, err
+	}
+	if len(gone) > 0 {
+		if err := b.insertAgain(ctx, params, gone, res, tries); err != nil {
 			return nil, err
 		}
 	}

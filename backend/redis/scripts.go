@@ -24,7 +24,10 @@ var (
 	scriptInsert   = mustScript("insert", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
 		"inserted", "readyList", "base", "job...")
 	scriptInsert1 = mustScript("insert1", "lastTS", "ready", "readyList", "jobPrefix", "inserted")
-	scriptPeek    = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved",
+	// conflict.go
+	scriptConflict = mustScript("conflict", "ready", "readyAt", "readyAtCounts", "delayed", "readyList", "readyOld",
+		"job...")
+	scriptPeek = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved",
 		"base")
 	scriptClaim = mustScript("claim", "ready", "readyList", "readyAt", "readyAtCounts", "delayed", "reserved",
 		"jobPrefix", "settings", "base")
@@ -79,7 +82,7 @@ var cancelKeyNames = []string{
 
 // allLuaScripts lists every script, for the tests of their declarations.
 var allLuaScripts = []*luaScript{
-	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
+	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptConflict, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
 	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedOf,
 	scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,

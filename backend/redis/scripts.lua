@@ -1153,6 +1153,59 @@ if redis.call('RPUSH', KEYS[3], id) == 1 and redis.call('ZCARD', KEYS[2]) == 0 t
 end
 return ts * 2
 
+--- script: conflict
+-- Applies conflict modes (backend.ConflictMode) to the live jobs of one
+-- queue holding the unique keys of duplicates: a waiting job (ready,
+-- delayed, backing off) takes the new payload and due time, a reserved
+-- one is left alone, and so is a keyed job or a workflow task's (their
+-- place is fixed at insert). The key's holder was found in the unique
+-- hash, in its own slot; this script sees the holder's state atomically,
+-- and a holder that ended meanwhile is reported, for the caller to insert
+-- again. The due time is the Redis clock's: replace's run at, or now +
+-- its delay (now without either); debounce's now + its delay, but never
+-- past the job's created time + its bound.
+-- KEYS[1] ready  KEYS[2] readyAt  KEYS[3] readyAtCounts  KEYS[4] delayed
+--   KEYS[5] readyList  KEYS[6] readyOld  KEYS[7..] job... one per item
+-- ARGV[1] channel  ARGV[2] origin
+--   then per item 5 values: its ID, payload, run at µs ('' none), delay
+--   µs ('' none), debounce bound µs ('' for replace)
+-- Returns {{outcome per item: 1 changed, 0 left alone, -1 no live job},
+--   woke, due µs or -1}.
+local now = now_us()
+local mv, out, rids, ravs = moves(), {}, {}, {}
+for i = 1, (#ARGV - 2) / 5 do
+  local b = 3 + 5 * (i - 1)
+  local id, k = ARGV[b], KEYS[6 + i]
+  local v = redis.call('HMGET', k, 'd', 'lu', 'w', 'ky', 'av', 'c', 'pr')
+  if not v[1] then
+    out[i] = -1
+  elseif (v[2] and v[2] ~= '') or v[3] or v[4] then
+    out[i] = 0
+  else
+    local was = v[5] or v[6]
+    if redis.call('ZREM', KEYS[1], rmember(was, id)) == 1 or redis.call('ZREM', KEYS[6], id) == 1 then
+      rids[#rids + 1] = id; ravs[#ravs + 1] = was
+    elseif redis.call('ZREM', KEYS[4], id) == 0 then
+      redis.call('LREM', KEYS[5], 1, id)
+    end
+    local av = now
+    if ARGV[b + 4] ~= '' then
+      av = math.min(now + tonumber(ARGV[b + 3]), tonumber(v[6]) + tonumber(ARGV[b + 4]))
+    elseif ARGV[b + 2] ~= '' then
+      av = tonumber(ARGV[b + 2])
+    elseif ARGV[b + 3] ~= '' then
+      av = now + tonumber(ARGV[b + 3])
+    end
+    local avs = n2s(av)
+    redis.call('HSET', k, 'd', string.match(v[1], '^%d+ [^\n]*\n') .. ARGV[b + 1], 'av', avs)
+    if av <= now then ready(mv, id, v[7] or '0', avs) else later(mv, id, avs) end
+    out[i] = 1
+  end
+end
+unready(KEYS[2], KEYS[3], rids, ravs)
+local woke, due = flush(mv, KEYS[1], KEYS[5], KEYS[2], KEYS[4], ARGV[1], ARGV[2], now)
+return { out, woke, due }
+
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
 -- a claim over several queues can pick the best across them.

@@ -53,6 +53,12 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(err)
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k1", 0), p("b", "k2", 0), p("b", "", time.Millisecond)})
 	must(err)
+	// A replace of k2's holder, in queue b, from an insert into queue a
+	// (conflict).
+	r := p("a", "k2", 0)
+	r.OnConflict = backend.ConflictReplace
+	_, err = b.JobInsertMany(ctx, []backend.InsertParams{r})
+	must(err)
 	// A stale holder of k3: a job that never existed, reserved long ago.
 	must(b.c.rdb.Do(ctx, b.c.rdb.B().Hset().Key(b.keys.unique).FieldValue().FieldValue("k3", idHex(makeID(1, 1))+"@1").Build()).Error())
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k3", 0)})

@@ -283,6 +283,10 @@ type InsertParams struct {
 	OnConflict ConflictMode
 	// Debounce and DebounceMax are ConflictDebounce's delay and bound.
 	Debounce, DebounceMax time.Duration
+	// UniqueStates is the set of states in which the job, holding
+	// UniqueKey, keeps later inserts of the key out (see UniqueStates);
+	// zero: every state.
+	UniqueStates UniqueStates
 }
 
 // InsertResult is the outcome of one InsertParams.

@@ -105,6 +105,9 @@ func ValidateInsert(p InsertParams) error {
 	if err := validateConflict(p); err != nil {
 		return err
 	}
+	if err := validateUniqueStates(p); err != nil {
+		return err
+	}
 	return ValidateMetadata(p.Metadata)
 }
 

@@ -54,6 +54,7 @@ func Run(t *testing.T, h Harness) {
 		{"Unique", testUnique},
 		{"Conflict", testConflict},
 		{"UniqueFreed", testUniqueFreed},
+		{"UniqueStates", testUniqueStates},
 		{"Claim", testClaim},
 		{"ClaimOrder", testClaimOrder},
 		{"Complete", testComplete},

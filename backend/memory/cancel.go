@@ -91,6 +91,7 @@ func (b *Backend) removePending(j *backend.JobRow) {
 	if j.UniqueKey != "" && b.unique[j.UniqueKey] == j.ID {
 		delete(b.unique, j.UniqueKey)
 	}
+	delete(b.uniqueStates, j.ID)
 	q := b.queue(j.Queue)
 	same := func(x *backend.JobRow) bool { return x.ID == j.ID }
 	switch {

@@ -24,9 +24,13 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	out := make([]backend.InsertResult, len(params))
 	params, replaced := backend.FoldConflicts(params)
 	woken := map[string]bool{}
+	// The keys of the jobs this call made: within one call, the items of
+	// a key are one job, whatever its states.
+	made := map[string]bool{}
 	for i, p := range params {
 		if p.UniqueKey != "" {
-			if holder, ok := b.unique[p.UniqueKey]; ok {
+			// A holder out of its states loses the key to this item.
+			if holder, ok := b.unique[p.UniqueKey]; ok && (made[p.UniqueKey] || b.holds(holder, now)) {
 				out[i] = backend.InsertResult{ID: holder, Duplicate: true, Replaced: replaced != nil && replaced[i]}
 				if c, asked := backend.ConflictOf(params, i, now); asked && !out[i].Replaced {
 					out[i].Replaced = b.applyConflict(b.jobs[holder], c, now, woken)
@@ -35,6 +39,12 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			}
 		}
 		j := b.newJob(p, now)
+		if p.UniqueKey != "" {
+			made[p.UniqueKey] = true
+			if p.UniqueStates != 0 {
+				b.uniqueStates[j.ID] = p.UniqueStates
+			}
+		}
 		woken[p.Queue] = true
 		out[i] = backend.InsertResult{ID: j.ID}
 	}

@@ -56,14 +56,17 @@ type Options struct {
 type Backend struct {
 	now func() time.Time
 
-	mu         sync.Mutex
-	closed     bool
-	lastJobID  int64                     // also the jobs ever inserted: each insert takes the next ID
-	jobs       map[int64]*backend.JobRow // live jobs, pending or reserved
-	reserved   map[int64]*backend.JobRow // the reserved subset, for the sweep
-	queues     map[string]*queue
-	unique     map[string]int64 // unique key -> live job holding it
-	lastFailed int64
+	mu        sync.Mutex
+	closed    bool
+	lastJobID int64                     // also the jobs ever inserted: each insert takes the next ID
+	jobs      map[int64]*backend.JobRow // live jobs, pending or reserved
+	reserved  map[int64]*backend.JobRow // the reserved subset, for the sweep
+	queues    map[string]*queue
+	unique    map[string]int64 // unique key -> live job holding it
+	// uniqueStates holds the set of each live job inserted with one
+	// (InsertParams.UniqueStates); absent: every state.
+	uniqueStates map[int64]backend.UniqueStates
+	lastFailed   int64
 	// lastToken is the last claim token handed out: one sequence for
 	// every job, so a job's tokens only grow whatever becomes of it
 	// (failed, replayed) without storing them apart.
@@ -100,14 +103,15 @@ func New(opts Options) *Backend {
 		now = time.Now
 	}
 	b := &Backend{
-		now:         now,
-		jobs:        map[int64]*backend.JobRow{},
-		reserved:    map[int64]*backend.JobRow{},
-		queues:      map[string]*queue{},
-		unique:      map[string]int64{},
-		failedByJob: map[int64]*backend.FailedJob{},
-		finished:    map[int64]*backend.FinishedJob{},
-		control:     map[string]*control{},
+		now:          now,
+		jobs:         map[int64]*backend.JobRow{},
+		reserved:     map[int64]*backend.JobRow{},
+		queues:       map[string]*queue{},
+		unique:       map[string]int64{},
+		uniqueStates: map[int64]backend.UniqueStates{},
+		failedByJob:  map[int64]*backend.FailedJob{},
+		finished:     map[int64]*backend.FinishedJob{},
+		control:      map[string]*control{},
 	}
 	b.limits = limitwake.New(func(q string) {
 		b.mu.Lock()
@@ -177,6 +181,17 @@ func (b *Backend) addPending(j *backend.JobRow, now time.Time) {
 	b.queue(j.Queue).addPending(j, now)
 }
 
+// holds reports whether the live job id, holding a unique key, keeps a
+// new job of the key out at now (backend.UniqueStates).
+// Called with b.mu held.
+func (b *Backend) holds(id int64, now time.Time) bool {
+	j := b.jobs[id]
+	if j == nil {
+		return false
+	}
+	return b.uniqueStates[id].Holds(j.Status != backend.StatePending, j.Attempts, j.AvailableAt, now)
+}
+
 // removeLive forgets a reserved job that is done or failed, freeing its
 // unique key.
 func (b *Backend) removeLive(j *backend.JobRow) {
@@ -185,6 +200,7 @@ func (b *Backend) removeLive(j *backend.JobRow) {
 	if j.UniqueKey != "" && b.unique[j.UniqueKey] == j.ID {
 		delete(b.unique, j.UniqueKey)
 	}
+	delete(b.uniqueStates, j.ID)
 	b.queue(j.Queue).reserved--
 	if j.Key != "" {
 		b.keyReleased(j)

@@ -109,7 +109,8 @@ func validateInserts(params []backend.InsertParams) error {
 			return fmt.Errorf("insert job %d: %w", i, err)
 		}
 	}
-	return nil
+	// State sets need the schema's next step (see backend.UniqueStates).
+	return backend.RefuseUniqueStates(params)
 }
 
 // insertRounds bounds how often insert re-sends items whose duplicate

@@ -223,10 +223,14 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 			if len(p.Metadata) > 0 {
 				md = jsonstr.Object(p.Metadata)
 			}
-			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md, p.Key)
+			us := ""
+			if p.UniqueStates.All() != backend.UniqueAllStates {
+				us = strconv.Itoa(int(p.UniqueStates))
+			}
+			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md, p.Key, us)
 		}
 	}
-	args[3] = len(opts) / 7
+	args[3] = len(opts) / 8
 	args = append(args, opts...)
 	for _, id := range ids {
 		args = append(args, tsHex(id))

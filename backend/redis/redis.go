@@ -72,7 +72,9 @@
 // reservation checked before the job is written: the insert mints the
 // job's ID, reserves the key for it (free, or held by the same ID), writes
 // the job, and frees the key again when the job ends (done, failed). A key
-// found held is checked: a live holder makes the insert a duplicate; a
+// found held is checked: a live holder whose state is in its set
+// (backend.UniqueStates, field us) makes the insert a duplicate, and one
+// out of its set loses the key to the insert at once (compare and set); a
 // holder that is not live (its job ended but the key was not freed, say
 // the process died in between) is taken over once its reservation is older
 // than a grace period (3 × the call timeout, at least 30s). Until then its

@@ -148,7 +148,10 @@
 -- never changes, in one field: each field costs an insert time and
 -- memory; a type has no control characters), pr priority (absent: 0), c
 -- created µs, av available µs (absent: c), a attempts (absent: 0), r
--- releases (absent: 0), e last error, u unique key, m metadata JSON, ra
+-- releases (absent: 0), e last error, u unique key, us the states in
+-- which it holds u (backend.UniqueStates in decimal; absent: every
+-- state, as for a job a build before it wrote; a failed job drops it),
+-- m metadata JSON, ra
 -- reserved µs and lu lease deadline µs ('' or absent unless reserved: lu ~=
 -- '' IS the reserved state), k the fencing token of the job's latest claim
 -- (absent: 0, never claimed; see claim), cx the µs a reserved job's cancel
@@ -398,7 +401,7 @@ local function to_failed(k, id, xprefix, fid, err)
   local fk = xprefix .. fid
   redis.call('RENAME', k, fk)
   redis.call('HSET', fk, 'j', id, 'e', err)
-  redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r')
+  redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r', 'us')
   redis.call('HSET', string.sub(xprefix, 1, -2) .. 'j', id, fid)
 end
 
@@ -1023,10 +1026,11 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
---   then per item with options (any of these not 0 or ''), 7 values: its
+--   then per item with options (any of these not 0 or ''), 8 values: its
 --   number (1-based), priority, run at µs ('' for none), delay µs (''
 --   for none), unique key ('' for none), metadata JSON ('' for none), key
---   ('' for none)
+--   ('' for none), unique states (field us: backend.UniqueStates in
+--   decimal; '' for every state)
 --   then, when the IDs are given, per item its ID (minted here otherwise)
 -- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
 local now = now_us()
@@ -1034,13 +1038,13 @@ local nows = n2s(now)
 local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ob = 5 + n
 local opts = {}
-for j = ob, ob + 7 * (e - 1), 7 do opts[tonumber(ARGV[j])] = j end
+for j = ob, ob + 8 * (e - 1), 8 do opts[tonumber(ARGV[j])] = j end
 local given = #KEYS > 9
 local nowp = rmember(now, '') -- the member in ready of a job ready now, but its ID
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
-local call, kj, ib = redis.call, KEYS[6], ob + 7 * e - 1
+local call, kj, ib = redis.call, KEYS[6], ob + 8 * e - 1
 local mv, fresh, nf = moves(), {}, 0
 local mq, ml = mv.q, mv.l
 for i = 1, n do
@@ -1077,6 +1081,7 @@ for i = 1, n do
     if av ~= now then f[#f + 1] = 'av'; f[#f + 1] = avs end
     if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
     if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
+    if ARGV[o + 7] ~= '' then f[#f + 1] = 'us'; f[#f + 1] = ARGV[o + 7] end
     local K, tu = nil, nil
     if ky ~= '' then
       K = key_lib(KEYS[9])

@@ -178,19 +178,34 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 			jobKeys = append(jobKeys, h.key)
 		}
 	}
-	live := map[string]bool{}
+	// A live holder keeps the key while its state is in its set
+	// (backend.UniqueStates); out of it, the key is taken over at once.
+	live, holds := map[string]bool{}, map[string]bool{}
 	if len(jobKeys) > 0 {
-		exists, err := b.c.existAll(ctx, jobKeys)
+		rows, err := b.c.hmgetAll(ctx, jobKeys, "d", "us", "lu", "a", "av", "c")
 		if err != nil {
 			return err
 		}
+		at := time.UnixMicro(now)
 		for i, k := range jobKeys {
-			live[k] = exists[i]
+			f := fields{v: rows[i]}
+			if live[k] = rows[i][0] != nil; !live[k] {
+				continue
+			}
+			states, attempts, lease := f.int(1), f.int(3), f.str(2)
+			due := f.int64(4)
+			if rows[i][4] == nil {
+				due = f.int64(5)
+			}
+			if f.err != nil {
+				return fmt.Errorf("unique key holder %s: %w", k, f.err)
+			}
+			holds[k] = backend.UniqueStates(states).Holds(lease != "", attempts, time.UnixMicro(due), at)
 		}
 	}
 	var steal []held
 	for _, h := range found {
-		if h.id != 0 && (live[h.key] || now-h.at < b.grace.Microseconds()) {
+		if h.id != 0 && (holds[h.key] || !live[h.key] && now-h.at < b.grace.Microseconds()) {
 			claims[h.i].holder = h.id
 			claims[h.i].inFlight = !live[h.key]
 			continue

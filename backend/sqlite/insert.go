@@ -51,7 +51,8 @@ func validateInserts(op string, params []backend.InsertParams) error {
 			return fmt.Errorf("%s: item %d: %w", op, i, err)
 		}
 	}
-	return nil
+	// State sets need the schema's next step (see backend.UniqueStates).
+	return backend.RefuseUniqueStates(params)
 }
 
 // insertTx writes params inside tx, filling results. st holds the backend's

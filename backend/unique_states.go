@@ -1,0 +1,140 @@
+package backend
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// UniqueStates is the set of states in which a job holding a unique key
+// keeps a new job of the key out (InsertParams.UniqueStates). The zero
+// value is every state, as UniqueAllStates.
+//
+// The key has one holder at a time: the job inserted with it, until the
+// job ends or a later insert takes the key over. An insert of the key is
+// a duplicate of its holder while the holder's current state is in the
+// holder's set; otherwise the insert takes the key over and is a new job
+// (the old holder runs on, no longer holding it). So "skip while one
+// waits, allow while one runs" (pending and scheduled, not running) holds
+// at most one waiting job per key, with at most one running beside it. A
+// job whose state comes back into its set (a retry, a release) holds the
+// key again only if no insert took it meanwhile: taking it back could
+// collide with the newer job, and a retry cannot be refused. The state is
+// judged at the insert, by the backend's clock (pending and scheduled
+// differ by the due time alone, with no write between them), in the same
+// atomic step as the insert.
+type UniqueStates uint8
+
+// The states a UniqueStates set is made of.
+const (
+	// UniquePending counts a job due now that has not failed an attempt.
+	UniquePending UniqueStates = 1 << iota
+	// UniqueScheduled counts a job due later that has not failed an
+	// attempt.
+	UniqueScheduled
+	// UniqueRunning counts a reserved job (cancelling included).
+	UniqueRunning
+	// UniqueRetrying counts a job waiting (due or not) after a failed
+	// attempt.
+	UniqueRetrying
+	// UniqueAllStates is every state: the default.
+	UniqueAllStates = UniquePending | UniqueScheduled | UniqueRunning | UniqueRetrying
+	// UniqueWaiting is the waiting states of a job not yet failed:
+	// "skip while one waits, allow while one runs".
+	UniqueWaiting = UniquePending | UniqueScheduled
+)
+
+// uniqueStateNames are the states' names, as the command line and the
+// API spell them, in bit order.
+var uniqueStateNames = []string{"pending", "scheduled", "running", "retrying"}
+
+// All is s with the zero value read as every state.
+func (s UniqueStates) All() UniqueStates {
+	if s == 0 {
+		return UniqueAllStates
+	}
+	return s
+}
+
+// String names the states of s, comma separated ("pending,scheduled").
+func (s UniqueStates) String() string {
+	var names []string
+	for i, n := range uniqueStateNames {
+		if s.All()&(1<<i) != 0 {
+			names = append(names, n)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// ParseUniqueStates reads a comma-separated list of state names
+// (pending, scheduled, running or reserved, retrying); "" is every state.
+func ParseUniqueStates(list string) (UniqueStates, error) {
+	var s UniqueStates
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		if name == "reserved" {
+			name = "running"
+		}
+		found := false
+		for i, n := range uniqueStateNames {
+			if n == name {
+				s |= 1 << i
+				found = true
+			}
+		}
+		if !found {
+			return 0, &InputError{Field: "unique states", Reason: fmt.Sprintf("%q is not one of %s", name, strings.Join(uniqueStateNames, ", "))}
+		}
+	}
+	return s, nil
+}
+
+// Holds reports whether a job of set s, in the state given by reserved,
+// attempts (failed or running attempts) and due time, keeps a new job of
+// its key out at now.
+func (s UniqueStates) Holds(reserved bool, attempts int, due, now time.Time) bool {
+	var st UniqueStates
+	switch {
+	case reserved:
+		st = UniqueRunning
+	case attempts > 0:
+		st = UniqueRetrying
+	case due.After(now):
+		st = UniqueScheduled
+	default:
+		st = UniquePending
+	}
+	return s.All()&st != 0
+}
+
+// validateUniqueStates checks an item's set: known states only, and a
+// unique key for it to apply to.
+func validateUniqueStates(p InsertParams) error {
+	if p.UniqueStates == 0 {
+		return nil
+	}
+	if p.UniqueStates&^UniqueAllStates != 0 {
+		return &InputError{Field: "unique states", Reason: fmt.Sprintf("%#x holds unknown states", uint8(p.UniqueStates))}
+	}
+	if p.UniqueKey == "" {
+		return &InputError{Field: "unique states", Reason: "need a unique key to apply to"}
+	}
+	return nil
+}
+
+// RefuseUniqueStates is what a backend without state sets calls in its
+// inserts, after validating them: it refuses a batch holding an item whose
+// set is not every state, since holding the key in every state instead
+// would keep out jobs the caller asked to let in.
+func RefuseUniqueStates(params []InsertParams) error {
+	for i, p := range params {
+		if p.UniqueStates.All() != UniqueAllStates {
+			return fmt.Errorf("insert job %d of %d: unique states %s: %w", i+1, len(params), p.UniqueStates, ErrNotSupported)
+		}
+	}
+	return nil
+}

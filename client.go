@@ -398,6 +398,9 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 		Metadata: o.metadata, Key: o.key,
 		OnConflict: o.onConflict, Debounce: o.debounce, DebounceMax: o.debounceMax,
 	}
+	if o.uniqueBy != nil {
+		p.UniqueStates = o.uniqueBy.States
+	}
 	return ctx, p, o.deps, backend.ValidateInsert(p)
 }
 

@@ -65,8 +65,7 @@ func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.un
 // EnqueueResult.Replaced says the job took them. A running holder is left
 // alone and the new job is dropped, as without Replace. Refused for a
 // keyed job (Key), whose turn among its key's jobs is fixed at insert,
-// for a workflow task, and by backends without it (Redis, for now: see
-// docs/backends.md) with ErrNotSupported.
+// and for a workflow task.
 func Replace() EnqueueOption {
 	return func(o *enqueueOptions) { o.onConflict, o.debounce, o.debounceMax = backend.ConflictReplace, 0, 0 }
 }

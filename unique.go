@@ -32,7 +32,27 @@ type UniqueBy struct {
 	Period time.Duration
 	// Queue adds the queue, so the same job may wait once in each queue.
 	Queue bool
+	// States is the set of states in which a job of the identity keeps a
+	// new one out; zero: every state (pending, scheduled, running,
+	// retrying). UniqueWaiting lets a new job in while one runs, but not
+	// while one waits. It is no part of the identity: a job out of its
+	// states loses the identity to the new one, and does not get it back
+	// (see backend.UniqueStates).
+	States UniqueStates
 }
+
+// UniqueStates is a set of job states for UniqueBy.States.
+type UniqueStates = backend.UniqueStates
+
+// The states of UniqueBy.States; combine them with |.
+const (
+	UniquePending   = backend.UniquePending   // due now, no attempt failed
+	UniqueScheduled = backend.UniqueScheduled // due later, no attempt failed
+	UniqueRunning   = backend.UniqueRunning   // reserved by a worker
+	UniqueRetrying  = backend.UniqueRetrying  // waiting after a failed attempt
+	UniqueWaiting   = backend.UniqueWaiting   // pending or scheduled
+	UniqueAllStates = backend.UniqueAllStates // the default
+)
 
 // uniqueKeyPrefix starts every identity Unique computes; what follows is a
 // hash, so a key read back in 'jobq jobs show' says where it came from.
@@ -41,7 +61,8 @@ const uniqueKeyPrefix = "jobq:unique:"
 // Unique makes the job's unique key from its parts: its type, and those by
 // selects (and the UniqueKey option's key, when given too, as one more
 // part). While a job with the same identity is pending, scheduled,
-// retrying or running, Enqueue returns that job's ID and ErrDuplicate and
+// retrying or running (or in UniqueBy.States), Enqueue returns that job's
+// ID and ErrDuplicate and
 // EnqueueMany reports it as a duplicate, instead of adding another: the
 // store enforces it atomically, as it does UniqueKey, in batches too. The
 // key is computed by the client, so the CLI ('jobq enqueue --unique-by')

@@ -250,3 +250,39 @@ func TestReplaceAndDebounce(t *testing.T) {
 		})
 	}
 }
+
+// TestUniqueStatesOption: UniqueBy.States reaches the store. With
+// UniqueWaiting a running job lets a new one of its identity in, a
+// waiting one does not; backends without state sets refuse it.
+func TestUniqueStatesOption(t *testing.T) {
+	t.Parallel()
+	for _, st := range everyStore {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b, c := storeClient(t, st.URL(t))
+			opt := jobq.Unique(jobq.UniqueBy{Args: true, States: jobq.UniqueWaiting})
+			first, err := c.Enqueue(ctx, "s.job", map[string]int{"v": 1}, opt)
+			if errors.Is(err, jobq.ErrNotSupported) {
+				if n := liveJobs(t, b, "s.job"); n != 0 {
+					t.Fatalf("%d jobs stored by a refused enqueue", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id, err := c.Enqueue(ctx, "s.job", map[string]int{"v": 1}, opt); !errors.Is(err, jobq.ErrDuplicate) || id != first {
+				t.Fatalf("enqueue while one waits = %d, %v; want job %d, ErrDuplicate", id, err, first)
+			}
+			rows, err := b.JobClaim(ctx, backend.ClaimParams{Queues: []string{"default"}, Max: 1, Lease: time.Minute})
+			if err != nil || len(rows) != 1 || rows[0].ID != first {
+				t.Fatalf("claim = %v, %v; want job %d", rows, err, first)
+			}
+			next, err := c.Enqueue(ctx, "s.job", map[string]int{"v": 1}, opt)
+			if err != nil || next == first {
+				t.Fatalf("enqueue while one runs = %d, %v; want a new job", next, err)
+			}
+		})
+	}
+}

@@ -186,14 +186,20 @@ type uniqueByJSON struct {
 	Args   bool   `json:"args,omitempty"`
 	Queue  bool   `json:"queue,omitempty"`
 	Period string `json:"period,omitempty"`
+	// States names the states of UniqueBy.States ("pending", ...);
+	// absent: every state.
+	States []string `json:"states,omitempty"`
 }
 
-// MarshalJSON writes {"args":true,"queue":true,"period":"1h0m0s"},
-// leaving out the parts not chosen.
+// MarshalJSON writes {"args":true,"queue":true,"period":"1h0m0s",
+// "states":["pending","scheduled"]}, leaving out the parts not chosen.
 func (by UniqueBy) MarshalJSON() ([]byte, error) {
 	j := uniqueByJSON{Args: by.Args, Queue: by.Queue}
 	if by.Period > 0 {
 		j.Period = by.Period.String()
+	}
+	if by.States.All() != UniqueAllStates {
+		j.States = strings.Split(by.States.String(), ",")
 	}
 	return json.Marshal(j)
 }
@@ -206,7 +212,7 @@ func (by *UniqueBy) UnmarshalJSON(b []byte) error {
 	dec.DisallowUnknownFields()
 	var j uniqueByJSON
 	if err := dec.Decode(&j); err != nil {
-		return &backend.InputError{Field: "unique", Reason: fmt.Sprintf("%v (fields: args, queue, period)", err)}
+		return &backend.InputError{Field: "unique", Reason: fmt.Sprintf("%v (fields: args, queue, period, states)", err)}
 	}
 	*by = UniqueBy{Args: j.Args, Queue: j.Queue}
 	if j.Period != "" {
@@ -216,5 +222,10 @@ func (by *UniqueBy) UnmarshalJSON(b []byte) error {
 		}
 		by.Period = d
 	}
+	states, err := backend.ParseUniqueStates(strings.Join(j.States, ","))
+	if err != nil {
+		return &backend.InputError{Field: "unique", Reason: fmt.Sprintf("states: %v", err)}
+	}
+	by.States = states
 	return nil
 }

@@ -286,3 +286,21 @@ func TestUniqueStatesOption(t *testing.T) {
 		})
 	}
 }
+
+// TestUniqueByStatesJSON: the states of UniqueBy travel as names in the
+// admin API's and the command line's JSON, and an unknown name is
+// refused, never read as every state.
+func TestUniqueByStatesJSON(t *testing.T) {
+	by := jobq.UniqueBy{Args: true, States: jobq.UniqueWaiting}
+	b, err := json.Marshal(by)
+	if err != nil || string(b) != `{"args":true,"states":["pending","scheduled"]}` {
+		t.Fatalf("marshal = %s, %v", b, err)
+	}
+	var back jobq.UniqueBy
+	if err := json.Unmarshal(b, &back); err != nil || back != by {
+		t.Fatalf("unmarshal = %+v, %v; want %+v", back, err, by)
+	}
+	if err := json.Unmarshal([]byte(`{"states":["waiting"]}`), &back); !errors.Is(err, jobq.ErrInvalidInput) {
+		t.Fatalf("unknown state: %v, want ErrInvalidInput", err)
+	}
+}

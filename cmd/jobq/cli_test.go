@@ -164,6 +164,7 @@ func TestBadInput(t *testing.T) {
 		{"file and unique", []string{"enqueue", "--file", "-", "--unique", "k"}, "unique_key"},
 		{"unique-by part", []string{"enqueue", "x", "{}", "--unique-by", "args,payload"}, `--unique-by "payload"`},
 		{"unique-period", []string{"enqueue", "x", "{}", "--unique-period", "10ms"}, "at least 1s"},
+		{"unique-states", []string{"enqueue", "x", "{}", "--unique-by", "args", "--unique-states", "pending,done"}, `"done" is not one of pending, scheduled, running, retrying`},
 		{"on-conflict", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "merge"}, `--on-conflict "merge"`},
 		{"debounce", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "debounce", "--debounce", "1m"}, "--debounce-max"},
 		{"debounce for skip", []string{"enqueue", "x", "{}", "--debounce", "1m"}, "are for --on-conflict debounce"},

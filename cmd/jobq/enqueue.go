@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,20 +14,21 @@ import (
 )
 
 type enqueueFlags struct {
-	queue       string
-	delay       time.Duration
-	runAt       string
-	priority    int
-	maxAttempts int
-	unique      string
-	uniqueBy    []string
-	uniquePer   time.Duration
-	onConflict  string
-	debounce    time.Duration
-	debounceMax time.Duration
-	key         string
-	metadata    map[string]string
-	file        string
+	queue        string
+	delay        time.Duration
+	runAt        string
+	priority     int
+	maxAttempts  int
+	unique       string
+	uniqueBy     []string
+	uniquePer    time.Duration
+	uniqueStates []string
+	onConflict   string
+	debounce     time.Duration
+	debounceMax  time.Duration
+	key          string
+	metadata     map[string]string
+	file         string
 }
 
 func (a *app) newEnqueueCmd() *cobra.Command {
@@ -60,7 +62,10 @@ duplicate does: skip (the default); replace gives the waiting job holding
 the key this payload and due time; debounce (with --debounce D and
 --debounce-max M) adds the job due D from now and, on each duplicate, gives
 the waiting job this payload and pushes it to D from then, never past M
-after it was created. A running job is left alone.
+after it was created. A running job is left alone. --unique-states (with
+--unique-by) names the states in which a job keeps new ones out:
+pending,scheduled lets a new job in while one runs, but not while one
+waits (default: every state).
 
 With --key KEY the job belongs to that key (an account, a tenant): jobs of
 one key take turns with other keys' jobs, and the queue's key rules ('jobq
@@ -71,7 +76,7 @@ With --file FILE ('-' for stdin), each line is one job, a JSON object:
 
   {"type":"http","payload":{"url":"https://example.com/hook"},"queue":"hooks",
    "priority":5,"max_attempts":10,"delay":"90s","run_at":"2030-01-02T15:04:05Z",
-   "unique_key":"order-7","unique":{"args":true,"period":"1h"},"key":"acct-42",
+   "unique_key":"order-7","unique":{"args":true,"period":"1h","states":["pending"]},"key":"acct-42",
    "metadata":{"tenant":"acme"}}
 
 Only "type" is required ("payload" defaults to {}); delay and run_at
@@ -125,6 +130,7 @@ line to resume from; nothing of its batch is stored.`,
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
 	fl.StringSliceVar(&f.uniqueBy, "unique-by", nil, "compute the unique key from these parts of the job: type, args, queue (comma-separated)")
 	fl.DurationVar(&f.uniquePer, "unique-period", 0, "with --unique-by: also the due time's bucket of this length, e.g. 1h (at least 1s)")
+	fl.StringSliceVar(&f.uniqueStates, "unique-states", nil, "with --unique-by: the states in which a job keeps new ones out: pending, scheduled, running, retrying (default all)")
 	fl.StringVar(&f.onConflict, "on-conflict", "skip", "what a duplicate does: skip, replace or debounce")
 	fl.DurationVar(&f.debounce, "debounce", 0, "with --on-conflict debounce: run the job this long after the last duplicate, e.g. 30s")
 	fl.DurationVar(&f.debounceMax, "debounce-max", 0, "with --on-conflict debounce: but no later than this long after the first, e.g. 5m")
@@ -191,7 +197,7 @@ func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 	if f.file != "" && f.unique != "" {
 		return in, usagef("--unique names one job: give each line of --file its own \"unique_key\"")
 	}
-	by, err := uniqueByFlags(cmd, f.uniqueBy, f.uniquePer)
+	by, err := uniqueByFlags(cmd, f.uniqueBy, f.uniquePer, f.uniqueStates)
 	if err != nil {
 		return in, err
 	}
@@ -303,10 +309,10 @@ func (a *app) enqueue(cmd *cobra.Command, spec jobq.JobSpec) error {
 	})
 }
 
-// uniqueByFlags turns --unique-by and --unique-period into the parts of a
-// computed unique key: nil when neither was given.
-func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration) (*jobq.UniqueBy, error) {
-	if !cmd.Flags().Changed("unique-by") && !cmd.Flags().Changed("unique-period") {
+// uniqueByFlags turns --unique-by, --unique-period and --unique-states
+// into the parts of a computed unique key: nil when none was given.
+func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration, states []string) (*jobq.UniqueBy, error) {
+	if !cmd.Flags().Changed("unique-by") && !cmd.Flags().Changed("unique-period") && !cmd.Flags().Changed("unique-states") {
 		return nil, nil
 	}
 	var by jobq.UniqueBy
@@ -325,6 +331,10 @@ func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration) (*j
 		return nil, usagef("--unique-period %s: use a duration of at least 1s, e.g. 1h", period)
 	}
 	by.Period = period
+	var err error
+	if by.States, err = backend.ParseUniqueStates(strings.Join(states, ",")); err != nil {
+		return nil, usagef("--unique-states: %v; e.g. --unique-states pending,scheduled", err)
+	}
 	return &by, nil
 }
 

@@ -396,7 +396,7 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 		Queue: o.queue, Type: j.Type, Payload: payload, Priority: o.priority,
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
 		Metadata: o.metadata, Key: o.key,
-		OnConflict: o.onConflict, Debounce: o.debounce, DebounceMax: o.debounceMax,
+		OnConflict: o.onConflict, Debounce: o.debounce, DebounceMax: o.debounceMax, KeepLast: o.keepLast,
 	}
 	if o.uniqueBy != nil {
 		p.UniqueStates = o.uniqueBy.States

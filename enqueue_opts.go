@@ -23,6 +23,7 @@ type enqueueOptions struct {
 	// onConflict and the debounce bounds: Replace and Debounce.
 	onConflict            backend.ConflictMode
 	debounce, debounceMax time.Duration
+	keepLast              bool // Replace(KeepLast())
 	// deps are a workflow task's dependencies (After, AfterEnded);
 	// hasDeps is set by either option, even naming no task, so a plain
 	// enqueue that was given one is refused rather than silently run
@@ -65,10 +66,27 @@ func UniqueKey(key string) EnqueueOption { return func(o *enqueueOptions) { o.un
 // EnqueueResult.Replaced says the job took them. A running holder is left
 // alone and the new job is dropped, as without Replace. Refused for a
 // keyed job (Key), whose turn among its key's jobs is fixed at insert,
-// and for a workflow task.
-func Replace() EnqueueOption {
-	return func(o *enqueueOptions) { o.onConflict, o.debounce, o.debounceMax = backend.ConflictReplace, 0, 0 }
+// and for a workflow task. With KeepLast, a running holder is not left
+// alone but followed.
+func Replace(opts ...ReplaceOption) EnqueueOption {
+	return func(o *enqueueOptions) {
+		o.onConflict, o.debounce, o.debounceMax, o.keepLast = backend.ConflictReplace, 0, 0, false
+		for _, opt := range opts {
+			opt(o)
+		}
+	}
 }
+
+// ReplaceOption adjusts Replace.
+type ReplaceOption func(*enqueueOptions)
+
+// KeepLast makes a duplicate of a running job a new job, its follow-up,
+// instead of dropping it: the follow-up takes the identity over, so later
+// duplicates replace it while it waits, and at most one waits, as
+// BullMQ's keepLastIfActive. "Run again after the current run, with the
+// latest payload." Memory and Redis do it; SQLite and PostgreSQL refuse
+// it with ErrNotSupported for now.
+func KeepLast() ReplaceOption { return func(o *enqueueOptions) { o.keepLast = true } }
 
 // Debounce runs the job d after the last of a burst of enqueues of it,
 // but no later than maxWait after the first: the job is inserted due d
@@ -80,7 +98,7 @@ func Replace() EnqueueOption {
 // are refused with it, and so is what Replace refuses.
 func Debounce(d, maxWait time.Duration) EnqueueOption {
 	return func(o *enqueueOptions) {
-		o.onConflict, o.debounce, o.debounceMax = backend.ConflictDebounce, d, maxWait
+		o.onConflict, o.debounce, o.debounceMax, o.keepLast = backend.ConflictDebounce, d, maxWait, false
 	}
 }
 

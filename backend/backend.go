@@ -283,6 +283,12 @@ type InsertParams struct {
 	OnConflict ConflictMode
 	// Debounce and DebounceMax are ConflictDebounce's delay and bound.
 	Debounce, DebounceMax time.Duration
+	// KeepLast, with ConflictReplace or ConflictDebounce, makes a
+	// duplicate of a running holder a new job, its follow-up, instead of
+	// dropping it: the follow-up takes the key over, so later duplicates
+	// change it while it waits (at most one waits), as BullMQ's
+	// keepLastIfActive.
+	KeepLast bool
 	// UniqueStates is the set of states in which the job, holding
 	// UniqueKey, keeps later inserts of the key out (see UniqueStates);
 	// zero: every state.

@@ -50,6 +50,9 @@ func validateConflict(p InsertParams) error {
 		if p.Debounce != 0 || p.DebounceMax != 0 {
 			return &InputError{Field: "debounce", Reason: "is only for the debounce conflict mode"}
 		}
+		if p.KeepLast {
+			return &InputError{Field: "keep last", Reason: "is only for the replace and debounce conflict modes"}
+		}
 		return nil
 	case ConflictReplace:
 		if p.Debounce != 0 || p.DebounceMax != 0 {
@@ -156,6 +159,7 @@ func FoldConflicts(params []InsertParams) (out []InsertParams, replaced []bool) 
 		}
 		out[j].Payload = p.Payload
 		out[j].OnConflict, out[j].Debounce, out[j].DebounceMax = p.OnConflict, p.Debounce, p.DebounceMax
+		out[j].KeepLast = p.KeepLast
 		replaced[i] = true
 	}
 	return out, replaced

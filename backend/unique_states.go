@@ -111,6 +111,16 @@ func (s UniqueStates) Holds(reserved bool, attempts int, due, now time.Time) boo
 	return s.All()&st != 0
 }
 
+// Keeps reports whether a live holder of set s, in the state given by
+// reserved, attempts and due, keeps item p out at now: as Holds, except
+// that a running holder lets in an item asking KeepLast, its follow-up.
+func (s UniqueStates) Keeps(p *InsertParams, reserved bool, attempts int, due, now time.Time) bool {
+	if reserved && p.KeepLast {
+		return false
+	}
+	return s.Holds(reserved, attempts, due, now)
+}
+
 // validateUniqueStates checks an item's set: known states only, and a
 // unique key for it to apply to.
 func validateUniqueStates(p InsertParams) error {
@@ -128,12 +138,16 @@ func validateUniqueStates(p InsertParams) error {
 
 // RefuseUniqueStates is what a backend without state sets calls in its
 // inserts, after validating them: it refuses a batch holding an item whose
-// set is not every state, since holding the key in every state instead
+// set is not every state, or asking KeepLast (a running holder giving the
+// key up to a follow-up), since holding the key in every state instead
 // would keep out jobs the caller asked to let in.
 func RefuseUniqueStates(params []InsertParams) error {
 	for i, p := range params {
 		if p.UniqueStates.All() != UniqueAllStates {
 			return fmt.Errorf("insert job %d of %d: unique states %s: %w", i+1, len(params), p.UniqueStates, ErrNotSupported)
+		}
+		if p.KeepLast {
+			return fmt.Errorf("insert job %d of %d: keep last: %w", i+1, len(params), ErrNotSupported)
 		}
 	}
 	return nil

@@ -10,7 +10,8 @@ import (
 
 // testUniqueStates: a unique key's holder keeps a new job of the key out
 // only while its state is in its set (backend.UniqueStates); out of it,
-// the insert takes the key over, and the old holder does not get it back.
+// the insert takes the key over, and the old holder does not get it back;
+// a running holder also gives it up to a follow-up asking KeepLast.
 // A backend without state sets refuses a set other than every state with
 // ErrNotSupported and writes nothing.
 func testUniqueStates(t *testing.T, h Harness) {
@@ -159,6 +160,45 @@ func testUniqueStates(t *testing.T, h Harness) {
 		}
 	})
 
+	parallel(t, h, "KeepLast", func(t *testing.T, b backend.Backend) {
+		// A running holder keeps running and a duplicate asking KeepLast
+		// becomes its follow-up, which later duplicates replace while it
+		// waits: at most one follow-up waits.
+		a := insertOne(t, b, uniq(0))
+		claimOne(t, b, "q")
+		last := func(v string) backend.InsertParams {
+			p := uniq(0)
+			p.OnConflict, p.KeepLast, p.Payload = backend.ConflictReplace, true, []byte(v)
+			return p
+		}
+		res, err := b.JobInsertMany(t.Context(), []backend.InsertParams{last(`{"v":2}`)})
+		if errors.Is(err, backend.ErrNotSupported) {
+			wantStats(t, b, backend.QueueStats{Queue: "q", Reserved: 1})
+			return
+		}
+		if err != nil || res[0].Duplicate || res[0].ID == a {
+			t.Fatalf("keep-last over a running holder = %+v, %v; want a new job", res, err)
+		}
+		follow := res[0].ID
+		res = insert(t, b, last(`{"v":3}`))
+		if !res[0].Duplicate || res[0].ID != follow || !res[0].Replaced {
+			t.Fatalf("keep-last over a waiting follow-up = %+v, want job %d replaced", res[0], follow)
+		}
+		if row := get(t, b, follow); !jsonEqual(row.Payload, []byte(`{"v":3}`)) {
+			t.Fatalf("follow-up's payload %s, want {\"v\":3}", row.Payload)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1, Reserved: 1})
+		// Without KeepLast, a duplicate of the waiting follow-up is one.
+		again(t, b, uniq(0), follow)
+		if got := claimOne(t, b, "q"); got.ID != follow {
+			t.Fatalf("claimed %d, want the follow-up %d", got.ID, follow)
+		}
+		if id := again(t, b, last(`{"v":4}`), 0); id == follow || id == a {
+			t.Fatalf("keep-last over a running follow-up named job %d", id)
+		}
+		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1, Reserved: 2})
+	})
+
 	parallel(t, h, "Batch", func(t *testing.T, b backend.Backend) {
 		// Within one call the items of a key are one job, whatever the
 		// set: the first's state is not judged against the later ones.
@@ -181,6 +221,10 @@ func testUniqueStates(t *testing.T, h Harness) {
 			_, err := b.JobInsertMany(t.Context(), []backend.InsertParams{job("q", "t"), p})
 			wantInvalid(t, err, "unique states")
 		}
+		skip := uniq(0)
+		skip.KeepLast = true
+		_, err := b.JobInsertMany(t.Context(), []backend.InsertParams{job("q", "t"), skip})
+		wantInvalid(t, err, "keep last")
 		wantNoStats(t, b)
 	})
 }

@@ -160,7 +160,7 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	woken := map[string]bool{}
 	byType := map[backend.TypeCount]int{}
 	for _, f := range rows {
-		if h, held := b.unique[f.UniqueKey]; f.UniqueKey != "" && held && b.holds(h, now) {
+		if h, held := b.unique[f.UniqueKey]; f.UniqueKey != "" && held && b.keeps(h, &backend.InsertParams{}, now) {
 			res.Skipped++
 			continue
 		}

@@ -29,8 +29,9 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	made := map[string]bool{}
 	for i, p := range params {
 		if p.UniqueKey != "" {
-			// A holder out of its states loses the key to this item.
-			if holder, ok := b.unique[p.UniqueKey]; ok && (made[p.UniqueKey] || b.holds(holder, now)) {
+			// A holder out of its states loses the key to this item, and
+			// so does a running one to a follow-up (KeepLast).
+			if holder, ok := b.unique[p.UniqueKey]; ok && (made[p.UniqueKey] || b.keeps(holder, &p, now)) {
 				out[i] = backend.InsertResult{ID: holder, Duplicate: true, Replaced: replaced != nil && replaced[i]}
 				if c, asked := backend.ConflictOf(params, i, now); asked && !out[i].Replaced {
 					out[i].Replaced = b.applyConflict(b.jobs[holder], c, now, woken)

@@ -181,15 +181,15 @@ func (b *Backend) addPending(j *backend.JobRow, now time.Time) {
 	b.queue(j.Queue).addPending(j, now)
 }
 
-// holds reports whether the live job id, holding a unique key, keeps a
-// new job of the key out at now (backend.UniqueStates).
+// keeps reports whether the live job id, holding a unique key, keeps p,
+// a new job of the key, out at now (backend.UniqueStates).
 // Called with b.mu held.
-func (b *Backend) holds(id int64, now time.Time) bool {
+func (b *Backend) keeps(id int64, p *backend.InsertParams, now time.Time) bool {
 	j := b.jobs[id]
 	if j == nil {
 		return false
 	}
-	return b.uniqueStates[id].Holds(j.Status != backend.StatePending, j.Attempts, j.AvailableAt, now)
+	return b.uniqueStates[id].Keeps(p, j.Status != backend.StatePending, j.Attempts, j.AvailableAt, now)
 }
 
 // removeLive forgets a reserved job that is done or failed, freeing its

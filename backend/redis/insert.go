@@ -300,7 +300,7 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 		}
 		if _, seen := first[p.UniqueKey]; !seen {
 			first[p.UniqueKey] = i
-			claims = append(claims, uniqueClaim{key: p.UniqueKey, id: ids[i]})
+			claims = append(claims, uniqueClaim{key: p.UniqueKey, id: ids[i], item: &params[i]})
 		}
 	}
 	reserved := time.Now()

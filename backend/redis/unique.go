@@ -19,6 +19,9 @@ import (
 type uniqueClaim struct {
 	key string
 	id  int64
+	// item is the insert's item of the claim, judged against a live
+	// holder's set (nil for a replay: judged as a plain insert).
+	item *backend.InsertParams
 	// holder is 0 once reserveUnique gave the key to id; otherwise the ID
 	// of the job holding it, of which id is a duplicate.
 	holder int64
@@ -180,32 +183,46 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	}
 	// A live holder keeps the key while its state is in its set
 	// (backend.UniqueStates); out of it, the key is taken over at once.
-	live, holds := map[string]bool{}, map[string]bool{}
+	live := map[string]bool{}
+	type state struct {
+		states   backend.UniqueStates
+		reserved bool
+		attempts int
+		due      time.Time
+	}
+	states := map[string]state{}
 	if len(jobKeys) > 0 {
 		rows, err := b.c.hmgetAll(ctx, jobKeys, "d", "us", "lu", "a", "av", "c")
 		if err != nil {
 			return err
 		}
-		at := time.UnixMicro(now)
 		for i, k := range jobKeys {
 			f := fields{v: rows[i]}
 			if live[k] = rows[i][0] != nil; !live[k] {
 				continue
 			}
-			states, attempts, lease := f.int(1), f.int(3), f.str(2)
 			due := f.int64(4)
 			if rows[i][4] == nil {
 				due = f.int64(5)
 			}
+			states[k] = state{backend.UniqueStates(f.int(1)), f.str(2) != "", f.int(3), time.UnixMicro(due)}
 			if f.err != nil {
 				return fmt.Errorf("unique key holder %s: %w", k, f.err)
 			}
-			holds[k] = backend.UniqueStates(states).Holds(lease != "", attempts, time.UnixMicro(due), at)
 		}
+	}
+	at := time.UnixMicro(now)
+	keeps := func(h held) bool {
+		item := claims[h.i].item
+		if item == nil {
+			item = &backend.InsertParams{}
+		}
+		s := states[h.key]
+		return live[h.key] && s.states.Keeps(item, s.reserved, s.attempts, s.due, at)
 	}
 	var steal []held
 	for _, h := range found {
-		if h.id != 0 && (holds[h.key] || !live[h.key] && now-h.at < b.grace.Microseconds()) {
+		if h.id != 0 && (keeps(h) || !live[h.key] && now-h.at < b.grace.Microseconds()) {
 			claims[h.i].holder = h.id
 			claims[h.i].inFlight = !live[h.key]
 			continue

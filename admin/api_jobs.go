@@ -32,10 +32,13 @@ type enqueueRequest struct {
 	// OnConflict is what a duplicate does: "skip" (the default),
 	// "replace" or "debounce" (jobq.Replace, jobq.Debounce with Debounce
 	// and DebounceMax, Go durations).
-	OnConflict  string            `json:"on_conflict"`
-	Debounce    string            `json:"debounce"`
-	DebounceMax string            `json:"debounce_max"`
-	Metadata    map[string]string `json:"metadata"`
+	OnConflict  string `json:"on_conflict"`
+	Debounce    string `json:"debounce"`
+	DebounceMax string `json:"debounce_max"`
+	// KeepLast, with "replace", makes a duplicate of a running job its
+	// follow-up (jobq.KeepLast).
+	KeepLast bool              `json:"keep_last"`
+	Metadata map[string]string `json:"metadata"`
 	// Key names what the job acts on (an account, a tenant): the queue's
 	// key rules apply to it (see PUT /api/v1/queues/{queue}/keys).
 	Key string `json:"key"`
@@ -132,10 +135,16 @@ func (q *enqueueRequest) conflictOption(prefix string) (jobq.EnqueueOption, erro
 	if q.OnConflict != "debounce" && (q.Debounce != "" || q.DebounceMax != "") {
 		return nil, badField(prefix+"debounce", "is only for \"on_conflict\": \"debounce\"")
 	}
+	if q.KeepLast && q.OnConflict != "replace" {
+		return nil, badField(prefix+"keep_last", "is only for \"on_conflict\": \"replace\"")
+	}
 	switch q.OnConflict {
 	case "", "skip":
 		return nil, nil
 	case "replace":
+		if q.KeepLast {
+			return jobq.Replace(jobq.KeepLast()), nil
+		}
 		return jobq.Replace(), nil
 	case "debounce":
 		d, err := time.ParseDuration(q.Debounce)

@@ -167,6 +167,7 @@ func TestBadInput(t *testing.T) {
 		{"unique-states", []string{"enqueue", "x", "{}", "--unique-by", "args", "--unique-states", "pending,done"}, `"done" is not one of pending, scheduled, running, retrying`},
 		{"on-conflict", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "merge"}, `--on-conflict "merge"`},
 		{"debounce", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "debounce", "--debounce", "1m"}, "--debounce-max"},
+		{"keep-last for skip", []string{"enqueue", "x", "{}", "--unique", "k", "--keep-last"}, "--keep-last is for --on-conflict replace"},
 		{"debounce for skip", []string{"enqueue", "x", "{}", "--debounce", "1m"}, "are for --on-conflict debounce"},
 		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
 		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},

@@ -26,6 +26,7 @@ type enqueueFlags struct {
 	onConflict   string
 	debounce     time.Duration
 	debounceMax  time.Duration
+	keepLast     bool
 	key          string
 	metadata     map[string]string
 	file         string
@@ -65,7 +66,9 @@ the waiting job this payload and pushes it to D from then, never past M
 after it was created. A running job is left alone. --unique-states (with
 --unique-by) names the states in which a job keeps new ones out:
 pending,scheduled lets a new job in while one runs, but not while one
-waits (default: every state).
+waits (default: every state). --keep-last (with --on-conflict replace)
+makes a duplicate of a running job its follow-up, a new job that later
+duplicates replace while it waits.
 
 With --key KEY the job belongs to that key (an account, a tenant): jobs of
 one key take turns with other keys' jobs, and the queue's key rules ('jobq
@@ -133,6 +136,7 @@ line to resume from; nothing of its batch is stored.`,
 	fl.StringSliceVar(&f.uniqueStates, "unique-states", nil, "with --unique-by: the states in which a job keeps new ones out: pending, scheduled, running, retrying (default all)")
 	fl.StringVar(&f.onConflict, "on-conflict", "skip", "what a duplicate does: skip, replace or debounce")
 	fl.DurationVar(&f.debounce, "debounce", 0, "with --on-conflict debounce: run the job this long after the last duplicate, e.g. 30s")
+	fl.BoolVar(&f.keepLast, "keep-last", false, "with --on-conflict replace: a duplicate of a running job becomes its follow-up, replaced while it waits")
 	fl.DurationVar(&f.debounceMax, "debounce-max", 0, "with --on-conflict debounce: but no later than this long after the first, e.g. 5m")
 	fl.StringVar(&f.key, "key", "", "the job's key (an account, a tenant): the queue's key rules apply (see 'jobq queue keys')")
 	fl.StringToStringVar(&f.metadata, "metadata", nil, "metadata the handler can read, e.g. tenant=acme,trace=abc (repeatable)")
@@ -202,7 +206,7 @@ func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 		return in, err
 	}
 	in.uniqueBy = by
-	if in.conflict, err = conflictOption(cmd, f.onConflict, f.debounce, f.debounceMax); err != nil {
+	if in.conflict, err = conflictOption(cmd, f.onConflict, f.debounce, f.debounceMax, f.keepLast); err != nil {
 		return in, err
 	}
 	if f.runAt != "" {
@@ -341,15 +345,21 @@ func uniqueByFlags(cmd *cobra.Command, parts []string, period time.Duration, sta
 // conflictOption turns --on-conflict and the debounce durations into the
 // enqueue option they name: nil for skip. The client checks the rest (a
 // unique key to conflict on).
-func conflictOption(cmd *cobra.Command, mode string, d, maxWait time.Duration) (jobq.EnqueueOption, error) {
+func conflictOption(cmd *cobra.Command, mode string, d, maxWait time.Duration, keepLast bool) (jobq.EnqueueOption, error) {
 	fl := cmd.Flags()
 	if mode != "debounce" && (fl.Changed("debounce") || fl.Changed("debounce-max")) {
 		return nil, usagef("--debounce and --debounce-max are for --on-conflict debounce")
+	}
+	if keepLast && mode != "replace" {
+		return nil, usagef("--keep-last is for --on-conflict replace")
 	}
 	switch mode {
 	case "skip":
 		return nil, nil
 	case "replace":
+		if keepLast {
+			return jobq.Replace(jobq.KeepLast()), nil
+		}
 		return jobq.Replace(), nil
 	case "debounce":
 		if d <= 0 || maxWait < d {

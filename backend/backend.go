@@ -140,7 +140,9 @@ type Backend interface {
 	// move to failed_jobs with the error "lease expired", each appending
 	// it to the job's Errors (Duration 0, no Worker). At most
 	// params.Limit jobs are handled per call (0 means a backend default).
-	// The result names every job it moved (SweepResult.Jobs). A call that
+	// It also moves pending jobs whose deadline has passed to failed_jobs
+	// (see DeadlineError), within the same limit. The result names every
+	// job it moved (SweepResult.Jobs). A call that
 	// fails after part of its work committed (PostgreSQL sweeps tasks'
 	// jobs in a second transaction) returns that part with the error.
 	LeaseSweep(ctx context.Context, params SweepParams) (SweepResult, error)
@@ -170,7 +172,8 @@ type Backend interface {
 	// pending, available now, attempts and releases reset to 0, keeping
 	// their original job ID, queue, type, payload, priority, max attempts
 	// and metadata, and their Errors (the history of the attempts before
-	// the replay); each failed_jobs row is deleted in the same transaction
+	// the replay), but no deadline (a job that expired would expire again
+	// at once); each failed_jobs row is deleted in the same transaction
 	// that re-creates its job, so a job is never in both tables nor in
 	// neither. A replayed job whose unique key is now held by a live job is
 	// left in failed_jobs and counted in Skipped. Replaying a job ID that
@@ -243,6 +246,8 @@ type JobRow struct {
 	// without a key.
 	Key  string
 	Turn int64
+	// Deadline is the latest time the job may start, zero for none.
+	Deadline time.Time
 }
 
 // Ref returns the fence that identifies this claim of the job.
@@ -293,6 +298,11 @@ type InsertParams struct {
 	// UniqueKey, keeps later inserts of the key out (see UniqueStates);
 	// zero: every state.
 	UniqueStates UniqueStates
+	// Deadline is the latest time the job may start, zero for none (see
+	// DeadlineError). It must be after the backend's clock at insert and
+	// no earlier than the due time (CheckDeadlines). Backends without
+	// deadlines refuse it with ErrNotSupported (RefuseDeadlines).
+	Deadline time.Time
 }
 
 // InsertResult is the outcome of one InsertParams.
@@ -412,8 +422,11 @@ type SweepResult struct {
 	// let the lease run out: they ended cancelled (see Canceller). They
 	// are not in Jobs.
 	Cancelled int
-	// Jobs lists every job the sweep moved, Rescued + Failed of them, in
-	// no particular order.
+	// Expired counts pending jobs whose deadline passed, moved to
+	// failed_jobs (see DeadlineError); they are not in Failed.
+	Expired int
+	// Jobs lists every job the sweep moved, Rescued + Failed + Expired
+	// of them, in no particular order.
 	Jobs []SweptJob
 }
 
@@ -423,6 +436,11 @@ type SweptJob struct {
 	Queue  string
 	Type   string
 	Failed bool // moved to failed_jobs; false: back to pending
+	// Expired: a pending job whose deadline passed before it was
+	// claimed, moved to failed_jobs (Failed is set too) with
+	// DeadlineError; Ref is its last claim's, or 0s for one never
+	// claimed.
+	Expired bool
 }
 
 // QueueStats is the count of jobs in each state for one queue.

@@ -108,6 +108,9 @@ func ValidateInsert(p InsertParams) error {
 	if err := validateUniqueStates(p); err != nil {
 		return err
 	}
+	if err := validateDeadline(p); err != nil {
+		return err
+	}
 	return ValidateMetadata(p.Metadata)
 }
 

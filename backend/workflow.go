@@ -345,6 +345,12 @@ func ValidateWorkflow(p WorkflowParams) ([]int, error) {
 		if t.Job.UniqueKey != "" {
 			return nil, &InputError{Field: "task " + quoteName(t.Name), Reason: "a task cannot have a unique key: it is unique by its name in its workflow"}
 		}
+		if !t.Job.Deadline.IsZero() {
+			// A task's job is made when its dependencies end, and a
+			// task that expired would end its workflow failed with no
+			// attempt made: refused rather than half honoured.
+			return nil, &InputError{Field: "task " + quoteName(t.Name), Reason: "a task cannot have a deadline"}
+		}
 		if err := ValidateInsert(t.Job); err != nil {
 			return nil, fmt.Errorf("task %s: %w", quoteName(t.Name), err)
 		}

@@ -93,6 +93,11 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, err
 		}
 	}
+	// A deadline is met at once here; one already passed is still bad
+	// input, as on every backend.
+	if err := backend.CheckDeadlines(params, time.Now()); err != nil {
+		return nil, err
+	}
 	b.mu.RLock()
 	run := b.run
 	b.mu.RUnlock()

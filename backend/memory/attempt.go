@@ -186,6 +186,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		woken[j.Queue] = true
 		res.Rescued++
 	}
+	b.sweepDeadlines(&res, limit, now)
 	b.wake(woken)
 	if res.Failed+res.Cancelled > 0 {
 		b.wakeFinished()

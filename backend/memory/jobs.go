@@ -21,6 +21,9 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 	}
 	defer b.mu.Unlock()
 	now := b.now()
+	if err := backend.CheckDeadlines(params, now); err != nil {
+		return nil, err
+	}
 	out := make([]backend.InsertResult, len(params))
 	params, replaced := backend.FoldConflicts(params)
 	woken := map[string]bool{}
@@ -94,6 +97,10 @@ func (b *Backend) newJob(p backend.InsertParams, now time.Time) *backend.JobRow 
 		UniqueKey:   p.UniqueKey,
 		Metadata:    cloneMetadata(p.Metadata),
 		Key:         p.Key,
+		Deadline:    p.Deadline,
+	}
+	if !j.Deadline.IsZero() {
+		b.deadlined[j.ID] = j
 	}
 	b.addPending(j, now)
 	return j
@@ -139,6 +146,7 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 			if allow[i] != nil && allow[i].left == 0 {
 				continue
 			}
+			b.expireReady(q, now)
 			if q.ready.len() > 0 && (best == nil || claimsBefore(q.ready.peek(), best)) {
 				best, bi, fromKey = q.ready.peek(), i, false
 			}

@@ -61,6 +61,11 @@ type Backend struct {
 	lastJobID int64                     // also the jobs ever inserted: each insert takes the next ID
 	jobs      map[int64]*backend.JobRow // live jobs, pending or reserved
 	reserved  map[int64]*backend.JobRow // the reserved subset, for the sweep
+	// deadlined holds the live jobs with a deadline, for the sweep (see
+	// deadline.go); expired lists the jobs a claim moved to failed jobs
+	// for their deadline, which the next sweep reports.
+	deadlined map[int64]*backend.JobRow
+	expired   []backend.SweptJob
 	queues    map[string]*queue
 	unique    map[string]int64 // unique key -> live job holding it
 	// uniqueStates holds the set of each live job inserted with one
@@ -106,6 +111,7 @@ func New(opts Options) *Backend {
 		now:          now,
 		jobs:         map[int64]*backend.JobRow{},
 		reserved:     map[int64]*backend.JobRow{},
+		deadlined:    map[int64]*backend.JobRow{},
 		queues:       map[string]*queue{},
 		unique:       map[string]int64{},
 		uniqueStates: map[int64]backend.UniqueStates{},
@@ -132,6 +138,7 @@ func (b *Backend) Close() error {
 	b.closed = true
 	b.limits.Close()
 	b.jobs, b.reserved, b.queues, b.unique = nil, nil, nil, nil
+	b.deadlined, b.expired = nil, nil
 	b.failed, b.failedByJob, b.finished = nil, nil, nil
 	b.wf = workflowStore{}
 	return nil
@@ -197,6 +204,7 @@ func (b *Backend) keeps(id int64, p *backend.InsertParams, now time.Time) bool {
 func (b *Backend) removeLive(j *backend.JobRow) {
 	delete(b.jobs, j.ID)
 	delete(b.reserved, j.ID)
+	delete(b.deadlined, j.ID)
 	if j.UniqueKey != "" && b.unique[j.UniqueKey] == j.ID {
 		delete(b.unique, j.UniqueKey)
 	}
@@ -252,6 +260,16 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 		b.keyOf(j).failed++
 	}
 	b.removeLive(j)
+	b.addFailed(j, msg, now)
+	// Every move to failed_jobs passes here: a task's job that fails ends
+	// its task in the same critical section.
+	b.taskJobEnded(j.ID, backend.TaskFailed, msg, nil, now)
+	b.keyEnded(j, now)
+}
+
+// addFailed stores the failed row of live job j, which left the live
+// jobs, with msg.
+func (b *Backend) addFailed(j *backend.JobRow, msg string, now time.Time) {
 	b.lastFailed++
 	f := &backend.FailedJob{
 		ID:          b.lastFailed,
@@ -276,10 +294,6 @@ func (b *Backend) toFailed(j *backend.JobRow, msg string, now time.Time) {
 	b.failed = append(b.failed, f)
 	b.failedByJob[f.JobID] = f
 	b.queue(f.Queue).failed++
-	// Every move to failed_jobs passes here: a task's job that fails ends
-	// its task in the same critical section.
-	b.taskJobEnded(j.ID, backend.TaskFailed, msg, nil, now)
-	b.keyEnded(j, now)
 }
 
 // cloneJob copies a row for a caller, so callers never share state with the

@@ -84,7 +84,7 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 				results, due, err = b.copyInsert(ctx, tx, params)
 				return err
 			})
-		case mayTakeRounds(params):
+		case mayTakeRounds(params) || hasDeadline(params):
 			err = b.inTx(ctx, func(tx pgx.Tx) error {
 				var err error
 				results, due, err = b.insert(ctx, pgxRows(tx), b.q.insert, "", params)
@@ -113,6 +113,49 @@ func validateInserts(params []backend.InsertParams) error {
 	return backend.RefuseUniqueStates(params)
 }
 
+// hasDeadline reports whether an item of params has a deadline: such a
+// batch runs in a transaction (the deadlines are set by a statement
+// after the insert, see setDeadlines) and never through COPY.
+func hasDeadline(params []backend.InsertParams) bool {
+	return slices.ContainsFunc(params, func(p backend.InsertParams) bool { return !p.Deadline.IsZero() })
+}
+
+// checkDeadlines checks the items' deadlines against the database's
+// clock (now(): the insert's transaction time, the one its due times
+// are computed from) before anything is written.
+func (b *Backend) checkDeadlines(ctx context.Context, query rowQuerier, params []backend.InsertParams) error {
+	var now time.Time
+	if err := query(ctx, `SELECT now()`, nil, []any{&now}, func() error { return nil }); err != nil {
+		return err
+	}
+	return backend.CheckDeadlines(params, now)
+}
+
+// setDeadlines gives the jobs the items inserted (not the duplicates)
+// their deadlines, through query, in the insert's transaction.
+func (b *Backend) setDeadlines(ctx context.Context, query rowQuerier, params []backend.InsertParams, results []backend.InsertResult) error {
+	var ids []int64
+	var at []time.Time
+	for i, p := range params {
+		if !p.Deadline.IsZero() && !results[i].Duplicate {
+			ids, at = append(ids, results[i].ID), append(at, p.Deadline)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	var id int64
+	n := 0
+	err := query(ctx, b.q.setDeadlines, []any{ids, at}, []any{&id}, func() error { n++; return nil })
+	if err == nil && n != len(ids) {
+		err = fmt.Errorf("set %d deadlines of %d", n, len(ids))
+	}
+	if err != nil {
+		return fmt.Errorf("set deadlines: %w", err)
+	}
+	return nil
+}
+
 // insertRounds bounds how often insert re-sends items whose duplicate
 // holder vanished between its snapshot and its conflict check.
 const insertRounds = 5
@@ -136,6 +179,12 @@ func mayTakeRounds(params []backend.InsertParams) bool {
 // repeating a unique key of an earlier item in the batch are not sent: they
 // take the earlier item's ID as duplicates.
 func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
+	deadlines := hasDeadline(params)
+	if deadlines {
+		if err := b.checkDeadlines(ctx, query, params); err != nil {
+			return nil, nil, err
+		}
+	}
 	results := make([]backend.InsertResult, len(params))
 	params, replaced := backend.FoldConflicts(params)
 	firstWithKey := map[string]int{}
@@ -201,6 +250,11 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 	}
 	for _, f := range followers {
 		results[f[0]] = backend.InsertResult{ID: results[f[1]].ID, Duplicate: true, Replaced: replaced != nil && replaced[f[0]]}
+	}
+	if deadlines {
+		if err := b.setDeadlines(ctx, query, params, results); err != nil {
+			return nil, nil, err
+		}
 	}
 	woken, err := b.applyConflicts(ctx, query, params, results)
 	if err != nil {
@@ -334,7 +388,7 @@ func copyable(params []backend.InsertParams) bool {
 	}
 	for _, p := range params {
 		// A keyed job's turn is computed by the statement (see keyTurns).
-		if p.UniqueKey != "" || p.Key != "" || p.Delay != 0 || !p.RunAt.IsZero() {
+		if p.UniqueKey != "" || p.Key != "" || p.Delay != 0 || !p.RunAt.IsZero() || !p.Deadline.IsZero() {
 			return false
 		}
 	}

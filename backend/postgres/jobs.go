@@ -373,6 +373,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		batch := &pgx.Batch{}
 		batch.Queue(b.q.sweep, limit)
 		batch.Queue(b.rq.sweepCancelled, limit)
+		batch.Queue(b.q.expire, limit)
 		br := b.pool.SendBatch(ctx, batch)
 		rows, err := br.Query()
 		if err == nil {
@@ -384,6 +385,17 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		}
 		if err == nil {
 			err = br.QueryRow().Scan(&res.Cancelled, &tasksWait)
+		}
+		if err == nil {
+			rows, err = br.Query()
+		}
+		if err == nil {
+			j := backend.SweptJob{Failed: true, Expired: true}
+			_, err = pgx.ForEachRow(rows, []any{&j.Ref.ID, &j.Ref.Attempt, &j.Ref.Token, &j.Queue, &j.Type}, func() error {
+				res.Jobs = append(res.Jobs, j)
+				res.Expired++
+				return nil
+			})
 		}
 		return errors.Join(err, br.Close())
 	})
@@ -403,6 +415,9 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	var due []string
 	seen := map[string]bool{}
 	for _, j := range res.Jobs {
+		if j.Expired {
+			continue // counted above
+		}
 		if j.Failed {
 			res.Failed++
 			continue
@@ -475,6 +490,7 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		j                      backend.JobRow
 		status                 string
 		reservedAt, leaseUntil pgtype.Timestamptz
+		deadline               pgtype.Timestamptz
 		lastError, uniqueKey   pgtype.Text
 		metadata, errs         []byte
 		workflowID             pgtype.Int8
@@ -482,10 +498,11 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata, &j.Token, &errs, &key, &j.Turn, &workflowID, &task)
+		&j.Releases, &metadata, &j.Token, &errs, &key, &j.Turn, &deadline, &workflowID, &task)
 	if err != nil {
 		return nil, err
 	}
+	j.Deadline = deadline.Time
 	if j.Metadata, err = decodeMetadata(metadata); err != nil {
 		return nil, fmt.Errorf("job %d: %w", j.ID, err)
 	}

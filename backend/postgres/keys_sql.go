@@ -249,6 +249,7 @@ chosen AS (
 picked AS MATERIALIZED (
 	SELECT j.id FROM {schema}.jobs j
 	WHERE j.id IN (SELECT id FROM chosen) AND j.status = 'pending'
+	  AND (j.deadline IS NULL OR j.deadline >= (SELECT now FROM t))
 	FOR UPDATE SKIP LOCKED
 ),
 claimed AS (

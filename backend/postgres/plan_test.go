@@ -123,3 +123,33 @@ func TestClaimPlanReachesTheClaim(t *testing.T) {
 		t.Fatalf("settings in the batch %q, after it %q; want \"off off\" then \"on on\"", inBatch, after)
 	}
 }
+
+// TestDeadlinePlans: the claim walks jobs_claim_idx as it did before
+// deadlines (the deadline is a filter on the rows it locks anyway), and
+// the sweep finds expired jobs through jobs_deadline_idx, not by reading
+// the pending jobs.
+func TestDeadlinePlans(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{NoVacuum: true})
+	insertN(t, b, "q", 5000)
+	batch := make([]backend.InsertParams, 50)
+	for i := range batch {
+		batch[i] = testJob("q")
+		batch[i].Deadline = time.Now().Add(time.Hour)
+	}
+	if _, err := b.JobInsertMany(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	execTest(t, "ANALYZE "+quoteIdent(b.Schema())+".jobs")
+	args := []any{[]string{"q"}, 100, int64(time.Minute / time.Microsecond)}
+	plan := explain(t, b, []string{b.q.claimPlan}, b.q.claim, args...)
+	if !strings.Contains(plan, "Index Scan using jobs_claim_idx") || strings.Contains(plan, "Seq Scan on jobs") || strings.Contains(plan, "Bitmap") {
+		t.Fatalf("claim plan does not walk jobs_claim_idx:\n%s", plan)
+	}
+	t.Logf("claim plan:\n%s", plan)
+	plan = explain(t, b, nil, b.q.expire, 1000)
+	if !strings.Contains(plan, "jobs_deadline_idx") || strings.Contains(plan, "Seq Scan on jobs") {
+		t.Fatalf("expire plan does not read jobs_deadline_idx:\n%s", plan)
+	}
+	t.Logf("expire plan:\n%s", plan)
+}

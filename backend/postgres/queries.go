@@ -44,14 +44,14 @@ import (
 // from the jobs row j, in the order scanJob reads it.
 const jobColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, j.errors, j.key, j.turn, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, j.errors, j.key, j.turn, j.deadline, ` + jobTaskColumns
 
 // claimedColumns is jobColumns as the claim statements return them, but
 // for errors: a claim returns none (see backend.JobRow.Errors) rather than
 // read a jsonb array per claim.
 const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, NULL::jsonb, j.key, j.turn, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, NULL::jsonb, j.key, j.turn, NULL::timestamptz, ` + jobTaskColumns
 
 // jobTaskColumns name the workflow task of the jobs row j (NULL, NULL for a
 // plain job). The CASE keeps a plain job's read to the column it already
@@ -118,6 +118,7 @@ WITH picked AS MATERIALIZED (
 	CROSS JOIN LATERAL (
 		SELECT id, priority, turn, available_at FROM {schema}.jobs
 		WHERE status = 'pending' AND queue = q.name AND available_at <= now()
+		  AND (deadline IS NULL OR deadline >= now())
 		ORDER BY priority DESC, turn, available_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
@@ -347,6 +348,55 @@ moved AS (
 SELECT id, attempts, claim_token, queue, type, false FROM rescued
 UNION ALL
 SELECT job_id, attempts, claim_token, queue, type, true FROM moved`
+
+// sqlExpire moves up to $1 pending jobs whose deadline has passed to
+// failed_jobs, as they are (attempts and errors unchanged: no attempt
+// was made), with backend.DeadlineError as their error, the text built
+// here as Go builds it (RFC 3339, UTC, whole seconds). It finds them
+// through jobs_deadline_idx, which holds only pending jobs with a
+// deadline. Jobs with a deadline are never keyed nor a task's.
+//
+//	$1 limit int
+//
+// Returns one row per job moved: (id bigint, attempts int, claim_token
+// bigint, queue text, type text).
+var sqlExpire = `
+WITH expired AS MATERIALIZED (
+	SELECT id FROM {schema}.jobs
+	WHERE status = 'pending' AND deadline IS NOT NULL AND deadline < now()
+	ORDER BY deadline
+	LIMIT $1
+	FOR UPDATE SKIP LOCKED
+),
+dead AS (
+	DELETE FROM {schema}.jobs j USING expired e
+	WHERE j.id = e.id AND j.status = 'pending'
+	RETURNING j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority,
+	          j.unique_key, j.created_at, j.metadata, j.claim_token, j.key, j.turn, j.errors, j.deadline
+),
+moved AS (
+	INSERT INTO {schema}.failed_jobs
+	       (job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, errors, key, turn)
+	SELECT id, queue, type, payload, attempts, max_attempts, priority,
+	       {deadline_prefix} || to_char(deadline AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'),
+	       unique_key, created_at, now(), metadata, claim_token, errors, key, turn
+	FROM dead
+	RETURNING job_id, attempts, claim_token, queue, type
+)
+SELECT job_id, attempts, claim_token, queue, type FROM moved`
+
+// sqlSetDeadlines gives the jobs just inserted their deadlines, in the
+// insert's transaction: a statement apart, so the insert statements and
+// the jobs without a deadline (nearly all) pay nothing for the column.
+//
+//	$1 ids bigint[], $2 deadlines timestamptz[]
+//
+// Returns one row per job: (id bigint).
+const sqlSetDeadlines = `
+UPDATE {schema}.jobs j SET deadline = d.at
+FROM unnest($1::bigint[], $2::timestamptz[]) AS d(id, at)
+WHERE j.id = d.id
+RETURNING j.id`
 
 // sqlDeadTuples reads what the vacuumer decides on.
 //
@@ -607,6 +657,7 @@ type queries struct {
 	queueLimits, queuePrune, queueSettings                    string
 	createSchema, schemaVersion, setSearchPath, recordVersion string
 	jobsInserted, conflict                                    string
+	expire, setDeadlines                                      string
 }
 
 // newQueries fills the placeholders for schema, which must already have
@@ -618,6 +669,7 @@ func newQueries(schema string) queries {
 		"{channel}", "'"+channel+"'",
 		"{channel_ident}", quoteIdent(channel),
 		"{lease_expired}", quoteLiteral(backend.LeaseExpiredError),
+		"{deadline_prefix}", quoteLiteral(backend.DeadlineErrorPrefix),
 	)
 	return queries{
 		insert:            r.Replace(sqlInsert),
@@ -632,6 +684,8 @@ func newQueries(schema string) queries {
 		extendLease:       r.Replace(sqlExtendLease),
 		release:           r.Replace(sqlRelease),
 		sweep:             r.Replace(sqlSweep),
+		expire:            r.Replace(sqlExpire),
+		setDeadlines:      r.Replace(sqlSetDeadlines),
 		jobGet:            r.Replace(sqlJobGet),
 		deadTuples:        sqlDeadTuples,
 		vacuumLock:        sqlVacuumLock,

@@ -77,6 +77,7 @@ s AS (
 ` + sqlClaimAllow + `picked AS MATERIALIZED (
 	SELECT id FROM {schema}.jobs
 	WHERE status = 'pending' AND queue = $1 AND available_at <= (SELECT now FROM t)
+	  AND (deadline IS NULL OR deadline >= (SELECT now FROM t))
 	ORDER BY priority DESC, turn, available_at, id
 	LIMIT (SELECT coalesce(max(n), $2::int) FROM allow)
 	FOR UPDATE SKIP LOCKED

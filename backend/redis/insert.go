@@ -34,6 +34,10 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, fmt.Errorf("insert item %d: %w", i, err)
 		}
 	}
+	// Not yet: the claim script and the sweep would have to honour it.
+	if err := backend.RefuseDeadlines(params); err != nil {
+		return nil, err
+	}
 	if len(params) == 0 {
 		return []backend.InsertResult{}, nil
 	}

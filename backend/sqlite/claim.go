@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -52,8 +53,9 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	// read: a claim cut short (context cancelled, scan error) reserves
 	// nothing instead of leaving jobs reserved until their lease expires.
 	var limited []limitedClaim
+	var expired []backend.SweptJob
 	err = b.write(ctx, op, func(tx *sql.Tx, st *stmts) error {
-		jobs, limited = jobs[:0], limited[:0]
+		jobs, limited, expired = jobs[:0], limited[:0], nil
 		// The settings table holds a row only for a paused or limited
 		// queue or one with key rules: read under the write lock, so a
 		// pause, a limit or a rule set by any process applies to the next
@@ -66,6 +68,18 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 		b.noteKeyQueues(settings)
 		if len(settings) == 0 {
 			jobs, err = claimRows(ctx, tx.StmtContext(ctx, stmt), args, claimed, jobs)
+			if err != nil || len(jobs) == params.Max {
+				return err
+			}
+			// A short claim may have passed over expired jobs at the
+			// head of the queue: moved now, the claim takes the jobs
+			// behind them instead of waiting for the next sweep.
+			if expired, err = expireInClaim(ctx, tx, reservedAt); err != nil || len(expired) == 0 {
+				return err
+			}
+			more := slices.Clone(args)
+			more[2] = int64(params.Max - len(jobs))
+			jobs, err = claimRows(ctx, tx.StmtContext(ctx, stmt), more, claimed, jobs)
 			return err
 		}
 		jobs, limited, err = b.claimControlled(ctx, tx, st, settings, queues, params.Max, now, args[:2], claimed, jobs)
@@ -73,6 +87,11 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(expired) > 0 {
+		b.expiredMu.Lock()
+		b.expired = append(b.expired, expired...)
+		b.expiredMu.Unlock()
 	}
 	for _, l := range limited {
 		b.limits.Claimed(l.queue, l.rows)
@@ -83,6 +102,26 @@ func (b *Backend) JobClaim(ctx context.Context, params backend.ClaimParams) ([]*
 	// RETURNING yields rows in no defined order: put them in claim order.
 	backend.SortClaimOrder(jobs)
 	return jobs, nil
+}
+
+// expireInClaim moves the pending jobs whose deadline passed by now (µs)
+// to failed_jobs inside the claim's transaction and returns them, for
+// this process's next LeaseSweep to report once the claim committed.
+// The probe of jobs_deadline, a partial index of the pending jobs with a
+// deadline, finds nothing at once where no job has one.
+func expireInClaim(ctx context.Context, tx *sql.Tx, now int64) ([]backend.SweptJob, error) {
+	var one int
+	switch err := tx.QueryRowContext(ctx, qExpiredAny, now).Scan(&one); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	var res backend.SweepResult
+	if err := expireTx(ctx, tx, now, backend.DefaultSweepLimit, &res); err != nil {
+		return nil, err
+	}
+	return res.Jobs, nil
 }
 
 // claimRows runs a claim statement and appends the rows it reserved.
@@ -120,7 +159,7 @@ type rowScan struct {
 	uniqueKey, metadata, errors, task, key           sql.NullString
 	workflowID                                       sql.NullInt64
 	status                                           string
-	reservedAt, leaseUntil                           sql.NullInt64
+	reservedAt, leaseUntil, deadline                 sql.NullInt64
 	cancelling                                       bool
 	dest                                             []any
 }
@@ -132,7 +171,7 @@ func newRowScan(claim bool) *rowScan {
 		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token,
 		&r.workflowID, &r.task, &r.key, &r.j.Turn}
 	if !claim {
-		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors)
+		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors, &r.deadline)
 	}
 	return r
 }
@@ -174,6 +213,9 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	}
 	if r.leaseUntil.Valid {
 		j.LeaseUntil = fromMicros(r.leaseUntil.Int64)
+	}
+	if r.deadline.Valid {
+		j.Deadline = fromMicros(r.deadline.Int64)
 	}
 	return j, nil
 }

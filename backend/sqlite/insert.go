@@ -59,6 +59,9 @@ func validateInserts(op string, params []backend.InsertParams) error {
 // prepared statements when tx is the backend's own; nil for a caller's
 // transaction, whose connection those statements do not belong to.
 func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams, results []backend.InsertResult, now time.Time) error {
+	if err := backend.CheckDeadlines(params, now); err != nil {
+		return err
+	}
 	nowUS := micros(now)
 	params, replaced := backend.FoldConflicts(params)
 	fresh := make([]int, 0, len(params)) // indexes of params to insert
@@ -177,6 +180,20 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	}
 	for i, j := range dupOf {
 		results[i].ID = results[j].ID
+	}
+	return setDeadlines(ctx, tx, params, fresh, results)
+}
+
+// setDeadlines writes the deadlines of the inserted items that have one,
+// a statement each after the insert, so the insert statements and the
+// jobs without a deadline (nearly all) pay nothing for the column.
+func setDeadlines(ctx context.Context, tx *sql.Tx, params []backend.InsertParams, fresh []int, results []backend.InsertResult) error {
+	for _, i := range fresh {
+		if d := params[i].Deadline; !d.IsZero() {
+			if _, err := tx.ExecContext(ctx, qSetDeadline, results[i].ID, micros(d)); err != nil {
+				return fmt.Errorf("set the deadline of job %d: %w", results[i].ID, err)
+			}
+		}
 	}
 	return nil
 }

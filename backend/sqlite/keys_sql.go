@@ -83,10 +83,11 @@ const qKeyFailed = `SELECT 1 FROM failed_jobs WHERE queue = ?1 AND key = ?2 LIMI
 
 // qClaimIDs: ?1 reserved_at, ?2 lease_until, ?3 JSON array of job IDs.
 // Reserves those of the jobs still pending as claimSQL does and returns
-// them (claimColumns).
-const qClaimIDs = `UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
+// them (claimColumns). A job whose deadline has passed is left out (the
+// walks that chose the IDs read the index alone).
+var qClaimIDs = `UPDATE jobs SET status = 'reserved', attempts = attempts + 1, claim_token = claim_token + 1,
 	reserved_at = ?1, lease_until = ?2
-WHERE id IN (SELECT value FROM json_each(?3)) AND status = 'pending'
+WHERE id IN (SELECT value FROM json_each(?3)) AND status = 'pending' AND ` + notExpired("?1") + `
 RETURNING ` + claimColumns
 
 // qQueueKeys: ?1 queue. Returns the distinct keys of the queue's live

@@ -29,7 +29,7 @@ const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority
 		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = jobs.id) END, key, turn`
 
 // jobColumns is the column list scanJob reads, in order.
-const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors`
+const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors, deadline`
 
 // failedColumns is the column list scanFailed reads, in order. The
 // workflow_id and CASE name the failed job's workflow task as claimColumns
@@ -180,10 +180,45 @@ WHERE id IN (`)
 		}
 		sb.WriteString("\n\tORDER BY priority DESC, turn, available_at, id LIMIT ?3 + 0)")
 	}
-	sb.WriteString(`)
+	sb.WriteString(`) AND ` + notExpired("?1") + `
 RETURNING ` + claimColumns)
 	return sb.String()
 }
+
+// notExpired is the claim's test that a job's deadline (if any) has not
+// passed by now, the SQL of the claim's time. It filters the rows the
+// UPDATE reads anyway, outside the walk of jobs_claim, which stays an
+// index-only read: a job without a deadline pays one NULL test. An
+// expired job the walk chose is left pending, shortening that claim,
+// until the lease sweep moves it to failed_jobs.
+func notExpired(now string) string {
+	return `(deadline IS NULL OR deadline >= ` + now + `)`
+}
+
+// qSetDeadline: ?1 id, ?2 deadline (µs). Sets a job's deadline after its
+// insert.
+const qSetDeadline = `UPDATE jobs SET deadline = ?2 WHERE id = ?1`
+
+// qExpiredPending: ?1 now, ?2 limit. Returns id, attempts, claim_token,
+// queue, type and deadline of pending jobs whose deadline has passed,
+// the earliest first, at most ?2 (uses jobs_deadline).
+const qExpiredPending = `SELECT id, attempts, claim_token, queue, type, deadline FROM jobs INDEXED BY jobs_deadline
+WHERE status = 'pending' AND deadline IS NOT NULL AND deadline < ?1
+ORDER BY deadline LIMIT ?2`
+
+// qExpiredAny: ?1 now. Returns one row when a pending job's deadline
+// has passed (a probe of jobs_deadline), else none.
+const qExpiredAny = `SELECT 1 FROM jobs INDEXED BY jobs_deadline
+WHERE status = 'pending' AND deadline IS NOT NULL AND deadline < ?1 LIMIT 1`
+
+// qExpireCopy: ?1 id, ?2 error, ?3 failed_at. Copies a pending job into
+// failed_jobs as it is (attempts and errors unchanged: no attempt was
+// made); RowsAffected is 0 when it is no longer pending. qJobDelete must
+// follow in the same transaction.
+const qExpireCopy = `INSERT INTO failed_jobs
+	(job_id, queue, type, payload, attempts, max_attempts, priority, error, unique_key, created_at, failed_at, metadata, claim_token, workflow_id, key, turn, errors)
+SELECT id, queue, type, payload, attempts, max_attempts, priority, ?2, unique_key, created_at, ?3, metadata, claim_token, workflow_id, key, turn, errors
+FROM jobs WHERE id = ?1 AND status = 'pending'`
 
 // --- completion, leases, release ---
 

@@ -105,6 +105,11 @@ type Backend struct {
 	hub         hub
 	log         *slog.Logger
 	limits      *limitwake.Tracker // wakes idle workers when a queue limit lets jobs go
+	// expired holds the jobs a claim moved to failed_jobs for their
+	// deadline, which this process's next LeaseSweep reports (see
+	// expireInClaim).
+	expiredMu sync.Mutex
+	expired   []backend.SweptJob
 	// keyQueues holds the queues whose key rules limit or order their
 	// keys, as the last claim or QueueSetKeys of this process saw them
 	// (see wakeKeyQueues); nil or empty when none.

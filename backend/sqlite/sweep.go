@@ -51,7 +51,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			return err
 		}
 		if len(found) == 0 {
-			return nil
+			return expireTx(ctx, tx, now, limit, &res)
 		}
 		res.Jobs = make([]backend.SweptJob, 0, len(found))
 		rescue := tx.StmtContext(ctx, st.sweepRescue)
@@ -112,11 +112,19 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 				Failed: failed,
 			})
 		}
-		return nil
+		return expireTx(ctx, tx, now, limit-len(found), &res)
 	})
 	if err != nil {
 		return backend.SweepResult{}, err
 	}
+	// The jobs this process's claims expired are reported here, with
+	// the sweep's own, for the worker's hooks and metrics.
+	b.expiredMu.Lock()
+	n := min(len(b.expired), max(0, limit-len(res.Jobs)))
+	res.Jobs = append(res.Jobs, b.expired[:n]...)
+	res.Expired += n
+	b.expired = append([]backend.SweptJob(nil), b.expired[n:]...)
+	b.expiredMu.Unlock()
 	b.hub.notify(woken)
 	if res.Failed+res.Cancelled > 0 {
 		b.hub.notifyFinished()
@@ -125,4 +133,56 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		b.wakeKeyQueues()
 	}
 	return res, nil
+}
+
+// expireTx moves up to limit pending jobs whose deadline has passed by
+// now (µs) to failed_jobs inside the sweep's transaction, as they are:
+// no attempt was made. Jobs with a deadline are never keyed nor a
+// workflow task's (ValidateInsert, ValidateWorkflow), so nothing else
+// ends with them.
+func expireTx(ctx context.Context, tx *sql.Tx, now int64, limit int, res *backend.SweepResult) error {
+	if limit <= 0 {
+		return nil
+	}
+	type expired struct {
+		ref        backend.JobRef
+		queue, typ string
+		deadline   int64
+	}
+	rows, err := tx.QueryContext(ctx, qExpiredPending, now, int64(limit))
+	if err != nil {
+		return err
+	}
+	var found []expired
+	for rows.Next() {
+		var e expired
+		var attempts int64
+		if err := rows.Scan(&e.ref.ID, &attempts, &e.ref.Token, &e.queue, &e.typ, &e.deadline); err != nil {
+			_ = rows.Close()
+			return err
+		}
+		e.ref.Attempt = int(attempts)
+		found = append(found, e)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, e := range found {
+		r, err := tx.ExecContext(ctx, qExpireCopy, e.ref.ID, backend.DeadlineError(fromMicros(e.deadline)), now)
+		if err != nil {
+			return fmt.Errorf("expire job %d: %w", e.ref.ID, err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, qJobDelete, e.ref.ID); err != nil {
+			return fmt.Errorf("expire job %d: %w", e.ref.ID, err)
+		}
+		res.Expired++
+		res.Jobs = append(res.Jobs, backend.SweptJob{Ref: e.ref, Queue: e.queue, Type: e.typ, Failed: true, Expired: true})
+	}
+	return nil
 }

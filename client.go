@@ -397,6 +397,7 @@ func (c *Client) jobParam(ctx context.Context, j JobSpec, call jobCall) (context
 		MaxAttempts: o.maxAttempts, Delay: o.delay, RunAt: o.runAt, UniqueKey: o.uniqueKey,
 		Metadata: o.metadata, Key: o.key,
 		OnConflict: o.onConflict, Debounce: o.debounce, DebounceMax: o.debounceMax, KeepLast: o.keepLast,
+		Deadline: o.deadline,
 	}
 	if o.uniqueBy != nil {
 		p.UniqueStates = o.uniqueBy.States

@@ -23,7 +23,8 @@ type enqueueOptions struct {
 	// onConflict and the debounce bounds: Replace and Debounce.
 	onConflict            backend.ConflictMode
 	debounce, debounceMax time.Duration
-	keepLast              bool // Replace(KeepLast())
+	keepLast              bool      // Replace(KeepLast())
+	deadline              time.Time // Deadline; zero: none
 	// deps are a workflow task's dependencies (After, AfterEnded);
 	// hasDeps is set by either option, even naming no task, so a plain
 	// enqueue that was given one is refused rather than silently run
@@ -102,9 +103,27 @@ func Debounce(d, maxWait time.Duration) EnqueueOption {
 	}
 }
 
-// conflictMode checks Replace and Debounce against the other options and
-// gives a debounced job its first due time.
+// Deadline is the latest time the job may start: a job no worker has
+// claimed by t is never run. The next lease sweep of any worker moves it
+// to the failed jobs with the error "deadline exceeded: not started by
+// <t>", where it can be inspected, replayed (which clears the deadline)
+// or purged, and it is counted as expired in metrics; it is never
+// retried. A job already running at t is not stopped: the deadline is
+// about starting. A retry whose next attempt would start after t
+// expires too. The backend's clock decides: t must be after it at
+// enqueue and no earlier than the job's due time (Delay, RunAt), or
+// Enqueue fails with ErrInvalidInput and writes nothing. Refused for a
+// keyed job (Key), with Replace or Debounce, for a workflow task, and by
+// backends without it (Redis, for now: see docs/backends.md) with
+// ErrNotSupported.
+func Deadline(t time.Time) EnqueueOption { return func(o *enqueueOptions) { o.deadline = t } }
+
+// conflictMode checks Replace, Debounce and Deadline against the other
+// options and gives a debounced job its first due time.
 func (o *enqueueOptions) conflictMode(workflow bool) error {
+	if workflow && !o.deadline.IsZero() {
+		return &backend.InputError{Field: "deadline", Reason: "is not for workflow tasks: a task's job is made when its dependencies end"}
+	}
 	if o.onConflict == backend.ConflictSkip {
 		return nil
 	}

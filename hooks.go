@@ -40,7 +40,9 @@ type WorkerHooks struct {
 	// counted at Finished may never take effect.
 	Written func(Event)
 	// Rescued: this worker's lease sweep moved a job whose holder stopped
-	// heartbeating, back to pending or (attempts spent) to failed jobs.
+	// heartbeating, back to pending or (attempts spent) to failed jobs,
+	// or a pending job whose deadline passed (RescuedEvent.Expired) to
+	// failed jobs.
 	Rescued func(RescuedEvent)
 	// Stale: the backend refused an outcome of this worker, or a release
 	// at shutdown, because the attempt no longer held the job (its lease
@@ -64,7 +66,10 @@ type RescuedEvent struct {
 	Token   int64 // that claim's fencing token (Job.Token)
 	Queue   string
 	Type    string
-	Failed  bool // moved to failed jobs: its attempts were spent
+	Failed  bool // moved to failed jobs: its attempts were spent, or it expired
+	// Expired: the job was not started by its deadline (see Deadline)
+	// and moved to failed jobs without an attempt; Failed is set too.
+	Expired bool
 }
 
 // StaleEvent describes an outcome the lease fence refused.

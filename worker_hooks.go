@@ -97,7 +97,7 @@ func (w *Worker) onWritten(items []runner.Item) {
 // onSweep reports the jobs this worker's sweep moved.
 func (w *Worker) onSweep(res backend.SweepResult) {
 	for _, j := range res.Jobs {
-		fire(w.hooks, rescuedHook, RescuedEvent{JobID: j.Ref.ID, Attempt: j.Ref.Attempt, Token: j.Ref.Token, Queue: j.Queue, Type: j.Type, Failed: j.Failed})
+		fire(w.hooks, rescuedHook, RescuedEvent{JobID: j.Ref.ID, Attempt: j.Ref.Attempt, Token: j.Ref.Token, Queue: j.Queue, Type: j.Type, Failed: j.Failed, Expired: j.Expired})
 	}
 }
 

@@ -28,6 +28,7 @@
 //	jobq_jobs_released_total        attempts interrupted by shutdown (or whose result the stopped worker dropped)
 //	jobq_jobs_cancelled_total       attempts whose job ended cancelled
 //	jobq_jobs_rescued_total         jobs whose lease expired, moved by this process's sweep
+//	jobq_jobs_expired_total         jobs not started by their deadline, moved to failed jobs by this process's sweep
 //	jobq_jobs_stale_outcomes_total  outcomes refused because the attempt had lost its lease
 //	jobq_jobs_replayed_total        failed jobs replayed through an instrumented Inspector
 //

@@ -307,6 +307,12 @@ func (m *Metrics) WorkerHooks() jobq.WorkerHooks {
 		},
 		Rescued: func(e jobq.RescuedEvent) {
 			s := m.of(e.Queue, e.Type)
+			if e.Expired {
+				// Its lease never expired: it was never claimed.
+				s.inc(cExpired)
+				s.inc(cFailed)
+				return
+			}
 			s.inc(cRescued)
 			if e.Failed {
 				s.inc(cFailed)

@@ -84,7 +84,8 @@ func TestInvalidUTF8Type(t *testing.T) {
 }
 
 // TestOutcomeCounters: each kind of written outcome lands in its counter;
-// a swept job with no attempt left counts as rescued and failed; an
+// a swept job with no attempt left counts as rescued and failed, an
+// expired one as expired and failed, not rescued; an
 // interrupted attempt (released) or an abandoned one (never written) as
 // released; an outcome the fence refused as stale only, not as what it
 // said; a duplicate or failed enqueue as nothing.
@@ -103,6 +104,7 @@ func TestOutcomeCounters(t *testing.T) {
 	h.Claimed(jobq.ClaimedEvent{Job: job, Wait: 90 * time.Second})
 	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t"})
 	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t", Failed: true})
+	h.Rescued(jobq.RescuedEvent{Queue: "q", Type: "t", Failed: true, Expired: true})
 	// A done attempt whose lease was lost: finished, refused, not written.
 	h.Started(t.Context(), job)
 	h.Finished(jobq.Event{Kind: jobq.EventDone, Job: job, Duration: 2 * time.Second})
@@ -115,7 +117,8 @@ func TestOutcomeCounters(t *testing.T) {
 		"jobq_jobs_started_total{queue=q,type=t}":        6,
 		"jobq_jobs_completed_total{queue=q,type=t}":      1,
 		"jobq_jobs_retried_total{queue=q,type=t}":        1,
-		"jobq_jobs_failed_total{queue=q,type=t}":         2,
+		"jobq_jobs_failed_total{queue=q,type=t}":         3,
+		"jobq_jobs_expired_total{queue=q,type=t}":        1,
 		"jobq_jobs_released_total{queue=q,type=t}":       2,
 		"jobq_jobs_rescued_total{queue=q,type=t}":        2,
 		"jobq_jobs_stale_outcomes_total{queue=q,type=t}": 1,

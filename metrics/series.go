@@ -38,6 +38,7 @@ const (
 	cReplayed
 	cCancelled
 	cDeferred
+	cExpired
 	nCounters
 )
 
@@ -53,6 +54,7 @@ var counterSpecs = [nCounters]struct{ name, help string }{
 	cStale:     {"jobs_stale_outcomes_total", "Outcomes refused because their attempt had lost its lease: another worker took the job over."},
 	cReplayed:  {"jobs_replayed_total", "Failed jobs this process replayed back to pending."},
 	cCancelled: {"jobs_cancelled_total", "Attempts stopped because their job was cancelled while they ran: the job ended cancelled."},
+	cExpired:   {"jobs_expired_total", "Jobs not started by their deadline that this process's lease sweep moved to failed jobs, never run; counted in jobs_failed_total too."},
 	cDeferred:  {"jobs_deferred_total", "Jobs this process claimed and gave back untouched, their attempt not counted, because it has no handler for their type: a worker that has one runs them."},
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -135,6 +136,26 @@ func TestEnqueueUniqueBy(t *testing.T) {
 	}
 }
 
+// TestEnqueueDeadline: --deadline takes a time or a duration from now,
+// and jobs show gives the live job's deadline; a passed one is refused.
+func TestEnqueueDeadline(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	byTime := run(t, "--db", db, "enqueue", "quote", `{}`, "--deadline", at.Format(time.RFC3339))
+	byDur := run(t, "--db", db, "enqueue", "quote", `{}`, "--deadline", "10m")
+	if byTime.err != nil || byDur.err != nil {
+		t.Fatalf("enqueue --deadline: %v, %v", byTime.err, byDur.err)
+	}
+	show := run(t, "--db", db, "jobs", "show", strings.TrimSpace(byTime.out), "--json")
+	if !strings.Contains(show.out, `"deadline":"`+at.Format(time.RFC3339)) && !strings.Contains(show.out, `"deadline": "`+at.Format(time.RFC3339)) {
+		t.Fatalf("jobs show: %s %v, want deadline %s", show.out, show.err, at.Format(time.RFC3339))
+	}
+	if r := run(t, "--db", db, "enqueue", "quote", `{}`, "--deadline", "2020-01-01T00:00:00Z"); r.err == nil || !strings.Contains(r.errOut+r.err.Error(), "deadline") {
+		t.Fatalf("a passed deadline: %q %v, want it refused", r.errOut, r.err)
+	}
+}
+
 // TestBadInput checks that each usage mistake is one line, exits 2 and
 // writes nothing.
 func TestBadInput(t *testing.T) {
@@ -169,6 +190,8 @@ func TestBadInput(t *testing.T) {
 		{"debounce", []string{"enqueue", "x", "{}", "--unique", "k", "--on-conflict", "debounce", "--debounce", "1m"}, "--debounce-max"},
 		{"keep-last for skip", []string{"enqueue", "x", "{}", "--unique", "k", "--keep-last"}, "--keep-last is for --on-conflict replace"},
 		{"debounce for skip", []string{"enqueue", "x", "{}", "--debounce", "1m"}, "are for --on-conflict debounce"},
+		{"bad deadline", []string{"enqueue", "x", "{}", "--deadline", "soon"}, "--deadline \"soon\""},
+		{"negative deadline", []string{"enqueue", "x", "{}", "--deadline", "-5m"}, "positive duration"},
 		{"missing file", []string{"enqueue", "--file", "/nonexistent/jobs.jsonl"}, "no such file"},
 		{"metadata", []string{"enqueue", "x", "{}", "--metadata", "=v"}, "metadata"},
 		{"arg count", []string{"enqueue", "x"}, "TYPE and PAYLOAD"},

@@ -27,6 +27,7 @@ type enqueueFlags struct {
 	debounce     time.Duration
 	debounceMax  time.Duration
 	keepLast     bool
+	deadline     string
 	key          string
 	metadata     map[string]string
 	file         string
@@ -134,6 +135,7 @@ line to resume from; nothing of its batch is stored.`,
 	fl.StringSliceVar(&f.uniqueBy, "unique-by", nil, "compute the unique key from these parts of the job: type, args, queue (comma-separated)")
 	fl.DurationVar(&f.uniquePer, "unique-period", 0, "with --unique-by: also the due time's bucket of this length, e.g. 1h (at least 1s)")
 	fl.StringSliceVar(&f.uniqueStates, "unique-states", nil, "with --unique-by: the states in which a job keeps new ones out: pending, scheduled, running, retrying (default all)")
+	fl.StringVar(&f.deadline, "deadline", "", "the latest time the job may start, an RFC 3339 time or a duration from now (e.g. 10m); not started by then, it is never run")
 	fl.StringVar(&f.onConflict, "on-conflict", "skip", "what a duplicate does: skip, replace or debounce")
 	fl.DurationVar(&f.debounce, "debounce", 0, "with --on-conflict debounce: run the job this long after the last duplicate, e.g. 30s")
 	fl.BoolVar(&f.keepLast, "keep-last", false, "with --on-conflict replace: a duplicate of a running job becomes its follow-up, replaced while it waits")
@@ -187,6 +189,7 @@ type jobInput struct {
 	unique      string
 	uniqueBy    *jobq.UniqueBy     // computed identity (Unique); nil: unique alone
 	conflict    jobq.EnqueueOption // Replace or Debounce; nil: skip
+	deadline    time.Time          // zero: none
 	key         string
 	metadata    map[string]string
 }
@@ -222,7 +225,26 @@ func (f *enqueueFlags) defaults(cmd *cobra.Command) (jobInput, error) {
 	if f.delay < 0 {
 		return in, usagef("--delay %s is negative: use a positive duration such as 30s", f.delay)
 	}
+	if f.deadline != "" {
+		if in.deadline, err = parseDeadline(f.deadline, time.Now()); err != nil {
+			return in, err
+		}
+	}
 	return in, nil
+}
+
+// parseDeadline reads --deadline: an RFC 3339 time, or a positive
+// duration from now (this machine's clock; the store then checks the
+// time against its own).
+func parseDeadline(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return time.Time{}, usagef("--deadline %q is neither an RFC 3339 time nor a positive duration: use e.g. 2030-01-02T15:04:05Z or 10m", s)
+	}
+	return now.Add(d), nil
 }
 
 // spec checks the job with the rules the backend applies (and, for an http
@@ -235,7 +257,7 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	p := backend.InsertParams{
 		Queue: in.queue, Type: in.typ, Payload: in.payload, Priority: in.priority,
 		MaxAttempts: in.maxAttempts, Delay: in.delay, RunAt: in.runAt, UniqueKey: in.unique,
-		Metadata: in.metadata, Key: in.key,
+		Metadata: in.metadata, Key: in.key, Deadline: in.deadline,
 	}
 	if err := backend.ValidateInsert(p); err != nil {
 		return jobq.JobSpec{}, err
@@ -263,6 +285,9 @@ func (in jobInput) spec() (jobq.JobSpec, error) {
 	}
 	if in.conflict != nil {
 		opts = append(opts, in.conflict)
+	}
+	if !in.deadline.IsZero() {
+		opts = append(opts, jobq.Deadline(in.deadline))
 	}
 	if in.key != "" {
 		opts = append(opts, jobq.Key(in.key))

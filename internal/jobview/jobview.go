@@ -27,8 +27,11 @@ type Job struct {
 	AvailableAt *time.Time      `json:"available_at,omitempty"`
 	ReservedAt  *time.Time      `json:"reserved_at,omitempty"`
 	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
-	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
-	LastError   string          `json:"last_error,omitempty"`
+	// Deadline is the latest time a live job may start (jobq.Deadline),
+	// left out for none.
+	Deadline   *time.Time `json:"deadline,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	LastError  string     `json:"last_error,omitempty"`
 	// Errors is the job's failed attempts, oldest first: shown for one
 	// job (Live), left out of lists, whose pages would carry up to
 	// backend.MaxAttemptErrors error texts per job.
@@ -114,7 +117,7 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		ID: j.ID, State: state, Queue: j.Queue, Type: j.Type, Payload: Payload(m, j.Payload),
 		Attempts: j.Attempts, MaxAttempts: j.MaxAttempts, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
-		LeaseUntil: timePtr(j.LeaseUntil), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
+		LeaseUntil: timePtr(j.LeaseUntil), Deadline: timePtr(j.Deadline), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
 		UniqueKey: j.UniqueKey, Key: j.Key, Metadata: m.Map(j.Metadata), WorkflowID: j.WorkflowID, Task: j.Task,
 	}
 }

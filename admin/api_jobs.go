@@ -39,6 +39,9 @@ type enqueueRequest struct {
 	// follow-up (jobq.KeepLast).
 	KeepLast bool              `json:"keep_last"`
 	Metadata map[string]string `json:"metadata"`
+	// Deadline is the latest time the job may start (jobq.Deadline): an
+	// RFC 3339 time, or a Go duration from now ("10m").
+	Deadline string `json:"deadline"`
 	// Key names what the job acts on (an account, a tenant): the queue's
 	// key rules apply to it (see PUT /api/v1/queues/{queue}/keys).
 	Key string `json:"key"`
@@ -113,6 +116,18 @@ func (q *enqueueRequest) spec(prefix, idem string) (jobq.JobSpec, error) {
 	}
 	if len(q.Metadata) > 0 {
 		opts = append(opts, jobq.Metadata(q.Metadata))
+	}
+	if q.Deadline != "" {
+		t, err := time.Parse(time.RFC3339Nano, q.Deadline)
+		if err != nil {
+			d, derr := time.ParseDuration(q.Deadline)
+			if derr != nil || d <= 0 {
+				return jobq.JobSpec{}, badField(prefix+"deadline", "%q: use RFC 3339, such as \"2026-01-02T15:04:05Z\", or a positive duration from now, such as \"10m\"", q.Deadline)
+			}
+			t = time.Now().Add(d)
+		}
+		p.Deadline = t
+		opts = append(opts, jobq.Deadline(t))
 	}
 	if q.Key != "" {
 		p.Key = q.Key

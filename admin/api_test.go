@@ -65,6 +65,19 @@ func (e *env) reset() {
 
 func testEnqueue(t *testing.T, e *env) {
 	e.reset()
+	// A deadline is stored (or refused by a backend without them, 501);
+	// one already passed by the store's clock is bad input.
+	dl := e.do(req{method: "POST", path: "/api/v1/jobs", token: tok(enqueueToken), body: map[string]any{"type": "quote", "deadline": "10m"}})
+	if dl.status != http.StatusNotImplemented {
+		e.want(dl, http.StatusCreated, "")
+		row, err := e.b.JobGet(context.Background(), dl.num("id"))
+		if err != nil || row.Deadline.Before(time.Now().Add(9*time.Minute)) || row.Deadline.After(time.Now().Add(11*time.Minute)) {
+			t.Fatalf("job with deadline 10m: %+v, %v", row, err)
+		}
+		e.want(e.do(req{method: "POST", path: "/api/v1/jobs", token: tok(enqueueToken), body: map[string]any{"type": "quote", "deadline": "2020-01-01T00:00:00Z"}}),
+			http.StatusBadRequest, "")
+		e.reset()
+	}
 	r := e.do(req{method: "POST", path: "/api/v1/jobs", token: tok(enqueueToken), body: map[string]any{
 		"type": "mail", "queue": "q1", "payload": map[string]any{"to": "a@example.com", "nested": []any{map[string]any{"Password": "hunter2"}}},
 		"priority": 5, "max_attempts": 7, "metadata": map[string]string{"tenant": "t1", "Authorization": "Bearer xyz"},
@@ -170,6 +183,8 @@ func testBadInput(t *testing.T, e *env) {
 		{"debounce", "/api/v1/jobs", `{"type":"a","unique_key":"k","on_conflict":"debounce","debounce":"soon"}`, "debounce", nil},
 		{"debounce_max", "/api/v1/jobs", `{"type":"a","unique_key":"k","on_conflict":"debounce","debounce":"1m","debounce_max":"1s"}`, "debounce_max", nil},
 		{"debounce for skip", "/api/v1/jobs", `{"type":"a","unique_key":"k","debounce":"1m"}`, "debounce", nil},
+		{"deadline", "/api/v1/jobs", `{"type":"a","deadline":"soon"}`, "deadline", nil},
+		{"deadline keyed", "/api/v1/jobs", `{"type":"a","key":"k","deadline":"1h"}`, "deadline", nil},
 		{"not JSON", "/api/v1/jobs", `{"type":`, "body", nil},
 		{"empty body", "/api/v1/jobs", ``, "body", nil},
 		{"two values", "/api/v1/jobs", `{"type":"a"}{"type":"b"}`, "body", nil},

@@ -153,6 +153,11 @@ type Options struct {
 	// the package's tests inject faults through (see fault_test.go). Not an
 	// option for users, so unexported.
 	wrapConn connWrapper
+
+	// tracer, when set, traces every statement and batch of the backend's
+	// connections: the seam the round-trip tests count through (see
+	// roundtrip_test.go). Not an option for users, so unexported.
+	tracer pgx.QueryTracer
 }
 
 // connWrapper wraps a connection (see Options.wrapConn). An interface
@@ -313,6 +318,9 @@ func openBackend(ctx context.Context, rawURL string, opts Options) (*Backend, er
 	configureConn(cfg.ConnConfig)
 	if opts.Pooler == PoolerTransaction && !strings.Contains(connString, "default_query_exec_mode=") {
 		cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
 	}
 	if w := opts.wrapConn; w != nil {
 		// AfterNetConnect, not DialFunc: a dialled connection is wrapped

@@ -124,7 +124,8 @@ func kindCode(k backend.OutcomeKind) int32 {
 
 // JobComplete implements backend.Backend: the whole batch is one statement
 // (see sqlComplete), one round trip and one commit however many outcomes it
-// carries. A claim named twice within the batch (the same ID and token)
+// carries; outcomes that end workflow tasks add the settle transaction,
+// two more (workflow_end.go). A claim named twice within the batch (the same ID and token)
 // applies once; its repeats are reported stale. Sent again after a lost
 // reply, the batch is stale: the first one ended its claims. Error texts
 // are stored as backend.PrepareOutcomes normalises them, so no text the
@@ -188,14 +189,14 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			workers = append(workers, "")
 		}
 	}
-	var appliedIDs, appliedTokens []int64
+	var appliedIDs, appliedTokens, taskIDs, taskTokens []int64
 	var due []string
 	args := []any{ids, tokens, kinds, delays, errs, tooks, workers}
 	if stmt != b.q.complete {
 		args = append(args, results)
 	}
 	err = b.do(ctx, "complete jobs", func(ctx context.Context) error {
-		return b.pool.QueryRow(ctx, stmt, args...).Scan(&appliedIDs, &appliedTokens, &due)
+		return b.pool.QueryRow(ctx, stmt, args...).Scan(&appliedIDs, &appliedTokens, &due, &taskIDs, &taskTokens)
 	})
 	if err != nil {
 		return backend.CompleteResult{}, err
@@ -217,13 +218,31 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		}
 	}
 	if len(res.Stale) > 0 {
-		// Refused outcomes of cancelling claims end them cancelled.
-		cancelled, tasks, err := b.finishCancelled(ctx, res.Stale)
-		if err != nil {
-			return backend.CompleteResult{}, err
+		// The statement left tasks' jobs alone, naming the held ones: they
+		// end with their tasks in a transaction of their own
+		// (workflow_end.go). Refused outcomes of other cancelling claims
+		// end them cancelled.
+		tasks := make([]claimKey, len(taskIDs))
+		named := make(map[claimKey]bool, len(taskIDs))
+		for i, id := range taskIDs {
+			tasks[i] = claimKey{id: id, token: taskTokens[i]}
+			named[tasks[i]] = true
 		}
-		// The statement left tasks' jobs alone: they end with their tasks
-		// in a transaction of their own (workflow_end.go).
+		var rest []backend.JobRef
+		for _, r := range res.Stale {
+			if !named[keyOf(r)] {
+				rest = append(rest, r)
+			}
+		}
+		var cancelled map[claimKey]bool
+		if len(rest) > 0 {
+			var more []claimKey
+			cancelled, more, err = b.finishCancelled(ctx, rest)
+			if err != nil {
+				return backend.CompleteResult{}, err
+			}
+			tasks = append(tasks, more...)
+		}
 		taskCancelled, applied, err := b.settleStale(ctx, "complete jobs", tasks, func(k claimKey) taskClaim {
 			o := outcomes[sent[k]]
 			kind := kindCode(o.Kind)

@@ -172,9 +172,15 @@ SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan'
 // deferred ones too, with the attempt un-counted and last_error kept;
 // failed rows are deleted and inserted into failed_jobs (token and all) by
 // the same statement, so a job is never in both tables nor in neither. The
-// input must not repeat an (id, token). Returns one row: (ids bigint[],
-// tokens bigint[], queues text[]): the outcomes that applied, and the
-// queues that got a retry due at once.
+// input must not repeat an (id, token). The jobs of workflow tasks that
+// an outcome ends (done or fail), and those whose cancel was requested,
+// are left alone but named: they end with their tasks (settleTasks,
+// workflow_end.go), which then needs no statement to find them. Only the
+// outcomes that did not apply are looked up for that, so a batch of plain
+// jobs reads no row more. Returns one row: (ids bigint[], tokens bigint[],
+// queues text[], task ids bigint[], task tokens bigint[]): the outcomes
+// that applied, the queues that got a retry due at once, and the held
+// claims of tasks left to settleTasks.
 var sqlComplete = `
 WITH input AS MATERIALIZED (
 	SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::int[], $4::bigint[], $5::text[], $6::bigint[], $7::text[])
@@ -217,10 +223,20 @@ settled AS (
 	SELECT id, claim_token FROM done
 	UNION ALL SELECT id, claim_token FROM retried
 	UNION ALL SELECT job_id, claim_token FROM moved
+),
+tasks AS (
+	SELECT j.id, j.claim_token
+	FROM (SELECT * FROM input i
+	      WHERE NOT EXISTS (SELECT 1 FROM settled s WHERE s.id = i.id AND s.claim_token = i.token)) i
+	JOIN {schema}.jobs j ON j.id = i.id AND j.claim_token = i.token
+	WHERE j.workflow_id IS NOT NULL
+	  AND (j.status = 'cancelling' OR j.status = 'reserved' AND i.kind IN (1, 3, 4))
 )
 SELECT ARRAY(SELECT id FROM settled)::bigint[],
        ARRAY(SELECT claim_token FROM settled)::bigint[],
-       ARRAY(SELECT DISTINCT queue FROM retried WHERE delay_us <= 0)::text[]`
+       ARRAY(SELECT DISTINCT queue FROM retried WHERE delay_us <= 0)::text[],
+       ARRAY(SELECT id FROM tasks)::bigint[],
+       ARRAY(SELECT claim_token FROM tasks)::bigint[]`
 
 // sqlCompleteOne deletes one held job: the handler's own completion inside
 // its own transaction.

@@ -165,13 +165,13 @@ func roundTripCases() []rtCase {
 		},
 		outcome: done, check: succeeded,
 	}, {
-		name: "1 workflow of 100 tasks", max: 7,
+		name: "1 workflow of 100 tasks", max: 3,
 		setup: func(t *testing.T, b *Backend) []int64 {
 			return rtWorkflows(t, b, 1, rtFlat(100))
 		},
 		outcome: done, check: succeeded,
 	}, {
-		name: "100 workflows of 1 task", max: 106,
+		name: "100 workflows of 1 task", max: 3,
 		setup: func(t *testing.T, b *Backend) []int64 {
 			return rtWorkflows(t, b, 100, rtFlat(1))
 		},
@@ -179,7 +179,7 @@ func roundTripCases() []rtCase {
 	}, {
 		// The heads of 10 chains of two in each of 10 workflows: their
 		// completion releases the 100 second links.
-		name: "10 workflows of chains", max: 16,
+		name: "10 workflows of chains", max: 3,
 		setup: func(t *testing.T, b *Backend) []int64 {
 			return rtWorkflows(t, b, 10, func() []backend.TaskParams {
 				var tasks []backend.TaskParams
@@ -196,7 +196,7 @@ func roundTripCases() []rtCase {
 			rtWantDue(t, b, 100)
 		},
 	}, {
-		name: "50 plain jobs and 50 tasks", max: 11,
+		name: "50 plain jobs and 50 tasks", max: 3,
 		setup: func(t *testing.T, b *Backend) []int64 {
 			insertN(t, b, "w", 50)
 			return rtWorkflows(t, b, 5, rtFlat(10))
@@ -204,7 +204,7 @@ func roundTripCases() []rtCase {
 		outcome: done, check: succeeded,
 	}, {
 		// a fails: b, then c, are cancelled, one level of the cascade each.
-		name: "a failing cascade", max: 9,
+		name: "a failing cascade", max: 6,
 		setup: func(t *testing.T, b *Backend) []int64 {
 			return rtWorkflows(t, b, 1, func() []backend.TaskParams {
 				return append(rtFlat(99)(), wfTask("a"), wfTask("b", "a"), wfTask("c", "b"))

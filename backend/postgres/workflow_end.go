@@ -3,10 +3,10 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/jobq/jobq/backend"
@@ -22,11 +22,13 @@ import (
 // extra round trip and no extra work for a plain job), and what they
 // leave is settled by settleTasks: one transaction that ends the job
 // (sqlTaskSettle) and its task (endTasks). A plain job's completion is
-// unchanged; a task's costs that transaction. The callers find the claims
-// left: an outcome the hot statement did not apply is checked by
-// sqlFinishCancelled, which now also names the held claims of tasks
-// among them; the sweep's second statement says whether expired claims of
-// tasks wait.
+// unchanged; a task's costs that transaction, pipelined (pipeline.go):
+// two round trips more, however many workflows the batch touches, unless
+// a task failed or was cancelled. The callers find the claims left:
+// sqlComplete names the held claims of tasks among the outcomes it did not
+// apply; sqlRelease's refused refs are checked by sqlFinishCancelled,
+// which names them too; the sweep's second statement says whether expired
+// claims of tasks wait.
 //
 // The paths that run in a transaction anyway end the task in it: JobCancel
 // (sqlCancel returns the workflow of each job it cancelled), JobCompleteTx
@@ -51,8 +53,28 @@ type taskEnd struct {
 // (a caller's, whose commit the backend cannot see); otherwise their
 // queues are returned for b.wake after the commit.
 func (b *Backend) endTasks(ctx context.Context, q rowQuerier, notify bool, ends []taskEnd) ([]string, error) {
+	p := &seqPipe{q: q}
+	var due []string
+	if err := b.queueEnds(ctx, p, notify, ends, &due); err != nil {
+		return nil, err
+	}
+	if err := p.flush(ctx); err != nil {
+		return nil, err
+	}
+	return due, nil
+}
+
+// queueEnds is endTasks on a pipeline: the statements go out in the same
+// order, but those that need no reply before the next are sent together.
+// The lock and the ends of workflows whose tasks all succeeded form one
+// batch, since a success cancels nothing and so never cascades; a
+// workflow with a task that failed or was cancelled is sent before the
+// next is queued, so its cascade runs before the next workflow is
+// touched, as when sent one by one. The last batch is left queued, for
+// the caller's COMMIT to go with it; due is complete once it is sent.
+func (b *Backend) queueEnds(ctx context.Context, p pipeline, notify bool, ends []taskEnd, due *[]string) error {
 	if len(ends) == 0 {
-		return nil, nil
+		return nil
 	}
 	ends = slices.Clone(ends)
 	slices.SortFunc(ends, func(x, y taskEnd) int {
@@ -69,11 +91,14 @@ func (b *Backend) endTasks(ctx context.Context, q rowQuerier, notify bool, ends 
 		wfs[i], jobIDs[i] = e.workflow, e.job
 	}
 	var locked int32
-	if err := q(ctx, wq.lockEnds, []any{wfs, jobIDs}, []any{&locked}, func() error { return nil }); err != nil {
-		return nil, err
-	}
-	var due []string
+	p.queue(wq.lockEnds, []any{wfs, jobIDs}, []any{&locked}, func() error { return nil })
 	seen := map[string]bool{}
+	var (
+		kind string
+		num  int32
+		text string
+	)
+	dest := []any{&kind, &num, &text}
 	for len(ends) > 0 {
 		n := 1
 		for n < len(ends) && ends[n].workflow == ends[0].workflow {
@@ -86,15 +111,14 @@ func (b *Backend) endTasks(ctx context.Context, q rowQuerier, notify bool, ends 
 		states := make([]string, len(group))
 		results := make([]pgtype.Text, len(group))
 		reasons := make([]pgtype.Text, len(group))
+		succeeded := true
 		for i, e := range group {
 			jobs[i], states[i] = e.job, string(e.state)
 			results[i] = pgtype.Text{String: string(e.result), Valid: e.result != nil && e.state == backend.TaskSucceeded}
 			reasons[i] = pgtype.Text{String: e.reason, Valid: e.state != backend.TaskSucceeded}
+			succeeded = succeeded && e.state == backend.TaskSucceeded
 		}
 		var (
-			kind       string
-			num        int32
-			text       string
 			next       []int32
 			names      []string
 			ended, bad int32
@@ -107,31 +131,38 @@ func (b *Backend) endTasks(ctx context.Context, q rowQuerier, notify bool, ends 
 					bad++
 				}
 			case "c":
+				if succeeded {
+					return fmt.Errorf("workflow %d: task %s cancelled by tasks that all succeeded", wf, text)
+				}
 				next = append(next, num)
 				names = append(names, text)
 			case "q":
 				if !seen[text] {
 					seen[text] = true
-					due = append(due, text)
+					*due = append(*due, text)
 				}
 			}
 			return nil
 		}
-		dest := []any{&kind, &num, &text}
-		if err := q(ctx, endSQL, []any{wf, jobs, states, results, reasons}, dest, collect); err != nil {
-			return nil, err
+		p.queue(endSQL, []any{wf, jobs, states, results, reasons}, dest, collect)
+		if succeeded {
+			continue
+		}
+		if err := p.flush(ctx); err != nil {
+			return err
 		}
 		for len(next) > 0 {
 			level, levelNames := next, names
 			next, names = nil, nil
-			if err := q(ctx, cascadeSQL, []any{wf, level, levelNames, ended, bad}, dest, collect); err != nil {
-				return nil, err
+			p.queue(cascadeSQL, []any{wf, level, levelNames, ended, bad}, dest, collect)
+			if err := p.flush(ctx); err != nil {
+				return err
 			}
 			ended += int32(len(level))
 			bad += int32(len(level))
 		}
 	}
-	return due, nil
+	return nil
 }
 
 // Kinds of sqlTaskSettle beyond the outcome kinds of sqlComplete (1 done,
@@ -164,14 +195,18 @@ type settled struct {
 // settleTasks ends the claims of tasks' jobs the hot statements left (see
 // the top of this file) and their tasks, in one transaction, and wakes the
 // queues of the jobs that released. Claims that no longer match (stale)
-// are not in the result.
+// are not in the result. The transaction is pipelined (pipeline.go): the
+// BEGIN goes with the settle, and, unless a task failed or was cancelled,
+// the lock and every workflow's end go with the COMMIT, three round
+// trips in all with the completion's own.
 func (b *Backend) settleTasks(ctx context.Context, op string, claims []taskClaim) ([]settled, error) {
 	var out []settled
 	var due []string
 	err := b.do(ctx, op, func(ctx context.Context) error {
-		return b.inTx(ctx, func(tx pgx.Tx) error {
+		return b.inPipeTx(ctx, func(p *batchPipe) error {
 			var err error
-			out, due, err = b.settleInTx(ctx, tx, claims)
+			due = nil
+			out, err = b.settleIn(ctx, p, claims, &due)
 			return err
 		})
 	})
@@ -182,8 +217,11 @@ func (b *Backend) settleTasks(ctx context.Context, op string, claims []taskClaim
 	return out, nil
 }
 
-// settleInTx is settleTasks inside tx.
-func (b *Backend) settleInTx(ctx context.Context, tx pgx.Tx, claims []taskClaim) ([]settled, []string, error) {
+// settleIn is settleTasks on p, a pipeline in a transaction: it returns
+// the jobs ended, and adds to due the queues of the jobs released. It
+// leaves the last statements queued, for the COMMIT to go with them: due
+// is complete once they are sent.
+func (b *Backend) settleIn(ctx context.Context, p pipeline, claims []taskClaim, due *[]string) ([]settled, error) {
 	n := len(claims)
 	ids := make([]int64, n)
 	tokens := make([]int64, n)
@@ -199,10 +237,6 @@ func (b *Backend) settleInTx(ctx context.Context, tx pgx.Tx, claims []taskClaim)
 		kept[i] = pgtype.Text{String: string(c.result), Valid: c.result != nil && c.kind == kindDoneKeep}
 		results[keyOf(c.ref)] = c.result
 	}
-	rows, err := tx.Query(ctx, b.wq().settle, ids, tokens, kinds, errs, int32(backend.MaxFreeReleases), tooks, workers, kept)
-	if err != nil {
-		return nil, nil, err
-	}
 	var (
 		out  []settled
 		ends []taskEnd
@@ -211,29 +245,29 @@ func (b *Backend) settleInTx(ctx context.Context, tx pgx.Tx, claims []taskClaim)
 		end  string
 		msg  pgtype.Text
 	)
-	_, err = pgx.ForEachRow(rows, []any{&s.key.id, &s.key.token, &wf, &end, &msg, &s.attempts, &s.queue, &s.typ}, func() error {
-		s.ending = backend.TaskState(end)
-		out = append(out, s)
-		e := taskEnd{workflow: wf, job: s.key.id, state: s.ending}
-		switch s.ending {
-		case backend.TaskSucceeded:
-			e.result = results[s.key]
-		case backend.TaskFailed:
-			e.reason = msg.String
-		default:
-			e.reason = backend.CancelledError
-		}
-		ends = append(ends, e)
-		return nil
-	})
-	if err != nil {
-		return nil, nil, err
+	p.queue(b.wq().settle, []any{ids, tokens, kinds, errs, int32(backend.MaxFreeReleases), tooks, workers, kept},
+		[]any{&s.key.id, &s.key.token, &wf, &end, &msg, &s.attempts, &s.queue, &s.typ}, func() error {
+			s.ending = backend.TaskState(end)
+			out = append(out, s)
+			e := taskEnd{workflow: wf, job: s.key.id, state: s.ending}
+			switch s.ending {
+			case backend.TaskSucceeded:
+				e.result = results[s.key]
+			case backend.TaskFailed:
+				e.reason = msg.String
+			default:
+				e.reason = backend.CancelledError
+			}
+			ends = append(ends, e)
+			return nil
+		})
+	if err := p.flush(ctx); err != nil {
+		return nil, err
 	}
-	due, err := b.endTasks(ctx, pgxRows(tx), false, ends)
-	if err != nil {
-		return nil, nil, err
+	if err := b.queueEnds(ctx, p, false, ends, due); err != nil {
+		return nil, err
 	}
-	return out, due, nil
+	return out, nil
 }
 
 // settleStale settles the claims of tasks among the refs a hot statement
@@ -271,22 +305,19 @@ func (b *Backend) sweepTasks(ctx context.Context, limit int) ([]backend.SweptJob
 	var out []settled
 	var due []string
 	err := b.do(ctx, "sweep leases of tasks", func(ctx context.Context) error {
-		return b.inTx(ctx, func(tx pgx.Tx) error {
-			rows, err := tx.Query(ctx, b.wq().expired, limit)
-			if err != nil {
-				return err
-			}
+		return b.inPipeTx(ctx, func(p *batchPipe) error {
 			var claims []taskClaim
 			var c taskClaim
-			_, err = pgx.ForEachRow(rows, []any{&c.ref.ID, &c.ref.Token}, func() error {
+			p.queue(b.wq().expired, []any{limit}, []any{&c.ref.ID, &c.ref.Token}, func() error {
 				claims = append(claims, taskClaim{ref: c.ref, kind: kindExpired, err: backend.LeaseExpiredError})
 				return nil
 			})
-			if err != nil || len(claims) == 0 {
-				out, due = nil, nil
+			out, due = nil, nil
+			if err := p.flush(ctx); err != nil || len(claims) == 0 {
 				return err
 			}
-			out, due, err = b.settleInTx(ctx, tx, claims)
+			var err error
+			out, err = b.settleIn(ctx, p, claims, &due)
 			return err
 		})
 	})

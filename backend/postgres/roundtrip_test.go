@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func (rtCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData
 type rtCase struct {
 	name    string
 	max     int64
-	setup   func(t *testing.T, b *Backend) []int64 // the workflows inserted
+	setup   func(t testing.TB, b *Backend) []int64 // the workflows inserted
 	outcome func(r *backend.JobRow) backend.Outcome
 	check   func(t *testing.T, b *Backend, wfs []int64)
 }
@@ -110,7 +111,7 @@ func runRoundTrips(t *testing.T, url string) {
 }
 
 // rtWorkflows inserts n workflows, each of the tasks made by tasks.
-func rtWorkflows(t *testing.T, b *Backend, n int, tasks func() []backend.TaskParams) []int64 {
+func rtWorkflows(t testing.TB, b *Backend, n int, tasks func() []backend.TaskParams) []int64 {
 	t.Helper()
 	wfs := make([]int64, n)
 	for i := range wfs {
@@ -159,20 +160,20 @@ func roundTripCases() []rtCase {
 	}
 	return []rtCase{{
 		name: "plain jobs", max: 1,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			insertN(t, b, "w", 100)
 			return nil
 		},
 		outcome: done, check: succeeded,
 	}, {
 		name: "1 workflow of 100 tasks", max: 3,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			return rtWorkflows(t, b, 1, rtFlat(100))
 		},
 		outcome: done, check: succeeded,
 	}, {
 		name: "100 workflows of 1 task", max: 3,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			return rtWorkflows(t, b, 100, rtFlat(1))
 		},
 		outcome: done, check: succeeded,
@@ -180,7 +181,7 @@ func roundTripCases() []rtCase {
 		// The heads of 10 chains of two in each of 10 workflows: their
 		// completion releases the 100 second links.
 		name: "10 workflows of chains", max: 3,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			return rtWorkflows(t, b, 10, func() []backend.TaskParams {
 				var tasks []backend.TaskParams
 				for i := range 10 {
@@ -197,7 +198,7 @@ func roundTripCases() []rtCase {
 		},
 	}, {
 		name: "50 plain jobs and 50 tasks", max: 3,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			insertN(t, b, "w", 50)
 			return rtWorkflows(t, b, 5, rtFlat(10))
 		},
@@ -205,7 +206,7 @@ func roundTripCases() []rtCase {
 	}, {
 		// a fails: b, then c, are cancelled, one level of the cascade each.
 		name: "a failing cascade", max: 6,
-		setup: func(t *testing.T, b *Backend) []int64 {
+		setup: func(t testing.TB, b *Backend) []int64 {
 			return rtWorkflows(t, b, 1, func() []backend.TaskParams {
 				return append(rtFlat(99)(), wfTask("a"), wfTask("b", "a"), wfTask("c", "b"))
 			})
@@ -223,4 +224,70 @@ func roundTripCases() []rtCase {
 			rtWantDue(t, b, 0)
 		},
 	}}
+}
+
+// slowLink delays each write by half a millisecond: a round trip then
+// costs what it would across a network (a 0.5 ms ping, as between
+// machines in one data centre) rather than over loopback.
+type slowLink struct{}
+
+func (slowLink) wrap(c net.Conn) net.Conn { return slowConn{c} }
+
+type slowConn struct{ net.Conn }
+
+func (c slowConn) Write(p []byte) (int, error) {
+	time.Sleep(500 * time.Microsecond) //nolint:forbidigo // the delay is the point: a network's latency
+	return c.Conn.Write(p)
+}
+
+// BenchmarkWorkflowComplete times the JobComplete of each round-trip case
+// alone (inserting, claiming and draining what it released are not
+// timed), on one fresh schema per case, over loopback and over a link
+// with 0.5 ms of latency (slowLink): what the round trips cost
+// (docs/performance.md).
+func BenchmarkWorkflowComplete(b *testing.B) {
+	for _, link := range []struct {
+		name string
+		wrap connWrapper
+	}{{"loopback", nil}, {"0.5ms", slowLink{}}} {
+		for _, c := range roundTripCases() {
+			b.Run(link.name+"/"+c.name, func(b *testing.B) {
+				benchComplete(b, openTest(b, Options{NoVacuum: true, wrapConn: link.wrap}), c)
+			})
+		}
+	}
+}
+
+func benchComplete(b *testing.B, be *Backend, c rtCase) {
+	claim := func() []*backend.JobRow {
+		rows, err := be.JobClaim(b.Context(), backend.ClaimParams{Queues: []string{"w"}, Max: 1000, Lease: time.Hour})
+		if err != nil {
+			b.Fatalf("JobClaim: %v", err)
+		}
+		return rows
+	}
+	complete := func(rows []*backend.JobRow, outcome func(*backend.JobRow) backend.Outcome) {
+		outs := make([]backend.Outcome, len(rows))
+		for i, r := range rows {
+			outs[i] = outcome(r)
+		}
+		if _, err := be.JobComplete(b.Context(), backend.CompleteParams{Outcomes: outs}); err != nil {
+			b.Fatalf("JobComplete: %v", err)
+		}
+	}
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		c.setup(b, be)
+		rows := claim()
+		b.StartTimer()
+		complete(rows, c.outcome)
+		b.StopTimer()
+		for rows := claim(); len(rows) > 0; rows = claim() {
+			complete(rows, func(r *backend.JobRow) backend.Outcome {
+				return backend.Outcome{Ref: r.Ref(), Kind: backend.OutcomeDone}
+			})
+		}
+		b.StartTimer()
+	}
 }

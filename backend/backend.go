@@ -31,6 +31,7 @@
 //	ScheduleStore         x      x       x       x
 //	Workflower            x      x       x       x
 //	KeyController         x      x       x       x
+//	ProgressReporter      x      x       x       x
 //	Inline                                             x
 //
 // Adding one: docs/architecture.md has the checklist (the interface here,
@@ -248,6 +249,11 @@ type JobRow struct {
 	Turn int64
 	// Deadline is the latest time the job may start, zero for none.
 	Deadline time.Time
+	// Progress is what the holder of the job's current claim last
+	// reported (see ProgressReporter), nil for none and whenever the job
+	// is not held. JobGet and Retainer.JobList fill it; JobClaim never
+	// does.
+	Progress *Progress
 }
 
 // Ref returns the fence that identifies this claim of the job.

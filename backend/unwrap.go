@@ -35,7 +35,8 @@ const maxUnwrap = 32
 // implements T. It is how the runtime discovers every optional capability
 // (Inline, TxInserter, Notifier, Migrator, TxCompleter, QueueController,
 // Canceller, Retainer, ScheduleStore, Workflower, WorkflowTxInserter,
-// InsertCounter) through wrappers that do not intercept it.
+// InsertCounter, ProgressReporter) through wrappers that do not intercept
+// it.
 // The chain is followed at most 32 links; past that, or at a backend that
 // is not an Unwrapper, or at a nil one, As reports false.
 func As[T any](b Backend) (T, bool) {

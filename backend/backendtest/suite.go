@@ -81,6 +81,7 @@ func Run(t *testing.T, h Harness) {
 		{"Inserted", testInserted},
 		{"Workflow", testWorkflow},
 		{"Keys", testKeys},
+		{"Progress", testProgress},
 		{"Tx", testTx},
 	}
 	for _, a := range areas {

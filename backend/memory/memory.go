@@ -92,13 +92,14 @@ type Backend struct {
 }
 
 var (
-	_ backend.Backend         = (*Backend)(nil)
-	_ backend.Notifier        = (*Backend)(nil)
-	_ backend.QueueController = (*Backend)(nil)
-	_ backend.Canceller       = (*Backend)(nil)
-	_ backend.Retainer        = (*Backend)(nil)
-	_ backend.InsertCounter   = (*Backend)(nil)
-	_ backend.KeyController   = (*Backend)(nil)
+	_ backend.Backend          = (*Backend)(nil)
+	_ backend.Notifier         = (*Backend)(nil)
+	_ backend.QueueController  = (*Backend)(nil)
+	_ backend.Canceller        = (*Backend)(nil)
+	_ backend.Retainer         = (*Backend)(nil)
+	_ backend.InsertCounter    = (*Backend)(nil)
+	_ backend.KeyController    = (*Backend)(nil)
+	_ backend.ProgressReporter = (*Backend)(nil)
 )
 
 // New returns an empty memory backend.
@@ -244,6 +245,7 @@ func (b *Backend) unreserve(j *backend.JobRow, availableAt, now time.Time) {
 	j.AvailableAt = availableAt
 	j.ReservedAt = time.Time{}
 	j.LeaseUntil = time.Time{}
+	j.Progress = nil // it was the ended attempt's
 	q := b.queue(j.Queue)
 	q.reserved--
 	if j.Key != "" {

@@ -514,10 +514,14 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 		metadata, errs         []byte
 		workflowID             pgtype.Int8
 		task, key              pgtype.Text
+		progress               pgtype.Int2
+		progressMsg            pgtype.Text
+		progressAt             pgtype.Timestamptz
 	)
 	err := row.Scan(&j.ID, &j.Queue, &j.Type, &j.Payload, &j.Attempts, &j.MaxAttempts, &j.Priority,
 		&status, &j.AvailableAt, &reservedAt, &leaseUntil, &j.CreatedAt, &lastError, &uniqueKey,
-		&j.Releases, &metadata, &j.Token, &errs, &key, &j.Turn, &deadline, &workflowID, &task)
+		&j.Releases, &metadata, &j.Token, &errs, &key, &j.Turn, &deadline, &workflowID, &task,
+		&progress, &progressMsg, &progressAt)
 	if err != nil {
 		return nil, err
 	}
@@ -538,6 +542,9 @@ func scanJob(row pgx.CollectableRow) (*backend.JobRow, error) {
 	j.LastError = lastError.String
 	j.UniqueKey, j.Key = uniqueKey.String, key.String
 	j.WorkflowID, j.Task = workflowID.Int64, task.String
+	if progress.Valid {
+		j.Progress = &backend.Progress{Percent: int(progress.Int16), Message: progressMsg.String, At: progressAt.Time}
+	}
 	return &j, nil
 }
 

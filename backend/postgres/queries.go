@@ -42,16 +42,21 @@ import (
 
 // jobColumns is the column list every statement returning a JobRow selects
 // from the jobs row j, in the order scanJob reads it.
+// The progress columns (the last three) count only while the claim that
+// reported them holds the job: NULL otherwise (see 017_progress.sql).
 const jobColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, j.errors, j.key, j.turn, j.deadline, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, j.errors, j.key, j.turn, j.deadline, ` + jobTaskColumns + `,
+	CASE WHEN j.status <> 'pending' AND j.progress_token = j.claim_token THEN j.progress_percent END,
+	j.progress_message, j.progress_at`
 
 // claimedColumns is jobColumns as the claim statements return them, but
 // for errors: a claim returns none (see backend.JobRow.Errors) rather than
-// read a jsonb array per claim.
+// read a jsonb array per claim, nor progress, which a new claim has none of.
 const claimedColumns = `j.id, j.queue, j.type, j.payload, j.attempts, j.max_attempts, j.priority, j.status,
 	j.available_at, j.reserved_at, j.lease_until, j.created_at, j.last_error, j.unique_key,
-	j.releases, j.metadata, j.claim_token, NULL::jsonb, j.key, j.turn, NULL::timestamptz, ` + jobTaskColumns
+	j.releases, j.metadata, j.claim_token, NULL::jsonb, j.key, j.turn, NULL::timestamptz, ` + jobTaskColumns + `,
+	NULL::smallint, NULL::text, NULL::timestamptz`
 
 // jobTaskColumns name the workflow task of the jobs row j (NULL, NULL for a
 // plain job). The CASE keeps a plain job's read to the column it already
@@ -262,6 +267,18 @@ SET lease_until = now() + $3::bigint * interval '1 microsecond'
 FROM unnest($1::bigint[], $2::bigint[]) AS r(id, token)
 WHERE j.id = r.id AND j.claim_token = r.token AND j.status = 'reserved'
 RETURNING j.id, j.claim_token`
+
+// sqlProgress records a holder's progress, fenced like sqlExtendLease.
+//
+//	$1 id, $2 token, $3 percent, $4 message
+//
+// Returns the job's id when it was written; no row means the claim no
+// longer holds the job.
+const sqlProgress = `
+UPDATE {schema}.jobs
+SET progress_token = claim_token, progress_percent = $3, progress_message = $4, progress_at = now()
+WHERE id = $1 AND claim_token = $2 AND status = 'reserved'
+RETURNING id`
 
 // sqlRelease gives held jobs back (see backend.Backend.JobRelease). A job
 // released fewer than $3 times before goes back to pending, due now, with
@@ -663,6 +680,7 @@ const sqlListen = `LISTEN {channel_ident}`
 type queries struct {
 	insert, insertOne, insertNotify, notify, reserveIDs       string
 	claim, claimPlan, complete, completeOne, extendLease      string
+	progress                                                  string
 	release, sweep                                            string
 	jobGet, queueStats, deadTuples, vacuum, vacuumAnalyze     string
 	vacuumLock, vacuumUnlock                                  string
@@ -698,6 +716,7 @@ func newQueries(schema string) queries {
 		complete:          r.Replace(sqlComplete),
 		completeOne:       r.Replace(sqlCompleteOne),
 		extendLease:       r.Replace(sqlExtendLease),
+		progress:          r.Replace(sqlProgress),
 		release:           r.Replace(sqlRelease),
 		sweep:             r.Replace(sqlSweep),
 		expire:            r.Replace(sqlExpire),

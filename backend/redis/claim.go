@@ -220,7 +220,8 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 }
 
 // jobFields are the fields JobGet reads.
-var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn", "ky"}
+var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn", "ky",
+	"pk", "pp", "pm", "pa"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -266,6 +267,11 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		row.Status = backend.StateReserved
 		if f.str(11) != "" {
 			row.Status = backend.StateCancelling
+		}
+		// Progress counts only while the claim that reported it holds
+		// the job (see progress in scripts.lua).
+		if pk := f.str(17); pk != "" && pk == f.str(12) {
+			row.Progress = &backend.Progress{Percent: f.int(18), Message: f.str(19), At: f.micros(20)}
 		}
 	}
 	return row, f.err

@@ -35,8 +35,9 @@ var (
 	scriptComplete = mustScript("complete", "lastTS", "ready", "readyAt", "delayed", "reserved", "failed",
 		"failedPrefix", "completed", "completedAt", "cancelled", "cancelledAt", "cancelling", "finishedPrefix",
 		"readyList", "base", "job...")
-	scriptExtend  = mustScript("extend", "reserved", "job...")
-	scriptRelease = mustScript("release", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
+	scriptExtend   = mustScript("extend", "reserved", "job...")
+	scriptProgress = mustScript("progress", "reserved", "job...")
+	scriptRelease  = mustScript("release", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
 		"cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base", "job...")
 	scriptExpired = mustScript("expired", "reserved", "readyOld", "ready", "jobPrefix")
 	scriptSweep   = mustScript("sweep", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
@@ -83,7 +84,7 @@ var cancelKeyNames = []string{
 // allLuaScripts lists every script, for the tests of their declarations.
 var allLuaScripts = []*luaScript{
 	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptConflict, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
-	scriptExtend, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedOf,
+	scriptExtend, scriptProgress, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedOf,
 	scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,

@@ -160,7 +160,11 @@
 -- (absent for a plain job; see workflows.lua: every script that ends or
 -- replays a job reads it), tn that task's name (with w; claims and JobGet
 -- return both, so a worker's log can name the task), el the job's attempt
--- errors (absent: none; see add_error), ky "<turn> <key>" (absent: no
+-- errors (absent: none; see add_error), pk pp pm pa a holder's progress
+-- (the token of the claim that reported it, percent, message, reported µs;
+-- absent: none; see progress: it counts only while k is pk and the job is
+-- reserved, so nothing else clears it, and moving a job elsewhere may
+-- carry it along unread), ky "<turn> <key>" (absent: no
 -- key, turn 0; one field, so that reading it costs a plain job one absent
 -- field; see key_lib). A failed job's hash adds j (its job ID) and keeps e
 -- as the error, el, and k, so that a replayed job's tokens still only
@@ -1570,6 +1574,28 @@ for i = 1, #KEYS - 1 do
 end
 zadd(KEYS[1], rs)
 return lost
+
+--- script: progress
+-- Records a holder's progress of held jobs of one queue, each fenced like
+-- extend (a job whose cancel was requested is refused too), tagged with
+-- the claim's token (pk) so that a read shows it only while that claim
+-- holds the job: no other script has to clear it.
+-- KEYS[1] reserved (unread: it routes the call to the queue's slot)
+--   KEYS[2..] job... one per ref
+-- ARGV[1] percent  ARGV[2] message  then per ref: token
+-- Returns {ref numbers (1-based) refused}.
+local at = n2s(now_us())
+local refused = {}
+for i = 1, #KEYS - 1 do
+  local k = KEYS[1 + i]
+  local v = redis.call('HMGET', k, 'k', 'lu', 'cx')
+  if not v[2] or v[2] == '' or v[3] or v[1] ~= ARGV[2 + i] then
+    refused[#refused + 1] = i
+  else
+    redis.call('HSET', k, 'pk', ARGV[2 + i], 'pp', ARGV[1], 'pm', ARGV[2], 'pa', at)
+  end
+end
+return refused
 
 --- script: release
 -- Gives held jobs of one queue back at once, fenced like complete. The

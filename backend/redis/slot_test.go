@@ -71,6 +71,7 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	}
 	_, err = b.JobExtendLease(ctx, backend.ExtendLeaseParams{Refs: []backend.JobRef{rows[0].Ref()}, Lease: time.Minute})
 	must(err)
+	must(b.JobProgress(ctx, rows[0].Ref(), backend.Progress{Percent: 5, Message: "slot"}))
 	_, err = b.JobRelease(ctx, []backend.JobRef{rows[0].Ref()})
 	must(err)
 	_, err = b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{

@@ -161,6 +161,8 @@ type rowScan struct {
 	status                                           string
 	reservedAt, leaseUntil, deadline                 sql.NullInt64
 	cancelling                                       bool
+	progress, progressAt                             sql.NullInt64
+	progressMsg                                      sql.NullString
 	dest                                             []any
 }
 
@@ -171,7 +173,8 @@ func newRowScan(claim bool) *rowScan {
 		&r.avail, &r.created, &r.j.LastError, &r.uniqueKey, &r.releases, &r.metadata, &r.j.Token,
 		&r.workflowID, &r.task, &r.key, &r.j.Turn}
 	if !claim {
-		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors, &r.deadline)
+		r.dest = append(r.dest, &r.status, &r.reservedAt, &r.leaseUntil, &r.cancelling, &r.errors, &r.deadline,
+			&r.progress, &r.progressMsg, &r.progressAt)
 	}
 	return r
 }
@@ -216,6 +219,9 @@ func (r *rowScan) scan(s scanner, claimed *backend.JobRow) (*backend.JobRow, err
 	}
 	if r.deadline.Valid {
 		j.Deadline = fromMicros(r.deadline.Int64)
+	}
+	if r.progress.Valid {
+		j.Progress = &backend.Progress{Percent: int(r.progress.Int64), Message: r.progressMsg.String, At: fromMicros(r.progressAt.Int64)}
 	}
 	return j, nil
 }

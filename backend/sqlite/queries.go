@@ -28,8 +28,12 @@ const claimColumns = `id, queue, type, payload, attempts, max_attempts, priority
 	workflow_id, CASE WHEN workflow_id IS NULL THEN NULL
 		ELSE (SELECT t.name FROM workflow_tasks t WHERE t.job_id = jobs.id) END, key, turn`
 
-// jobColumns is the column list scanJob reads, in order.
-const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors, deadline`
+// jobColumns is the column list scanJob reads, in order. The progress
+// columns (the last three) count only while the claim that reported them
+// holds the job: NULL otherwise (see 013_progress.sql).
+const jobColumns = claimColumns + `, status, reserved_at, lease_until, cancelled_at IS NOT NULL, errors, deadline,
+	CASE WHEN status = 'reserved' AND progress_token = claim_token THEN progress_percent END,
+	progress_message, progress_at`
 
 // failedColumns is the column list scanFailed reads, in order. The
 // workflow_id and CASE name the failed job's workflow task as claimColumns
@@ -281,6 +285,11 @@ const qJobDeleteTask = `DELETE FROM jobs WHERE id = ?1 RETURNING workflow_id`
 // qExtendLease: ?1 id, ?2 claim_token (the fence), ?3 lease_until. Returns
 // nothing; RowsAffected is 0 when the lease was lost.
 const qExtendLease = `UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
+
+// qProgress: ?1 id, ?2 claim_token (the fence), ?3 percent, ?4 message,
+// ?5 now. RowsAffected is 0 when the claim no longer holds the job.
+const qProgress = `UPDATE jobs SET progress_token = claim_token, progress_percent = ?3, progress_message = ?4, progress_at = ?5
+	WHERE id = ?1 AND claim_token = ?2 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qRelease: ?1 id, ?2 claim_token (the fence), ?3 available_at (now), ?4
 // backend.MaxFreeReleases, ?5 backend.ReleasedError. Returns the job to

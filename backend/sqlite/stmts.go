@@ -26,6 +26,7 @@ type stmts struct {
 	failCopy      *sql.Stmt
 	jobDelete     *sql.Stmt
 	extend        *sql.Stmt
+	progress      *sql.Stmt
 	release       *sql.Stmt
 	sweepExpired  *sql.Stmt
 	sweepRescue   *sql.Stmt
@@ -87,6 +88,7 @@ func (b *Backend) statements(ctx context.Context) (*stmts, error) {
 		{b.w, &st.failCopy, qFailCopy},
 		{b.w, &st.jobDelete, qJobDelete},
 		{b.w, &st.extend, qExtendLease},
+		{b.w, &st.progress, qProgress},
 		{b.w, &st.release, qRelease},
 		{b.w, &st.sweepExpired, qSweepExpired},
 		{b.w, &st.sweepRescue, qSweepRescue},

@@ -3,6 +3,7 @@ package jobq
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,6 +78,16 @@ type jobCtx struct {
 	depsMu   sync.Mutex
 	deps     []backend.TaskOutcome
 	depsRead bool
+	// reporter is the backend's ProgressReporter, nil without one (then
+	// SetProgress does nothing), and log where a refused write is told.
+	reporter backend.ProgressReporter
+	log      *slog.Logger
+	// progress writes SetProgress's values, started by the first
+	// (progress.go); progressEnded is set when the attempt ends, after
+	// which SetProgress writes nothing.
+	progressMu    sync.Mutex
+	progress      *progressWriter
+	progressEnded bool
 }
 
 // JobFromContext returns the job a handler's context belongs to, for typed

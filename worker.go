@@ -37,12 +37,15 @@ var ErrLeaseLost = runner.ErrLeaseLost
 // Worker claims jobs from its queues and runs their handlers. Create it with
 // NewWorker and run it with Run.
 type Worker struct {
-	b     backend.Backend
-	reg   *Registry
-	cfg   WorkerConfig
-	log   *slog.Logger
-	hooks hookList
-	cron  []*cronEntry // checked WorkerConfig.Schedules; nil: no scheduler
+	b   backend.Backend
+	reg *Registry
+	// progress is b's ProgressReporter, nil without one (SetProgress then
+	// does nothing).
+	progress backend.ProgressReporter
+	cfg      WorkerConfig
+	log      *slog.Logger
+	hooks    hookList
+	cron     []*cronEntry // checked WorkerConfig.Schedules; nil: no scheduler
 	// held is true while a call of Run or RunOne has the worker: one at
 	// a time, since Run claims by its free slots and counts Busy as its
 	// own, which an attempt beside it would break.
@@ -82,7 +85,8 @@ func NewWorker(b backend.Backend, reg *Registry, cfg WorkerConfig) (*Worker, err
 		return nil, err
 	}
 	hooks := newHookList(append([]WorkerHooks{logHooks(cfg.Logger)}, cfg.Hooks...)) // outcomes logged first (log_hooks.go)
-	return &Worker{b: b, reg: reg, cfg: cfg, log: cfg.Logger, hooks: hooks, cron: entries}, nil
+	progress, _ := backend.As[backend.ProgressReporter](b)
+	return &Worker{b: b, reg: reg, progress: progress, cfg: cfg, log: cfg.Logger, hooks: hooks, cron: entries}, nil
 }
 
 // hold takes the worker for a call of Run or RunOne, in one step, so two

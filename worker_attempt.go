@@ -118,7 +118,8 @@ func (w *Worker) runAttempt(ctx, workCtx context.Context, row *backend.JobRow, h
 	}
 	fire(w.hooks, claimedHook, ClaimedEvent{Job: job, Wait: waitTime(row)})
 	a := &attempt{w: w, holder: h, row: row, ctx: ctx, workCtx: workCtx,
-		jc: &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { h.completingInTx(ref) }, maxResult: w.cfg.MaxResultBytes}}
+		jc: &jobCtx{job: job, ref: ref, backend: w.b, completingInTx: func() { h.completingInTx(ref) }, maxResult: w.cfg.MaxResultBytes,
+			reporter: w.progress, log: w.log}}
 	w.busy.Add(1)
 	fire(w.hooks, startedHook, startedEvent{ctx, job})
 	a.start = time.Now()
@@ -142,6 +143,7 @@ func (a *attempt) end(herr error) (Event, error) {
 	took := time.Since(a.start)
 	w, row, jc := a.w, a.row, a.jc
 	w.busy.Add(-1)
+	jc.stopProgress()
 	a.holder.handlerReturned(jc.ref)
 
 	item, ev := w.decide(a.workCtx, row, jc.job, herr)

@@ -17,13 +17,14 @@ func (a *app) newJobsShowCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
-		Short: "Show one job: state, payload, result, last error and every failed attempt",
+		Short: "Show one job: state, payload, progress, result, last error and every failed attempt",
 		Long: `Show one live (pending, scheduled, reserved) or kept (completed, cancelled)
 job, or a failed one, by its ID, with the record of its failed attempts:
 when each ended, how long it ran, which worker ran it and its error. A
 kept completed job shows the result its handler recorded (SetResult), if
 any: results are kept only while workers keep completed jobs
-(Retention.Completed). A failed job is shown as 'jobq failed show' shows
+(Retention.Completed). A running job shows the progress its handler
+last reported (SetProgress), if any. A failed job is shown as 'jobq failed show' shows
 it.`,
 		Args: exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -92,6 +93,9 @@ func (a *app) printJob(info jobq.JobInfo) {
 		if !j.LeaseUntil.IsZero() {
 			fmt.Fprintf(tw, "Reserved at:\t%s\nLease until:\t%s\n", timeText(j.ReservedAt), timeText(j.LeaseUntil))
 		}
+		if p := j.Progress; p != nil {
+			fmt.Fprintf(tw, "Progress:\t%s (at %s)\n", progressText(p.Percent, a.masker().Text(p.Message)), timeText(p.At))
+		}
 	} else {
 		fmt.Fprintf(tw, "Enqueued at:\t%s\nFinished at:\t%s\n", timeText(info.Finished.CreatedAt), timeText(info.Finished.FinishedAt))
 	}
@@ -104,6 +108,15 @@ func (a *app) printJob(info jobq.JobInfo) {
 		fmt.Fprintf(a.out, "Last error:\n%s\n", a.masker().Text(lastError))
 	}
 	a.printAttemptErrors(errs)
+}
+
+// progressText is a running job's progress on one line: "42%" and the
+// handler's message, when it gave one.
+func progressText(percent int, msg string) string {
+	if msg == "" {
+		return fmt.Sprintf("%d%%", percent)
+	}
+	return fmt.Sprintf("%d%% %s", percent, msg)
 }
 
 // printJSONBlock prints raw, masked and indented when it is JSON, under

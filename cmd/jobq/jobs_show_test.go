@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/jobview"
 	"github.com/jobq/jobq/internal/storetest"
 )
@@ -60,4 +62,36 @@ func showJSON(t *testing.T, db string, id int64) jobview.Job {
 		t.Fatalf("jobs show --json printed %q: %v", r.out, err)
 	}
 	return j
+}
+
+// TestJobsShowProgress: 'jobq jobs show' prints a running job's progress
+// in text and in --json; a running job that reported none shows none.
+func TestJobsShowProgress(t *testing.T) {
+	t.Parallel()
+	db := tempDB(t)
+	b := openDB(t, db)
+	id := storetest.RunningWithProgress(t, b, "q", 42, storetest.ProgressMessage)
+	r := run(t, "--db", db, "jobs", "show", fmt.Sprint(id))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if want := "Progress:     42% " + storetest.ProgressMessage; !strings.Contains(r.out, want) {
+		t.Errorf("jobs show lacks %q:\n%s", want, r.out)
+	}
+	j := showJSON(t, db, id)
+	if p := j.Progress; p == nil || p.Percent != 42 || p.Message != storetest.ProgressMessage || p.At.IsZero() {
+		t.Errorf("jobs show --json progress = %+v, want 42%% %q", p, storetest.ProgressMessage)
+	}
+
+	res, err := b.JobInsertMany(t.Context(), []backend.InsertParams{{Queue: "bare", Type: "t", Payload: []byte(`{}`), MaxAttempts: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.JobClaim(t.Context(), backend.ClaimParams{Queues: []string{"bare"}, Max: 1, Lease: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	r = run(t, "--db", db, "jobs", "show", fmt.Sprint(res[0].ID))
+	if r.err != nil || strings.Contains(r.out, "Progress:") || !strings.Contains(r.out, "reserved") {
+		t.Errorf("jobs show of a running job without progress: %v\n%s", r.err, r.out)
+	}
 }

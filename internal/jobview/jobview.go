@@ -49,6 +49,18 @@ type Job struct {
 	// masked like the payload: shown for one kept job, left out for none
 	// and of lists, whose pages would carry up to a result cap per job.
 	Result json.RawMessage `json:"result,omitempty"`
+	// Progress is what a running job's handler last reported
+	// (jobq.SetProgress), left out when it reported none: shown in lists
+	// too, since it is short and the running list draws it.
+	Progress *Progress `json:"progress,omitempty"`
+}
+
+// Progress is a running job's progress (backend.Progress), its message
+// masked like an error text.
+type Progress struct {
+	Percent int       `json:"percent"`
+	Message string    `json:"message"`
+	At      time.Time `json:"at"`
 }
 
 // AttemptError is one failed attempt of a job (backend.AttemptError), its
@@ -119,7 +131,16 @@ func Live(m *redact.Masker, state jobq.JobState, j *jobq.JobRow) Job {
 		CreatedAt: j.CreatedAt, AvailableAt: timePtr(j.AvailableAt), ReservedAt: timePtr(j.ReservedAt),
 		LeaseUntil: timePtr(j.LeaseUntil), Deadline: timePtr(j.Deadline), LastError: m.Text(j.LastError), Errors: Errors(m, j.Errors),
 		UniqueKey: j.UniqueKey, Key: j.Key, Metadata: m.Map(j.Metadata), WorkflowID: j.WorkflowID, Task: j.Task,
+		Progress: progressOf(m, j.Progress),
 	}
+}
+
+// progressOf is p as Progress shows it; nil for none.
+func progressOf(m *redact.Masker, p *backend.Progress) *Progress {
+	if p == nil {
+		return nil
+	}
+	return &Progress{Percent: p.Percent, Message: m.Text(p.Message), At: p.At}
 }
 
 // FailedAsJob is a failed job as one job among the others: its error as

@@ -21,6 +21,9 @@ type (
 	JobFilter = backend.JobFilter
 	// JobRow is one live job as the backend stores it.
 	JobRow = backend.JobRow
+	// Progress is what a running job's handler last reported (see
+	// SetProgress): JobRow.Progress.
+	Progress = backend.Progress
 )
 
 // The outcomes of Inspector.Cancel (see backend.CancelOutcome).

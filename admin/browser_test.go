@@ -246,11 +246,15 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 	}
 	// A kept completed job whose result is the same markup.
 	kept := storetest.KeptWithResult(t, b, "xss-done", []byte(xssPayload))
+	// A running job whose progress message is markup.
+	running := storetest.RunningWithProgress(t, b, "xss-run", 37, storetest.ProgressMessage)
 
 	ctx := tab(t, bctx)
 	pages := []string{
 		fmt.Sprintf("/failed/%d", fj[0].JobID),
 		fmt.Sprintf("/jobs/%d", kept),
+		fmt.Sprintf("/jobs/%d", running),
+		"/queues/xss-run?state=reserved",
 		"/failed",
 		"/failed?queue=xss&type=" + strings.NewReplacer("%", "%25", "&", "%26", "#", "%23", "+", "%2B", " ", "%20").Replace(xssType),
 		"/",
@@ -279,6 +283,13 @@ func browserXSS(t *testing.T, bctx context.Context, b backend.Backend, srv *http
 	run(t, ctx, "open the kept job", chromedp.Navigate(srv.URL+fmt.Sprintf("/jobs/%d", kept)))
 	if result := text(t, ctx, "#result"); result != wantPayload.String() {
 		t.Errorf("result shown as\n%s\nwant verbatim\n%s", result, wantPayload.String())
+	}
+	run(t, ctx, "open the running job", chromedp.Navigate(srv.URL+fmt.Sprintf("/jobs/%d", running)))
+	if msg := text(t, ctx, "#progress .msg"); msg != storetest.ProgressMessage {
+		t.Errorf("progress message shown as %q, want it verbatim", msg)
+	}
+	if bar := value(t, ctx, "read the progress bar", chromedp.Evaluate[int](`document.querySelector("#progress progress").value`)); bar != 37 {
+		t.Errorf("progress bar at %d, want 37", bar)
 	}
 }
 

@@ -109,7 +109,10 @@ type jobRow struct {
 	Payload     string
 	// Result is a kept completed job's result (SetResult), masked and
 	// indented as the payload; "" for none.
-	Result   string
+	Result string
+	// Progress is what a running job's handler last reported
+	// (SetProgress), its message masked like an error; nil for none.
+	Progress *jobq.Progress
 	Metadata []kv
 	Live     bool // cancellable
 	History  []attemptRow
@@ -156,7 +159,16 @@ func (d *dashboard) liveRow(j *jobq.JobRow, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
 		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true,
-		WorkflowID: j.WorkflowID, Task: j.Task, Key: j.Key}
+		WorkflowID: j.WorkflowID, Task: j.Task, Key: j.Key, Progress: d.progress(j.Progress)}
+}
+
+// progress is a running job's progress as the pages show it, its message
+// masked; nil for none.
+func (d *dashboard) progress(p *jobq.Progress) *jobq.Progress {
+	if p == nil {
+		return nil
+	}
+	return &jobq.Progress{Percent: p.Percent, Message: d.s.maskedText(p.Message), At: p.At}
 }
 
 // finishedRow is a kept finished job's row, its error's URL credentials

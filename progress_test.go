@@ -76,11 +76,12 @@ func TestProgressCoalesced(t *testing.T) {
 		t.Fatalf("written job %d, want %d", got, id)
 	}
 	// One write at once, one per interval the loop took, and the last
-	// value's after it.
+	// value's after it; a single one when the writer first ran after the
+	// loop was over, the last value already in place.
 	took := time.Duration(loop.Load())
 	bound := 2 + int64(took/jobq.ProgressInterval)
-	if n := b.writes.Load(); n < 2 || n > bound {
-		t.Fatalf("%d progress writes for 10,000 reports in %s, want 2..%d", n, took, bound)
+	if n := b.writes.Load(); n < 1 || n > bound {
+		t.Fatalf("%d progress writes for 10,000 reports in %s, want 1..%d", n, took, bound)
 	}
 	t.Logf("%d progress writes for 10,000 reports in %s", b.writes.Load(), took)
 	if !jobGone(b, id) {

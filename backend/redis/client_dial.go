@@ -211,13 +211,24 @@ func tlsHandshakeError(ctx, octx context.Context, err error, took time.Duration)
 	var rhe tls.RecordHeaderError
 	switch {
 	case deadline || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return &connError{hint: fmt.Sprintf("no answer to the TLS handshake within %s: %s", took.Round(100*time.Millisecond), plainHint), raw: err}
+		return &connError{hint: fmt.Sprintf("no answer to the TLS handshake within %s: %s", waited(took), plainHint), raw: err}
 	case errors.As(err, &rhe):
 		return &connError{hint: "the server answered the TLS handshake in another protocol: " + plainHint, err: err, raw: err}
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET):
 		return &connError{hint: "the server closed the connection during the TLS handshake: " + plainHint, err: err, raw: err}
 	}
 	return &connError{hint: "TLS handshake", err: err, raw: err}
+}
+
+// waited is how long a dial waited for an answer, as its error says it:
+// cut down to whole seconds from one second on, so a 1s limit reads 1s
+// however late a loaded machine ran the timer (what was waited is at
+// least that).
+func waited(took time.Duration) time.Duration {
+	if took >= time.Second {
+		return took.Truncate(time.Second)
+	}
+	return took.Round(100 * time.Millisecond)
 }
 
 // plainOpenError explains the failure of the first reply of a plain

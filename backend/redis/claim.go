@@ -15,7 +15,7 @@ import (
 // claimHeader values about the claim.
 const (
 	claimFields = 14
-	claimHeader = 5
+	claimHeader = 7
 )
 
 // JobClaim reserves up to params.Max ready jobs in claim order: priority,
@@ -171,13 +171,21 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 	if err != nil || len(v) < claimHeader || (len(v)-claimHeader)%claimFields != 0 {
 		return nil, 0, fmt.Errorf("claim %s: unexpected reply", queue)
 	}
+	expired, ok := v[5].([]any)
+	if !ok {
+		return nil, 0, fmt.Errorf("claim %s: unexpected reply", queue)
+	}
 	idx := 0
-	if len(v) > claimHeader {
+	if len(v) > claimHeader || len(expired) > 0 {
 		// The queue has jobs, so it is registered (usually known here).
 		var ok bool
 		if idx, ok, err = b.reg.lookup(context.WithoutCancel(ctx), queue); err != nil || !ok {
 			return nil, 0, fmt.Errorf("claim %s: queue index: %v", queue, err)
 		}
+	}
+	var expErr error
+	if len(expired) > 0 {
+		expErr = b.claimExpired(ctx, queue, idx, expired, v[6])
 	}
 	f := fields{v: v}
 	now, lease, left := f.str(0), f.micros(1), f.int(2)
@@ -216,12 +224,12 @@ func (b *Backend) readClaim(ctx context.Context, queue string, res any) ([]*back
 	if ctl := f.str(4); ctl != "" {
 		b.limited(queue, ctl, now, rows)
 	}
-	return rows, left, f.err
+	return rows, left, cmpErr(f.err, expErr)
 }
 
 // jobFields are the fields JobGet reads.
 var jobFields = []string{"d", "pr", "a", "r", "av", "c", "e", "u", "m", "ra", "lu", "cx", "k", "el", "w", "tn", "ky",
-	"pk", "pp", "pm", "pa"}
+	"pk", "pp", "pm", "pa", "dl"}
 
 // JobGet returns one live job by ID.
 func (b *Backend) JobGet(ctx context.Context, id int64) (*backend.JobRow, error) {
@@ -255,6 +263,7 @@ func (b *Backend) jobGet(ctx context.Context, id int64) (*backend.JobRow, error)
 		LeaseUntil:  f.micros(10),
 		Token:       f.int64(12),
 		Errors:      f.attemptErrors(13),
+		Deadline:    f.micros(21),
 		Status:      backend.StatePending,
 	}
 	row.MaxAttempts, row.Type, row.Payload = f.record(0)

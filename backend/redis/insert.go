@@ -34,12 +34,11 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 			return nil, fmt.Errorf("insert item %d: %w", i, err)
 		}
 	}
-	// Not yet: the claim script and the sweep would have to honour it.
-	if err := backend.RefuseDeadlines(params); err != nil {
-		return nil, err
-	}
 	if len(params) == 0 {
 		return []backend.InsertResult{}, nil
+	}
+	if err := b.checkDeadlines(ctx, params); err != nil {
+		return nil, b.fail("insert jobs", err)
 	}
 	params, replaced := backend.FoldConflicts(params)
 	res, err := b.insertTry(ctx, params, 0)
@@ -157,11 +156,16 @@ func (b *Backend) afterInsert1(q *queueKeys, res any) (int64, error) {
 }
 
 // lone reports whether p is ready now, of priority 0 and without options
-// (a key among them):
+// (a key and a deadline among them):
 // a job the script insert1 writes when it is alone.
 func lone(p *backend.InsertParams) bool {
-	return p.Priority == 0 && p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0 && p.Key == ""
+	return p.Priority == 0 && p.RunAt.IsZero() && p.Delay <= 0 && p.UniqueKey == "" && len(p.Metadata) == 0 && p.Key == "" &&
+		p.Deadline.IsZero()
 }
+
+// optStride is the number of values of an item's options in the ARGV of
+// the script insert (see its header).
+const optStride = 9
 
 // groupInserts splits params by queue, registering new queues.
 func (b *Backend) groupInserts(ctx context.Context, params []backend.InsertParams) ([]*insertGroup, error) {
@@ -231,10 +235,14 @@ func (b *Backend) insertCall(q *queueKeys, params []backend.InsertParams, items 
 			if p.UniqueStates.All() != backend.UniqueAllStates {
 				us = strconv.Itoa(int(p.UniqueStates))
 			}
-			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md, p.Key, us)
+			dl := ""
+			if !p.Deadline.IsZero() {
+				dl = micro(p.Deadline)
+			}
+			opts = append(opts, j+1, p.Priority, runAt, delay, p.UniqueKey, md, p.Key, us, dl)
 		}
 	}
-	args[3] = len(opts) / 8
+	args[3] = len(opts) / optStride
 	args = append(args, opts...)
 	for _, id := range ids {
 		args = append(args, tsHex(id))

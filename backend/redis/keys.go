@@ -146,6 +146,7 @@ type queueKeys struct {
 	finishedPrefix string // y:
 	ticks          string // ts (schedule.go)
 	inserted       string // i (inserted.go)
+	deadlines      string // e
 }
 
 // queue returns the keys of queue q.
@@ -163,7 +164,7 @@ func (ks *keyspace) queue(q string) *queueKeys {
 		jobPrefix: base + "j:", failedPrefix: base + "x:", failedByJob: base + "xj", channel: base + "w",
 		cancelling: base + "c", completed: base + "kc", completedAt: base + "kct",
 		cancelled: base + "kx", cancelledAt: base + "kxt", finishedPrefix: base + "y:",
-		ticks: base + "ts", inserted: base + "i",
+		ticks: base + "ts", inserted: base + "i", deadlines: base + "e",
 	}
 	ks.mu.Lock()
 	if len(ks.byName) < 4*MaxQueues { // bounded: queue names may come from callers
@@ -199,6 +200,7 @@ var queueKeyNames = map[string]func(*queueKeys) string{
 	"finishedPrefix": func(k *queueKeys) string { return k.finishedPrefix },
 	"ticks":          func(k *queueKeys) string { return k.ticks },
 	"inserted":       func(k *queueKeys) string { return k.inserted },
+	"deadlines":      func(k *queueKeys) string { return k.deadlines },
 	"base":           (*queueKeys).base,
 }
 

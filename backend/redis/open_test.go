@@ -105,12 +105,13 @@ func TestOpenExisting(t *testing.T) {
 
 	// Layouts 2 (before the ready list), 3 (before claim tokens), 4
 	// (before the ready set in claim order), 5 (before workflows), 6
-	// (before the failed jobs' index) and 7 (before keys) are raised in
-	// place, but a build must be kept from reading a prefix of
+	// (before the failed jobs' index), 7 (before keys) and 9 (before
+	// deadlines) are raised in place, but a build must be kept from
+	// reading a prefix of
 	// a layout it does not know: Existing refuses it, pointing at
 	// migrate, which moves the ready jobs (TestMigrateLayout4), raises
 	// the marker and keeps the jobs.
-	for _, old := range []string{"2", "3", "4", "5", "6", "7"} {
+	for _, old := range []string{"2", "3", "4", "5", "6", "7", "9"} {
 		if err := setSchema(old); err != nil {
 			t.Fatal(err)
 		}

@@ -115,6 +115,16 @@
 // ends the one before. Jobs without a key never touch these keys: their
 // claim pays one ZCARD.
 //
+// # Deadlines
+//
+// A job's deadline (backend.InsertParams.Deadline) goes by the Redis clock
+// too: the insert checks it against the clock of the server holding the
+// job's queue, and a waiting job with a deadline is also in its queue's
+// set of deadlines, whose head a claim reads first: it moves the jobs
+// past theirs to the failed jobs before it takes any, so none is claimed,
+// and a lease sweep moves those of queues nobody claims from (deadline.go).
+// Queues without such jobs pay one read of an empty set per claim.
+//
 // # Lost replies
 //
 // A script whose reply was lost (a timeout, a dropped connection) may have
@@ -225,7 +235,16 @@ func init() {
 // queue's keys (script "rekey"). Layout 8 was written only by development
 // builds: stop them before migrating, as one still running would write
 // layout 8's structures beside the new ones.
-const LayoutVersion = 9
+// Layout 10 adds deadlines (backend.InsertParams.Deadline, deadline.go):
+// the field dl of a job's hash and the queue's set of waiting jobs with a
+// deadline (deadlines, P:{Q}:e), which oblige every claim to leave out
+// the jobs past it and every script that makes a job wait again (retry,
+// release, rescue) or cancels it to keep the set. A layout-9 build would
+// claim and run a job whose deadline passed, the one thing a deadline
+// rules out, and retry one without putting it back in the set (no sweep
+// would expire it), so the marker keeps it out; Migrate raises 9 to 10 in
+// place (layout-9 data is valid layout-10 data without deadlines).
+const LayoutVersion = 10
 
 // promoteLimit bounds the delayed jobs one claim promotes.
 const promoteLimit = 1000
@@ -312,6 +331,7 @@ type Backend struct {
 	grace    time.Duration
 
 	cancelPoll cancelPoll // what JobCancelling last saw (cancel.go)
+	expired    expiredLog // what claims expired, for the next sweep (deadline.go)
 
 	closed     atomic.Bool
 	closeMu    sync.Mutex
@@ -451,9 +471,9 @@ func (b *Backend) layout(ctx context.Context) (version int, ok bool, err error) 
 // prefix has its ready jobs moved into the ready set of layout 5, and a
 // prefix of any layout before 7 its failed jobs indexed by job ID, and a
 // layout-8 prefix its keyed structures converted (see LayoutVersion),
-// queue by queue, before the marker is raised. It fails with
-// backend.ErrSchemaTooNew, writing nothing, when the prefix was written by
-// a newer jobq.
+// queue by queue, before the marker is raised (a layout-9 prefix needs
+// only the marker). It fails with backend.ErrSchemaTooNew, writing
+// nothing, when the prefix was written by a newer jobq.
 func (b *Backend) Migrate(ctx context.Context) (int, error) {
 	if b.closed.Load() {
 		return 0, fmt.Errorf("migrate: %w", backend.ErrClosed)

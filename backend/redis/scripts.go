@@ -20,6 +20,7 @@ var scriptsSource string
 // by name (see luaScript), in the order of its header.
 var (
 	scriptRegister = mustScript("register", "queues")
+	scriptNow      = mustScript("now", "lastTS")
 	scriptMint     = mustScript("mint", "lastTS")
 	scriptInsert   = mustScript("insert", "lastTS", "ready", "readyAt", "readyAtCounts", "delayed", "jobPrefix",
 		"inserted", "readyList", "base", "job...")
@@ -28,9 +29,9 @@ var (
 	scriptConflict = mustScript("conflict", "ready", "readyAt", "readyAtCounts", "delayed", "readyList", "readyOld",
 		"job...")
 	scriptPeek = mustScript("peek", "ready", "readyList", "readyAt", "delayed", "jobPrefix", "settings", "reserved",
-		"base")
+		"base", "deadlines")
 	scriptClaim = mustScript("claim", "ready", "readyList", "readyAt", "readyAtCounts", "delayed", "reserved",
-		"jobPrefix", "settings", "base")
+		"jobPrefix", "settings", "base", "lastTS", "failed", "failedPrefix", "deadlines")
 	scriptAdopt    = mustScript("adopt", "readyOld", "ready", "jobPrefix")
 	scriptComplete = mustScript("complete", "lastTS", "ready", "readyAt", "delayed", "reserved", "failed",
 		"failedPrefix", "completed", "completedAt", "cancelled", "cancelledAt", "cancelling", "finishedPrefix",
@@ -39,9 +40,10 @@ var (
 	scriptProgress = mustScript("progress", "reserved", "job...")
 	scriptRelease  = mustScript("release", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
 		"cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base", "job...")
-	scriptExpired = mustScript("expired", "reserved", "readyOld", "ready", "jobPrefix")
+	scriptExpired = mustScript("expired", "reserved", "readyOld", "ready", "jobPrefix", "deadlines")
 	scriptSweep   = mustScript("sweep", "lastTS", "ready", "readyAt", "reserved", "failed", "failedPrefix",
-		"jobPrefix", "cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base")
+		"jobPrefix", "cancelled", "cancelledAt", "cancelling", "finishedPrefix", "readyList", "base", "readyAtCounts",
+		"delayed", "deadlines")
 	scriptStats = mustScript("stats", "ready", "readyList", "readyAt", "delayed", "reserved", "failed",
 		"jobPrefix", "readyOld", "base")
 	scriptFailedScan = mustScript("failedscan", "failed", "failedPrefix")
@@ -83,7 +85,7 @@ var cancelKeyNames = []string{
 
 // allLuaScripts lists every script, for the tests of their declarations.
 var allLuaScripts = []*luaScript{
-	scriptRegister, scriptMint, scriptInsert, scriptInsert1, scriptConflict, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
+	scriptRegister, scriptNow, scriptMint, scriptInsert, scriptInsert1, scriptConflict, scriptPeek, scriptClaim, scriptAdopt, scriptComplete,
 	scriptExtend, scriptProgress, scriptRelease, scriptExpired, scriptSweep, scriptStats, scriptFailedScan, scriptFailedOf,
 	scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,

@@ -96,6 +96,10 @@
 --                  replay re-creates jobs and does not count), for
 --                  backend.InsertCounter: absent until the first insert by
 --                  a build that counts
+--   deadlines      P:{Q}:e        zset: the waiting jobs (ready, delayed,
+--                  backing off) that have a deadline, scored by it (µs),
+--                  member the ID: claims and sweeps expire those past it
+--                  (see repend and expire)
 --   base           P:{Q}:         the queue's key prefix: scripts that
 --                  write keys they are not given build them from it (the
 --                  workflow keys P:{Q}:wf:<id>, P:{Q}:wt:<id>, P:{Q}:wfs,
@@ -166,7 +170,9 @@
 -- reserved, so nothing else clears it, and moving a job elsewhere may
 -- carry it along unread), ky "<turn> <key>" (absent: no
 -- key, turn 0; one field, so that reading it costs a plain job one absent
--- field; see key_lib). A failed job's hash adds j (its job ID) and keeps e
+-- field; see key_lib), dl the latest time the job may start, µs (absent:
+-- none; never with ky or w; see expire). A failed job's hash drops dl (a
+-- replay must not expire again), adds j (its job ID) and keeps e
 -- as the error, el, and k, so that a replayed job's tokens still only
 -- grow, w and tn, which FailedGet and failedscan return, and ky, so that a
 -- replayed job takes its place among its key's jobs again; its failed_at
@@ -405,8 +411,99 @@ local function to_failed(k, id, xprefix, fid, err)
   local fk = xprefix .. fid
   redis.call('RENAME', k, fk)
   redis.call('HSET', fk, 'j', id, 'e', err)
-  redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r', 'us')
+  redis.call('HDEL', fk, 'ra', 'lu', 'av', 'r', 'us', 'dl')
   redis.call('HSET', string.sub(xprefix, 1, -2) .. 'j', id, fid)
+end
+
+--- helper
+-- deadline_text is backend.DeadlineError of the deadline dl (field dl: µs
+-- since 1970, a decimal string): the prefix, then the deadline's second
+-- in RFC 3339, UTC. The seconds are cut from the string, not divided, so
+-- they are exact for any year (µs past 2255 no longer fit a double);
+-- the date is Howard Hinnant's civil_from_days, in whole numbers.
+local DEADLINE_PREFIX = 'deadline exceeded: not started by ' -- backend.DeadlineErrorPrefix (TestDeadlineText)
+local function deadline_text(dl)
+  local s = tonumber(string.sub(dl, 1, -7)) or 0
+  local days = math.floor(s / 86400)
+  local r = s - days * 86400
+  local z = days + 719468
+  local era = math.floor(z / 146097)
+  local doe = z - era * 146097
+  local yoe = math.floor((doe - math.floor(doe / 1460) + math.floor(doe / 36524) - math.floor(doe / 146096)) / 365)
+  local doy = doe - (365 * yoe + math.floor(yoe / 4) - math.floor(yoe / 100))
+  local mp = math.floor((5 * doy + 2) / 153)
+  local d = doy - math.floor((153 * mp + 2) / 5) + 1
+  local m = mp + 3
+  if mp >= 10 then m = mp - 9 end
+  local y = yoe + era * 400
+  if m <= 2 then y = y + 1 end
+  return DEADLINE_PREFIX .. string.format('%04d-%02d-%02dT%02d:%02d:%02dZ', y, m, d,
+    math.floor(r / 3600), math.floor(r % 3600 / 60), r % 60)
+end
+
+--- helper
+-- A job with a deadline (field dl) is in the deadlines set, scored by
+-- it, while it waits (ready, delayed or backing off), and out of it while
+-- reserved: so the set's head says whether any waiting job of the queue
+-- has expired, and nothing else is ever read for it. repend puts the job
+-- hash k (ID id) back as it waits again (a retry, a release, a rescue),
+-- when it has a deadline; ke is the deadlines set. It returns the
+-- deadline (µs), or nil for none.
+local function repend(ke, k, id)
+  local dl = redis.call('HGET', k, 'dl')
+  if dl then redis.call('ZADD', ke, dl, id) end
+  return tonumber(dl)
+end
+
+--- helper
+-- expire_job moves the waiting job hash k (ID id, record d, attempts a,
+-- token tk, unique key u, deadline dl), which its caller took out of the
+-- ready or delayed set, to the failed set as it is: no attempt was made,
+-- so a and el stay. E holds the keys (see expire), mint the failed IDs.
+-- It appends the job to out (ID, attempts, token, type) and its unique
+-- key to released, and its failed ID to E.failed, for the caller to add.
+local function expire_job(E, k, id, d, a, tk, u, dl, mint, out, released)
+  local fid = tshex(mint.next())
+  to_failed(k, id, E.x, fid, deadline_text(dl))
+  local f = E.failed
+  f[#f + 1] = 0; f[#f + 1] = fid
+  out[#out + 1] = id; out[#out + 1] = a or '0'; out[#out + 1] = tk or ''; out[#out + 1] = rtype(d)
+  if u then released[#released + 1] = id; released[#released + 1] = u end
+end
+-- expire moves up to limit waiting jobs whose deadline passed by now
+-- (a job may start at its deadline, not after it), earliest deadline
+-- first, to the failed set (see expire_job), and returns how many. E
+-- holds the keys: e deadlines, q ready, o readyAt, n readyAtCounts, d
+-- delayed, j jobPrefix, f failed, x failedPrefix, t lastTS (the failed
+-- IDs are minted from it). An entry whose job is gone or reserved (none
+-- should be) only leaves the set. A job with a deadline is never keyed,
+-- a task's or in readyList (insert keeps it out), so nothing else holds
+-- it.
+local function expire(E, now, limit, out, released)
+  local ids = redis.call('ZRANGEBYSCORE', E.e, '-inf', '(' .. n2s(now), 'LIMIT', 0, limit)
+  if #ids == 0 then return 0 end
+  local mint = minter(E.t, now, #ids)
+  local rids, ravs, n = {}, {}, 0
+  E.failed = {}
+  for i = 1, #ids do
+    local id = ids[i]
+    local k = E.j .. id
+    local v = redis.call('HMGET', k, 'd', 'lu', 'av', 'c', 'a', 'k', 'u', 'dl')
+    if v[1] and v[8] and (not v[2] or v[2] == '') then
+      local av = v[3] or v[4]
+      if redis.call('ZREM', E.q, rmember(av, id)) == 1 then
+        rids[#rids + 1] = id; ravs[#ravs + 1] = av
+      else
+        redis.call('ZREM', E.d, id)
+      end
+      expire_job(E, k, id, v[1], v[5], v[6], v[7], v[8], mint, out, released)
+      n = n + 1
+    end
+  end
+  zrem(E.e, ids)
+  unready(E.o, E.n, rids, ravs)
+  zadd(E.f, E.failed)
+  return n
 end
 
 --- helper
@@ -938,7 +1035,7 @@ end
 -- one walk (see wfcancel).
 local function cancel1(K, id, now, released, rids, ravs, inl)
   local k = K[9] .. id
-  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w', 'ky')
+  local v = redis.call('HMGET', k, 'd', 'lu', 'cx', 'a', 'av', 'c', 'u', 'w', 'ky', 'dl')
   local a = v[4] or '0'
   if v[9] then v[9] = string.match(v[9], '^%d+ (.*)$') end
   if v[1] then
@@ -972,6 +1069,7 @@ local function cancel1(K, id, now, released, rids, ravs, inl)
         redis.call('LREM', K[12], 1, id)
       end
     end
+    if v[10] then redis.call('ZREM', K[14] .. 'e', id) end
     finish(k, id, K[10], K[7], K[8], nil, 'cancelled', now)
     if v[7] then released[#released + 1] = id; released[#released + 1] = v[7] end
     return 1, a, v[8] or nil
@@ -1003,6 +1101,14 @@ last = last + 1
 redis.call('HSET', KEYS[1], 'last', last, 'n:' .. ARGV[1], last, 'i:' .. last, ARGV[1])
 return last
 
+--- script: now
+-- Reads the clock of the server that holds one queue's keys (on a
+-- cluster, each node reads its own), for what an insert checks before it
+-- writes (backend.CheckDeadlines): the clock its scripts go by.
+-- KEYS[1] lastTS (unread: it routes the call to the queue's slot)
+-- Returns now, µs since 1970 (integer).
+return now_us()
+
 --- script: mint
 -- Reserves n consecutive job IDs of one queue without inserting anything,
 -- for inserts that must name their IDs before writing (unique keys, and
@@ -1023,18 +1129,20 @@ return reserve(KEYS[1], math.max(now_us(), EPOCH_US + tonumber(ARGV[2])), tonumb
 -- minted before the call, maybe before IDs already in readyList, whose
 -- order they would break: those jobs go to ready, as do jobs with other
 -- options.
--- A keyed job gets its turn (key_lib's turn) and joins its key's jobs.
+-- A keyed job gets its turn (key_lib's turn) and joins its key's jobs; a
+-- job with a deadline joins the deadlines set (P:{Q}:e, from base), and
+-- never readyList.
 -- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] readyAtCounts
 --   KEYS[5] delayed  KEYS[6] jobPrefix  KEYS[7] inserted  KEYS[8] readyList
 --   KEYS[9] base  KEYS[10..] job... one per item, when the IDs are given
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] items  ARGV[4] items with
 --   options
 --   then per item its record (field d)
---   then per item with options (any of these not 0 or ''), 8 values: its
+--   then per item with options (any of these not 0 or ''), 9 values: its
 --   number (1-based), priority, run at µs ('' for none), delay µs (''
 --   for none), unique key ('' for none), metadata JSON ('' for none), key
 --   ('' for none), unique states (field us: backend.UniqueStates in
---   decimal; '' for every state)
+--   decimal; '' for every state), deadline µs ('' for none)
 --   then, when the IDs are given, per item its ID (minted here otherwise)
 -- Returns {ts of the first minted ID (0 when given), woke, due µs or -1}.
 local now = now_us()
@@ -1042,13 +1150,13 @@ local nows = n2s(now)
 local n, e = tonumber(ARGV[3]), tonumber(ARGV[4])
 local ob = 5 + n
 local opts = {}
-for j = ob, ob + 8 * (e - 1), 8 do opts[tonumber(ARGV[j])] = j end
+for j = ob, ob + 9 * (e - 1), 9 do opts[tonumber(ARGV[j])] = j end
 local given = #KEYS > 9
 local nowp = rmember(now, '') -- the member in ready of a job ready now, but its ID
 local first = 0
 if not given then first = reserve(KEYS[1], now, n) end
 redis.call('INCRBY', KEYS[7], n)
-local call, kj, ib = redis.call, KEYS[6], ob + 8 * e - 1
+local call, kj, ib = redis.call, KEYS[6], ob + 9 * e - 1
 local mv, fresh, nf = moves(), {}, 0
 local mq, ml = mv.q, mv.l
 for i = 1, n do
@@ -1086,6 +1194,11 @@ for i = 1, n do
     if u ~= '' then f[#f + 1] = 'u'; f[#f + 1] = u end
     if md ~= '' then f[#f + 1] = 'm'; f[#f + 1] = md end
     if ARGV[o + 7] ~= '' then f[#f + 1] = 'us'; f[#f + 1] = ARGV[o + 7] end
+    local dl = ARGV[o + 8]
+    if dl ~= '' then
+      f[#f + 1] = 'dl'; f[#f + 1] = dl
+      call('ZADD', KEYS[9] .. 'e', dl, id)
+    end
     local K, tu = nil, nil
     if ky ~= '' then
       K = key_lib(KEYS[9])
@@ -1096,7 +1209,7 @@ for i = 1, n do
     if K then
       K.live(id, ky, tu)
       if av <= now then K.ready(id, ky, pr, tu, avs) else later(mv, id, avs); K.later(id, ky, tu) end
-    elseif av == now and pr == '0' and u == '' and not given then
+    elseif av == now and pr == '0' and u == '' and dl == '' and not given then
       -- Metadata alone (a trace context, say) changes nothing of the
       -- job's place: it goes to readyList with the plain jobs. In ready, a
       -- traced 1 % of a batch kept every claim off readyList's fast path.
@@ -1217,9 +1330,12 @@ return { out, woke, due }
 
 --- script: peek
 -- Promotes due delayed jobs of one queue and shows its best ready jobs, so
--- a claim over several queues can pick the best across them.
+-- a claim over several queues can pick the best across them. Jobs whose
+-- deadline has passed are left out (the claim moves them to the failed
+-- set, see expire): up to the promotion limit of them.
 -- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] delayed
 --   KEYS[5] jobPrefix  KEYS[6] settings  KEYS[7] reserved  KEYS[8] base
+--   KEYS[9] deadlines
 -- ARGV[1] max  ARGV[2] promotion limit
 -- Returns {ID, score, due µs, turn, ...}: up to max jobs of ready,
 --   readyList and the claimable keys (Kk: each key's claimable job),
@@ -1229,7 +1345,25 @@ local now = now_us()
 promote(KEYS[1], KEYS[3], KEYS[4], KEYS[5], now, tonumber(ARGV[2]))
 local take = allowance(KEYS[6], KEYS[7], now, tonumber(ARGV[1]))
 if take == 0 then return {} end
-local best = redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
+local best
+local late = redis.call('ZCOUNT', KEYS[9], '-inf', '(' .. n2s(now))
+if late == 0 then
+  best = redis.call('ZRANGE', KEYS[1], 0, take - 1, 'WITHSCORES')
+else
+  -- Read as many more as have expired, then leave those out.
+  local got = redis.call('ZRANGE', KEYS[1], 0, take + math.min(late, tonumber(ARGV[2])) - 1, 'WITHSCORES')
+  best = {}
+  for i = 1, #got, 4000 do
+    local ids = {}
+    for j = i, math.min(i + 3999, #got), 2 do ids[#ids + 1] = rid(got[j]) end
+    local sc = redis.call('ZMSCORE', KEYS[9], unpack(ids))
+    for j = 1, #ids do
+      if #best < 2 * take and not (sc[j] and tonumber(sc[j]) < now) then
+        best[#best + 1] = got[i + 2 * j - 2]; best[#best + 1] = got[i + 2 * j - 1]
+      end
+    end
+  end
+end
 local head = redis.call('LRANGE', KEYS[2], 0, take - 1)
 local out = pick(best, head, take, KEYS[5], true)
 local keyed = redis.call('ZRANGE', KEYS[8] .. 'Kk', 0, take - 1, 'WITHSCORES')
@@ -1291,18 +1425,34 @@ return res
 -- Keyed jobs are claimed from Kk, the claimable job of each key (see
 -- key_lib), merged with the others: by priority, then a job without a key
 -- (turn 0) first.
+-- Jobs whose deadline has passed are never claimed: first up to the
+-- promotion limit of them move to the failed set (expire), so they take
+-- no place in the claim; any beyond the limit that the claim still meets
+-- move there instead of being claimed. A queue with no waiting job that
+-- has a deadline pays one ZRANGE on its deadlines set for this.
 -- KEYS[1] ready  KEYS[2] readyList  KEYS[3] readyAt  KEYS[4] readyAtCounts
 --   KEYS[5] delayed  KEYS[6] reserved  KEYS[7] jobPrefix  KEYS[8] settings
---   KEYS[9] base
+--   KEYS[9] base  KEYS[10] lastTS  KEYS[11] failed  KEYS[12] failedPrefix
+--   KEYS[13] deadlines
 -- ARGV[1] max  ARGV[2] lease µs  ARGV[3] promotion limit  ARGV[4] channel
 --   ARGV[5] origin
 -- Returns {now µs, lease deadline µs, ready jobs left, next due µs or '',
 --   limits: '' or "<concurrency limit or 0> <next rate window µs or 0>"
---   (0: the window is not spent), then per job 14 values: ID, d, pr, a, r,
---   av, c, e, u, m, k (the claim's token), w, tn, ky} (absent fields as
---   '', av as c when absent).
+--   (0: the window is not spent), {ID, attempts, token, type, ... of the
+--   jobs moved to the failed set for their deadline}, {ID, unique key, ...
+--   of those holding a unique key}, then per job claimed 14 values: ID, d,
+--   pr, a, r, av, c, e, u, m, k (the claim's token), w, tn, ky} (absent
+--   fields as '', av as c when absent).
 local now = now_us()
 local nows = n2s(now)
+-- E: the keys of expire, set while the queue has jobs with a deadline.
+local E, expd, exu = nil, {}, {}
+local dlhead = redis.call('ZRANGE', KEYS[13], 0, 0, 'WITHSCORES')
+if #dlhead > 0 then
+  E = { e = KEYS[13], q = KEYS[1], o = KEYS[3], n = KEYS[4], d = KEYS[5], j = KEYS[7], f = KEYS[11], x = KEYS[12],
+    t = KEYS[10] }
+  if tonumber(dlhead[2]) < now then expire(E, now, tonumber(ARGV[3]), expd, exu) end
+end
 local np, nl = redis.call('ZCARD', KEYS[1]), redis.call('LLEN', KEYS[2])
 local kk = KEYS[9] .. 'Kk'
 local nk = redis.call('ZCARD', kk)
@@ -1381,19 +1531,33 @@ elseif take > 0 then
   end
 end
 local lease = n2s(now + tonumber(ARGV[2]))
-local out = { nows, lease, 0, '', '' }
+local out = { nows, lease, 0, '', '', expd, exu }
 local ids, avs, rs = {}, {}, {}
+-- dls: the taken jobs with a deadline, which leave the deadlines set;
+-- smint mints the failed IDs of those found past it.
+local dls, smint = {}, nil
+if E then E.failed = {} end
 for i = 1, #took do
   local id = took[i]
   local k = KEYS[7] .. id
-  local v
+  local v, dl
   if keyed[i] then
     v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn', 'ky')
+  elseif E then
+    v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn', 'dl')
+    dl, v[13] = v[13], nil
   else
     v = redis.call('HMGET', k, 'd', 'pr', 'a', 'r', 'av', 'c', 'e', 'u', 'm', 'k', 'w', 'tn')
   end
   if inp[i] then ids[#ids + 1] = id end
-  if v[1] then
+  if v[1] and dl then dls[#dls + 1] = id end
+  if v[1] and dl and tonumber(dl) < now then
+    -- Past its deadline, beyond what expire took above: it is not
+    -- claimed, it fails as expire would have failed it.
+    if inp[i] then avs[#ids] = v[5] or v[6] end
+    smint = smint or minter(KEYS[10], now, #took)
+    expire_job(E, k, id, v[1], v[3], v[10], v[8], dl, smint, expd, exu)
+  elseif v[1] then
     local a = tonumber(v[3] or '0') + 1
     -- Usually the last token is a past claim's time: the token is now,
     -- whose string the claim has already.
@@ -1410,6 +1574,10 @@ for i = 1, #took do
 end
 unready(KEYS[3], KEYS[4], ids, avs)
 zadd(KEYS[6], rs)
+if E then
+  zrem(KEYS[13], dls)
+  zadd(KEYS[11], E.failed)
+end
 left = left or redis.call('ZCARD', KEYS[1]) + nl
 out[3] = left
 local nd = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
@@ -1421,7 +1589,7 @@ end
 if ctl then
   local nextwin = 0
   if win then
-    local counted = used + #took
+    local counted = used + #rs / 2
     redis.call('HSET', KEYS[8], 'rw', n2s(win), 'rc', counted)
     if counted >= tonumber(ctl[3]) then nextwin = (win + 1) * tonumber(ctl[4]) end
   end
@@ -1514,6 +1682,7 @@ for i = 1, n do
         redis.call('HSET', k, 'e', ARGV[b + 4], 'av', av, 'ra', '', 'lu', '')
       end
       if delay <= 0 then ready(mv, id, v[3] or '0', av) else later(mv, id, av) end
+      repend(KEYS[15] .. 'e', k, id)
     else
       if kind == 'f' then
         local took, worker = string.match(ARGV[b + 2], '^. (%d+) (.*)$')
@@ -1642,13 +1811,19 @@ for i = 1, #KEYS - 12 do
         K.gone(id, ky)
         K.bad(id, ky, now, released)
       end
-    elseif rel <= free then
-      redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
-      if K then K.ready(id, ky, v[5] or '0', v[11], nows) else ready(mv, id, v[5] or '0', nows) end
-    elseif a < tonumber(string.match(v[4], '^%d+')) then
-      add_error(k, a, now, 0, '', ARGV[4])
-      redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      if K then K.ready(id, ky, v[5] or '0', v[11], nows) else ready(mv, id, v[5] or '0', nows) end
+    elseif rel <= free or a < tonumber(string.match(v[4], '^%d+')) then
+      if rel <= free then
+        redis.call('HSET', k, 'a', a - 1, 'r', rel, 'av', nows, 'ra', '', 'lu', '')
+      else
+        add_error(k, a, now, 0, '', ARGV[4])
+        redis.call('HSET', k, 'r', rel, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
+      end
+      if K then
+        K.ready(id, ky, v[5] or '0', v[11], nows)
+      else
+        ready(mv, id, v[5] or '0', nows)
+        repend(KEYS[12] .. 'e', k, id)
+      end
     else
       add_error(k, a, now, 0, '', ARGV[4])
       local fid = tshex(mint.next())
@@ -1675,37 +1850,46 @@ if kwoke == 1 then woke = 1 end
 return { stale, released, woke, due, cancelled }
 
 --- script: expired
--- Counts reserved jobs of one queue whose lease has expired, the first
--- step of every lease sweep, which runs on every worker, periodically:
--- so it also moves up to limit jobs from readyOld into ready, those a
--- layout-4 process still running readied since Migrate (see adopt), at
--- the cost of an EXISTS once none runs.
+-- Counts reserved jobs of one queue whose lease has expired and waiting
+-- jobs whose deadline has passed, the first step of every lease sweep,
+-- which runs on every worker, periodically: so it also moves up to limit
+-- jobs from readyOld into ready, those a layout-4 process still running
+-- readied since Migrate (see adopt), at the cost of an EXISTS once none
+-- runs.
 -- KEYS[1] reserved  KEYS[2] readyOld  KEYS[3] ready  KEYS[4] jobPrefix
+--   KEYS[5] deadlines
 -- ARGV[1] limit
 -- Returns the count (integer).
 adopt(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[1]))
-return redis.call('ZCOUNT', KEYS[1], '-inf', n2s(now_us()))
+local now = n2s(now_us())
+return redis.call('ZCOUNT', KEYS[1], '-inf', now) + redis.call('ZCOUNT', KEYS[5], '-inf', '(' .. now)
 
 --- script: sweep
 -- Returns up to limit expired reserved jobs of one queue to ready, or,
 -- with their attempts spent, moves them to the failed set. Jobs whose
--- cancel was requested (cx) end cancelled instead.
+-- cancel was requested (cx) end cancelled instead. Within what is left
+-- of limit, it then moves waiting jobs whose deadline has passed to the
+-- failed set (expire), and beyond it those it just rescued past theirs,
+-- each handled twice: rescued, then expired (a job of a sweep's count is
+-- in it once).
 -- KEYS[1] lastTS  KEYS[2] ready  KEYS[3] readyAt  KEYS[4] reserved
 --   KEYS[5] failed  KEYS[6] failedPrefix  KEYS[7] jobPrefix  KEYS[8] cancelled
 --   KEYS[9] cancelledAt  KEYS[10] cancelling  KEYS[11] finishedPrefix
---   KEYS[12] readyList  KEYS[13] base (workflows.lua)
+--   KEYS[12] readyList  KEYS[13] base (workflows.lua)  KEYS[14] readyAtCounts
+--   KEYS[15] delayed  KEYS[16] deadlines
 -- ARGV[1] channel  ARGV[2] origin  ARGV[3] limit  ARGV[4] error text
 --   ('lease expired')
 -- Returns {{ID, attempt, token, type, failed (1 or 0), ...}: the claims
 --   whose lease expired, {ID, unique key, ... of jobs failed or cancelled
---   holding a unique key}, woke, cancelled, due}; due is flush's (a
---   released task may be delayed).
+--   holding a unique key, expired ones included}, woke, cancelled, due,
+--   {ID, attempts, token, type, ... of the jobs expired}}; due is flush's
+--   (a released task may be delayed).
 local now = now_us()
 local nows = n2s(now)
 local mv = moves()
 local exp = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', nows, 'LIMIT', 0, tonumber(ARGV[3]))
 local mint = minter(KEYS[1], now, #exp)
-local out, released, failed, cancelled = {}, {}, {}, 0
+local out, released, failed, cancelled, late = {}, {}, {}, 0, 0
 for i = 1, #exp do
   local id = exp[i]
   local k = KEYS[7] .. id
@@ -1731,7 +1915,13 @@ for i = 1, #exp do
     add_error(k, a, now, 0, '', ARGV[4])
     if a < tonumber(ma) then
       redis.call('HSET', k, 'e', ARGV[4], 'av', nows, 'ra', '', 'lu', '')
-      if K then K.ready(id, ky, v[3] or '0', v[9], nows) else ready(mv, id, v[3] or '0', nows) end
+      if K then
+        K.ready(id, ky, v[3] or '0', v[9], nows)
+      else
+        ready(mv, id, v[3] or '0', nows)
+        local dl = repend(KEYS[16], k, id)
+        if dl and dl < now then late = late + 1 end
+      end
       out[#out + 1] = id; out[#out + 1] = a; out[#out + 1] = v[6] or ''; out[#out + 1] = typ; out[#out + 1] = 0
     else
       local fid = tshex(mint.next())
@@ -1751,10 +1941,16 @@ end
 zrem(KEYS[4], exp)
 zadd(KEYS[5], failed)
 local kwoke = key_end(KEYS[13], now, mv, ARGV[1], ARGV[2])
--- delayed, from base: a task released above may be delayed.
-local woke, due = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[13] .. 'd', ARGV[1], ARGV[2], now)
+-- A task released above may be delayed.
+local woke, due = flush(mv, KEYS[2], KEYS[12], KEYS[3], KEYS[15], ARGV[1], ARGV[2], now)
 if kwoke == 1 then woke = 1 end
-return { out, released, woke, cancelled, due }
+-- After flush: a job rescued above past its deadline is in ready now.
+local expd = {}
+if tonumber(ARGV[3]) - #exp + late > 0 then
+  expire({ e = KEYS[16], q = KEYS[2], o = KEYS[3], n = KEYS[14], d = KEYS[15], j = KEYS[7], f = KEYS[5], x = KEYS[6],
+    t = KEYS[1] }, now, tonumber(ARGV[3]) - #exp + late, expd, released)
+end
+return { out, released, woke, cancelled, due, expd }
 
 --- script: stats
 -- Counts one queue's jobs by state.
@@ -1969,7 +2165,9 @@ for i = 1, n do
   if prs[i] then
     local jk, id = KEYS[6 + 2 * i], ARGV[3 + 2 * i]
     if redis.call('RENAMENX', KEYS[5 + 2 * i], jk) == 1 then
-      redis.call('HDEL', jk, 'j')
+      -- A replay clears the deadline (to_failed drops it already), or
+      -- the job would expire again at once.
+      redis.call('HDEL', jk, 'j', 'dl')
       jobs[#jobs + 1] = id
       redis.call('HSET', jk, 'a', 0, 'r', 0, 'av', nows)
       if kys[i] then

@@ -2,8 +2,10 @@ package redis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,12 +16,12 @@ import (
 
 // skewed is a Backend as a process whose clock is off by skew uses it:
 // every absolute time the process sends was read off its clock, so it is
-// skew later than the instant meant (+skew on the way in: InsertParams.RunAt,
-// FailedFilter.FailedBefore), and every time it reads back is compared
-// with its clock, which is as if the time were skew earlier against a
-// true clock (-skew on the way out: JobRow's AvailableAt, ReservedAt,
-// LeaseUntil and CreatedAt, FailedJob's CreatedAt and FailedAt,
-// QueueStats.OldestDue). Durations (Delay, Lease, RetryDelay, OlderThan)
+// skew later than the instant meant (+skew on the way in: InsertParams's
+// RunAt and Deadline, FailedFilter.FailedBefore), and every time it reads
+// back is compared with its clock, which is as if the time were skew
+// earlier against a true clock (-skew on the way out: JobRow's
+// AvailableAt, ReservedAt, LeaseUntil, CreatedAt and Deadline, FailedJob's
+// CreatedAt and FailedAt, QueueStats.OldestDue). Durations (Delay, Lease, RetryDelay, OlderThan)
 // pass unchanged: they do not depend on where a clock stands.
 //
 // Every method of backend.Backend is written out, not embedded, so that a
@@ -56,6 +58,7 @@ func (s *skewed) row(r *backend.JobRow) *backend.JobRow {
 	}
 	c := *r
 	c.AvailableAt, c.ReservedAt, c.LeaseUntil, c.CreatedAt = s.read(r.AvailableAt), s.read(r.ReservedAt), s.read(r.LeaseUntil), s.read(r.CreatedAt)
+	c.Deadline = s.read(r.Deadline)
 	return &c
 }
 
@@ -77,6 +80,7 @@ func (s *skewed) JobInsertMany(ctx context.Context, params []backend.InsertParam
 	p := slices.Clone(params)
 	for i := range p {
 		p[i].RunAt = s.sent(p[i].RunAt)
+		p[i].Deadline = s.sent(p[i].Deadline)
 	}
 	return s.b.JobInsertMany(ctx, p)
 }
@@ -414,4 +418,79 @@ func testClockSkew(t *testing.T, skew time.Duration) {
 			t.Errorf("queue default: %+v, want nothing left", s)
 		}
 	}
+}
+
+// TestDeadlineClockSkew: the Redis clock decides a deadline, not the
+// clock of the process that sets it or of the one that claims. Three
+// processes share a key prefix: one with a true clock, one whose clock is
+// ten minutes ahead and one ten minutes behind (skewed Backends: a
+// deadline they send is the instant meant plus their skew, as a process
+// computing it from its own clock sends it).
+//
+//   - A deadline "a minute from now" set by the process behind is nine
+//     minutes past by the store's clock: refused at insert, nothing
+//     written. "A minute ago" set by the one ahead is nine minutes ahead:
+//     taken, and read back through each as each sent or sees it.
+//   - A job whose deadline is two seconds away by the store's clock is
+//     claimed through the process ahead, whose clock says the deadline
+//     passed ten minutes ago.
+//   - A job whose deadline passed by the store's clock is not claimed
+//     through the process behind, whose clock says ten minutes remain:
+//     the claim moves it to the failed jobs instead, the error naming the
+//     deadline the store kept, and that process's sweep reports it.
+func TestDeadlineClockSkew(t *testing.T) {
+	t.Parallel()
+	const skew = 10 * time.Minute
+	trueB := openTest(t, Options{})
+	other := func(skew time.Duration) *skewed {
+		return &skewed{b: openURL(t, testURL(t), Options{KeyPrefix: trueB.KeyPrefix(), Logger: quiet}), skew: skew}
+	}
+	ahead, behind := other(skew), other(-skew)
+	ctx := t.Context()
+
+	_, err := behind.JobInsertMany(ctx, []backend.InsertParams{deadlined("late", time.Now().Add(time.Minute))})
+	var ie *backend.InputError
+	if !errors.As(err, &ie) || ie.Field != "deadline" || !strings.Contains(ie.Reason, "has passed") {
+		t.Fatalf("insert through the process behind, deadline a minute off by its clock: %v; want it refused as passed", err)
+	}
+	if st, err := trueB.QueueStats(ctx); err != nil || len(st) != 0 {
+		t.Fatalf("QueueStats after the refused insert = %+v, %v; want nothing", st, err)
+	}
+	meant := time.Now().Add(-time.Minute).Truncate(time.Second)
+	early := insertIDs(t, ahead, deadlined("early", meant))[0]
+	if r, err := ahead.JobGet(ctx, early); err != nil || !r.Deadline.Equal(meant) {
+		t.Fatalf("JobGet through the process ahead = %+v, %v; want the deadline it sent, %v", r, err, meant)
+	}
+	if r, err := trueB.JobGet(ctx, early); err != nil || !r.Deadline.Equal(meant.Add(skew)) {
+		t.Fatalf("JobGet through the true process = %+v, %v; want deadline %v", r, err, meant.Add(skew))
+	}
+
+	d := time.Now().Add(2 * time.Second)
+	soon := insertIDs(t, trueB, deadlined("q", d))[0]
+	if r, err := ahead.JobGet(ctx, soon); err != nil || !backend.Expired(r.Deadline, time.Now()) {
+		t.Fatalf("JobGet through the process ahead = %+v, %v; want a deadline its clock says passed", r, err)
+	}
+	rows, err := ahead.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 1 || rows[0].ID != soon {
+		t.Fatalf("claim through the process ahead = %v, %v; want job %d, its deadline not passed by the store's clock", rows, err, soon)
+	}
+	if _, err := ahead.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: rows[0].Ref(), Kind: backend.OutcomeDone}}}); err != nil {
+		t.Fatal(err)
+	}
+
+	d = time.Now().Add(time.Second)
+	lapsed := insertIDs(t, trueB, deadlined("q", d))[0]
+	waitPast(t, trueB, "q", d)
+	if r, err := behind.JobGet(ctx, lapsed); err != nil || backend.Expired(r.Deadline, time.Now()) {
+		t.Fatalf("JobGet through the process behind = %+v, %v; want a deadline its clock says has not come", r, err)
+	}
+	rows, err = behind.JobClaim(ctx, backend.ClaimParams{Queues: []string{"q"}, Max: 1, Lease: time.Minute})
+	if err != nil || len(rows) != 0 {
+		t.Fatalf("claim through the process behind = %v, %v; want nothing, the deadline passed by the store's clock", rows, err)
+	}
+	res, err := behind.LeaseSweep(ctx, backend.SweepParams{})
+	if err != nil || res.Expired != 1 || len(res.Jobs) != 1 || res.Jobs[0].Ref.ID != lapsed || !res.Jobs[0].Expired {
+		t.Fatalf("sweep through the process behind = %+v, %v; want job %d expired", res, err, lapsed)
+	}
+	wantDeadlineFailed(t, behind, lapsed, d, 0)
 }

@@ -59,6 +59,12 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	r.OnConflict = backend.ConflictReplace
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{r})
 	must(err)
+	// A deadline reads the queue's clock first (now), in a queue of its
+	// own, so that the claims below do not see the job.
+	dl := p("c", "", time.Hour)
+	dl.Deadline = time.Now().Add(2 * time.Hour)
+	_, err = b.JobInsertMany(ctx, []backend.InsertParams{dl})
+	must(err)
 	// A stale holder of k3: a job that never existed, reserved long ago.
 	must(b.c.rdb.Do(ctx, b.c.rdb.B().Hset().Key(b.keys.unique).FieldValue().FieldValue("k3", idHex(makeID(1, 1))+"@1").Build()).Error())
 	_, err = b.JobInsertMany(ctx, []backend.InsertParams{p("a", "k3", 0)})

@@ -8,9 +8,12 @@ import (
 	"github.com/jobq/jobq/backend"
 )
 
-// LeaseSweep handles expired leases across every queue of the prefix: one
-// pipelined round counts each queue's expired leases, a second sweeps the
-// queues that have any, sharing params.Limit between them.
+// LeaseSweep handles expired leases and passed deadlines across every
+// queue of the prefix: one pipelined round counts each queue's expired
+// leases and waiting jobs past their deadline, a second sweeps the queues
+// that have any, sharing params.Limit between them. What is left of the
+// limit reports the jobs this process's claims expired since its last
+// sweep (see expiredLog).
 func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (backend.SweepResult, error) {
 	if err := b.begin("sweep leases"); err != nil {
 		return backend.SweepResult{}, err
@@ -20,8 +23,14 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 		return backend.SweepResult{}, fmt.Errorf("sweep leases: %w", err)
 	}
 	res, err := b.sweep(ctx, limit)
-	if res.Failed+res.Cancelled > 0 {
+	if res.Failed+res.Cancelled+res.Expired > 0 {
 		b.finished()
+	}
+	if err == nil {
+		// Their claims told waiters already (claimExpired).
+		claimed := b.expired.take(limit - len(res.Jobs))
+		res.Jobs = append(res.Jobs, claimed...)
+		res.Expired += len(claimed)
 	}
 	return res, b.fail("sweep leases", err)
 }
@@ -73,7 +82,7 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			continue
 		}
 		v, err := asSlice(call.res)
-		if err != nil || len(v) != 5 {
+		if err != nil || len(v) != 6 {
 			first = cmpErr(first, fmt.Errorf("sweep %s: unexpected reply", swept[i]))
 			continue
 		}
@@ -98,6 +107,10 @@ func (b *Backend) sweep(ctx context.Context, limit int) (backend.SweepResult, er
 			res.Jobs = append(res.Jobs, job)
 		}
 		first = cmpErr(first, f.err)
+		expired, err := readExpired(v[5], swept[i], idxs[i])
+		first = cmpErr(first, err)
+		res.Expired += len(expired)
+		res.Jobs = append(res.Jobs, expired...)
 		h, err := readHeld(v[1], idxs[i])
 		first = cmpErr(first, err)
 		held = append(held, h...)

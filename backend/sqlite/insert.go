@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -51,8 +52,7 @@ func validateInserts(op string, params []backend.InsertParams) error {
 			return fmt.Errorf("%s: item %d: %w", op, i, err)
 		}
 	}
-	// State sets need the schema's next step (see backend.UniqueStates).
-	return backend.RefuseUniqueStates(params)
+	return nil
 }
 
 // insertTx writes params inside tx, filling results. st holds the backend's
@@ -71,6 +71,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	}
 	var keys map[string]int // unique key -> index of the batch item inserting it
 	var dupOf map[int]int   // duplicate item -> batch item it repeats
+	var taken []int64       // holders out of their states, giving their keys up
 	for i, p := range params {
 		if p.UniqueKey == "" {
 			fresh = append(fresh, i)
@@ -85,21 +86,33 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			results[i].Replaced = replaced != nil && replaced[i]
 			continue
 		}
-		if id, ok := held[p.UniqueKey]; ok {
-			results[i] = backend.InsertResult{ID: id, Duplicate: true}
-			if c, asked := backend.ConflictOf(params, i, now); asked {
-				var err error
-				if results[i].Replaced, err = applyConflict(ctx, tx, id, c); err != nil {
-					return err
+		if h, ok := held[p.UniqueKey]; ok {
+			if h.states.Keeps(&params[i], h.reserved, h.attempts, h.due, now) {
+				results[i] = backend.InsertResult{ID: h.id, Duplicate: true}
+				if c, asked := backend.ConflictOf(params, i, now); asked {
+					due, ok, err := applyConflict(ctx, tx, h.id, c)
+					if err != nil {
+						return err
+					}
+					if results[i].Replaced = ok; ok {
+						// A later item of the key judges the state the
+						// holder is in now, as if inserted after this one.
+						h.due = due
+						held[p.UniqueKey] = h
+					}
 				}
+				continue
 			}
-			continue
+			taken = append(taken, h.id)
 		}
 		if keys == nil {
 			keys = make(map[string]int)
 		}
 		keys[p.UniqueKey] = i
 		fresh = append(fresh, i)
+	}
+	if err := takeUniqueKeys(ctx, tx, taken); err != nil {
+		return err
 	}
 
 	// Keyed jobs take their turns in batch order, as if inserted one by
@@ -181,7 +194,54 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	for i, j := range dupOf {
 		results[i].ID = results[j].ID
 	}
+	if keys != nil {
+		if err := setUniqueStates(ctx, tx, params, fresh, results); err != nil {
+			return err
+		}
+	}
 	return setDeadlines(ctx, tx, params, fresh, results)
+}
+
+// takeUniqueKeys takes the unique keys of the jobs ids (holders out of
+// their states, or running ones giving way to a follow-up) before the
+// new jobs of those keys are inserted.
+func takeUniqueKeys(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arg, err := json.Marshal(ids)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, qUniqueTakeover, string(arg))
+	}
+	if err != nil {
+		return fmt.Errorf("take over %d unique keys: %w", len(ids), err)
+	}
+	return nil
+}
+
+// setUniqueStates writes the sets of the inserted items holding their
+// unique keys in fewer than every state, a statement per distinct set,
+// after the insert: the others (nearly all) leave the column NULL.
+func setUniqueStates(ctx context.Context, tx *sql.Tx, params []backend.InsertParams, fresh []int, results []backend.InsertResult) error {
+	var sets map[backend.UniqueStates][]int64
+	for _, i := range fresh {
+		if s := params[i].UniqueStates.All(); params[i].UniqueKey != "" && s != backend.UniqueAllStates {
+			if sets == nil {
+				sets = make(map[backend.UniqueStates][]int64)
+			}
+			sets[s] = append(sets[s], results[i].ID)
+		}
+	}
+	for s, ids := range sets {
+		arg, err := json.Marshal(ids)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, qSetUniqueStates, int64(s), string(arg))
+		}
+		if err != nil {
+			return fmt.Errorf("set the unique states %s of %d jobs: %w", s, len(ids), err)
+		}
+	}
+	return nil
 }
 
 // setDeadlines writes the deadlines of the inserted items that have one,
@@ -198,10 +258,20 @@ func setDeadlines(ctx context.Context, tx *sql.Tx, params []backend.InsertParams
 	return nil
 }
 
-// uniqueHolders returns the live jobs holding the unique keys of params:
-// key to job ID. The caller's write transaction keeps them from changing
-// until it inserts (SQLite has one writer at a time).
-func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]int64, error) {
+// holder is the live job holding a unique key and what judges whether it
+// keeps a new job of the key out (backend.UniqueStates.Keeps).
+type holder struct {
+	id       int64
+	states   backend.UniqueStates
+	reserved bool
+	attempts int
+	due      time.Time
+}
+
+// uniqueHolders returns the live jobs holding the unique keys of params,
+// by key. The caller's write transaction keeps them from changing until
+// it inserts (SQLite has one writer at a time).
+func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]holder, error) {
 	var keys []string
 	for _, p := range params {
 		if p.UniqueKey != "" {
@@ -225,14 +295,17 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 		return nil, fmt.Errorf("look up unique keys: %w", err)
 	}
 	defer rows.Close()
-	held := make(map[string]int64)
+	held := make(map[string]holder)
 	for rows.Next() {
 		var key string
-		var id int64
-		if err := rows.Scan(&key, &id); err != nil {
+		var h holder
+		var states sql.NullInt64
+		var due int64
+		if err := rows.Scan(&key, &h.id, &states, &h.reserved, &h.attempts, &due); err != nil {
 			return nil, fmt.Errorf("look up unique keys: %w", err)
 		}
-		held[key] = id
+		h.states, h.due = backend.UniqueStates(states.Int64), fromMicros(due)
+		held[key] = h
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)
@@ -241,17 +314,19 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 }
 
 // applyConflict gives the waiting job id what c asks (qConflict) and
-// reports whether it was waiting. Rare (only duplicates with a conflict
-// mode), so not prepared.
-func applyConflict(ctx context.Context, tx *sql.Tx, id int64, c backend.Conflict) (bool, error) {
+// reports whether it was waiting, with its new due time. Rare (only
+// duplicates with a conflict mode), so not prepared.
+func applyConflict(ctx context.Context, tx *sql.Tx, id int64, c backend.Conflict) (time.Time, bool, error) {
 	var limit any
 	if c.DebounceMax > 0 {
 		limit = int64(c.DebounceMax / time.Microsecond)
 	}
-	res, err := tx.ExecContext(ctx, qConflict, id, c.Payload, micros(c.DueAt), limit)
-	if err != nil {
-		return false, fmt.Errorf("apply the conflict mode to job %d: %w", id, err)
+	var due int64
+	switch err := tx.QueryRowContext(ctx, qConflict, id, c.Payload, micros(c.DueAt), limit).Scan(&due); {
+	case errors.Is(err, sql.ErrNoRows):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, fmt.Errorf("apply the conflict mode to job %d: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return fromMicros(due), true, nil
 }

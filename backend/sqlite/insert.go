@@ -88,8 +88,10 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 		}
 		if h, ok := held[p.UniqueKey]; ok {
 			if h.states.Keeps(&params[i], h.reserved, h.attempts, h.due, now) {
-				results[i] = backend.InsertResult{ID: h.id, Duplicate: true}
-				if c, asked := backend.ConflictOf(params, i, now); asked {
+				// An item repeating an earlier one's key and conflict mode
+				// changed the earlier one (FoldConflicts): applied once.
+				results[i] = backend.InsertResult{ID: h.id, Duplicate: true, Replaced: replaced != nil && replaced[i]}
+				if c, asked := backend.ConflictOf(params, i, now); asked && !results[i].Replaced {
 					due, ok, err := applyConflict(ctx, tx, h.id, c)
 					if err != nil {
 						return err

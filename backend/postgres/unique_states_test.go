@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -326,4 +327,44 @@ func TestInsertHolderPlan(t *testing.T) {
 	}
 	execTest(t, "ANALYZE "+quoteIdent(b.Schema())+".jobs")
 	check("analyzed")
+}
+
+// TestTakeoverInSQLTx: JobInsertManyTx takes a key over in an
+// application's database/sql transaction too, whose driver scans the
+// holder columns and sends the takeover's arrays; the old holder keeps
+// its key until that transaction commits.
+func TestTakeoverInSQLTx(t *testing.T) {
+	t.Parallel()
+	b := openTest(t, Options{})
+	ctx := t.Context()
+	db, err := sql.Open("pgx", testURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	p := testJob("q")
+	p.UniqueKey, p.UniqueStates = "k", backend.UniqueWaiting
+	old, err := b.JobInsertMany(ctx, []backend.InsertParams{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimOne(t, b, "q")
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := b.JobInsertManyTx(ctx, tx, []backend.InsertParams{p, testJob("q"), p})
+	if err != nil || res[0].Duplicate || res[0].ID == old[0].ID || res[2] != (backend.InsertResult{ID: res[0].ID, Duplicate: true}) {
+		t.Fatalf("JobInsertManyTx over a running holder = %+v, %v; want a new job and its duplicate", res, err)
+	}
+	if n := count(t, b, "SELECT count(*) FROM {schema}.jobs WHERE unique_key = 'k' AND id = $1", old[0].ID); n != 1 {
+		t.Fatalf("before the commit, the old holder holds the key: %d rows, want 1", n)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, b, "SELECT count(*) FROM {schema}.jobs WHERE unique_key = 'k' AND id = $1", res[0].ID); n != 1 {
+		t.Fatalf("after the commit, the new job holds the key: %d rows, want 1", n)
+	}
 }

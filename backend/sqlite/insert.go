@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -87,7 +89,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			continue
 		}
 		if h, ok := held[p.UniqueKey]; ok {
-			if h.states.Keeps(&params[i], h.reserved, h.attempts, h.due, now) {
+			if h.keeps(&params[i], now) {
 				// An item repeating an earlier one's key and conflict mode
 				// changed the earlier one (FoldConflicts): applied once.
 				results[i] = backend.InsertResult{ID: h.id, Duplicate: true, Replaced: replaced != nil && replaced[i]}
@@ -261,13 +263,22 @@ func setDeadlines(ctx context.Context, tx *sql.Tx, params []backend.InsertParams
 }
 
 // holder is the live job holding a unique key and what judges whether it
-// keeps a new job of the key out (backend.UniqueStates.Keeps).
+// keeps a new job of the key out (backend.UniqueStates.Keeps). all says
+// that it holds its key in every state and no item of the batch asks
+// KeepLast: it keeps every item out, whatever its state (which is then
+// not read).
 type holder struct {
 	id       int64
+	all      bool
 	states   backend.UniqueStates
 	reserved bool
 	attempts int
 	due      time.Time
+}
+
+// keeps reports whether h keeps item p out at now.
+func (h holder) keeps(p *backend.InsertParams, now time.Time) bool {
+	return h.all || h.states.Keeps(p, h.reserved, h.attempts, h.due, now)
 }
 
 // uniqueHolders returns the live jobs holding the unique keys of params,
@@ -275,9 +286,11 @@ type holder struct {
 // it inserts (SQLite has one writer at a time).
 func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]holder, error) {
 	var keys []string
+	keepLast := false
 	for _, p := range params {
 		if p.UniqueKey != "" {
 			keys = append(keys, p.UniqueKey)
+			keepLast = keepLast || p.KeepLast
 		}
 	}
 	if len(keys) == 0 {
@@ -289,9 +302,9 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 	}
 	var rows *sql.Rows
 	if st != nil {
-		rows, err = tx.StmtContext(ctx, st.uniqueLookup).QueryContext(ctx, string(arg))
+		rows, err = tx.StmtContext(ctx, st.uniqueLookup).QueryContext(ctx, string(arg), keepLast)
 	} else {
-		rows, err = tx.QueryContext(ctx, qUniqueLookup, string(arg))
+		rows, err = tx.QueryContext(ctx, qUniqueLookup, string(arg), keepLast)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)
@@ -301,18 +314,39 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 	for rows.Next() {
 		var key string
 		var h holder
-		var states sql.NullInt64
-		var due int64
-		if err := rows.Scan(&key, &h.id, &states, &h.reserved, &h.attempts, &due); err != nil {
+		var state sql.NullString
+		if err := rows.Scan(&key, &h.id, &state); err != nil {
 			return nil, fmt.Errorf("look up unique keys: %w", err)
 		}
-		h.states, h.due = backend.UniqueStates(states.Int64), fromMicros(due)
+		if h.all = !state.Valid; !h.all {
+			if h, err = parseHolder(h.id, state.String); err != nil {
+				return nil, fmt.Errorf("look up unique keys: key %q: %w", key, err)
+			}
+		}
 		held[key] = h
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)
 	}
 	return held, nil
+}
+
+// parseHolder reads the state qUniqueLookup gives of holder id: "set
+// reserved attempts due", integers.
+func parseHolder(id int64, state string) (holder, error) {
+	f := strings.Fields(state)
+	if len(f) != 4 {
+		return holder{}, fmt.Errorf("holder state %q: want 4 fields", state)
+	}
+	var n [4]int64
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return holder{}, fmt.Errorf("holder state %q: %w", state, err)
+		}
+		n[i] = v
+	}
+	return holder{id: id, states: backend.UniqueStates(n[0]), reserved: n[1] != 0, attempts: int(n[2]), due: fromMicros(n[3])}, nil
 }
 
 // applyConflict gives the waiting job id what c asks (qConflict) and

@@ -126,13 +126,19 @@ func multiInsert(cols, row string, n int) string {
 	return sb.String()
 }
 
-// qUniqueLookup: ?1 a JSON array of unique keys. Returns each key held by
-// a live job with that job's ID and what judges whether it keeps a new
-// job of the key out (backend.UniqueStates.Keeps): its set (NULL: every
-// state), whether it is reserved, its attempts and its due time. One
-// statement for a whole batch, since a statement costs more than the
-// index probes it makes.
-const qUniqueLookup = `SELECT unique_key, id, unique_states, status <> 'pending', attempts, available_at
+// qUniqueLookup: ?1 a JSON array of unique keys, ?2 whether some item
+// asks KeepLast. Returns each key held by a live job with that job's ID
+// and, when the holder has a set of states (unique_states is not NULL:
+// every state) or ?2, what judges whether it keeps a new job of the key
+// out (backend.UniqueStates.Keeps): its set, whether it is reserved, its
+// attempts and its due time, as one text ("set reserved attempts due",
+// see parseHolder). A holder in every state keeps every item not asking
+// KeepLast out whatever its state: the common case scans no more than
+// NULL. One statement for a whole batch, since a statement costs more
+// than the index probes it makes.
+const qUniqueLookup = `SELECT unique_key, id,
+	CASE WHEN unique_states IS NOT NULL OR ?2 THEN
+		coalesce(unique_states, 0) || ' ' || (status <> 'pending') || ' ' || attempts || ' ' || available_at END
 FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))`
 
 // qUniqueTakeover: ?1 a JSON array of job IDs. The jobs give their unique

@@ -135,20 +135,3 @@ func validateUniqueStates(p InsertParams) error {
 	}
 	return nil
 }
-
-// RefuseUniqueStates is what a backend without state sets calls in its
-// inserts, after validating them: it refuses a batch holding an item whose
-// set is not every state, or asking KeepLast (a running holder giving the
-// key up to a follow-up), since holding the key in every state instead
-// would keep out jobs the caller asked to let in.
-func RefuseUniqueStates(params []InsertParams) error {
-	for i, p := range params {
-		if p.UniqueStates.All() != UniqueAllStates {
-			return fmt.Errorf("insert job %d of %d: unique states %s: %w", i+1, len(params), p.UniqueStates, ErrNotSupported)
-		}
-		if p.KeepLast {
-			return fmt.Errorf("insert job %d of %d: keep last: %w", i+1, len(params), ErrNotSupported)
-		}
-	}
-	return nil
-}

@@ -109,8 +109,7 @@ func validateInserts(params []backend.InsertParams) error {
 			return fmt.Errorf("insert job %d: %w", i, err)
 		}
 	}
-	// State sets need the schema's next step (see backend.UniqueStates).
-	return backend.RefuseUniqueStates(params)
+	return nil
 }
 
 // hasDeadline reports whether an item of params has a deadline: such a
@@ -156,10 +155,6 @@ func (b *Backend) setDeadlines(ctx context.Context, query rowQuerier, params []b
 	return nil
 }
 
-// insertRounds bounds how often insert re-sends items whose duplicate
-// holder vanished between its snapshot and its conflict check.
-const insertRounds = 5
-
 // mayTakeRounds reports whether an insert of params outside a transaction
 // could commit part of the batch and still fail: a second round (see
 // insert) comes after the first committed its jobs, so its error, a lost
@@ -174,10 +169,11 @@ func mayTakeRounds(params []backend.InsertParams) bool {
 
 // insert runs stmt (sqlInsert or sqlInsertNotify) through query, or
 // stmtOne (sqlInsertOne) when non-empty and a single item without a unique
-// key is to be sent,
-// and returns the results and the queues that got a job due now. Items
-// repeating a unique key of an earlier item in the batch are not sent: they
-// take the earlier item's ID as duplicates.
+// key is to be sent, and returns the results and the queues that got a
+// job due now. Items repeating a unique key of an earlier item in the
+// batch are not sent: they take the earlier item's ID as duplicates,
+// unless the earlier item was a duplicate whose holder does not keep them
+// out (see refollow).
 func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
 	deadlines := hasDeadline(params)
 	if deadlines {
@@ -185,8 +181,14 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 			return nil, nil, err
 		}
 	}
-	results := make([]backend.InsertResult, len(params))
 	params, replaced := backend.FoldConflicts(params)
+	in := &inserter{
+		b: b, query: query, stmt: stmt, stmtOne: stmtOne, params: params,
+		keyed:     slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.Key != "" }),
+		unique:    slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.UniqueKey != "" }),
+		results:   make([]backend.InsertResult, len(params)),
+		dueQueues: map[string]bool{},
+	}
 	firstWithKey := map[string]int{}
 	var send []int // indexes into params
 	var followers [][2]int
@@ -200,73 +202,29 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 		}
 		send = append(send, i)
 	}
-	dueQueues := map[string]bool{}
-	var queues []string
-	keyed := slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.Key != "" })
-	for round := 0; len(send) > 0; round++ {
-		if round == insertRounds {
-			return nil, nil, fmt.Errorf("insert: unique keys kept changing hands")
-		}
-		var (
-			ord            int64
-			id             pgtype.Int8
-			duplicate, due bool
-			answered       = make([]bool, len(send))
-		)
-		sql, args := stmt, insertArgs(params, send)
-		if keyed {
-			// Only a batch with keys pays for their turns.
-			sql = b.kq.insert
-			if stmt == b.q.insertNotify {
-				sql = b.kq.insertNotify
-			}
-			args = append(args, keyArg(params, send))
-		} else if len(send) == 1 && stmtOne != "" && params[send[0]].UniqueKey == "" {
-			sql, args = stmtOne, insertOneArgs(params[send[0]])
-		}
-		err := query(ctx, sql, args, []any{&ord, &id, &duplicate, &due}, func() error {
-			i := send[ord-1]
-			if !id.Valid {
-				return nil
-			}
-			answered[ord-1] = true
-			results[i] = backend.InsertResult{ID: id.Int64, Duplicate: duplicate}
-			if due && !dueQueues[params[i].Queue] {
-				dueQueues[params[i].Queue] = true
-				queues = append(queues, params[i].Queue)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, err
-		}
-		var retry []int
-		for j, ok := range answered {
-			if !ok {
-				retry = append(retry, send[j])
-			}
-		}
-		send = retry
+	if err := in.rounds(ctx, send, nil); err != nil {
+		return nil, nil, err
 	}
+	results := in.results
 	for _, f := range followers {
 		results[f[0]] = backend.InsertResult{ID: results[f[1]].ID, Duplicate: true, Replaced: replaced != nil && replaced[f[0]]}
+	}
+	woken, moved, err := b.applyConflicts(ctx, query, params, results, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	in.wake(woken)
+	if len(followers) > 0 {
+		if err := in.refollow(ctx, followers, moved); err != nil {
+			return nil, nil, err
+		}
 	}
 	if deadlines {
 		if err := b.setDeadlines(ctx, query, params, results); err != nil {
 			return nil, nil, err
 		}
 	}
-	woken, err := b.applyConflicts(ctx, query, params, results)
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, q := range woken {
-		if !dueQueues[q] {
-			dueQueues[q] = true
-			queues = append(queues, q)
-		}
-	}
-	return results, queues, nil
+	return results, in.queues, nil
 }
 
 // applyConflicts gives the stored jobs that the duplicates among results
@@ -277,13 +235,19 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 // which is safe to repeat (a retried insert finds the same holder) and
 // answers "not replaced" for a holder claimed in between, as it would
 // have been a moment later.
-func (b *Backend) applyConflicts(ctx context.Context, query rowQuerier, params []backend.InsertParams, results []backend.InsertResult) ([]string, error) {
+//
+// It considers the items only (all when nil), and returns, by job ID, the
+// due times of the jobs it changed.
+func (b *Backend) applyConflicts(ctx context.Context, query rowQuerier, params []backend.InsertParams, results []backend.InsertResult, only []int) ([]string, map[int64]time.Time, error) {
 	var ids, delays []int64
 	var payloads []string
 	var runAt []pgtype.Timestamptz
 	var boundSet []pgtype.Int8
 	items := map[int64][]int{}
 	for i, p := range params {
+		if only != nil && !slices.Contains(only, i) {
+			continue
+		}
 		if !results[i].Duplicate || results[i].Replaced || p.OnConflict == backend.ConflictSkip {
 			continue
 		}
@@ -300,27 +264,30 @@ func (b *Backend) applyConflicts(ctx context.Context, query rowQuerier, params [
 		items[id] = append(items[id], i)
 	}
 	if len(ids) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var (
 		id    int64
 		queue string
 		due   bool
+		at    time.Time
 		woken []string
+		moved = map[int64]time.Time{}
 	)
-	err := query(ctx, b.q.conflict, []any{ids, payloads, delays, runAt, boundSet}, []any{&id, &queue, &due}, func() error {
+	err := query(ctx, b.q.conflict, []any{ids, payloads, delays, runAt, boundSet}, []any{&id, &queue, &due, &at}, func() error {
 		for _, i := range items[id] {
 			results[i].Replaced = true
 		}
+		moved[id] = at
 		if due {
 			woken = append(woken, queue)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("apply conflict modes: %w", err)
+		return nil, nil, fmt.Errorf("apply conflict modes: %w", err)
 	}
-	return woken, nil
+	return woken, moved, nil
 }
 
 // insertArgs builds sqlInsert's parallel arrays for params[idx...].
@@ -335,6 +302,7 @@ func insertArgs(params []backend.InsertParams, idx []int) []any {
 	runAt := make([]pgtype.Timestamptz, n)
 	keys := make([]pgtype.Text, n)
 	var metadata []pgtype.Text // NULL, which unnest pads with NULLs, unless some job has metadata
+	var states []pgtype.Int2   // NULL (every state) unless some job has a smaller set
 	for j, i := range idx {
 		p := params[i]
 		queues[j] = p.Queue
@@ -351,11 +319,17 @@ func insertArgs(params []backend.InsertParams, idx []int) []any {
 			}
 			metadata[j] = encodeMetadata(p.Metadata)
 		}
+		if s := p.UniqueStates.All(); p.UniqueKey != "" && s != backend.UniqueAllStates {
+			if states == nil {
+				states = make([]pgtype.Int2, n)
+			}
+			states[j] = pgtype.Int2{Int16: int16(s), Valid: true}
+		}
 	}
-	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys, metadata}
+	return []any{queues, types, payloads, priorities, maxAttempts, delays, runAt, keys, metadata, states}
 }
 
-// keyArg builds sqlInsertKeyed's $10, the keys of params[idx...].
+// keyArg builds sqlInsertKeyed's $11, the keys of params[idx...].
 func keyArg(params []backend.InsertParams, idx []int) []pgtype.Text {
 	keys := make([]pgtype.Text, len(idx))
 	for j, i := range idx {

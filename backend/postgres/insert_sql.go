@@ -1,5 +1,7 @@
 package postgres
 
+import "fmt"
+
 // The statements that insert jobs (see queries.go for the conventions),
 // apart from queries.go to keep files short.
 
@@ -9,23 +11,52 @@ package postgres
 //	$4 priority int[], $5 max_attempts int[],
 //	$6 delay_us bigint[] (used where run_at is NULL),
 //	$7 run_at timestamptz[] (NULL: now() + delay), $8 unique_key text[] (NULL: none),
-//	$9 metadata text[] (JSON object text; NULL: none)
+//	$9 metadata text[] (JSON object text; NULL: none),
+//	$10 unique_states smallint[] (backend.UniqueStates; NULL: every state)
 //
 // The arrays are parallel and must not repeat a unique key (the caller
 // folds duplicates inside a batch). Returns one row per item, in input
-// order: (ord bigint 1-based, id bigint, duplicate bool, due bool). A
-// duplicate's id is the live job holding its key; it is NULL in the rare
-// case the holder committed after this statement's snapshot, and the
-// caller then retries that item. due is true for an inserted job available
-// now (its queue wants a wake-up hint).
+// order: (ord bigint 1-based, id bigint, duplicate bool, due bool, then
+// holderColumns, which plainInsert leaves out). A duplicate's id is the live job holding its key; it is
+// NULL in the rare case the holder committed after this statement's
+// snapshot, and the caller then retries that item. due is true for an
+// inserted job available now (its queue wants a wake-up hint).
 const sqlInsert = insertCTEs + `
-SELECT i.ord,
-       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
-       ins.id IS NULL,
-       coalesce(ins.available_at <= now(), false)
+SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+       ` + holderColumns + `
 FROM input i
-LEFT JOIN ins ON ins.id = i.id
+LEFT JOIN ins ON ins.id = i.id` + holderJoin + `
 ORDER BY i.ord`
+
+// plainInsert is stmt (sqlInsert, sqlInsertNotify or their keyed forms)
+// for a batch without unique keys: the rows end after due, and no item
+// is a duplicate, so nothing looks for holders. The batches without
+// unique keys, nearly all, pay nothing for the holder columns.
+func plainInsert(stmt string) string {
+	s := mustReplace(stmt, "coalesce(ins.id, h.id)", "ins.id")
+	s = mustReplace(s, ",\n       "+holderColumns, "")
+	return mustReplace(s, holderJoin, "")
+}
+
+// holderColumns are the last columns of sqlInsert's rows: for a
+// duplicate, what judges whether its holder keeps it out
+// (backend.UniqueStates.Keeps): the holder's set (NULL: every state),
+// whether it is reserved, its attempts, its due time, and now(), the
+// clock it is judged by. All NULL for an inserted job.
+const holderColumns = `h.unique_states, h.reserved, h.attempts, h.available_at, h.now`
+
+// holderJoin finds the holder of each duplicate's key: one probe of
+// jobs_unique_key per duplicate, none for an inserted job. OFFSET 0 keeps
+// the planner from pulling the subquery up into a join, which it would
+// then run as a hash join over a scan of every job: kept apart, it is a
+// nested loop whose probe runs only when ins.id IS NULL (a one-time
+// filter per row).
+const holderJoin = `
+LEFT JOIN LATERAL (
+	SELECT x.id, x.unique_states, x.status <> 'pending' AS reserved, x.attempts, x.available_at, now() AS now
+	FROM {schema}.jobs x WHERE ins.id IS NULL AND x.unique_key = i.unique_key
+	OFFSET 0
+) h ON true`
 
 // sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
 // and rows, and it also sends pg_notify(channel, queue) for each queue that
@@ -36,13 +67,11 @@ woken AS (
 	SELECT count(pg_notify({channel}, q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
 )
-SELECT i.ord,
-       coalesce(ins.id, (SELECT h.id FROM {schema}.jobs h WHERE h.unique_key = i.unique_key)),
-       ins.id IS NULL,
-       coalesce(ins.available_at <= now(), false)
+SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+       ` + holderColumns + `
 FROM input i
 CROSS JOIN woken
-LEFT JOIN ins ON ins.id = i.id
+LEFT JOIN ins ON ins.id = i.id` + holderJoin + `
 ORDER BY i.ord`
 
 // sqlInsertOne inserts a single job without a unique key, the common
@@ -70,9 +99,9 @@ const insertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],
-	            $6::bigint[], $7::timestamptz[], $8::text[], $9::text[])
+	            $6::bigint[], $7::timestamptz[], $8::text[], $9::text[], $10::smallint[])
 	     WITH ORDINALITY AS t(queue, type, payload, priority, max_attempts,
-	                          delay_us, run_at, unique_key, metadata, ord)
+	                          delay_us, run_at, unique_key, metadata, unique_states, ord)
 ),
 plain AS (
 	INSERT INTO {schema}.jobs AS j
@@ -86,9 +115,9 @@ plain AS (
 ),
 keyed AS (
 	INSERT INTO {schema}.jobs AS j
-	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key, metadata)
+	       (id, queue, type, payload, priority, max_attempts, available_at, unique_key, metadata, unique_states)
 	SELECT id, queue, type, payload::json, priority, max_attempts,
-	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb
+	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb, unique_states
 	FROM input
 	WHERE unique_key IS NOT NULL
 	ORDER BY ord
@@ -98,6 +127,38 @@ keyed AS (
 ins AS (
 	SELECT * FROM plain UNION ALL SELECT * FROM keyed
 )`
+
+// withTakeover turns an insert statement (sqlInsert, sqlInsertNotify or
+// their keyed forms) into the one of a round that takes unique keys over
+// first: the holders judged out of their states (or running ones giving
+// way to a KeepLast follow-up: backend.UniqueStates.Keeps) give their
+// keys up, by an UPDATE that the arm inserting jobs with unique keys
+// waits for, so the insert finds the keys free and jobs_unique_key still
+// admits one holder a key. The old holders run on, holding no key. Its
+// parameters follow the statement's own, from $n:
+//
+//	$n id bigint[], $n+1 reserved bool[], $n+2 attempts int[],
+//	$n+3 available_at timestamptz[]
+//
+// the holders and the state each was judged in. A holder whose state
+// changed since (claimed, retried, replaced), or whose key another insert
+// took meanwhile, is left alone: its item comes back a duplicate, to be
+// judged again.
+func withTakeover(stmt string, n int) string {
+	s := mustReplace(stmt, "\nWITH input AS MATERIALIZED (", fmt.Sprintf(`
+WITH taken AS (
+	UPDATE {schema}.jobs h SET unique_key = NULL
+	FROM unnest($%d::bigint[], $%d::bool[], $%d::int[], $%d::timestamptz[]) AS t(id, reserved, attempts, available_at)
+	WHERE h.id = t.id AND h.unique_key IS NOT NULL AND (h.status <> 'pending') = t.reserved
+	  AND h.attempts = t.attempts AND h.available_at = t.available_at
+	RETURNING h.id
+),
+input AS MATERIALIZED (`, n, n+1, n+2, n+3))
+	// Referenced by the keyed arm, the UPDATE runs (as an InitPlan) before
+	// it inserts a row; unreferenced, it would run after the statement.
+	return mustReplace(s, "\tWHERE unique_key IS NOT NULL\n\tORDER BY ord",
+		"\tWHERE unique_key IS NOT NULL AND (SELECT count(*) FROM taken) >= 0\n\tORDER BY ord")
+}
 
 // sqlConflict gives waiting jobs that hold a unique key what their
 // duplicates' conflict modes ask (backend.ConflictMode): a new payload and
@@ -109,7 +170,8 @@ ins AS (
 //	run_at is NULL), $4 run_at timestamptz[], $5 bound_us bigint[] (NULL:
 //	none)
 //
-// Returns one row per job changed: (id bigint, queue text, due bool).
+// Returns one row per job changed: (id bigint, queue text, due bool,
+// available_at timestamptz).
 const sqlConflict = `
 UPDATE {schema}.jobs AS j
 SET payload = c.payload::json,
@@ -120,7 +182,7 @@ FROM (SELECT id, payload, bound_us,
       FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::timestamptz[], $5::bigint[])
            AS t(id, payload, delay_us, run_at, bound_us)) AS c
 WHERE j.id = c.id AND j.status = 'pending' AND j.key IS NULL AND j.workflow_id IS NULL
-RETURNING j.id, j.queue, j.available_at <= now()`
+RETURNING j.id, j.queue, j.available_at <= now(), j.available_at`
 
 // sqlReserveIDs draws ids for a COPY batch (see copyInsert): COPY returns
 // nothing, so the ids are taken from the sequence first.

@@ -11,12 +11,12 @@ import (
 // never reaches any of them: the plain statements run unchanged for
 // batches without keys.
 
-// keyedInsert turns insertCTEs into the head of sqlInsertKeyed: a tenth
-// array, $10 key text[] (NULL: none), and each keyed job's turn (see
+// keyedInsert turns insertCTEs into the head of sqlInsertKeyed: an
+// eleventh array, $11 key text[] (NULL: none), and each keyed job's turn (see
 // keyTurns) written with it.
 func keyedInsert(ctes string) string {
-	s := mustReplace(ctes, "$8::text[], $9::text[])", "$8::text[], $9::text[], $10::text[])")
-	s = mustReplace(s, "delay_us, run_at, unique_key, metadata, ord)", "delay_us, run_at, unique_key, metadata, key, ord)")
+	s := mustReplace(ctes, "$9::text[], $10::smallint[])", "$9::text[], $10::smallint[], $11::text[])")
+	s = mustReplace(s, "unique_key, metadata, unique_states, ord)", "unique_key, metadata, unique_states, key, ord)")
 	s = mustReplace(s, "\n),\nplain AS (", "\n),\n"+keyTurns("input")+",\nplain AS (")
 	// Both arms of the insert (without and with a unique key) write the
 	// key and the turn; each arm's SELECT list ends with a column of its own.
@@ -102,7 +102,7 @@ func failedKeyFilter(n int) string {
 }
 
 // sqlInsertKeyed is sqlInsert for a batch with keyed jobs: its
-// parameters and $10 key text[] (NULL: none); the same rows.
+// parameters and $11 key text[] (NULL: none); the same rows.
 var sqlInsertKeyed = mustReplace(sqlInsert, insertCTEs, keyedInsert(insertCTEs))
 
 // sqlInsertKeyedNotify is sqlInsertNotify for a batch with keyed jobs.
@@ -123,19 +123,25 @@ var sqlClaimKeyedPlan = mustReplace(sqlClaimPlan, "set_config('enable_seqscan', 
 // keyQueries holds the statements of keys with the schema filled in.
 type keyQueries struct {
 	insert, insertNotify, claimKeyed, claimPlan string
+	insertTake, insertNotifyTake                string // withTakeover
+	insertPlain, insertNotifyPlain              string // plainInsert
 	setKeys, keyList, heldQueues                string
 }
 
 func newKeyQueries(schema string) keyQueries {
 	r := strings.NewReplacer("{schema}", quoteIdent(schema), "{channel}", "'"+channelName(schema)+"'")
 	return keyQueries{
-		insert:       r.Replace(sqlInsertKeyed),
-		insertNotify: r.Replace(sqlInsertKeyedNotify),
-		claimKeyed:   r.Replace(sqlClaimKeyed),
-		claimPlan:    r.Replace(sqlClaimKeyedPlan),
-		setKeys:      r.Replace(sqlQueueSetKeys),
-		keyList:      r.Replace(sqlKeyList),
-		heldQueues:   r.Replace(sqlHeldQueues),
+		insert:            r.Replace(sqlInsertKeyed),
+		insertNotify:      r.Replace(sqlInsertKeyedNotify),
+		insertTake:        r.Replace(withTakeover(sqlInsertKeyed, 12)),
+		insertNotifyTake:  r.Replace(withTakeover(sqlInsertKeyedNotify, 12)),
+		insertPlain:       r.Replace(plainInsert(sqlInsertKeyed)),
+		insertNotifyPlain: r.Replace(plainInsert(sqlInsertKeyedNotify)),
+		claimKeyed:        r.Replace(sqlClaimKeyed),
+		claimPlan:         r.Replace(sqlClaimKeyedPlan),
+		setKeys:           r.Replace(sqlQueueSetKeys),
+		keyList:           r.Replace(sqlKeyList),
+		heldQueues:        r.Replace(sqlHeldQueues),
 	}
 }
 

@@ -296,7 +296,7 @@ func TestLostReplyBatchInsert(t *testing.T) {
 		stmt   func(b *Backend) string // the statement whose reply is lost
 		want   int                     // jobs there after the loss
 	}{
-		{"statement", batch(32, false), func(b *Backend) string { return b.q.insert }, 32},
+		{"statement", batch(32, false), func(b *Backend) string { return b.q.insertPlain }, 32},
 		{"copy/ids", batch(copyMinRows*2, false), func(b *Backend) string { return b.q.reserveIDs }, 0},
 		{"copy/commit", batch(copyMinRows*2, false), func(*Backend) string { return "commit" }, copyMinRows * 2},
 		{"keyed/statement", batch(10, true), func(b *Backend) string { return b.q.insert }, 0},

@@ -679,6 +679,8 @@ const sqlListen = `LISTEN {channel_ident}`
 // queries holds the statements with the schema filled in.
 type queries struct {
 	insert, insertOne, insertNotify, notify, reserveIDs       string
+	insertTake, insertNotifyTake                              string // withTakeover
+	insertPlain, insertNotifyPlain                            string // plainInsert
 	claim, claimPlan, complete, completeOne, extendLease      string
 	progress                                                  string
 	release, sweep                                            string
@@ -709,6 +711,10 @@ func newQueries(schema string) queries {
 		insert:            r.Replace(sqlInsert),
 		insertOne:         r.Replace(sqlInsertOne),
 		insertNotify:      r.Replace(sqlInsertNotify),
+		insertTake:        r.Replace(withTakeover(sqlInsert, 11)),
+		insertNotifyTake:  r.Replace(withTakeover(sqlInsertNotify, 11)),
+		insertPlain:       r.Replace(plainInsert(sqlInsert)),
+		insertNotifyPlain: r.Replace(plainInsert(sqlInsertNotify)),
 		conflict:          r.Replace(sqlConflict),
 		notify:            r.Replace(sqlNotify),
 		claim:             r.Replace(sqlClaim),

@@ -65,6 +65,31 @@ func BenchmarkInsertBatch1000(b *testing.B) {
 	reportJobs(b, b.N*len(ps))
 }
 
+// BenchmarkInsertBatch1000Unique: one JobInsertMany of 1,000 jobs with
+// unique keys per op, half of them repeating keys of the previous batch's
+// jobs, still waiting (duplicates), as jobq bench --unique --duplicates
+// 0.5 sends them: the cost of the unique key lookup.
+func BenchmarkInsertBatch1000Unique(b *testing.B) {
+	be := openBench(b)
+	ps := benchJobs(1000)
+	ctx := b.Context()
+	n := 0
+	for b.Loop() {
+		for i := range ps {
+			if i%2 == 0 || n == 0 {
+				ps[i].UniqueKey = fmt.Sprintf("u%d-%d", n, i)
+			} else {
+				ps[i].UniqueKey = fmt.Sprintf("u%d-%d", n-1, i-1)
+			}
+		}
+		n++
+		if _, err := be.JobInsertMany(ctx, ps); err != nil {
+			b.Fatal(err)
+		}
+	}
+	reportJobs(b, b.N*len(ps))
+}
+
 // BenchmarkInsertBatch1000Metadata: BenchmarkInsertBatch1000 with every
 // job carrying benchMetadata, the cost of encoding it.
 func BenchmarkInsertBatch1000Metadata(b *testing.B) {

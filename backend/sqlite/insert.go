@@ -4,7 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -51,8 +54,7 @@ func validateInserts(op string, params []backend.InsertParams) error {
 			return fmt.Errorf("%s: item %d: %w", op, i, err)
 		}
 	}
-	// State sets need the schema's next step (see backend.UniqueStates).
-	return backend.RefuseUniqueStates(params)
+	return nil
 }
 
 // insertTx writes params inside tx, filling results. st holds the backend's
@@ -71,6 +73,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	}
 	var keys map[string]int // unique key -> index of the batch item inserting it
 	var dupOf map[int]int   // duplicate item -> batch item it repeats
+	var taken []int64       // holders out of their states, giving their keys up
 	for i, p := range params {
 		if p.UniqueKey == "" {
 			fresh = append(fresh, i)
@@ -85,21 +88,35 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 			results[i].Replaced = replaced != nil && replaced[i]
 			continue
 		}
-		if id, ok := held[p.UniqueKey]; ok {
-			results[i] = backend.InsertResult{ID: id, Duplicate: true}
-			if c, asked := backend.ConflictOf(params, i, now); asked {
-				var err error
-				if results[i].Replaced, err = applyConflict(ctx, tx, id, c); err != nil {
-					return err
+		if h, ok := held[p.UniqueKey]; ok {
+			if h.keeps(&params[i], now) {
+				// An item repeating an earlier one's key and conflict mode
+				// changed the earlier one (FoldConflicts): applied once.
+				results[i] = backend.InsertResult{ID: h.id, Duplicate: true, Replaced: replaced != nil && replaced[i]}
+				if c, asked := backend.ConflictOf(params, i, now); asked && !results[i].Replaced {
+					due, ok, err := applyConflict(ctx, tx, h.id, c)
+					if err != nil {
+						return err
+					}
+					if results[i].Replaced = ok; ok {
+						// A later item of the key judges the state the
+						// holder is in now, as if inserted after this one.
+						h.due = due
+						held[p.UniqueKey] = h
+					}
 				}
+				continue
 			}
-			continue
+			taken = append(taken, h.id)
 		}
 		if keys == nil {
 			keys = make(map[string]int)
 		}
 		keys[p.UniqueKey] = i
 		fresh = append(fresh, i)
+	}
+	if err := takeUniqueKeys(ctx, tx, taken); err != nil {
+		return err
 	}
 
 	// Keyed jobs take their turns in batch order, as if inserted one by
@@ -181,7 +198,54 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 	for i, j := range dupOf {
 		results[i].ID = results[j].ID
 	}
+	if keys != nil {
+		if err := setUniqueStates(ctx, tx, params, fresh, results); err != nil {
+			return err
+		}
+	}
 	return setDeadlines(ctx, tx, params, fresh, results)
+}
+
+// takeUniqueKeys takes the unique keys of the jobs ids (holders out of
+// their states, or running ones giving way to a follow-up) before the
+// new jobs of those keys are inserted.
+func takeUniqueKeys(ctx context.Context, tx *sql.Tx, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	arg, err := json.Marshal(ids)
+	if err == nil {
+		_, err = tx.ExecContext(ctx, qUniqueTakeover, string(arg))
+	}
+	if err != nil {
+		return fmt.Errorf("take over %d unique keys: %w", len(ids), err)
+	}
+	return nil
+}
+
+// setUniqueStates writes the sets of the inserted items holding their
+// unique keys in fewer than every state, a statement per distinct set,
+// after the insert: the others (nearly all) leave the column NULL.
+func setUniqueStates(ctx context.Context, tx *sql.Tx, params []backend.InsertParams, fresh []int, results []backend.InsertResult) error {
+	var sets map[backend.UniqueStates][]int64
+	for _, i := range fresh {
+		if s := params[i].UniqueStates.All(); params[i].UniqueKey != "" && s != backend.UniqueAllStates {
+			if sets == nil {
+				sets = make(map[backend.UniqueStates][]int64)
+			}
+			sets[s] = append(sets[s], results[i].ID)
+		}
+	}
+	for s, ids := range sets {
+		arg, err := json.Marshal(ids)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, qSetUniqueStates, int64(s), string(arg))
+		}
+		if err != nil {
+			return fmt.Errorf("set the unique states %s of %d jobs: %w", s, len(ids), err)
+		}
+	}
+	return nil
 }
 
 // setDeadlines writes the deadlines of the inserted items that have one,
@@ -198,14 +262,35 @@ func setDeadlines(ctx context.Context, tx *sql.Tx, params []backend.InsertParams
 	return nil
 }
 
-// uniqueHolders returns the live jobs holding the unique keys of params:
-// key to job ID. The caller's write transaction keeps them from changing
-// until it inserts (SQLite has one writer at a time).
-func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]int64, error) {
+// holder is the live job holding a unique key and what judges whether it
+// keeps a new job of the key out (backend.UniqueStates.Keeps). all says
+// that it holds its key in every state and no item of the batch asks
+// KeepLast: it keeps every item out, whatever its state (which is then
+// not read).
+type holder struct {
+	id       int64
+	all      bool
+	states   backend.UniqueStates
+	reserved bool
+	attempts int
+	due      time.Time
+}
+
+// keeps reports whether h keeps item p out at now.
+func (h holder) keeps(p *backend.InsertParams, now time.Time) bool {
+	return h.all || h.states.Keeps(p, h.reserved, h.attempts, h.due, now)
+}
+
+// uniqueHolders returns the live jobs holding the unique keys of params,
+// by key. The caller's write transaction keeps them from changing until
+// it inserts (SQLite has one writer at a time).
+func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]holder, error) {
 	var keys []string
+	keepLast := false
 	for _, p := range params {
 		if p.UniqueKey != "" {
 			keys = append(keys, p.UniqueKey)
+			keepLast = keepLast || p.KeepLast
 		}
 	}
 	if len(keys) == 0 {
@@ -217,22 +302,28 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 	}
 	var rows *sql.Rows
 	if st != nil {
-		rows, err = tx.StmtContext(ctx, st.uniqueLookup).QueryContext(ctx, string(arg))
+		rows, err = tx.StmtContext(ctx, st.uniqueLookup).QueryContext(ctx, string(arg), keepLast)
 	} else {
-		rows, err = tx.QueryContext(ctx, qUniqueLookup, string(arg))
+		rows, err = tx.QueryContext(ctx, qUniqueLookup, string(arg), keepLast)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)
 	}
 	defer rows.Close()
-	held := make(map[string]int64)
+	held := make(map[string]holder)
 	for rows.Next() {
 		var key string
-		var id int64
-		if err := rows.Scan(&key, &id); err != nil {
+		var h holder
+		var state sql.NullString
+		if err := rows.Scan(&key, &h.id, &state); err != nil {
 			return nil, fmt.Errorf("look up unique keys: %w", err)
 		}
-		held[key] = id
+		if h.all = !state.Valid; !h.all {
+			if h, err = parseHolder(h.id, state.String); err != nil {
+				return nil, fmt.Errorf("look up unique keys: key %q: %w", key, err)
+			}
+		}
+		held[key] = h
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)
@@ -240,18 +331,38 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 	return held, nil
 }
 
+// parseHolder reads the state qUniqueLookup gives of holder id: "set
+// reserved attempts due", integers.
+func parseHolder(id int64, state string) (holder, error) {
+	f := strings.Fields(state)
+	if len(f) != 4 {
+		return holder{}, fmt.Errorf("holder state %q: want 4 fields", state)
+	}
+	var n [4]int64
+	for i, s := range f {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return holder{}, fmt.Errorf("holder state %q: %w", state, err)
+		}
+		n[i] = v
+	}
+	return holder{id: id, states: backend.UniqueStates(n[0]), reserved: n[1] != 0, attempts: int(n[2]), due: fromMicros(n[3])}, nil
+}
+
 // applyConflict gives the waiting job id what c asks (qConflict) and
-// reports whether it was waiting. Rare (only duplicates with a conflict
-// mode), so not prepared.
-func applyConflict(ctx context.Context, tx *sql.Tx, id int64, c backend.Conflict) (bool, error) {
+// reports whether it was waiting, with its new due time. Rare (only
+// duplicates with a conflict mode), so not prepared.
+func applyConflict(ctx context.Context, tx *sql.Tx, id int64, c backend.Conflict) (time.Time, bool, error) {
 	var limit any
 	if c.DebounceMax > 0 {
 		limit = int64(c.DebounceMax / time.Microsecond)
 	}
-	res, err := tx.ExecContext(ctx, qConflict, id, c.Payload, micros(c.DueAt), limit)
-	if err != nil {
-		return false, fmt.Errorf("apply the conflict mode to job %d: %w", id, err)
+	var due int64
+	switch err := tx.QueryRowContext(ctx, qConflict, id, c.Payload, micros(c.DueAt), limit).Scan(&due); {
+	case errors.Is(err, sql.ErrNoRows):
+		return time.Time{}, false, nil
+	case err != nil:
+		return time.Time{}, false, fmt.Errorf("apply the conflict mode to job %d: %w", id, err)
 	}
-	n, err := res.RowsAffected()
-	return n == 1, err
+	return fromMicros(due), true, nil
 }

@@ -58,7 +58,7 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"SCAN jobs"}},
 		{"sweep", qSweepExpired, []any{now, 100},
 			[]string{"USING INDEX jobs_lease (lease_until<?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
-		{"unique lookup", qUniqueLookup, []any{`["k","l"]`},
+		{"unique lookup", qUniqueLookup, []any{`["k","l"]`, false},
 			[]string{"jobs_unique_key (unique_key=?)"}, nil},
 		// The counts every dashboard view and scrape asks for read index
 		// entries, never the jobs' rows.

@@ -126,19 +126,43 @@ func multiInsert(cols, row string, n int) string {
 	return sb.String()
 }
 
-// qUniqueLookup: ?1 a JSON array of unique keys. Returns each key held by
-// a live job with that job's ID: one statement for a whole batch, since a
-// statement costs more than the index probes it makes.
-const qUniqueLookup = `SELECT unique_key, id FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))`
+// qUniqueLookup: ?1 a JSON array of unique keys, ?2 whether some item
+// asks KeepLast. Returns each key held by a live job with that job's ID
+// and, when the holder has a set of states (unique_states is not NULL:
+// every state) or ?2, what judges whether it keeps a new job of the key
+// out (backend.UniqueStates.Keeps): its set, whether it is reserved, its
+// attempts and its due time, as one text ("set reserved attempts due",
+// see parseHolder). A holder in every state keeps every item not asking
+// KeepLast out whatever its state: the common case scans no more than
+// NULL. One statement for a whole batch, since a statement costs more
+// than the index probes it makes.
+const qUniqueLookup = `SELECT unique_key, id,
+	CASE WHEN unique_states IS NOT NULL OR ?2 THEN
+		coalesce(unique_states, 0) || ' ' || (status <> 'pending') || ' ' || attempts || ' ' || available_at END
+FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))`
+
+// qUniqueTakeover: ?1 a JSON array of job IDs. The jobs give their unique
+// keys up to the jobs the same transaction inserts next: they run on,
+// holding no key, so jobs_unique_key keeps admitting one holder a key.
+const qUniqueTakeover = `UPDATE jobs SET unique_key = NULL WHERE id IN (SELECT value FROM json_each(?1))`
+
+// qSetUniqueStates: ?1 a set of states (backend.UniqueStates), ?2 a JSON
+// array of job IDs. Gives the jobs just inserted that set, a statement
+// after the insert, so the insert statements and the jobs holding their
+// keys in every state (nearly all) pay nothing for the column.
+const qSetUniqueStates = `UPDATE jobs SET unique_states = ?1 WHERE id IN (SELECT value FROM json_each(?2))`
 
 // qConflict gives the waiting job ?1 holding a unique key what a
 // duplicate's conflict mode asks (backend.Conflict): payload ?2 and due
 // time ?3 (µs), no later than created_at + ?4 when ?4 is not NULL
 // (debounce). A running job is left alone, and so is a keyed or
-// workflow job (its place is fixed at insert): no row changes.
+// workflow job (its place is fixed at insert): no row changes. Returns
+// the new due time of the job it changed: a later item of the batch
+// judges the job's state by it (see insertTx).
 const qConflict = `UPDATE jobs SET payload = ?2,
 	available_at = CASE WHEN ?4 IS NULL THEN ?3 ELSE MIN(?3, created_at + ?4) END
-WHERE id = ?1 AND status = 'pending' AND key IS NULL AND workflow_id IS NULL`
+WHERE id = ?1 AND status = 'pending' AND key IS NULL AND workflow_id IS NULL
+RETURNING available_at`
 
 // --- claim ---
 

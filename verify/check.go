@@ -18,6 +18,8 @@ type finalState struct {
 	wf     *wfState                  // the workflow workload's; nil for lone jobs
 	keys   *keyFinal                 // the keyed workload's; nil without keys
 	unique *uniqueFinal              // the unique workload's; nil without it
+	// deadlines is the deadline workload's; nil without it.
+	deadlines *deadlineFinal
 }
 
 // attemptKey names one claim as the history sees it: the process that
@@ -137,6 +139,9 @@ type jobInfo struct {
 	// replayed again: each replay that may have moved it begins a life.
 	replays  []*record
 	replayAt int64
+	// ended: checkTerminal found the job done (or done unconfirmed) or in
+	// failed jobs.
+	ended bool
 }
 
 // check runs every check of the history recs against fs and fills rep.
@@ -154,6 +159,9 @@ func check(recs []*record, fs finalState, maxAttempts int, run string, maxAnomal
 	}
 	if fs.unique != nil {
 		c.checkUnique()
+	}
+	if fs.deadlines != nil {
+		c.checkDeadlines()
 	}
 	c.summarise()
 }
@@ -549,6 +557,8 @@ func (c *checker) checkTerminal(j *jobInfo) {
 	switch {
 	case len(done) > 1:
 		c.anomaly(AnomalyDoubleDone, j, fmt.Sprintf("%d claims had done applied", len(done)), done...)
+	case len(done) == 1 && len(j.failed) > 0 && expiredRow(j) != nil:
+		c.anomaly(AnomalyExpiredButRan, j, fmt.Sprintf("done applied (att %d, %s) and expired into failed jobs (%q)", done[0].key.att, done[0].key.proc, expiredRow(j).Error), done...)
 	case len(done) == 1 && len(j.failed) > 0:
 		c.anomaly(AnomalyDoneAndFailed, j, fmt.Sprintf("done applied (att %d, %s) and in failed jobs (%q)", done[0].key.att, done[0].key.proc, j.failed[0].Error), done...)
 	}
@@ -559,10 +569,13 @@ func (c *checker) checkTerminal(j *jobInfo) {
 		c.anomaly(AnomalyNotFinished, j, fmt.Sprintf("still %s after the drain (attempts %d of %d)", j.live.Status, j.live.Attempts, j.live.MaxAttempts), j.attempts...)
 		return
 	}
+	j.ended = len(j.failed) > 0 || len(done) > 0 || okUnsure != nil
 	switch {
 	case len(j.failed) > 0:
 		c.rep.Failed++
 		switch e := j.failed[0].Error; {
+		case strings.HasPrefix(e, backend.DeadlineErrorPrefix):
+			c.rep.FailedExpired++
 		case strings.Contains(e, onPurposeText) && strings.Contains(e, "permanent"):
 			c.rep.FailedOnPurpose++
 		case strings.Contains(e, "lease expired"):
@@ -651,6 +664,9 @@ func (c *checker) summarise() {
 	}
 	if c.fs.unique != nil {
 		r.Checks = append(r.Checks, c.uniqueCheck(n))
+	}
+	if c.fs.deadlines != nil {
+		r.Checks = append(r.Checks, c.deadlineChecks(n)...)
 	}
 	for i := range r.Checks {
 		r.Checks[i].OK = r.Checks[i].Anomalies == 0

@@ -138,6 +138,27 @@ type Config struct {
 	// that no two jobs of one identity were ever live at once. Not with
 	// Workflows or Keys.
 	Unique int
+	// Deadlines, from 0 to 1, is the share of jobs enqueued with a
+	// deadline (jobq.Deadline), set when the job's batch is first sent: a
+	// third of them 50ms to a quarter lease ahead (the workers' poll and a
+	// busy queue make many of these expire), a third a quarter lease to
+	// two leases ahead (a kill, pause or cut of their holder makes some
+	// expire) and a third 10 to 30 leases ahead. The checks then also show
+	// that no job was claimed after its deadline, by the store's clock or
+	// by the claiming worker's (within ClockTolerance), and that every job
+	// that expired into the failed jobs did so after its deadline, with
+	// backend.DeadlineError, and was never claimed once expired nor ended
+	// by an attempt. A backend without deadlines is refused before
+	// anything is enqueued. Not with Workflows, Keys or Unique, nor with
+	// the skew fault on SQLite (each worker's clock would be the store's).
+	Deadlines float64
+	// ClockTolerance is how far behind the workers' clock the store's may
+	// be: the deadline checks that compare a worker's reading (when its
+	// claim call began) with the store's (a deadline, an expiry) allow
+	// it. Defaults to 50ms: on SQLite the clock is the worker's own, and a
+	// PostgreSQL or Redis server on the same machine reads the same clock;
+	// raise it for a server elsewhere.
+	ClockTolerance time.Duration
 	// Ordered adds the ordered queue. The verifier then acts as the
 	// operator of its held keys: every ReplayEvery it lists them and
 	// replays each one's failed head that has jobs waiting behind it, so
@@ -285,6 +306,9 @@ func (c Config) withDefaults() (Config, error) {
 	if err := c.checkUnique(); err != nil {
 		return c, err
 	}
+	if err := c.checkDeadlines(scheme); err != nil {
+		return c, err
+	}
 	ints := []struct {
 		name string
 		v    *int
@@ -333,6 +357,7 @@ func (c Config) withDefaults() (Config, error) {
 		{"ReplayEvery", &c.ReplayEvery, 100 * time.Millisecond},
 		{"ProgressEvery", &c.ProgressEvery, 2 * time.Second},
 		{"ProxyLatency", &c.ProxyLatency, 0},
+		{"ClockTolerance", &c.ClockTolerance, 50 * time.Millisecond},
 	}
 	for _, d := range durations {
 		if *d.v < 0 {
@@ -388,6 +413,26 @@ func (c Config) checkUnique() error {
 		return bad("Unique %d: use at most 1000 jobs per identity", c.Unique)
 	case c.Workflows > 0 || c.Keys > 0:
 		return bad("Unique with Workflows or Keys: the unique workload is lone jobs without keys, so give one of them")
+	}
+	return nil
+}
+
+// checkDeadlines refuses a deadline workload that cannot run, saying
+// what to change. The fault list is not filled in yet: a skew fault is
+// only ever asked for.
+func (c Config) checkDeadlines(scheme string) error {
+	bad := func(format string, args ...any) error {
+		return &configError{msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case c.Deadlines < 0 || c.Deadlines > 1:
+		return bad("Deadlines %v: give the share of jobs with a deadline, from 0 to 1", c.Deadlines)
+	case c.Deadlines == 0:
+		return nil
+	case c.Workflows > 0 || c.Keys > 0 || c.Unique > 0:
+		return bad("Deadlines with Workflows, Keys or Unique: the deadline workload is lone jobs without keys or shared identities (a workflow task or a keyed job takes no deadline), so give one of them")
+	case scheme == "sqlite" && c.has(FaultSkew):
+		return bad("Deadlines with the skew fault on SQLite: each worker's clock is the store's there, so a deadline would mean another moment to each; skew PostgreSQL or Redis workers, whose server's clock decides")
 	}
 	return nil
 }

@@ -42,6 +42,14 @@
 // identity (its unique key), and one more check runs: no two jobs of one
 // identity were ever provably live at once (UNIQUE TWO LIVE).
 //
+// With Config.Deadlines a share of the jobs carry a deadline, and two
+// more checks run: no claim of a job after its deadline, by the store's
+// reserved time or by when the claim call began on the worker's clock
+// within Config.ClockTolerance (STARTED AFTER DEADLINE), and no job that
+// expired into failed jobs claimed, held or done once expired (EXPIRED
+// BUT RAN), nor expired early, without a deadline or with another
+// deadline's error (EXPIRED EARLY).
+//
 // Run is what `jobq verify` runs. Worker processes are a program that
 // calls WorkerMain (the jobq command's hidden `verify worker`), named by
 // Config.WorkerCommand.

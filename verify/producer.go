@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jobq/jobq"
+	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/ticker"
 )
 
@@ -49,6 +50,11 @@ type producer struct {
 	// identity, in the unique workload, is the identity job seq asks
 	// for; nil otherwise.
 	identity func(seq int64) int64
+	// deadlineOf, in the deadline workload, is how far ahead of its
+	// batch's first send job seq's deadline is, and its class (see
+	// deadlinePlanner); 0 for a job without one. nil otherwise. It is
+	// called once per seq, in seq order.
+	deadlineOf func(seq int64) (time.Duration, int)
 
 	mu    sync.Mutex
 	acked map[int64]int64 // job ID -> seq: the jobs whose enqueue was acknowledged
@@ -59,6 +65,12 @@ type producer struct {
 	dups    int             // requests the unique workload was answered as duplicates
 	wfAcked map[int64]int64 // workflow ID -> number: the workflows acknowledged
 	wfPerm  map[int64]bool  // the numbers of the workflows with a part failing for good
+	// deadlines are the deadline workload's, by seq: the deadline each
+	// job was sent with, fixed at its batch's first send (every job
+	// planned, acknowledged or not); givenUp counts the jobs left out of
+	// a batch sent again because their deadline had passed first.
+	deadlines map[int64]plannedDeadline
+	givenUp   int
 
 	enqueued atomic.Int64 // jobs acknowledged so far
 	retries  atomic.Int64 // batches sent again
@@ -87,6 +99,10 @@ func newProducer(client *jobq.Client, cfg Config, queue, run string, rng *rand.R
 	}
 	if cfg.Keys > 0 {
 		p.keyOf = keyPlanner(cfg.keyQueues(queue), cfg.Keys, seeded(cfg.Seed, streamKeys))
+	}
+	if cfg.Deadlines > 0 {
+		p.deadlineOf = deadlinePlanner(cfg.Deadlines, cfg.Lease, seeded(cfg.Seed, streamDeadlines))
+		p.deadlines = make(map[int64]plannedDeadline, int(float64(cfg.Jobs)*cfg.Deadlines)+1)
 	}
 	return p
 }
@@ -153,9 +169,11 @@ func (p *producer) run(ctx context.Context) error {
 // insert enqueues jobs seq from..from+k-1 in one batch, sending it again
 // until it is acknowledged.
 func (p *producer) insert(ctx context.Context, from, k int) error {
-	specs := make([]jobq.JobSpec, k)
+	specs, seqs := make([]jobq.JobSpec, k), make([]int64, k)
+	sent := time.Now()
 	for i := range specs {
 		seq := int64(from + i)
+		seqs[i] = seq
 		pl, queue := p.plan(seq), p.queue
 		var opts []jobq.EnqueueOption
 		if p.keyOf != nil {
@@ -169,12 +187,22 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 			queue = p.keyOf(seq, &pl)
 			opts = append(opts, jobq.Key(pl.Key))
 		}
+		if p.deadlineOf != nil {
+			opts = p.withDeadline(seq, sent, opts)
+		}
 		specs[i] = jobq.JobSpec{Type: JobType, Payload: pl, Options: append(opts,
 			jobq.Queue(queue), jobq.UniqueKey(p.uniqueKey(seq)), jobq.MaxAttempts(p.maxAttempts),
 		)}
 	}
 	backoff := 50 * time.Millisecond
+	var margin time.Duration // how far ahead a deadline must be to be sent
 	for {
+		if p.deadlineOf != nil {
+			if specs, seqs = p.dropPassed(specs, seqs, margin); len(specs) == 0 {
+				p.enqueued.Add(int64(k))
+				return nil
+			}
+		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
 		res, err := p.client.EnqueueMany(cctx, specs)
 		cancel()
@@ -190,7 +218,7 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 				}
 				// (A duplicate naming a job not acknowledged yet names
 				// the one a send whose reply was lost made.)
-				p.acked[r.ID], p.ackMono[r.ID] = int64(from+i), now
+				p.acked[r.ID], p.ackMono[r.ID] = seqs[i], now
 			}
 			p.mu.Unlock()
 			p.enqueued.Add(int64(k))
@@ -198,6 +226,16 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if p.deadlineOf != nil && deadlinePassed(err) {
+			// The store's clock passed a deadline while the batch was
+			// on its way (proxy latency, a send again after a cut): the
+			// batch was refused whole. Send it again without the jobs
+			// whose deadline is that close.
+			margin = 2*margin + 100*time.Millisecond
+			p.retries.Add(1)
+			p.events.write(evEnqueueFail, num("seq", seqs[0]), num("n", int64(len(seqs))), str("err", "deadline"))
+			continue
 		}
 		if errors.Is(err, jobq.ErrInvalidInput) {
 			return fmt.Errorf("verify: enqueue: %w", err)
@@ -209,6 +247,58 @@ func (p *producer) insert(ctx context.Context, from, k int) error {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// withDeadline gives job seq its planned deadline, if any, counted from
+// sent, the first send of its batch, and records it.
+func (p *producer) withDeadline(seq int64, sent time.Time, opts []jobq.EnqueueOption) []jobq.EnqueueOption {
+	ahead, class := p.deadlineOf(seq)
+	if ahead <= 0 {
+		return opts
+	}
+	// Whole milliseconds: every store keeps them exactly (the durable
+	// ones keep microseconds), so the check compares what was sent.
+	at := sent.Add(ahead).Truncate(time.Millisecond)
+	p.mu.Lock()
+	p.deadlines[seq] = plannedDeadline{at: at, class: class}
+	p.mu.Unlock()
+	return append(opts, jobq.Deadline(at))
+}
+
+// dropPassed leaves out of a batch about to be sent (specs, with their
+// seqs) the jobs whose deadline is not at least margin ahead by the
+// producer's clock: the store would refuse the batch whole. A job left
+// out is given up, never acknowledged; a send whose reply was lost may
+// have inserted it, and the checks take it in all the same.
+func (p *producer) dropPassed(specs []jobq.JobSpec, seqs []int64, margin time.Duration) ([]jobq.JobSpec, []int64) {
+	limit := time.Now().Add(margin)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	keep := 0
+	for i, seq := range seqs {
+		if d, ok := p.deadlines[seq]; ok && d.at.Before(limit) {
+			p.givenUp++
+			continue
+		}
+		specs[keep], seqs[keep] = specs[i], seqs[i]
+		keep++
+	}
+	return specs[:keep], seqs[:keep]
+}
+
+// deadlinePassed reports whether err is the store's refusal of a batch
+// holding a deadline that had passed by its clock.
+func deadlinePassed(err error) bool {
+	var ie *backend.InputError
+	return errors.As(err, &ie) && ie.Field == "deadline"
+}
+
+// deadlineState returns the deadline workload's deadlines by seq, and
+// how many jobs were given up because theirs passed before a send.
+func (p *producer) deadlineState() (map[int64]plannedDeadline, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.deadlines), p.givenUp
 }
 
 // ackedJobs returns the acknowledged jobs: ID to seq.

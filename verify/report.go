@@ -72,9 +72,10 @@ type Report struct {
 	DoneUnconfirmed int // the handler succeeded but its process died before the worker heard back; gone from the backend
 	Failed          int // in failed jobs
 	// Of Failed: failed on purpose, at their first attempt; whose lease
-	// ran out on their last attempt; whose attempts ran out otherwise.
-	FailedOnPurpose, FailedLeaseExpired, FailedAttemptsSpent int
-	BackendFailed                                            int64 // what the backend counts
+	// ran out on their last attempt; whose attempts ran out otherwise;
+	// whose deadline passed before a claim (the deadline workload).
+	FailedOnPurpose, FailedLeaseExpired, FailedAttemptsSpent, FailedExpired int
+	BackendFailed                                                           int64 // what the backend counts
 
 	Attempts       int  // claims recorded
 	MostAttempts   int  // claims of the most claimed job
@@ -124,6 +125,20 @@ type Report struct {
 	OrderedKeys, OrderedMostRunning, OrderedDone   int
 	KeyReplayed, KeyReplayErrors, KeyReplaysPurged int
 	KeysHeld                                       int
+
+	// The deadline workload's (Config.Deadlines): the jobs with a
+	// deadline, those that ran (ended done or failed by their attempts)
+	// and those that expired into the failed jobs, of which never claimed;
+	// both by class (very short, short, long: see Config.Deadlines); the
+	// claims of jobs with a deadline, the least time one of them came
+	// before its deadline by the store's clock (-1: none), the handlers
+	// that started after their job's deadline, claimed before it (what
+	// the contract allows); and the jobs left out of a batch sent again
+	// because their deadline had passed first, never acknowledged.
+	DeadlineJobs, DeadlineRan, DeadlineExpired, DeadlineExpiredUnclaimed int
+	DeadlineByClass, DeadlineExpiredByClass                              [deadlineClasses]int
+	DeadlineClaims, DeadlineLateHandlers, DeadlineGivenUp                int
+	DeadlineClosest                                                      time.Duration
 
 	// Injected counts the faults by kind: kill, pause, cut, blackhole,
 	// latency, restart, skew (processes started with a skewed clock) and
@@ -194,6 +209,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Keys > 0 {
 		work += " on " + keyedWork(c)
 	}
+	if c.Deadlines > 0 {
+		work += fmt.Sprintf(", %.0f %% with a deadline (clock tolerance %s)", 100*c.Deadlines, c.ClockTolerance)
+	}
 	fmt.Fprintf(bw, "workload     %s, %d worker processes x %d, %s, lease %s, max attempts %d, seed %d\n",
 		work, c.Procs, c.Concurrency, c.Duration, c.Lease, c.MaxAttempts, c.Seed)
 	fmt.Fprintf(bw, "faults       %s\n", r.faultLine())
@@ -215,8 +233,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s\t"+format+"\n", append([]any{k}, args...)...) }
 	row("jobs", "%d acknowledged, %d more from batches sent again; %d enqueue retries", r.Enqueued, r.Extra, r.EnqueueRetries)
-	row("ended", "%d done, %d done unconfirmed, %d failed (%d on purpose, %d lease expired, %d attempts spent)",
-		r.Done, r.DoneUnconfirmed, r.Failed, r.FailedOnPurpose, r.FailedLeaseExpired, r.FailedAttemptsSpent)
+	expired := ""
+	if c.Deadlines > 0 {
+		expired = fmt.Sprintf(", %d deadline expired", r.FailedExpired)
+	}
+	row("ended", "%d done, %d done unconfirmed, %d failed (%d on purpose, %d lease expired, %d attempts spent%s)",
+		r.Done, r.DoneUnconfirmed, r.Failed, r.FailedOnPurpose, r.FailedLeaseExpired, r.FailedAttemptsSpent, expired)
 	if c.Workflows > 0 {
 		row("workflows", "%d acknowledged, %d more from sends again; %d succeeded, %d failed on purpose, %d failed by faults, %d stuck; %d join claims, %d join completions; %d WorkflowCheck runs, %d drifts",
 			r.Workflows, r.WorkflowsExtra, r.WorkflowsSucceeded, r.WorkflowsFailedOnPurpose, r.WorkflowsFailedByFaults, r.anomalyCount[AnomalyStuckWorkflow],
@@ -233,6 +255,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if c.Unique > 0 {
 		row("unique", "%d identities ran, %d requests each; %d answered as duplicates; %d identities remade after their job ended",
 			r.UniqueIdentities, c.Unique, r.UniqueDuplicates, r.UniqueRemade)
+	}
+	if c.Deadlines > 0 {
+		row("deadlines", "%s", r.deadlineRow())
 	}
 	row("attempts", "%d claims; %d jobs claimed more than once, at most %d times", r.Attempts, r.Reruns, r.MostAttempts)
 	row("duplicates", "%d jobs ran in two places at once (fenced; %d of the overlaps with the earlier outcome unknown, its process killed), %d succeeded more than once (handlers must be idempotent)", r.Concurrent, r.OverlapUnknown, r.OKTwice)

@@ -253,6 +253,7 @@ func (r *verifier) workerSpec() WorkerSpec {
 	return WorkerSpec{
 		DB: r.workDB, Queue: r.queue, Queues: r.queues, Run: r.id, Concurrency: r.cfg.Concurrency,
 		Lease: r.cfg.Lease, Sweep: r.cfg.Lease / 4, Poll: 100 * time.Millisecond,
+		Deadlines: r.cfg.Deadlines > 0,
 	}
 }
 
@@ -317,6 +318,9 @@ func (r *verifier) run(ctx context.Context) (*Report, error) {
 		return nil, fmt.Errorf("verify: %w", err)
 	}
 	if err := r.setupKeys(ctx); err != nil {
+		return nil, err
+	}
+	if err := r.setupDeadlines(ctx); err != nil {
 		return nil, err
 	}
 	r.prod = newProducer(client, cfg, r.queue, r.id, r.rng(streamWorkload), r.events)
@@ -408,11 +412,13 @@ func (r *verifier) rng(stream uint64) *mrand.Rand { return seeded(r.cfg.Seed, st
 
 // streamWorkload is the stream of the producer's plan (durations,
 // failures); the fault injectors draw from streams 1 to 3; the keyed
-// workload's choice of keys from streamKeys, so that a keyed run plans
-// the same durations and failures as an unkeyed one of the same seed.
+// workload's choice of keys from streamKeys, and the deadline workload's
+// deadlines from streamDeadlines, so that such a run plans the same
+// durations and failures as a plain one of the same seed.
 const (
-	streamWorkload = 0
-	streamKeys     = 4
+	streamWorkload  = 0
+	streamKeys      = 4
+	streamDeadlines = 5
 )
 
 // seeded is a random source of seed for one user (stream): the same seed
@@ -522,6 +528,10 @@ func (r *verifier) finalState(ctx context.Context, recs []*record) (finalState, 
 	if r.cfg.Unique > 0 {
 		fs.unique = &uniqueFinal{identity: r.cfg.identityOf}
 		fs.unique.ackMono, fs.unique.dups = r.prod.uniqueAcks()
+	}
+	if r.cfg.Deadlines > 0 {
+		fs.deadlines = &deadlineFinal{tolerance: r.cfg.ClockTolerance}
+		fs.deadlines.planned, fs.deadlines.givenUp = r.prod.deadlineState()
 	}
 	if fs.stats, err = r.queueStats(ctx); err != nil {
 		return fs, fmt.Errorf("verify: read the queue's counts: %w", err)

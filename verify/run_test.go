@@ -44,6 +44,13 @@ func mustVerify(t *testing.T, cfg Config) *Report {
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	return mustHold(t, cfg, rep)
+}
+
+// mustHold fails t unless every check of rep, the report of a run of
+// cfg, held and its counts add up.
+func mustHold(t *testing.T, cfg Config, rep *Report) *Report {
+	t.Helper()
 	var b strings.Builder
 	if err := rep.WriteTable(&b); err != nil {
 		t.Fatal(err)
@@ -66,6 +73,10 @@ func mustVerify(t *testing.T, cfg Config) *Report {
 	// A request of the unique workload answered with a job already
 	// acknowledged acknowledges no new one.
 	jobs -= rep.UniqueDuplicates
+	// A job of the deadline workload given up before a send (its
+	// deadline passed while its batch was sent again) was never
+	// acknowledged.
+	jobs -= rep.DeadlineGivenUp
 	if rep.Enqueued != jobs {
 		t.Errorf("%d jobs acknowledged, want %d", rep.Enqueued, jobs)
 	}
@@ -265,6 +276,12 @@ func TestConfigRefusals(t *testing.T) {
 		{"negative keys", Config{DB: "memory:", Keys: -1}, "Keys -1 is negative"},
 		{"key limit zero", Config{DB: "memory:", Keys: 10, PerKey: []int{0}}, "a key limit is from 1"},
 		{"key limit twice", Config{DB: "memory:", Keys: 10, PerKey: []int{2, 2}}, "names the limit 2 twice"},
+		{"deadlines over 1", Config{DB: "memory:", Deadlines: 1.5}, "Deadlines 1.5: give the share"},
+		{"deadlines negative", Config{DB: "memory:", Deadlines: -0.1}, "Deadlines -0.1: give the share"},
+		{"deadlines and workflows", Config{DB: "memory:", Deadlines: 0.3, Workflows: 5}, "Deadlines with Workflows, Keys or Unique"},
+		{"deadlines and unique", Config{DB: "memory:", Deadlines: 0.3, Unique: 3}, "Deadlines with Workflows, Keys or Unique"},
+		{"deadlines and skew on sqlite", Config{DB: "sqlite:x.db", Deadlines: 0.3, Faults: []Fault{FaultSkew}, WorkerCommand: cmd}, "skew fault on SQLite"},
+		{"negative clock tolerance", Config{DB: "memory:", ClockTolerance: -time.Second}, "ClockTolerance -1s is negative"},
 		{"fewer keys than queues", Config{DB: "memory:", Keys: 2, PerKey: []int{1, 2}, Ordered: true}, "fewer than the 3 keyed queues"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

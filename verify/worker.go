@@ -51,6 +51,10 @@ type WorkerSpec struct {
 	// Skew shifts every wall-clock reading of the worker: its history's
 	// wall times and, on SQLite, the backend's clock (leases, due times).
 	Skew time.Duration `json:"skew,omitempty"`
+	// Deadlines: the run is the deadline workload, so every claim line
+	// also records when the claim call began and, for a job with a
+	// deadline, the deadline and reserved time the claimed row carries.
+	Deadlines bool `json:"deadlines,omitempty"`
 }
 
 // IsWorker reports whether this process was started by Run as one of its
@@ -164,7 +168,11 @@ func work(ctx context.Context, b backend.Backend, spec WorkerSpec, h *historyWri
 	}
 	reg := jobq.NewRegistry()
 	reg.HandleFunc(JobType, h.handle)
-	w, err := jobq.NewWorker(&recordingBackend{Backend: b, h: h}, reg, jobq.WorkerConfig{
+	rb := &recordingBackend{Backend: b, h: h, deadlines: spec.Deadlines, storeNow: time.Now}
+	if spec.Skew != 0 && schemeOf(spec.DB) == "sqlite" {
+		rb.storeNow = skewedClock(spec.Skew) // the store's clock is the process's
+	}
+	w, err := jobq.NewWorker(rb, reg, jobq.WorkerConfig{
 		Queues:          spec.queues(),
 		Concurrency:     spec.Concurrency,
 		Lease:           spec.Lease,
@@ -255,6 +263,11 @@ func (h *historyWriter) hooks() jobq.WorkerHooks {
 type recordingBackend struct {
 	backend.Backend
 	h *historyWriter
+	// deadlines: record the deadline workload's fields of each claim
+	// (see WorkerSpec.Deadlines), reading the store's clock as this
+	// process does with storeNow.
+	deadlines bool
+	storeNow  func() time.Time
 }
 
 // Unwrap lets jobq find the wrapped backend's capabilities
@@ -262,11 +275,30 @@ type recordingBackend struct {
 func (r *recordingBackend) Unwrap() backend.Backend { return r.Backend }
 
 // JobClaim records each claimed job, with the claim's token, once the
-// claim returned.
+// claim returned. In the deadline workload the line also has c0, when
+// the call began by the store's clock as this process reads it (the
+// store claimed the job later: the earliest the claim can have been),
+// the time the store reserved it by its own clock (rat), and the row's
+// deadline (dl) when it carries one (JobClaim need not fill it in), all
+// in Unix nanoseconds.
 func (r *recordingBackend) JobClaim(ctx context.Context, p backend.ClaimParams) ([]*backend.JobRow, error) {
+	var c0 int64
+	if r.deadlines {
+		c0 = r.storeNow().UnixNano()
+	}
 	rows, err := r.Backend.JobClaim(ctx, p)
 	for _, row := range rows {
-		r.h.write(evClaim, num("job", row.ID), num("att", int64(row.Attempts)), num("tok", row.Token))
+		fields := []field{num("job", row.ID), num("att", int64(row.Attempts)), num("tok", row.Token)}
+		if r.deadlines {
+			fields = append(fields, num("c0", c0))
+			if !row.Deadline.IsZero() {
+				fields = append(fields, num("dl", row.Deadline.UnixNano()))
+			}
+			if !row.ReservedAt.IsZero() {
+				fields = append(fields, num("rat", row.ReservedAt.UnixNano()))
+			}
+		}
+		r.h.write(evClaim, fields...)
 	}
 	return rows, err
 }

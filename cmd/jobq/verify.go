@@ -85,6 +85,16 @@ its job waits, runs or has ended (a duplicate answers the live job's ID; a
 request after it ended makes a new job). The checks then also show that no
 two jobs of one identity were ever live at once.
 
+--deadlines F gives a share F (0 to 1) of the jobs a deadline (jobq.Deadline),
+a third each 50ms to a quarter lease, a quarter lease to two leases, and 10
+to 30 leases ahead, so that the queue's delays and the faults make some
+expire. The checks then also show that no job was claimed after its
+deadline (by the store's reserved time, and by when the worker's claim call
+began, within --clock-tolerance of the store's clock), and that every job
+that expired did so after its deadline, into failed jobs with the deadline
+error, and was never claimed, held or done once expired. A backend without
+deadlines is refused before anything is enqueued.
+
 --workflows N makes the workload N workflows instead of lone jobs: each is
 --fan-out parts (10) and a join that waits for all of them, and 2 % of them
 have a part that fails for good. The checks then also show that every join
@@ -112,6 +122,7 @@ run's failed jobs are purged afterwards unless --keep.`,
   jobq verify --workflows 1000 --faults kill,replay --kill-every 200ms --duration 2m --slow 0
   jobq verify --keys 200 --per-key 1,2 --ordered --faults kill,pause --duration 60s
   jobq verify --unique 4 --jobs 8000 --faults kill,proxy --duration 60s
+  jobq verify --deadlines 0.3 --jobs 8000 --duration 60s
   jobq verify --db memory: --faults none`,
 		Args: exactArgs(0, "no arguments"),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -130,6 +141,8 @@ run's failed jobs are purged afterwards unless --keep.`,
 	fl.IntSliceVar(&c.PerKey, "per-key", nil, "key limits, one queue each (e.g. 1,2), with --keys")
 	fl.BoolVar(&c.Ordered, "ordered", false, "with --keys, an ordered queue too, whose held keys verify replays as an operator would")
 	fl.IntVar(&c.Unique, "unique", 0, "make each job one of this many requests for one identity (its unique key), to check that one job of an identity lives at a time")
+	fl.Float64Var(&c.Deadlines, "deadlines", 0, "give this share (0 to 1) of the jobs a deadline, to check that none is claimed after it and expired ones never run")
+	fl.DurationVar(&c.ClockTolerance, "clock-tolerance", 50*time.Millisecond, "with --deadlines, how far behind the workers' clock the store's may be")
 	fl.IntVar(&c.Procs, "procs", 3, "worker processes (in-process workers on memory:)")
 	fl.IntVar(&c.Concurrency, "concurrency", 10, "jobs each worker runs at once")
 	fl.DurationVar(&c.Duration, "duration", 15*time.Second, "how long the faults go on (jobs are enqueued over the first 80 %)")
@@ -199,6 +212,9 @@ func (f *verifyFlags) check(cmd *cobra.Command) error {
 		case fl.Changed("workflows") || fl.Changed("keys"):
 			return usagef("--unique with --workflows or --keys: the unique workload is lone jobs without keys, so give one of them")
 		}
+	}
+	if err := f.checkDeadlines(cmd); err != nil {
+		return err
 	}
 	for _, d := range []struct {
 		name string
@@ -290,6 +306,28 @@ func (f *verifyFlags) checkKeys(cmd *cobra.Command) error {
 	}
 	if len(c.PerKey) == 0 && !c.Ordered {
 		return usagef("--keys %d needs --per-key (e.g. 1,2), --ordered, or both: the rules of the queues its keys are on", c.Keys)
+	}
+	return nil
+}
+
+// checkDeadlines refuses --deadlines out of range or with a workload it
+// does not go with, and --clock-tolerance without it, naming the flags.
+func (f *verifyFlags) checkDeadlines(cmd *cobra.Command) error {
+	c := &f.cfg
+	fl := cmd.Flags()
+	if !fl.Changed("deadlines") {
+		if fl.Changed("clock-tolerance") {
+			return usagef("--clock-tolerance needs --deadlines: it is the deadline checks' allowance for the store's clock")
+		}
+		return nil
+	}
+	switch {
+	case c.Deadlines <= 0 || c.Deadlines > 1:
+		return usagef("--deadlines %v: give the share of jobs with a deadline, above 0 and at most 1", c.Deadlines)
+	case fl.Changed("workflows") || fl.Changed("keys") || fl.Changed("unique"):
+		return usagef("--deadlines with --workflows, --keys or --unique: the deadline workload is lone jobs, so give one of them")
+	case c.ClockTolerance < 0:
+		return usagef("--clock-tolerance %s is negative", c.ClockTolerance)
 	}
 	return nil
 }

@@ -118,6 +118,15 @@ func TestVerifyKeysInProcess(t *testing.T) {
 	}
 }
 
+func TestVerifyDeadlinesInProcess(t *testing.T) {
+	t.Parallel()
+	r := run(t, "--db", "memory:", "verify", "--faults", "none", "--deadlines", "0.5", "--jobs", "100", "--procs", "2", "--duration", "500ms", "--slow", "0")
+	if r.code() != 0 || !strings.Contains(r.out, "100 jobs, 50 % with a deadline") ||
+		!strings.Contains(r.out, "no claim after the deadline     ok") || !strings.Contains(r.out, "expired jobs never ran after    ok") {
+		t.Fatalf("exit %d (%v)\nstdout:\n%s\nstderr:\n%s", r.code(), r.err, r.out, r.errOut)
+	}
+}
+
 func TestVerifyUsageErrors(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -147,6 +156,11 @@ func TestVerifyUsageErrors(t *testing.T) {
 		{[]string{"verify", "--unique", "3", "--keys", "10", "--ordered"}, "--unique with --workflows or --keys"},
 		{[]string{"--db", "memory:", "verify", "--faults", "none", "--unique", "5000"}, "Unique 5000: use at most 1000"},
 		{[]string{"--db", "memory:", "verify", "--faults", "none", "--keys", "10", "--per-key", "1,1"}, "names the limit 1 twice"},
+		{[]string{"verify", "--deadlines", "0"}, "--deadlines 0: give the share of jobs with a deadline"},
+		{[]string{"verify", "--deadlines", "1.5"}, "--deadlines 1.5: give the share"},
+		{[]string{"verify", "--deadlines", "0.3", "--unique", "3"}, "--deadlines with --workflows, --keys or --unique"},
+		{[]string{"verify", "--clock-tolerance", "1s"}, "--clock-tolerance needs --deadlines"},
+		{[]string{"--db", "sqlite:x.db", "verify", "--deadlines", "0.3", "--faults", "skew"}, "skew fault on SQLite"},
 		{[]string{"verify", "worker"}, "started by jobq verify"},
 		{[]string{"verify", "extra"}, "takes no arguments"},
 	} {

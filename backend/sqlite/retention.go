@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -52,33 +54,94 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 	return &f, nil
 }
 
-// FinishedPrune implements backend.Retainer: one write transaction per
-// chunk, so a large prune never holds the write lock for long.
+// FinishedPrune implements backend.Retainer: one statement per age
+// (backend.PruneAges), one write transaction per chunk, so a large prune
+// never holds the write lock for long.
 func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
 	const op = "prune finished jobs"
 	if err := backend.ValidatePrune(params); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	cutoff := micros(b.now().Add(-params.OlderThan))
+	now := b.now()
 	total := 0
-	for {
-		var n int64
-		err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
-			r, err := tx.ExecContext(ctx, qFinishedPrune, string(params.State), cutoff, backend.ChunkSize)
-			if err != nil {
-				return err
-			}
-			n, err = r.RowsAffected()
-			return err
-		})
+	for _, a := range backend.PruneAges(params) {
+		n, err := b.pruneAge(ctx, op, params.State, a, micros(now.Add(-a.OlderThan)))
+		total += n
 		if err != nil {
 			return total, err
 		}
-		total += int(n)
-		if n < backend.ChunkSize {
-			return total, nil
+	}
+	return total, nil
+}
+
+// pruneAge deletes the jobs of state that a covers and that finished
+// before cutoff, chunk by chunk.
+func (b *Backend) pruneAge(ctx context.Context, op string, state backend.JobState, a backend.PruneAge, cutoff int64) (int, error) {
+	if a.Rest && len(a.Except) == 0 {
+		// Every type: no row to skip, the plain prune.
+		total := 0
+		for {
+			n, err := b.pruneChunk(ctx, op, func(tx *sql.Tx) (int64, error) {
+				r, err := tx.ExecContext(ctx, qFinishedPrune, string(state), cutoff, backend.ChunkSize)
+				if err != nil {
+					return 0, err
+				}
+				return r.RowsAffected()
+			})
+			total += n
+			if err != nil || n < backend.ChunkSize {
+				return total, err
+			}
 		}
 	}
+	query, types := qFinishedPruneTypes, a.Types
+	if a.Rest {
+		query, types = qFinishedPruneExcept, a.Except
+	}
+	list, err := json.Marshal(types)
+	if err != nil {
+		return 0, fmt.Errorf("%s: encode types: %w", op, err)
+	}
+	from := int64(math.MinInt64)
+	total := 0
+	for {
+		n, err := b.pruneChunk(ctx, op, func(tx *sql.Tx) (int64, error) {
+			rows, err := tx.QueryContext(ctx, query, string(state), cutoff, backend.ChunkSize, string(list), from)
+			if err != nil {
+				return 0, err
+			}
+			defer rows.Close()
+			var n int64
+			for rows.Next() {
+				var at int64
+				if err := rows.Scan(&at); err != nil {
+					return n, err
+				}
+				from = max(from, at)
+				n++
+			}
+			return n, rows.Err()
+		})
+		total += n
+		if err != nil || n < backend.ChunkSize {
+			return total, err
+		}
+	}
+}
+
+// pruneChunk runs one chunk of a prune, del, in a write transaction of
+// its own and returns how many it deleted: none when it failed.
+func (b *Backend) pruneChunk(ctx context.Context, op string, del func(*sql.Tx) (int64, error)) (int, error) {
+	var n int64
+	err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
+		var err error
+		n, err = del(tx)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
 }
 
 // JobList implements backend.Retainer on the read connections.

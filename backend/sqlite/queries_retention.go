@@ -71,29 +71,38 @@ const qCancelling = `SELECT id, attempts, claim_token FROM jobs WHERE cancelled_
 const qFinishedPrune = `DELETE FROM finished_jobs WHERE id IN (
 	SELECT id FROM finished_jobs WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)`
 
-// finishedPruneOf frames the prunes of some job types by their own age:
-// ?1 state, ?2 cutoff, ?3 chunk size, ?4 a JSON array of types, ?5 the
-// lowest finished_at to look at. It deletes up to ?3 jobs of ?1 that
-// finished in [?5, ?2) and whose type matches ?4 as the term in between
-// says, the oldest first; RETURNING gives their finished_at, the ?5 of
-// the next chunk. With no index on type the finished_at index is walked
-// and the other types' rows are skipped: the ?5 of each chunk after the
-// first starts past the rows the one before skipped, so a prune reads
-// them once, not once per chunk.
+// finishedPruneScan frames the reads of a prune of some job types by
+// their own age: ?1 state, ?2 cutoff, ?3 chunk size, ?4 a JSON array of
+// types, ?5 the lowest finished_at to look at. It returns id and
+// finished_at of up to ?3 jobs of ?1 that finished in [?5, ?2) and whose
+// type matches ?4 as the term in between says, the oldest first. With no
+// index on type the finished_at index is walked and the other types'
+// rows are skipped: it runs on a read connection, so that the walk never
+// holds the write lock, and the ?5 of each chunk after the first is the
+// latest finished_at of the one before, so a prune reads the skipped rows
+// once, not once per chunk. qFinishedPruneIDs deletes what it found.
 const (
-	finishedPruneOf = `DELETE FROM finished_jobs WHERE id IN (
-	SELECT id FROM finished_jobs WHERE state = ?1 AND finished_at < ?2 AND finished_at >= ?5 AND type `
-	finishedPruneOfEnd = ` IN (SELECT value FROM json_each(?4))
-	ORDER BY finished_at LIMIT ?3)
-RETURNING finished_at`
+	finishedPruneScan = `SELECT id, finished_at FROM finished_jobs
+WHERE state = ?1 AND finished_at < ?2 AND finished_at >= ?5 AND type `
+	finishedPruneScanEnd = ` IN (SELECT value FROM json_each(?4))
+ORDER BY finished_at LIMIT ?3`
 )
 
-// qFinishedPruneTypes: as finishedPruneOf, the jobs of the types in ?4.
-const qFinishedPruneTypes = finishedPruneOf + finishedPruneOfEnd
+// qFinishedPruneTypes: as finishedPruneScan, the jobs of the types in ?4.
+const qFinishedPruneTypes = finishedPruneScan + finishedPruneScanEnd
 
-// qFinishedPruneExcept: as finishedPruneOf, the jobs of every type but
+// qFinishedPruneExcept: as finishedPruneScan, the jobs of every type but
 // those in ?4.
-const qFinishedPruneExcept = finishedPruneOf + `NOT` + finishedPruneOfEnd
+const qFinishedPruneExcept = finishedPruneScan + `NOT` + finishedPruneScanEnd
+
+// qFinishedPruneIDs: ?1 a JSON array of IDs, ?2 state, ?3 cutoff. Deletes
+// the jobs of ?1 that are of ?2 and finished before ?3 (as when
+// qFinishedPruneTypes or qFinishedPruneExcept found them: a kept job
+// changes not, but it may have gone meanwhile); RowsAffected counts them.
+// The unary + keeps the planner from walking finished_jobs_finished_at
+// for the terms that only check each row found by its ID.
+const qFinishedPruneIDs = `DELETE FROM finished_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND +state = ?2 AND +finished_at < ?3`
 
 // qPruneTurn: ?1 holder, ?2 until, ?3 now. Takes the 'prune' turn when
 // nobody holds it, its holder is ?1 or its time ran out; RowsAffected is 1

@@ -56,11 +56,15 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 
 // FinishedPrune implements backend.Retainer: one statement per age
 // (backend.PruneAges), one write transaction per chunk, so a large prune
-// never holds the write lock for long.
+// never holds the write lock for long; a prune by type finds each chunk
+// on a read connection first.
 func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
 	const op = "prune finished jobs"
 	if err := backend.ValidatePrune(params); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := b.checkOpen(op); err != nil {
+		return 0, err
 	}
 	now := b.now()
 	total := 0
@@ -105,28 +109,52 @@ func (b *Backend) pruneAge(ctx context.Context, op string, state backend.JobStat
 	from := int64(math.MinInt64)
 	total := 0
 	for {
+		ids, last, err := b.pruneScan(ctx, op, query, string(state), cutoff, string(list), from)
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		idList, err := json.Marshal(ids)
+		if err != nil {
+			return total, fmt.Errorf("%s: encode IDs: %w", op, err)
+		}
 		n, err := b.pruneChunk(ctx, op, func(tx *sql.Tx) (int64, error) {
-			rows, err := tx.QueryContext(ctx, query, string(state), cutoff, backend.ChunkSize, string(list), from)
+			r, err := tx.ExecContext(ctx, qFinishedPruneIDs, string(idList), string(state), cutoff)
 			if err != nil {
 				return 0, err
 			}
-			defer rows.Close()
-			var n int64
-			for rows.Next() {
-				var at int64
-				if err := rows.Scan(&at); err != nil {
-					return n, err
-				}
-				from = max(from, at)
-				n++
-			}
-			return n, rows.Err()
+			return r.RowsAffected()
 		})
 		total += n
-		if err != nil || n < backend.ChunkSize {
+		if err != nil || len(ids) < backend.ChunkSize {
 			return total, err
 		}
+		from = last
 	}
+}
+
+// pruneScan reads on a read connection the IDs of the next chunk of a
+// prune by type (query: qFinishedPruneTypes or qFinishedPruneExcept), and
+// the latest finished_at among them.
+func (b *Backend) pruneScan(ctx context.Context, op, query, state string, cutoff int64, types string, from int64) ([]int64, int64, error) {
+	rows, err := b.r.QueryContext(ctx, query, state, cutoff, backend.ChunkSize, types, from)
+	if err != nil {
+		return nil, 0, b.mapErr(ctx, op, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	last := from
+	for rows.Next() {
+		var id, at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, 0, b.mapErr(ctx, op, err)
+		}
+		ids = append(ids, id)
+		last = max(last, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, b.mapErr(ctx, op, err)
+	}
+	return ids, last, nil
 }
 
 // pruneChunk runs one chunk of a prune, del, in a write transaction of

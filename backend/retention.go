@@ -1,8 +1,10 @@
 package backend
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -21,8 +23,9 @@ type Retainer interface {
 	FinishedList(ctx context.Context, params FinishedListParams) ([]*FinishedJob, error)
 
 	// FinishedPrune deletes the finished jobs of params.State that finished
-	// more than params.OlderThan ago by the backend's clock, in chunks of
-	// at most ChunkSize per transaction, and returns how many.
+	// more than their age ago by the backend's clock (params.Types' age for
+	// a type it names, params.OlderThan for the others; see PruneAgeOf),
+	// in chunks of at most ChunkSize per transaction, and returns how many.
 	FinishedPrune(ctx context.Context, params FinishedPruneParams) (int, error)
 
 	// JobList lists live jobs of params.State (pending: due now,
@@ -95,8 +98,64 @@ type JobListParams struct {
 
 // FinishedPruneParams selects finished jobs to delete.
 type FinishedPruneParams struct {
-	State     JobState      // StateCompleted or StateCancelled
-	OlderThan time.Duration // > 0
+	State JobState // StateCompleted or StateCancelled
+	// OlderThan is the age past which the jobs of every type Types does
+	// not name are deleted: > 0, or 0 with Types set to prune only the
+	// types it names.
+	OlderThan time.Duration
+	// Types gives some job types an age of their own (> 0), longer or
+	// shorter than OlderThan, so that a prune keeps each type as long as
+	// its retention says. Completed jobs only: retention per type is of
+	// completed jobs.
+	Types map[string]time.Duration
+}
+
+// PruneAgeOf is the age past which p deletes the finished jobs of type
+// typ: its own in p.Types, else p.OlderThan; 0 keeps them.
+func PruneAgeOf(p FinishedPruneParams, typ string) time.Duration {
+	if d, ok := p.Types[typ]; ok {
+		return d
+	}
+	return p.OlderThan
+}
+
+// PruneAge is one age of a prune and the jobs it applies to: those of
+// Types or, with Rest, of every type but Except. A backend deletes each
+// PruneAge's jobs with one statement of its own (PruneAges).
+type PruneAge struct {
+	OlderThan time.Duration
+	Types     []string // the types of this age, sorted; nil with Rest
+	Rest      bool     // every type Except does not name
+	Except    []string // with Rest: the types of the other ages, sorted
+}
+
+// PruneAges splits a valid FinishedPruneParams into one PruneAge per
+// distinct age, shortest first: the types of p.Types sharing an age are
+// one, and the others go with p.OlderThan's (Rest), which a type of
+// p.Types of that same age joins too, so Except names only the types
+// given another age. Without p.Types it is OlderThan's alone, Except
+// empty: the prune of before per-type ages.
+func PruneAges(p FinishedPruneParams) []PruneAge {
+	byAge := map[time.Duration][]string{}
+	var except []string
+	for typ, d := range p.Types {
+		if d == p.OlderThan {
+			continue
+		}
+		byAge[d] = append(byAge[d], typ)
+		except = append(except, typ)
+	}
+	out := make([]PruneAge, 0, len(byAge)+1)
+	for d, types := range byAge {
+		slices.Sort(types)
+		out = append(out, PruneAge{OlderThan: d, Types: types})
+	}
+	if p.OlderThan > 0 {
+		slices.Sort(except)
+		out = append(out, PruneAge{OlderThan: p.OlderThan, Rest: true, Except: except})
+	}
+	slices.SortFunc(out, func(x, y PruneAge) int { return cmp.Compare(x.OlderThan, y.OlderThan) })
+	return out
 }
 
 // ValidateJobFilter refuses a time range that ends before it starts.
@@ -121,8 +180,19 @@ func ValidatePrune(p FinishedPruneParams) error {
 	if err := ValidateKeptState(p.State); err != nil {
 		return err
 	}
-	if p.OlderThan <= 0 {
+	if p.OlderThan < 0 || p.OlderThan == 0 && len(p.Types) == 0 {
 		return &InputError{Field: "older than", Reason: fmt.Sprintf("%s: must be positive", p.OlderThan)}
+	}
+	if len(p.Types) > 0 && p.State != StateCompleted {
+		return &InputError{Field: "types", Reason: fmt.Sprintf("ages per type prune completed jobs only, not %s", p.State)}
+	}
+	for typ, d := range p.Types {
+		if r := typeProblem(typ); r != "" {
+			return &InputError{Field: "types", Reason: fmt.Sprintf("type %q: %s", typ, r)}
+		}
+		if d <= 0 {
+			return &InputError{Field: "types", Reason: fmt.Sprintf("type %q: age %s must be positive", typ, d)}
+		}
 	}
 	return nil
 }

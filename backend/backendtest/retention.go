@@ -10,7 +10,8 @@ import (
 
 // testRetention: backend.Retainer. Done outcomes with Keep are kept as
 // completed with the job's fields, listed newest first with filters and
-// paging, and pruned by age; without Keep nothing is kept. Live jobs are
+// paging, and pruned by age, each type by its own when the prune gives
+// one; without Keep nothing is kept. Live jobs are
 // listed by state. One holder at a time has the prune turn. Backends
 // without the capability skip it.
 func testRetention(t *testing.T, h Harness) {
@@ -136,6 +137,80 @@ func testRetention(t *testing.T, h Harness) {
 		}
 		_, err = r.FinishedPrune(t.Context(), backend.FinishedPruneParams{State: backend.StateCompleted})
 		wantInvalid(t, err, "older than")
+	})
+
+	parallel(t, h, "PruneByType", func(t *testing.T, b backend.Backend) {
+		r := retainer(t, b)
+		c, _ := b.(backend.Canceller)
+		// An old and a recent completed job of each type; the recent
+		// ones are younger than every age below, so they all stay. The
+		// cut leaves a loaded machine room, as in Prune.
+		const cut = 5 * time.Second
+		types := []string{"a", "b", "c", "d"}
+		old := map[string]int64{}
+		for _, typ := range types {
+			old[typ] = insertOne(t, b, job("k", typ))
+			completeFresh(t, b, keepDone(claimOne(t, b, "k").Ref()))
+		}
+		var oldCancelled int64
+		if c != nil {
+			oldCancelled = insertOne(t, b, job("k", "a"))
+			wantCancel(t, c, []int64{oldCancelled}, backend.CancelCancelled)
+		}
+		time.Sleep(cut + 500*time.Millisecond)
+		var recent []int64
+		for _, typ := range types {
+			recent = append(recent, insertOne(t, b, job("k", typ)))
+			completeFresh(t, b, keepDone(claimOne(t, b, "k").Ref()))
+		}
+		left := append([]int64{old["a"], old["b"], old["c"], old["d"]}, recent...)
+		for _, s := range []struct {
+			name   string
+			params backend.FinishedPruneParams
+			gone   string // the type whose old job goes
+		}{
+			// OlderThan 0: only the types named are pruned.
+			{"only a", backend.FinishedPruneParams{Types: map[string]time.Duration{"a": cut}}, "a"},
+			// A type shorter than the others: c and d are kept an hour.
+			{"b shorter", backend.FinishedPruneParams{OlderThan: time.Hour, Types: map[string]time.Duration{"b": cut}}, "b"},
+			// A type longer than the others: d is kept an hour.
+			{"d longer", backend.FinishedPruneParams{OlderThan: cut, Types: map[string]time.Duration{"d": time.Hour}}, "c"},
+			// Without ages per type, every type by OlderThan (on Redis:
+			// the jobs an earlier prune indexed by type too).
+			{"all", backend.FinishedPruneParams{OlderThan: cut}, "d"},
+		} {
+			s.params.State = backend.StateCompleted
+			n, err := r.FinishedPrune(t.Context(), s.params)
+			if err != nil || n != 1 {
+				t.Fatalf("%s: FinishedPrune(%+v) = %d, %v; want 1", s.name, s.params, n, err)
+			}
+			left = slices.DeleteFunc(left, func(id int64) bool { return id == old[s.gone] })
+			got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted}))
+			slices.Sort(got)
+			if !slices.Equal(got, left) {
+				t.Fatalf("%s: completed after prune = %v, want %v (the old %s job gone)", s.name, got, left, s.gone)
+			}
+		}
+		if c != nil {
+			// Ages per type are of completed jobs: the old cancelled job
+			// of type a stays.
+			wantFinished(t, r, backend.StateCancelled, oldCancelled)
+		}
+		for _, bad := range []struct {
+			params backend.FinishedPruneParams
+			field  string
+		}{
+			{backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: cut, Types: map[string]time.Duration{"a": cut}}, "types"},
+			{backend.FinishedPruneParams{State: backend.StateCompleted, Types: map[string]time.Duration{"a": 0}}, "types"},
+			{backend.FinishedPruneParams{State: backend.StateCompleted, Types: map[string]time.Duration{"": cut}}, "types"},
+			{backend.FinishedPruneParams{State: backend.StateCompleted, OlderThan: -cut, Types: map[string]time.Duration{"a": cut}}, "older than"},
+		} {
+			_, err := r.FinishedPrune(t.Context(), bad.params)
+			wantInvalid(t, err, bad.field)
+		}
+		if got := finishedIDs(finishedList(t, r, backend.FinishedListParams{State: backend.StateCompleted})); len(got) != len(recent) {
+			t.Fatalf("completed after refused prunes = %v, want %v", got, recent)
+		}
 	})
 
 	parallel(t, h, "JobList", func(t *testing.T, b backend.Backend) {

@@ -59,10 +59,13 @@ func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPrun
 		return 0, err
 	}
 	defer b.mu.Unlock()
-	cutoff := b.now().Add(-params.OlderThan)
+	now := b.now()
 	n := 0
 	for id, f := range b.finished {
-		if f.State == params.State && f.FinishedAt.Before(cutoff) {
+		if f.State != params.State {
+			continue
+		}
+		if age := backend.PruneAgeOf(params, f.Type); age > 0 && f.FinishedAt.Before(now.Add(-age)) {
 			delete(b.finished, id)
 			n++
 		}

@@ -208,19 +208,58 @@ func scanFinished(row pgx.CollectableRow) (*backend.FinishedJob, error) {
 	return &f, nil
 }
 
-// FinishedPrune implements backend.Retainer, one chunk per statement.
+// FinishedPrune implements backend.Retainer: one statement per age
+// (backend.PruneAges), one chunk per statement.
 func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
 	const op = "prune finished jobs"
 	if err := backend.ValidatePrune(params); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
 	total := 0
+	for _, a := range backend.PruneAges(params) {
+		n, err := b.pruneAge(ctx, op, params.State, a)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// pruneAge deletes the jobs of state that a covers and that finished
+// more than a.OlderThan ago, chunk by chunk.
+func (b *Backend) pruneAge(ctx context.Context, op string, state backend.JobState, a backend.PruneAge) (int, error) {
+	older := micros(a.OlderThan)
+	if a.Rest && len(a.Except) == 0 {
+		// Every type: no row to skip, the plain prune.
+		total := 0
+		for {
+			var n int64
+			err := b.do(ctx, op, func(ctx context.Context) error {
+				tag, err := b.pool.Exec(ctx, b.rq.finishedPrune, string(state), older, backend.ChunkSize)
+				n = tag.RowsAffected()
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			total += int(n)
+			if n < backend.ChunkSize {
+				return total, nil
+			}
+		}
+	}
+	query, types := b.rq.finishedPruneTypes, a.Types
+	if a.Rest {
+		query, types = b.rq.finishedPruneExcept, a.Except
+	}
+	from := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	total := 0
 	for {
 		var n int64
+		var last pgtype.Timestamptz
 		err := b.do(ctx, op, func(ctx context.Context) error {
-			tag, err := b.pool.Exec(ctx, b.rq.finishedPrune, string(params.State), micros(params.OlderThan), backend.ChunkSize)
-			n = tag.RowsAffected()
-			return err
+			return b.pool.QueryRow(ctx, query, string(state), older, backend.ChunkSize, types, from).Scan(&n, &last)
 		})
 		if err != nil {
 			return total, err
@@ -229,6 +268,7 @@ func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPrun
 		if n < backend.ChunkSize {
 			return total, nil
 		}
+		from = last
 	}
 }
 

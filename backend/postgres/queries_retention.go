@@ -232,6 +232,41 @@ WITH sel AS (
 )
 DELETE FROM {schema}.finished_jobs f USING sel WHERE f.id = sel.id`
 
+// finishedPruneOf frames the prunes of some job types by their own age:
+// up to $3 finished jobs of state $1 that finished more than $2
+// microseconds ago by the database clock, at or after $5, and whose type
+// matches $4 as the term after it says, the oldest first.
+//
+//	$1 state text, $2 older_than_us bigint, $3 limit int, $4 types
+//	text[], $5 from timestamptz
+//
+// Returns one row: how many it deleted and the latest finished_at of
+// them (NULL for none), the $5 of the next chunk. With no index on type
+// the finished_at index is walked and the other types' rows are skipped:
+// the $5 of each chunk after the first starts past the rows the one
+// before skipped, so a prune reads them once, not once per chunk.
+const (
+	finishedPruneOf = `
+WITH sel AS (
+	SELECT id FROM {schema}.finished_jobs
+	WHERE state = $1 AND finished_at < now() - $2::bigint * interval '1 microsecond'
+	  AND finished_at >= $5::timestamptz AND `
+	finishedPruneOfEnd = `
+	ORDER BY finished_at
+	LIMIT $3
+), del AS (
+	DELETE FROM {schema}.finished_jobs f USING sel WHERE f.id = sel.id RETURNING f.finished_at
+)
+SELECT count(*), max(finished_at) FROM del`
+)
+
+// sqlFinishedPruneTypes: as finishedPruneOf, the jobs of the types in $4.
+const sqlFinishedPruneTypes = finishedPruneOf + `type = ANY($4::text[])` + finishedPruneOfEnd
+
+// sqlFinishedPruneExcept: as finishedPruneOf, the jobs of every type but
+// those in $4.
+const sqlFinishedPruneExcept = finishedPruneOf + `type <> ALL($4::text[])` + finishedPruneOfEnd
+
 // sqlPruneTurn takes the 'prune' turn for $1 until $2 microseconds from
 // now, when nobody holds it, $1 does, or its time ran out.
 //
@@ -248,19 +283,22 @@ WHERE jobq_turns.holder = excluded.holder OR jobq_turns.until <= now()`
 type retQueries struct {
 	completeKeep, finishCancelled, sweepCancelled, cancel, cancelling string
 	finishedList, jobList, finishedPrune, pruneTurn                   string
+	finishedPruneTypes, finishedPruneExcept                           string
 }
 
 func newRetQueries(schema string) retQueries {
 	r := strings.NewReplacer("{schema}", quoteIdent(schema))
 	return retQueries{
-		completeKeep:    r.Replace(sqlCompleteKeep),
-		finishCancelled: r.Replace(sqlFinishCancelled),
-		sweepCancelled:  r.Replace(sqlSweepCancelled),
-		cancel:          r.Replace(sqlCancel),
-		cancelling:      r.Replace(sqlCancelling),
-		finishedList:    r.Replace(sqlFinishedList),
-		jobList:         r.Replace(sqlJobList),
-		finishedPrune:   r.Replace(sqlFinishedPrune),
-		pruneTurn:       r.Replace(sqlPruneTurn),
+		completeKeep:        r.Replace(sqlCompleteKeep),
+		finishCancelled:     r.Replace(sqlFinishCancelled),
+		sweepCancelled:      r.Replace(sqlSweepCancelled),
+		cancel:              r.Replace(sqlCancel),
+		cancelling:          r.Replace(sqlCancelling),
+		finishedList:        r.Replace(sqlFinishedList),
+		jobList:             r.Replace(sqlJobList),
+		finishedPrune:       r.Replace(sqlFinishedPrune),
+		finishedPruneTypes:  r.Replace(sqlFinishedPruneTypes),
+		finishedPruneExcept: r.Replace(sqlFinishedPruneExcept),
+		pruneTurn:           r.Replace(sqlPruneTurn),
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"time"
@@ -13,6 +14,10 @@ import (
 )
 
 var _ backend.Retainer = (*Backend)(nil)
+
+// scriptPruneCompleted prunes completed jobs, each type by its age (see
+// the script in scripts.lua); declared here, beside its one caller.
+var scriptPruneCompleted = mustScript("prunecompleted", "completed", "completedAt", "finishedPrefix", "base")
 
 // listQueues is the queues a list filtered by queue looks at.
 func (b *Backend) listQueues(ctx context.Context, queue string) ([]string, error) {
@@ -111,7 +116,10 @@ func (b *Backend) finishedList(ctx context.Context, params backend.FinishedListP
 }
 
 // FinishedPrune implements backend.Retainer: per queue, chunks of
-// backend.ChunkSize until none is left.
+// backend.ChunkSize until none is left. Completed jobs are pruned by the
+// script "prunecompleted" whether or not params gives ages per type, so
+// that the jobs an earlier prune by type moved to their type's zset are
+// pruned all the same.
 func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
 	const op = "prune finished jobs"
 	if err := b.begin(op); err != nil {
@@ -129,26 +137,52 @@ func (b *Backend) finishedPrune(ctx context.Context, params backend.FinishedPrun
 	if err != nil {
 		return 0, err
 	}
-	older := strconv.FormatInt(microsCeil(params.OlderThan), 10)
+	s, args := scriptPruneFinished, []any{ageMicros(params.OlderThan), backend.ChunkSize, string(params.State)}
+	if params.State == backend.StateCompleted {
+		s, args = scriptPruneCompleted, []any{ageMicros(params.OlderThan), backend.ChunkSize}
+		for _, typ := range slices.Sorted(maps.Keys(params.Types)) {
+			args = append(args, typ, ageMicros(params.Types[typ]))
+		}
+	}
 	total := 0
 	for _, name := range queues {
 		q := b.keys.queue(name)
 		for {
-			res, err := scriptPruneFinished.eval(ctx, b.c, scriptPruneFinished.keysOf(q), []any{older, backend.ChunkSize, string(params.State)})
+			res, err := s.eval(ctx, b.c, s.keysOf(q), args)
 			if err != nil {
 				return total, err
 			}
-			n, err := asInt(res)
+			n, read, err := pruneReply(s, res)
 			if err != nil {
 				return total, err
 			}
-			total += int(n)
-			if n < backend.ChunkSize {
+			total += n
+			if read < backend.ChunkSize {
 				break
 			}
 		}
 	}
 	return total, nil
+}
+
+// ageMicros is an age for a prune script: whole µs, rounded up, so that
+// a job is never deleted before its age is up.
+func ageMicros(d time.Duration) string { return strconv.FormatInt(microsCeil(d), 10) }
+
+// pruneReply reads a prune script's reply: how many jobs it deleted and
+// how many it read (fewer than backend.ChunkSize: none left).
+func pruneReply(s *luaScript, res any) (deleted, read int, err error) {
+	if s != scriptPruneCompleted {
+		n, err := asInt(res)
+		return int(n), int(n), err
+	}
+	v, err := asSlice(res)
+	if err != nil || len(v) != 2 {
+		return 0, 0, fmt.Errorf("prune completed jobs: unexpected reply")
+	}
+	f := fields{v: v}
+	deleted, read = f.int(0), f.int(1)
+	return deleted, read, f.err
 }
 
 // JobList implements backend.Retainer: per queue, a script picks the IDs

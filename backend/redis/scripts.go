@@ -90,7 +90,7 @@ var allLuaScripts = []*luaScript{
 	scriptFailedIdx,
 	scriptPurgeScan, scriptPurge, scriptReplay, scriptUReserve, scriptUSteal, scriptURelease,
 	scriptQCtl,
-	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptTurn,
+	scriptCancel, scriptCancelling, scriptFinishedScan, scriptJobList, scriptPruneFinished, scriptPruneCompleted, scriptTurn,
 	scriptSchedule, scriptTick, scriptTickMove, scriptQKeys, scriptKeyList, scriptReKey,
 	// workflow_scripts.go
 	scriptWfInsert, scriptWfCancel, scriptWfGet, scriptWfList, scriptWfDeps, scriptWfStats,

@@ -75,7 +75,8 @@
 --   completed      P:{Q}:kc       zset: kept completed jobs: score 0,
 --                  member the ID (so they list in ID order)
 --   completedAt    P:{Q}:kct      zset: the same jobs by finish time (µs),
---                  for pruning
+--                  for pruning, but those a prune by type moved to their
+--                  type's zset (see below the keyed jobs' keys)
 --   cancelled      P:{Q}:kx       zset: kept cancelled jobs, as completed
 --   cancelledAt    P:{Q}:kxt      zset: the same jobs by finish time (µs)
 --   finishedPrefix P:{Q}:y:       as jobPrefix, for the kept finished jobs:
@@ -145,6 +146,16 @@
 --                   lowest is an ordered key's head)
 --   P:{Q}:Kf:<key>  zset: the key's failed jobs, score 0, member the job
 --                   ID (their lowest holds a held key)
+-- Kept completed jobs a prune gave an age per type (backend.
+-- FinishedPruneParams.Types) have keys of their own too, which the script
+-- "prunecompleted" alone builds, from base, and alone reads and writes:
+--   P:{Q}:kct:<type>  zset: kept completed jobs of one type by finish
+--                     time (µs), as completedAt: those a prune took out of
+--                     completedAt before their age was up
+--   P:{Q}:kcn         set: the types that have such a zset
+-- A layout-9 build that prunes by one age reads completedAt alone, and
+-- leaves the jobs of these zsets to a build that reads them: nothing else
+-- changes (completed still lists every kept job), so the layout stands.
 -- Every per-queue script touches only keys of one queue, all tagged {Q},
 -- so each runs in one Cluster slot.
 --
@@ -2418,7 +2429,8 @@ return out
 --- script: prunefinished
 -- Deletes up to limit kept finished jobs of one queue and state that
 -- finished more than a given time ago (Redis clock). It is given the sets
--- of both states, as finishedscan.
+-- of both states, as finishedscan, but the Go code prunes completed jobs
+-- with "prunecompleted", which also reads the zsets per type.
 -- KEYS[1] completed  KEYS[2] completedAt  KEYS[3] cancelled
 --   KEYS[4] cancelledAt  KEYS[5] finishedPrefix
 -- ARGV[1] older than µs  ARGV[2] limit  ARGV[3] state ('completed' or
@@ -2432,6 +2444,76 @@ for i = 1, #ids do redis.call('DEL', KEYS[5] .. ids[i]) end
 zrem(byid, ids)
 zrem(bytime, ids)
 return #ids
+
+--- script: prunecompleted
+-- Deletes up to limit kept completed jobs of one queue that finished more
+-- than their type's age ago (Redis clock), each type by its own. The
+-- prune by type stays O(jobs it reads), each read once: what completedAt
+-- holds past the shortest age is deleted, or, when its type's age is not
+-- up, moved to its type's zset (P:{Q}:kct:<type>, see the key legend),
+-- where it is read again only once its own age is up. A job is moved at
+-- most once, by the first prune that finds it past the shortest age.
+-- KEYS[1] completed  KEYS[2] completedAt  KEYS[3] finishedPrefix
+--   KEYS[4] base
+-- ARGV[1] the age µs of the types ARGV does not name ('0': kept)
+--   ARGV[2] limit  ARGV[3..] pairs: a type, its age µs (> 0)
+-- Returns {how many it deleted, how many jobs it read}: fewer read than
+--   limit when nothing is left to prune.
+local now = now_us()
+local rest, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
+local ages, shortest = {}, nil
+if rest > 0 then shortest = rest end
+for i = 3, #ARGV, 2 do
+  local a = tonumber(ARGV[i + 1])
+  ages[ARGV[i]] = a
+  if not shortest or a < shortest then shortest = a end
+end
+local typed = next(ages) ~= nil
+local bytype, types = KEYS[4] .. 'kct:', KEYS[4] .. 'kcn'
+local deleted, read = 0, 0
+if shortest then
+  local got = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(' .. n2s(now - shortest), 'WITHSCORES', 'LIMIT', 0, limit)
+  local out, unlisted = {}, {}
+  for i = 1, #got, 2 do
+    local id, fa = got[i], got[i + 1]
+    out[#out + 1] = id
+    -- Without ages per type, every job read is past the one age.
+    local t = nil
+    if typed then t = rtype(redis.call('HGET', KEYS[3] .. id, 'd') or '') end
+    local a = rest
+    if t then a = ages[t] or rest end
+    if not typed or (t and a > 0 and tonumber(fa) < now - a) then
+      redis.call('DEL', KEYS[3] .. id)
+      unlisted[#unlisted + 1] = id
+      deleted = deleted + 1
+    elseif t then
+      redis.call('ZADD', bytype .. t, fa, id)
+      redis.call('SADD', types, t)
+    else
+      unlisted[#unlisted + 1] = id -- no record: only its entries were left
+    end
+  end
+  read = #out
+  zrem(KEYS[2], out)
+  zrem(KEYS[1], unlisted)
+end
+if read < limit then
+  local ts = redis.call('SMEMBERS', types)
+  for _, t in ipairs(ts) do
+    local a = ages[t] or rest
+    if a > 0 and read < limit then
+      local k = bytype .. t
+      local ids = redis.call('ZRANGEBYSCORE', k, '-inf', '(' .. n2s(now - a), 'LIMIT', 0, limit - read)
+      for i = 1, #ids do redis.call('DEL', KEYS[3] .. ids[i]) end
+      zrem(KEYS[1], ids)
+      zrem(k, ids)
+      read = read + #ids
+      deleted = deleted + #ids
+      if redis.call('EXISTS', k) == 0 then redis.call('SREM', types, t) end
+    end
+  end
+end
+return { deleted, read }
 
 --- script: turn
 -- Takes or renews a turn (the prune turn): the holder keeps it while it

@@ -126,6 +126,8 @@ func TestScriptKeysOneSlot(t *testing.T) {
 	must(err)
 	_, err = b.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: time.Hour})
 	must(err)
+	_, err = b.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCompleted, Types: map[string]time.Duration{"t": time.Hour}})
+	must(err)
 	_, err = b.PruneTurn(ctx, "me", time.Minute)
 	must(err)
 	def := backend.ScheduleDef{Name: "s", Spec: "@every 1s", Queue: "a", Type: "t"}

@@ -28,11 +28,16 @@ func TestRetentionQueryPlans(t *testing.T) {
 	}{
 		{"cancel poll", qCancelling, nil, "USING INDEX jobs_cancelling"},
 		{"prune", qFinishedPrune, []any{"completed", now, 1000}, "INDEX finished_jobs_finished_at (state=? AND finished_at<?)"},
+		{"prune types", qFinishedPruneTypes, []any{"completed", now, 1000, `["a"]`, int64(0)}, "INDEX finished_jobs_finished_at (state=? AND finished_at>? AND finished_at<?)"},
+		{"prune by IDs", qFinishedPruneIDs, []any{`[1, 2]`, "completed", now}, "USING INTEGER PRIMARY KEY (rowid=?)"},
+		{"prune except", qFinishedPruneExcept, []any{"completed", now, 1000, `["a"]`, int64(0)}, "INDEX finished_jobs_finished_at (state=? AND finished_at>? AND finished_at<?)"},
 		{"failed by job", qFailedByJob, []any{int64(1)}, "INDEX failed_jobs_job_id (job_id=?)"},
 		{"finished list", finishedListSQL(where, false), append(args, 100), "INDEX finished_jobs_state (state=?)"},
 	} {
 		plan := queryPlan(t, b, c.query, c.args...)
-		if !strings.Contains(plan, c.want) || strings.Contains(plan, "SCAN finished_jobs\n") {
+		// A temporary B-tree would sort every candidate of a prune by
+		// type: the index gives their order.
+		if !strings.Contains(plan, c.want) || strings.Contains(plan, "SCAN finished_jobs\n") || strings.Contains(plan, "TEMP B-TREE") {
 			t.Errorf("%s: plan\n%s\nwant %q", c.name, plan, c.want)
 		}
 	}

@@ -71,6 +71,39 @@ const qCancelling = `SELECT id, attempts, claim_token FROM jobs WHERE cancelled_
 const qFinishedPrune = `DELETE FROM finished_jobs WHERE id IN (
 	SELECT id FROM finished_jobs WHERE state = ?1 AND finished_at < ?2 LIMIT ?3)`
 
+// finishedPruneScan frames the reads of a prune of some job types by
+// their own age: ?1 state, ?2 cutoff, ?3 chunk size, ?4 a JSON array of
+// types, ?5 the lowest finished_at to look at. It returns id and
+// finished_at of up to ?3 jobs of ?1 that finished in [?5, ?2) and whose
+// type matches ?4 as the term in between says, the oldest first. With no
+// index on type the finished_at index is walked and the other types'
+// rows are skipped: it runs on a read connection, so that the walk never
+// holds the write lock, and the ?5 of each chunk after the first is the
+// latest finished_at of the one before, so a prune reads the skipped rows
+// once, not once per chunk. qFinishedPruneIDs deletes what it found.
+const (
+	finishedPruneScan = `SELECT id, finished_at FROM finished_jobs
+WHERE state = ?1 AND finished_at < ?2 AND finished_at >= ?5 AND type `
+	finishedPruneScanEnd = ` IN (SELECT value FROM json_each(?4))
+ORDER BY finished_at LIMIT ?3`
+)
+
+// qFinishedPruneTypes: as finishedPruneScan, the jobs of the types in ?4.
+const qFinishedPruneTypes = finishedPruneScan + finishedPruneScanEnd
+
+// qFinishedPruneExcept: as finishedPruneScan, the jobs of every type but
+// those in ?4.
+const qFinishedPruneExcept = finishedPruneScan + `NOT` + finishedPruneScanEnd
+
+// qFinishedPruneIDs: ?1 a JSON array of IDs, ?2 state, ?3 cutoff. Deletes
+// the jobs of ?1 that are of ?2 and finished before ?3 (as when
+// qFinishedPruneTypes or qFinishedPruneExcept found them: a kept job
+// changes not, but it may have gone meanwhile); RowsAffected counts them.
+// The unary + keeps the planner from walking finished_jobs_finished_at
+// for the terms that only check each row found by its ID.
+const qFinishedPruneIDs = `DELETE FROM finished_jobs
+WHERE id IN (SELECT value FROM json_each(?1)) AND +state = ?2 AND +finished_at < ?3`
+
 // qPruneTurn: ?1 holder, ?2 until, ?3 now. Takes the 'prune' turn when
 // nobody holds it, its holder is ?1 or its time ran out; RowsAffected is 1
 // when ?1 has it.

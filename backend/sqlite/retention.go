@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jobq/jobq/backend"
@@ -52,33 +54,122 @@ func scanFinished(s scanner) (*backend.FinishedJob, error) {
 	return &f, nil
 }
 
-// FinishedPrune implements backend.Retainer: one write transaction per
-// chunk, so a large prune never holds the write lock for long.
+// FinishedPrune implements backend.Retainer: one statement per age
+// (backend.PruneAges), one write transaction per chunk, so a large prune
+// never holds the write lock for long; a prune by type finds each chunk
+// on a read connection first.
 func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPruneParams) (int, error) {
 	const op = "prune finished jobs"
 	if err := backend.ValidatePrune(params); err != nil {
 		return 0, fmt.Errorf("%s: %w", op, err)
 	}
-	cutoff := micros(b.now().Add(-params.OlderThan))
+	if err := b.checkOpen(op); err != nil {
+		return 0, err
+	}
+	now := b.now()
 	total := 0
-	for {
-		var n int64
-		err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
-			r, err := tx.ExecContext(ctx, qFinishedPrune, string(params.State), cutoff, backend.ChunkSize)
-			if err != nil {
-				return err
-			}
-			n, err = r.RowsAffected()
-			return err
-		})
+	for _, a := range backend.PruneAges(params) {
+		n, err := b.pruneAge(ctx, op, params.State, a, micros(now.Add(-a.OlderThan)))
+		total += n
 		if err != nil {
 			return total, err
 		}
-		total += int(n)
-		if n < backend.ChunkSize {
-			return total, nil
+	}
+	return total, nil
+}
+
+// pruneAge deletes the jobs of state that a covers and that finished
+// before cutoff, chunk by chunk.
+func (b *Backend) pruneAge(ctx context.Context, op string, state backend.JobState, a backend.PruneAge, cutoff int64) (int, error) {
+	if a.Rest && len(a.Except) == 0 {
+		// Every type: no row to skip, the plain prune.
+		total := 0
+		for {
+			n, err := b.pruneChunk(ctx, op, func(tx *sql.Tx) (int64, error) {
+				r, err := tx.ExecContext(ctx, qFinishedPrune, string(state), cutoff, backend.ChunkSize)
+				if err != nil {
+					return 0, err
+				}
+				return r.RowsAffected()
+			})
+			total += n
+			if err != nil || n < backend.ChunkSize {
+				return total, err
+			}
 		}
 	}
+	query, types := qFinishedPruneTypes, a.Types
+	if a.Rest {
+		query, types = qFinishedPruneExcept, a.Except
+	}
+	list, err := json.Marshal(types)
+	if err != nil {
+		return 0, fmt.Errorf("%s: encode types: %w", op, err)
+	}
+	from := int64(math.MinInt64)
+	total := 0
+	for {
+		ids, last, err := b.pruneScan(ctx, op, query, string(state), cutoff, string(list), from)
+		if err != nil || len(ids) == 0 {
+			return total, err
+		}
+		idList, err := json.Marshal(ids)
+		if err != nil {
+			return total, fmt.Errorf("%s: encode IDs: %w", op, err)
+		}
+		n, err := b.pruneChunk(ctx, op, func(tx *sql.Tx) (int64, error) {
+			r, err := tx.ExecContext(ctx, qFinishedPruneIDs, string(idList), string(state), cutoff)
+			if err != nil {
+				return 0, err
+			}
+			return r.RowsAffected()
+		})
+		total += n
+		if err != nil || len(ids) < backend.ChunkSize {
+			return total, err
+		}
+		from = last
+	}
+}
+
+// pruneScan reads on a read connection the IDs of the next chunk of a
+// prune by type (query: qFinishedPruneTypes or qFinishedPruneExcept), and
+// the latest finished_at among them.
+func (b *Backend) pruneScan(ctx context.Context, op, query, state string, cutoff int64, types string, from int64) ([]int64, int64, error) {
+	rows, err := b.r.QueryContext(ctx, query, state, cutoff, backend.ChunkSize, types, from)
+	if err != nil {
+		return nil, 0, b.mapErr(ctx, op, err)
+	}
+	defer rows.Close()
+	var ids []int64
+	last := from
+	for rows.Next() {
+		var id, at int64
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, 0, b.mapErr(ctx, op, err)
+		}
+		ids = append(ids, id)
+		last = max(last, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, b.mapErr(ctx, op, err)
+	}
+	return ids, last, nil
+}
+
+// pruneChunk runs one chunk of a prune, del, in a write transaction of
+// its own and returns how many it deleted: none when it failed.
+func (b *Backend) pruneChunk(ctx context.Context, op string, del func(*sql.Tx) (int64, error)) (int, error) {
+	var n int64
+	err := b.write(ctx, op, func(tx *sql.Tx, _ *stmts) error {
+		var err error
+		n, err = del(tx)
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return int(n), nil
 }
 
 // JobList implements backend.Retainer on the read connections.

@@ -19,6 +19,11 @@ type PrunerConfig struct {
 	FailedMaxAge   time.Duration // failed jobs older than this
 	FailedMaxCount int           // failed jobs beyond the newest this many
 	Workflows      time.Duration // ended workflows older than this, when the backend runs them
+
+	// CompletedTypes gives some job types' completed jobs an age of their
+	// own instead of Completed (backend.FinishedPruneParams.Types), so
+	// completed jobs are pruned when either is set.
+	CompletedTypes map[string]time.Duration
 }
 
 // Pruner deletes finished and failed jobs past their retention, one pass
@@ -62,8 +67,10 @@ func (p *Pruner) RunOnce(ctx context.Context) {
 		on   bool
 		run  func() (int, error)
 	}{
-		{"completed jobs", p.cfg.Completed > 0, func() (int, error) {
-			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCompleted, OlderThan: p.cfg.Completed})
+		{"completed jobs", p.cfg.Completed > 0 || len(p.cfg.CompletedTypes) > 0, func() (int, error) {
+			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{
+				State: backend.StateCompleted, OlderThan: p.cfg.Completed, Types: p.cfg.CompletedTypes,
+			})
 		}},
 		{"cancelled jobs", p.cfg.Cancelled > 0, func() (int, error) {
 			return p.r.FinishedPrune(ctx, backend.FinishedPruneParams{State: backend.StateCancelled, OlderThan: p.cfg.Cancelled})

@@ -40,8 +40,11 @@ func (s *LeaseSweeper) RunOnce(ctx context.Context) {
 		res, err := s.b.LeaseSweep(ctx, backend.SweepParams{Limit: sweepPage})
 		// A failed sweep may still report what it committed before it
 		// failed (see backend.Backend.LeaseSweep).
-		if res.Rescued+res.Failed > 0 {
-			s.log.Info("rescued jobs with expired leases", "rescued", res.Rescued, "failed", res.Failed)
+		// Expired jobs (deadline passed unclaimed) count as moved: a
+		// sweep that moved only those must still be reported and paged.
+		moved := res.Rescued + res.Failed + res.Expired
+		if moved > 0 {
+			s.log.Info("rescued jobs with expired leases", "rescued", res.Rescued, "failed", res.Failed, "expired", res.Expired)
 			if s.onSweep != nil {
 				s.onSweep(res)
 			}
@@ -52,7 +55,7 @@ func (s *LeaseSweeper) RunOnce(ctx context.Context) {
 			}
 			return
 		}
-		if res.Rescued+res.Failed < sweepPage {
+		if moved < sweepPage {
 			return
 		}
 	}

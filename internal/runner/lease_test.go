@@ -205,6 +205,42 @@ func TestLeaseSweeperRescuesInPages(t *testing.T) {
 	})
 }
 
+// TestLeaseSweeperReportsExpired: a sweep that only expires jobs (their
+// deadline passed before any claim) reports them, a page at a time, so
+// the expired metric and the rescued hooks hear of every one.
+func TestLeaseSweeperReportsExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = sweepPage + 5
+		mem := newMemory(t)
+		params := make([]backend.InsertParams, n)
+		for i := range params {
+			params[i] = backend.InsertParams{Queue: "q", Type: "t", Payload: []byte(`{}`), MaxAttempts: 3, Deadline: time.Now().Add(time.Second)}
+		}
+		if _, err := mem.JobInsertMany(context.Background(), params); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		var moved []backend.SweptJob
+		s := NewLeaseSweeper(mem, time.Hour, quiet, func(r backend.SweepResult) { moved = append(moved, r.Jobs...) })
+		ctx, cancel := context.WithCancel(context.Background())
+		wait := start(func() { s.Run(ctx) })
+		synctest.Wait()
+		cancel()
+		wait()
+		if len(moved) != n {
+			t.Fatalf("sweep reported %d jobs; want %d expired in two pages", len(moved), n)
+		}
+		for _, j := range moved {
+			if !j.Expired {
+				t.Fatalf("swept %+v; want expired", j)
+			}
+		}
+		if f, _ := mem.FailedList(context.Background(), backend.FailedListParams{Limit: 2000}); len(f) != n {
+			t.Fatalf("%d failed jobs; want %d", len(f), n)
+		}
+	})
+}
+
 // failingSweep fails every sweep.
 type failingSweep struct{ backend.Backend }
 

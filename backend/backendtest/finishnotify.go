@@ -1,14 +1,18 @@
 package backendtest
 
 import (
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/jobq/jobq/backend"
 )
 
 // testFinishNotify: a backend.FinishNotifier wakes its subscribers after
 // each call that finished jobs: a done outcome (kept or not), a fail, a
-// cancel of a pending job, and a cancelling job's outcome. Backends
+// cancel of a pending job, a cancelling job's outcome, and a job's
+// deadline passing unclaimed (by the claim that passed it over or the
+// sweep that moved it, whichever ends it). Backends
 // without the capability skip it. A hint may come without a job
 // finishing (it is only a hint), so nothing asserts its absence.
 func testFinishNotify(t *testing.T, h Harness) {
@@ -78,5 +82,24 @@ func testFinishNotify(t *testing.T, h Harness) {
 			t.Fatalf("JobComplete of a cancelling job: Cancelled = %v, want its ref", res.Cancelled)
 		}
 		wantWake(t, ch, "the outcome of a cancelling job")
+	})
+	parallel(t, h, "WakesOnExpiry", func(t *testing.T, b backend.Backend) {
+		ch := subscribe(t, b)
+		row := settled(t, b, ch)
+		completeFresh(t, b, done(row.Ref()))
+		p := job("e", "t")
+		p.Deadline = time.Now().Add(deadlineWait)
+		if _, err := b.JobInsertMany(t.Context(), []backend.InsertParams{p}); errors.Is(err, backend.ErrNotSupported) {
+			t.Skip("backend keeps no deadlines")
+		} else if err != nil {
+			t.Fatalf("insert a job with a deadline: %v", err)
+		}
+		eventually(t, 5*time.Second, "the deadline to pass", func() bool { return time.Now().After(p.Deadline.Add(20 * time.Millisecond)) })
+		drain(ch)
+		claimNone(t, b, "e")
+		if _, err := b.LeaseSweep(t.Context(), backend.SweepParams{}); err != nil {
+			t.Fatalf("LeaseSweep: %v", err)
+		}
+		wantWake(t, ch, "a job expired by its deadline")
 	})
 }

@@ -188,7 +188,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	}
 	b.sweepDeadlines(&res, limit, now)
 	b.wake(woken)
-	if res.Failed+res.Cancelled > 0 {
+	if res.Failed+res.Cancelled+res.Expired > 0 {
 		b.wakeFinished()
 	}
 	return res, nil

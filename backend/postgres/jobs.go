@@ -447,7 +447,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 			due = append(due, j.Queue)
 		}
 	}
-	if res.Failed+res.Cancelled > 0 {
+	if res.Failed+res.Cancelled+res.Expired > 0 {
 		due = append(due, backend.FinishedTopic)
 	}
 	b.wake(due)

@@ -126,7 +126,7 @@ func (b *Backend) LeaseSweep(ctx context.Context, params backend.SweepParams) (b
 	b.expired = append([]backend.SweptJob(nil), b.expired[n:]...)
 	b.expiredMu.Unlock()
 	b.hub.notify(woken)
-	if res.Failed+res.Cancelled > 0 {
+	if res.Failed+res.Cancelled+res.Expired > 0 {
 		b.hub.notifyFinished()
 	}
 	if len(res.Jobs) > 0 || res.Cancelled > 0 {

@@ -23,22 +23,18 @@ const claimWait = 2 * time.Second
 // the lease sweep moves it to failed jobs with backend.DeadlineError,
 // its attempts unchanged; a deadline already passed, or before the due
 // time, is refused at insert with nothing written; a running job is not
-// stopped by its deadline; a replay clears it. A backend without
-// deadlines refuses them with ErrNotSupported and writes nothing.
+// stopped by its deadline; a replay clears it.
+// Every backend the suite runs on keeps deadlines.
 func testDeadline(t *testing.T, h Harness) {
 	by := func(p backend.InsertParams, d time.Time) backend.InsertParams {
 		p.Deadline = d
 		return p
 	}
-	// supported inserts ps; false when the backend refuses deadlines,
-	// having checked that the refusal wrote nothing.
-	supported := func(t *testing.T, b backend.Backend, ps ...backend.InsertParams) ([]int64, bool) {
+	// supported inserts ps: every backend the suite runs on keeps
+	// deadlines, so a refusal fails the test.
+	supported := func(t *testing.T, b backend.Backend, ps ...backend.InsertParams) []int64 {
 		t.Helper()
 		res, err := b.JobInsertMany(t.Context(), ps)
-		if errors.Is(err, backend.ErrNotSupported) {
-			wantNoStats(t, b)
-			return nil, false
-		}
 		if err != nil {
 			t.Fatalf("JobInsertMany with deadlines: %v", err)
 		}
@@ -46,7 +42,7 @@ func testDeadline(t *testing.T, h Harness) {
 		for i, r := range res {
 			out[i] = r.ID
 		}
-		return out, true
+		return out
 	}
 	// pass waits until d has passed by the test's clock, with room for
 	// the store's clock to agree.
@@ -83,24 +79,17 @@ func testDeadline(t *testing.T, h Harness) {
 		}
 	}
 
-	// expiredOne inserts a job whose deadline then passes; false when
-	// the backend refuses deadlines.
-	expiredOne := func(t *testing.T, b backend.Backend) (int64, time.Time, bool) {
+	// expiredOne inserts a job whose deadline then passes.
+	expiredOne := func(t *testing.T, b backend.Backend) (int64, time.Time) {
 		t.Helper()
 		d := time.Now().Add(deadlineWait)
-		ids, ok := supported(t, b, by(job("q", "t"), d))
-		if !ok {
-			return 0, d, false
-		}
+		ids := supported(t, b, by(job("q", "t"), d))
 		pass(t, d)
-		return ids[0], d, true
+		return ids[0], d
 	}
 
 	parallel(t, h, "ExpiredNeverClaimed", func(t *testing.T, b backend.Backend) {
-		id, d, ok := expiredOne(t, b)
-		if !ok {
-			return
-		}
+		id, d := expiredOne(t, b)
 		claimNone(t, b, "q")
 		wantExpired(t, b, sweep(t, b), id, d, 0)
 		if res := sweep(t, b); len(res.Jobs) != 0 || res.Expired != 0 {
@@ -112,10 +101,7 @@ func testDeadline(t *testing.T, h Harness) {
 		d := time.Now().Add(deadlineWait)
 		p := by(job("q", "t"), d)
 		p.Delay = deadlineWait / 3
-		ids, ok := supported(t, b, p)
-		if !ok {
-			return
-		}
+		ids := supported(t, b, p)
 		pass(t, d)
 		// Swept without a claim looking first.
 		wantExpired(t, b, sweep(t, b), ids[0], d, 0)
@@ -124,10 +110,7 @@ func testDeadline(t *testing.T, h Harness) {
 
 	parallel(t, h, "FutureClaimed", func(t *testing.T, b backend.Backend) {
 		d := time.Now().Add(time.Hour).Truncate(time.Second)
-		ids, ok := supported(t, b, by(job("q", "t"), d))
-		if !ok {
-			return
-		}
+		ids := supported(t, b, by(job("q", "t"), d))
 		if got := get(t, b, ids[0]).Deadline; !got.Equal(d) {
 			t.Fatalf("JobGet deadline = %v, want %v", got, d)
 		}
@@ -169,10 +152,7 @@ func testDeadline(t *testing.T, h Harness) {
 	})
 
 	parallel(t, h, "ReplayClears", func(t *testing.T, b backend.Backend) {
-		id, d, ok := expiredOne(t, b)
-		if !ok {
-			return
-		}
+		id, d := expiredOne(t, b)
 		wantExpired(t, b, sweep(t, b), id, d, 0)
 		ids := []int64{id}
 		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: ids})
@@ -189,10 +169,7 @@ func testDeadline(t *testing.T, h Harness) {
 
 	parallel(t, h, "RunningCompletes", func(t *testing.T, b backend.Backend) {
 		d := time.Now().Add(claimWait)
-		ids, ok := supported(t, b, by(job("q", "t"), d))
-		if !ok {
-			return
-		}
+		ids := supported(t, b, by(job("q", "t"), d))
 		j := claimOne(t, b, "q")
 		pass(t, d)
 		if res := sweep(t, b); res.Expired != 0 || len(res.Jobs) != 0 {
@@ -208,10 +185,7 @@ func testDeadline(t *testing.T, h Harness) {
 
 	parallel(t, h, "RetryingExpires", func(t *testing.T, b backend.Backend) {
 		d := time.Now().Add(claimWait)
-		ids, ok := supported(t, b, by(job("q", "t"), d))
-		if !ok {
-			return
-		}
+		ids := supported(t, b, by(job("q", "t"), d))
 		j := claimOne(t, b, "q")
 		// Due again before the deadline, but not claimed until after it.
 		completeFresh(t, b, retry(j.Ref(), 100*time.Millisecond, "boom"))
@@ -222,10 +196,7 @@ func testDeadline(t *testing.T, h Harness) {
 
 	parallel(t, h, "Batch", func(t *testing.T, b backend.Backend) {
 		soon, later := time.Now().Add(deadlineWait), time.Now().Add(time.Hour)
-		ids, ok := supported(t, b, by(job("q", "t"), soon), job("q", "t"), by(job("q", "t"), later))
-		if !ok {
-			return
-		}
+		ids := supported(t, b, by(job("q", "t"), soon), job("q", "t"), by(job("q", "t"), later))
 		pass(t, soon)
 		got := sortedIDs(claim(t, b, 10, longLease, "q"))
 		if !slices.Equal(got, []int64{ids[1], ids[2]}) {
@@ -240,10 +211,7 @@ func testDeadline(t *testing.T, h Harness) {
 		soon := time.Now().Add(deadlineWait)
 		urgent := by(job("q", "t"), soon)
 		urgent.Priority = 10
-		ids, ok := supported(t, b, urgent, urgent, urgent, job("q", "t"), job("q", "t"))
-		if !ok {
-			return
-		}
+		ids := supported(t, b, urgent, urgent, urgent, job("q", "t"), job("q", "t"))
 		pass(t, soon)
 		got := sortedIDs(claim(t, b, 2, longLease, "q"))
 		if !slices.Equal(got, ids[3:]) {

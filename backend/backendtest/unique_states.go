@@ -12,28 +12,21 @@ import (
 // only while its state is in its set (backend.UniqueStates); out of it,
 // the insert takes the key over, and the old holder does not get it back;
 // a running holder also gives it up to a follow-up asking KeepLast.
-// A backend without state sets refuses a set other than every state with
-// ErrNotSupported and writes nothing.
+// Every backend the suite runs on keeps state sets.
 func testUniqueStates(t *testing.T, h Harness) {
 	uniq := func(states backend.UniqueStates) backend.InsertParams {
 		p := job("q", "t")
 		p.UniqueKey, p.UniqueStates = "k", states
 		return p
 	}
-	// first inserts p, the first job of its key, and returns its ID; false
-	// when the backend refuses state sets, having checked that it stored
-	// nothing.
-	first := func(t *testing.T, b backend.Backend, p backend.InsertParams) (int64, bool) {
+	// first inserts p, the first job of its key, and returns its ID.
+	first := func(t *testing.T, b backend.Backend, p backend.InsertParams) int64 {
 		t.Helper()
 		res, err := b.JobInsertMany(t.Context(), []backend.InsertParams{p})
-		if errors.Is(err, backend.ErrNotSupported) {
-			wantNoStats(t, b)
-			return 0, false
-		}
 		if err != nil || res[0].Duplicate {
 			t.Fatalf("insert with states %s = %+v, %v; want a new job", p.UniqueStates, res, err)
 		}
-		return res[0].ID, true
+		return res[0].ID
 	}
 	// again inserts p and checks that it is a duplicate of holder (0: a
 	// new job), returning its ID.
@@ -48,10 +41,7 @@ func testUniqueStates(t *testing.T, h Harness) {
 
 	parallel(t, h, "WaitingAllowsRunning", func(t *testing.T, b backend.Backend) {
 		// river#1183: skip while one waits, allow while one runs.
-		a, ok := first(t, b, uniq(backend.UniqueWaiting))
-		if !ok {
-			return
-		}
+		a := first(t, b, uniq(backend.UniqueWaiting))
 		again(t, b, uniq(backend.UniqueWaiting), a)
 		if got := claimOne(t, b, "q"); got.ID != a {
 			t.Fatalf("claimed job %d, want %d", got.ID, a)
@@ -62,10 +52,7 @@ func testUniqueStates(t *testing.T, h Harness) {
 	})
 
 	parallel(t, h, "Running", func(t *testing.T, b backend.Backend) {
-		a, ok := first(t, b, uniq(backend.UniqueRunning))
-		if !ok {
-			return
-		}
+		a := first(t, b, uniq(backend.UniqueRunning))
 		// Waiting, a holds nothing: the next insert takes the key.
 		next := again(t, b, uniq(backend.UniqueRunning), 0)
 		held := claim(t, b, 2, time.Minute, "q")
@@ -79,25 +66,19 @@ func testUniqueStates(t *testing.T, h Harness) {
 	parallel(t, h, "ScheduledOnly", func(t *testing.T, b backend.Backend) {
 		later := uniq(backend.UniqueScheduled)
 		later.Delay = time.Hour
-		a, ok := first(t, b, later)
-		if !ok {
-			return
-		}
+		a := first(t, b, later)
 		again(t, b, uniq(backend.UniqueScheduled), a)
 		// A pending holder of a scheduled-only key holds nothing.
 		p := uniq(backend.UniqueScheduled)
 		p.UniqueKey = "now"
-		due, _ := first(t, b, p)
+		due := first(t, b, p)
 		if id := again(t, b, p, 0); id == due {
 			t.Fatalf("insert over a pending holder of a scheduled-only key named it")
 		}
 	})
 
 	parallel(t, h, "Retrying", func(t *testing.T, b backend.Backend) {
-		a, ok := first(t, b, uniq(backend.UniqueRetrying|backend.UniqueRunning))
-		if !ok {
-			return
-		}
+		a := first(t, b, uniq(backend.UniqueRetrying|backend.UniqueRunning))
 		// Pending, not counted: taken over by b1, which then waits.
 		b1 := again(t, b, uniq(backend.UniqueWaiting), 0)
 		if b1 == a {
@@ -111,10 +92,7 @@ func testUniqueStates(t *testing.T, h Harness) {
 	parallel(t, h, "RetryingCounts", func(t *testing.T, b backend.Backend) {
 		// Waiting only: a job backing off after a failed attempt is
 		// retrying, not waiting.
-		w, ok := first(t, b, uniq(backend.UniqueWaiting))
-		if !ok {
-			return
-		}
+		w := first(t, b, uniq(backend.UniqueWaiting))
 		completeFresh(t, b, retry(claimOne(t, b, "q").Ref(), time.Hour, "later"))
 		if id := again(t, b, uniq(backend.UniqueWaiting), 0); id == w {
 			t.Fatalf("a retrying holder of a waiting-only key was named")
@@ -128,10 +106,7 @@ func testUniqueStates(t *testing.T, h Harness) {
 	})
 
 	parallel(t, h, "NotGivenBack", func(t *testing.T, b backend.Backend) {
-		a, ok := first(t, b, uniq(backend.UniqueWaiting))
-		if !ok {
-			return
-		}
+		a := first(t, b, uniq(backend.UniqueWaiting))
 		held := claimOne(t, b, "q")
 		next := again(t, b, uniq(backend.UniqueWaiting), 0)
 		// a comes back to waiting (released), but next holds the key.
@@ -144,10 +119,7 @@ func testUniqueStates(t *testing.T, h Harness) {
 	})
 
 	parallel(t, h, "ReplaceNotCounted", func(t *testing.T, b backend.Backend) {
-		a, ok := first(t, b, uniq(backend.UniqueWaiting))
-		if !ok {
-			return
-		}
+		a := first(t, b, uniq(backend.UniqueWaiting))
 		claimOne(t, b, "q")
 		p := uniq(backend.UniqueWaiting)
 		p.OnConflict, p.Payload = backend.ConflictReplace, []byte(`{"v":2}`)

@@ -56,18 +56,12 @@ func TestRunPostgresDeadlinesKillProxy(t *testing.T) {
 }
 
 // TestRunRedisDeadlinesKillProxy runs the deadline workload on Redis
-// once it keeps deadlines; until then it checks that the run is refused
-// up front, in one line, and skips.
+// under worker kills and proxy cuts.
 func TestRunRedisDeadlinesKillProxy(t *testing.T) {
 	t.Parallel()
 	cfg := deadlineRun(short(storetest.Durable[2].URL(t), FaultKill, FaultProxy))
 	cfg.Progress = logWriter{t}
-	start := time.Now()
 	rep, err := Run(t.Context(), cfg)
-	if errors.Is(err, backend.ErrNotSupported) {
-		wantRefusedUpFront(t, err, time.Since(start))
-		t.Skipf("redis: refuses deadlines in this build (backend.ErrNotSupported), so the deadline workload cannot run on it: %v", err)
-	}
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}

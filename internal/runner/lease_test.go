@@ -219,7 +219,7 @@ func TestLeaseSweeperReportsExpired(t *testing.T) {
 		if _, err := mem.JobInsertMany(context.Background(), params); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second)
+		time.Sleep(2 * time.Second) //nolint:forbidigo // synctest: fake time, past the deadlines
 		var moved []backend.SweptJob
 		s := NewLeaseSweeper(mem, time.Hour, quiet, func(r backend.SweepResult) { moved = append(moved, r.Jobs...) })
 		ctx, cancel := context.WithCancel(context.Background())

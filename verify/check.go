@@ -2,7 +2,9 @@ package verify
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -406,12 +408,7 @@ func (c *checker) linesOf(attempts []*attempt) []string {
 
 // checkJobs runs the per-job checks.
 func (c *checker) checkJobs() {
-	ids := make([]int64, 0, len(c.jobs))
-	for id := range c.jobs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(c.jobs)) {
 		j := c.jobs[id]
 		if j.acked {
 			c.rep.Enqueued++

@@ -2,8 +2,9 @@ package verify
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -106,12 +107,7 @@ func (c *checker) checkDeadlines() {
 	r := c.rep
 	r.DeadlineGivenUp = c.fs.deadlines.givenUp
 	r.DeadlineClosest = -1
-	ids := make([]int64, 0, len(c.jobs))
-	for id := range c.jobs {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(x, y int) bool { return ids[x] < ids[y] })
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(c.jobs)) {
 		j := c.jobs[id]
 		exp := expiredRow(j)
 		dl, class, ok := c.deadlineOf(j)

@@ -33,9 +33,11 @@ type UniqueBy struct {
 	// Queue adds the queue, so the same job may wait once in each queue.
 	Queue bool
 	// States is the set of states in which a job of the identity keeps a
-	// new one out; zero: every state (pending, scheduled, running,
+	// new one out; zero: every live state (pending, scheduled, running,
 	// retrying). UniqueWaiting lets a new job in while one runs, but not
-	// while one waits. It is no part of the identity: a job out of its
+	// while one waits. UniqueAllStates|UniqueCompleted also keeps new
+	// jobs out for as long as the worker's Retention keeps the one that
+	// succeeded: "at most once a day" with Retention.Completed 24h. It is no part of the identity: a job out of its
 	// states loses the identity to the new one, and does not get it back
 	// (see backend.UniqueStates).
 	States UniqueStates
@@ -50,6 +52,7 @@ const (
 	UniqueScheduled = backend.UniqueScheduled // due later, no attempt failed
 	UniqueRunning   = backend.UniqueRunning   // reserved by a worker
 	UniqueRetrying  = backend.UniqueRetrying  // waiting after a failed attempt
+	UniqueCompleted = backend.UniqueCompleted // succeeded, while retention keeps it
 	UniqueWaiting   = backend.UniqueWaiting   // pending or scheduled
 	UniqueAllStates = backend.UniqueAllStates // the default
 )

@@ -37,16 +37,29 @@ const (
 	// UniqueRetrying counts a job waiting (due or not) after a failed
 	// attempt.
 	UniqueRetrying
-	// UniqueAllStates is every state: the default.
+	// UniqueCompleted counts a job that succeeded while it is kept among
+	// the finished jobs (Outcome.Keep, by the worker's retention): until
+	// the prune removes it, or at once when the job is not kept. A failed
+	// or cancelled job holds nothing: a dead letter waiting for an
+	// operator must not keep new jobs of its identity out (the stray
+	// keys of bullmq#4311), and its replay takes the key back when free.
+	// A job of a set with UniqueCompleted takes the key with it when it
+	// completes: nothing takes a key over from a completed holder.
+	UniqueCompleted
+	// UniqueAllStates is every live state: the default. It leaves
+	// UniqueCompleted out, as a job's identity was always freed by its
+	// success.
 	UniqueAllStates = UniquePending | UniqueScheduled | UniqueRunning | UniqueRetrying
 	// UniqueWaiting is the waiting states of a job not yet failed:
 	// "skip while one waits, allow while one runs".
 	UniqueWaiting = UniquePending | UniqueScheduled
+	// uniqueKnown is every state a set may hold.
+	uniqueKnown = UniqueAllStates | UniqueCompleted
 )
 
 // uniqueStateNames are the states' names, as the command line and the
 // API spell them, in bit order.
-var uniqueStateNames = []string{"pending", "scheduled", "running", "retrying"}
+var uniqueStateNames = []string{"pending", "scheduled", "running", "retrying", "completed"}
 
 // All is s with the zero value read as every state.
 func (s UniqueStates) All() UniqueStates {
@@ -68,7 +81,8 @@ func (s UniqueStates) String() string {
 }
 
 // ParseUniqueStates reads a comma-separated list of state names
-// (pending, scheduled, running or reserved, retrying); "" is every state.
+// (pending, scheduled, running or reserved, retrying, completed or
+// finished); "" is every live state.
 func ParseUniqueStates(list string) (UniqueStates, error) {
 	var s UniqueStates
 	for _, name := range strings.Split(list, ",") {
@@ -76,8 +90,11 @@ func ParseUniqueStates(list string) (UniqueStates, error) {
 		if name == "" {
 			continue
 		}
-		if name == "reserved" {
+		switch name {
+		case "reserved":
 			name = "running"
+		case "finished":
+			name = "completed"
 		}
 		found := false
 		for i, n := range uniqueStateNames {
@@ -111,6 +128,10 @@ func (s UniqueStates) Holds(reserved bool, attempts int, due, now time.Time) boo
 	return s.All()&st != 0
 }
 
+// HoldsCompleted reports whether a job of set s keeps its key when it
+// completes and is kept among the finished jobs.
+func (s UniqueStates) HoldsCompleted() bool { return s&UniqueCompleted != 0 }
+
 // Keeps reports whether a live holder of set s, in the state given by
 // reserved, attempts and due, keeps item p out at now: as Holds, except
 // that a running holder lets in an item asking KeepLast, its follow-up.
@@ -127,7 +148,7 @@ func validateUniqueStates(p InsertParams) error {
 	if p.UniqueStates == 0 {
 		return nil
 	}
-	if p.UniqueStates&^UniqueAllStates != 0 {
+	if p.UniqueStates&^uniqueKnown != 0 {
 		return &InputError{Field: "unique states", Reason: fmt.Sprintf("%#x holds unknown states", uint8(p.UniqueStates))}
 	}
 	if p.UniqueKey == "" {

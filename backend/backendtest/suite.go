@@ -55,6 +55,7 @@ func Run(t *testing.T, h Harness) {
 		{"Conflict", testConflict},
 		{"UniqueFreed", testUniqueFreed},
 		{"UniqueStates", testUniqueStates},
+		{"UniqueCompleted", testUniqueCompleted},
 		{"Deadline", testDeadline},
 		{"Claim", testClaim},
 		{"ClaimOrder", testClaimOrder},

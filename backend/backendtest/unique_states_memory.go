@@ -14,7 +14,7 @@ import (
 
 // UniqueStatesAsMemory runs random batches of inserts of a few unique keys
 // with state sets, conflict modes and KeepLast, between claims, retries,
-// releases and completions, on a backend open gives and on the memory
+// releases and completions (kept or not), on a backend open gives and on the memory
 // backend (the reference), and fails t unless they answer alike: the
 // same jobs made, the same duplicates and replacements, the same jobs
 // claimed. Batches of 700 span several insert statements and repeat each
@@ -63,7 +63,8 @@ func uniqueScenario(t *testing.T, b backend.Backend, seed uint64) []string {
 		return names[id]
 	}
 	sets := []backend.UniqueStates{0, backend.UniqueWaiting, backend.UniqueRunning, backend.UniquePending,
-		backend.UniqueScheduled, backend.UniqueRetrying | backend.UniqueRunning, backend.UniquePending | backend.UniqueRunning}
+		backend.UniqueScheduled, backend.UniqueRetrying | backend.UniqueRunning, backend.UniquePending | backend.UniqueRunning,
+		backend.UniqueAllStates | backend.UniqueCompleted, backend.UniqueWaiting | backend.UniqueCompleted}
 	var held []*backend.JobRow
 	var log []string
 	for step := range 40 {
@@ -121,13 +122,16 @@ func uniqueScenario(t *testing.T, b backend.Backend, seed uint64) []string {
 			row := held[k]
 			held = slices.Delete(held, k, k+1)
 			var err error
-			switch rng.IntN(3) {
+			switch rng.IntN(4) {
 			case 0:
 				_, err = b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: row.Ref(), Kind: backend.OutcomeRetry, RetryDelay: time.Hour, Error: "again"}}})
 			case 1:
 				_, err = b.JobRelease(ctx, []backend.JobRef{row.Ref()})
-			default:
+			case 2:
 				_, err = b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: row.Ref(), Kind: backend.OutcomeDone}}})
+			default:
+				// Kept, a job of a set with UniqueCompleted holds its key on.
+				_, err = b.JobComplete(ctx, backend.CompleteParams{Outcomes: []backend.Outcome{{Ref: row.Ref(), Kind: backend.OutcomeDone, Keep: true}}})
 			}
 			if err != nil {
 				t.Fatalf("step %d: end job %d: %v", step, name(row.ID), err)

@@ -39,7 +39,12 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 		switch o.Kind {
 		case backend.OutcomeDone:
 			if o.Keep {
+				holds := b.holdsCompleted(j)
 				b.finishReserved(j, backend.StateCompleted, now)
+				if holds {
+					b.unique[j.UniqueKey] = j.ID
+					b.uniqueStates[j.ID] = backend.UniqueCompleted
+				}
 				// Kept in this critical section, behind the fence above:
 				// a stale holder never gets here.
 				b.finished[j.ID].Result = bytes.Clone(o.Result)

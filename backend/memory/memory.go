@@ -195,9 +195,18 @@ func (b *Backend) addPending(j *backend.JobRow, now time.Time) {
 func (b *Backend) keeps(id int64, p *backend.InsertParams, now time.Time) bool {
 	j := b.jobs[id]
 	if j == nil {
-		return false
+		// Only a completed job kept with its key holds it from the
+		// finished jobs (backend.UniqueCompleted).
+		return b.finished[id] != nil
 	}
 	return b.uniqueStates[id].Keeps(p, j.Status != backend.StatePending, j.Attempts, j.AvailableAt, now)
+}
+
+// holdsCompleted reports whether the reserved job j, about to complete
+// and be kept, keeps its unique key (backend.UniqueCompleted).
+// Called with b.mu held.
+func (b *Backend) holdsCompleted(j *backend.JobRow) bool {
+	return j.UniqueKey != "" && b.unique[j.UniqueKey] == j.ID && b.uniqueStates[j.ID].HoldsCompleted()
 }
 
 // removeLive forgets a reserved job that is done or failed, freeing its

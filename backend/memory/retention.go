@@ -67,6 +67,10 @@ func (b *Backend) FinishedPrune(ctx context.Context, params backend.FinishedPrun
 		}
 		if age := backend.PruneAgeOf(params, f.Type); age > 0 && f.FinishedAt.Before(now.Add(-age)) {
 			delete(b.finished, id)
+			if f.UniqueKey != "" && b.unique[f.UniqueKey] == id {
+				delete(b.unique, f.UniqueKey)
+				delete(b.uniqueStates, id)
+			}
 			n++
 		}
 	}

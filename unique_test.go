@@ -281,6 +281,54 @@ func TestUniqueStatesOption(t *testing.T) {
 	}
 }
 
+// TestUniqueCompletedRetained, on memory and every durable backend: with
+// UniqueCompleted in its states, a job that a worker completed and kept
+// (Retention.Completed) keeps its identity, so the next enqueue of it
+// names the completed job; a type the retention deletes at once frees it.
+func TestUniqueCompletedRetained(t *testing.T) {
+	t.Parallel()
+	for _, st := range everyStore {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			b, c := storeClient(t, st.URL(t))
+			reg := jobq.NewRegistry()
+			for _, typ := range []string{"once.job", "gone.job"} {
+				reg.HandleFunc(typ, func(context.Context, *jobq.Job) error { return nil })
+			}
+			cfg := fastConfig()
+			cfg.Retention = jobq.Retention{Completed: time.Hour, Types: map[string]jobq.TypeRetention{"gone.job": {DeleteAtOnce: true}}}
+			startWorker(t, b, reg, cfg)
+			opt := jobq.Unique(jobq.UniqueBy{Args: true, States: jobq.UniqueAllStates | jobq.UniqueCompleted})
+			for _, typ := range []string{"once.job", "gone.job"} {
+				first, err := c.Enqueue(ctx, typ, map[string]int{"v": 1}, opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, settle)
+				_, err = c.Wait(wctx, first)
+				cancel()
+				if typ == "gone.job" {
+					if !errors.Is(err, jobq.ErrJobGone) {
+						t.Fatalf("Wait(%s) = %v, want ErrJobGone: its type is deleted at once", typ, err)
+					}
+					eventually(t, settle, "the deleted job's identity to be free", func() bool {
+						id, err := c.Enqueue(ctx, typ, map[string]int{"v": 1}, opt)
+						return err == nil && id != first
+					})
+					continue
+				}
+				if err != nil {
+					t.Fatalf("Wait(%s) = %v", typ, err)
+				}
+				if id, err := c.Enqueue(ctx, typ, map[string]int{"v": 1}, opt); !errors.Is(err, jobq.ErrDuplicate) || id != first {
+					t.Fatalf("enqueue after the kept job completed = %d, %v; want job %d, ErrDuplicate", id, err, first)
+				}
+			}
+		})
+	}
+}
+
 // TestUniqueByStatesJSON: the states of UniqueBy travel as names in the
 // admin API's and the command line's JSON, and an unknown name is
 // refused, never read as every state.
@@ -293,6 +341,13 @@ func TestUniqueByStatesJSON(t *testing.T) {
 	var back jobq.UniqueBy
 	if err := json.Unmarshal(b, &back); err != nil || back != by {
 		t.Fatalf("unmarshal = %+v, %v; want %+v", back, err, by)
+	}
+	done := jobq.UniqueBy{States: jobq.UniqueAllStates | jobq.UniqueCompleted}
+	if b, err := json.Marshal(done); err != nil || string(b) != `{"states":["pending","scheduled","running","retrying","completed"]}` {
+		t.Fatalf("marshal with completed = %s, %v", b, err)
+	}
+	if err := json.Unmarshal([]byte(`{"states":["finished"]}`), &back); err != nil || back.States != jobq.UniqueCompleted {
+		t.Fatalf(`unmarshal ["finished"] = %+v, %v; want completed`, back, err)
 	}
 	if err := json.Unmarshal([]byte(`{"states":["waiting"]}`), &back); !errors.Is(err, jobq.ErrInvalidInput) {
 		t.Fatalf("unknown state: %v, want ErrInvalidInput", err)

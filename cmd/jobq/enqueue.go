@@ -134,7 +134,7 @@ line to resume from; nothing of its batch is stored.`,
 	fl.StringVar(&f.unique, "unique", "", "unique key: no second job with it while the first is pending or reserved")
 	fl.StringSliceVar(&f.uniqueBy, "unique-by", nil, "compute the unique key from these parts of the job: type, args, queue (comma-separated)")
 	fl.DurationVar(&f.uniquePer, "unique-period", 0, "with --unique-by: also the due time's bucket of this length, e.g. 1h (at least 1s)")
-	fl.StringSliceVar(&f.uniqueStates, "unique-states", nil, "with --unique-by: the states in which a job keeps new ones out: pending, scheduled, running, retrying (default all)")
+	fl.StringSliceVar(&f.uniqueStates, "unique-states", nil, "with --unique-by: the states in which a job keeps new ones out: pending, scheduled, running, retrying, completed (kept by retention) (default every live state)")
 	fl.StringVar(&f.deadline, "deadline", "", "the latest time the job may start, an RFC 3339 time or a duration from now (e.g. 10m); not started by then, it is never run")
 	fl.StringVar(&f.onConflict, "on-conflict", "skip", "what a duplicate does: skip, replace or debounce")
 	fl.DurationVar(&f.debounce, "debounce", 0, "with --on-conflict debounce: run the job this long after the last duplicate, e.g. 30s")

@@ -102,11 +102,14 @@ type jobRow struct {
 	AvailableAt time.Time
 	ReservedAt  time.Time
 	LeaseUntil  time.Time
-	FinishedAt  time.Time
-	LastError   string
-	UniqueKey   string
-	Releases    int
-	Payload     string
+	// Deadline is the latest time a waiting job may start (jobq.Deadline),
+	// zero for none.
+	Deadline   time.Time
+	FinishedAt time.Time
+	LastError  string
+	UniqueKey  string
+	Releases   int
+	Payload    string
 	// Result is a kept completed job's result (SetResult), masked and
 	// indented as the payload; "" for none.
 	Result string
@@ -159,7 +162,7 @@ func (d *dashboard) liveRow(j *jobq.JobRow, state jobq.JobState) jobRow {
 	return jobRow{ID: j.ID, Queue: j.Queue, Type: j.Type, State: state, Attempts: j.Attempts, MaxAttempts: j.MaxAttempts,
 		Priority: j.Priority, CreatedAt: j.CreatedAt, AvailableAt: j.AvailableAt, ReservedAt: j.ReservedAt,
 		LeaseUntil: j.LeaseUntil, LastError: d.s.maskedText(j.LastError), UniqueKey: j.UniqueKey, Releases: j.Releases, Live: true,
-		WorkflowID: j.WorkflowID, Task: j.Task, Key: j.Key, Progress: d.progress(j.Progress)}
+		WorkflowID: j.WorkflowID, Task: j.Task, Key: j.Key, Progress: d.progress(j.Progress), Deadline: j.Deadline}
 }
 
 // progress is a running job's progress as the pages show it, its message

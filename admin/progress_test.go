@@ -6,7 +6,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/internal/storetest"
 )
 
@@ -62,5 +64,32 @@ func TestDashboardJobProgress(t *testing.T) {
 		if !strings.Contains(html.UnescapeString(body), storetest.ProgressMessage) {
 			t.Errorf("GET %s lacks the progress message", path)
 		}
+	}
+}
+
+// TestDashboardJobDeadline: a waiting job's page says by when it must
+// start (jobq.Deadline); a job without one says nothing of it.
+func TestDashboardJobDeadline(t *testing.T) {
+	b := openSQLite(t)
+	srv, _ := dashServer(t, b)
+	c, err := jobq.NewClient(b, jobq.ClientConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	with, err := c.Enqueue(t.Context(), "quote", nil, jobq.Deadline(at))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without, err := c.Enqueue(t.Context(), "quote", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, srv, fmt.Sprintf("/jobs/%d", with))
+	if code != http.StatusOK || !strings.Contains(body, `id="deadline"`) || !strings.Contains(body, at.Format("15:04:05")) {
+		t.Fatalf("GET job %d with a deadline at %s: %d, want its deadline shown:\n%s", with, at, code, body)
+	}
+	if code, body := get(t, srv, fmt.Sprintf("/jobs/%d", without)); code != http.StatusOK || strings.Contains(body, `id="deadline"`) {
+		t.Fatalf("GET job %d without a deadline: %d, want none shown:\n%s", without, code, body)
 	}
 }

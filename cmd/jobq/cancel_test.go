@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jobq/jobq"
 	"github.com/jobq/jobq/backend"
 	"github.com/jobq/jobq/internal/jobview"
 )
@@ -141,5 +143,31 @@ func TestJobsListStateColumn(t *testing.T) {
 	if r.err != nil || len(lines) < 2 || !strings.Contains(lines[0], "STATE") ||
 		strings.Fields(lines[1])[3] != "scheduled" {
 		t.Fatalf("jobs list --state scheduled = %q, %v; want the row's STATE scheduled", r.out, r.err)
+	}
+}
+
+// TestKeepCompletedTypeFlag: --keep-completed-type TYPE=DURATION gives a
+// type its own retention (0: deleted at once); a malformed one is a usage
+// error naming the fix.
+func TestKeepCompletedTypeFlag(t *testing.T) {
+	r := retentionFlags{completed: time.Hour, types: []string{"email.send=24h", "a=b=10m", "chatty=0"}}
+	ret, err := r.retention(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]jobq.TypeRetention{"email.send": {Completed: 24 * time.Hour}, "a=b": {Completed: 10 * time.Minute}, "chatty": {DeleteAtOnce: true}}
+	if !maps.Equal(ret.Types, want) || ret.Completed != time.Hour {
+		t.Fatalf("retention = %+v, want Completed 1h and types %v", ret, want)
+	}
+	db := tempDB(t)
+	for _, arg := range []string{"email.send", "=1h", "x=soon", "x=-1h"} {
+		res := run(t, "--db", db, "worker", "--keep-completed-type", arg)
+		if code := exitCode(res.err); code != exitUsage || !strings.Contains(res.err.Error(), "TYPE=DURATION") && !strings.Contains(res.err.Error(), "duration") {
+			t.Errorf("--keep-completed-type %q: exit %d (%v), want a usage error", arg, code, res.err)
+		}
+	}
+	res := run(t, "--db", db, "worker", "--keep-completed-type", "x=1h", "--keep-completed-type", "x=2h")
+	if exitCode(res.err) != exitUsage || !strings.Contains(res.err.Error(), "twice") {
+		t.Errorf("a type given twice: %v, want a usage error", res.err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -191,6 +192,7 @@ func (a *app) morePages(last int64, n, limit int, state jobq.JobState) {
 type retentionFlags struct {
 	completed, cancelled, failedAge time.Duration
 	failedCount                     int
+	types                           []string // --keep-completed-type TYPE=DURATION
 }
 
 func (r *retentionFlags) add(cmd *cobra.Command) {
@@ -199,6 +201,7 @@ func (r *retentionFlags) add(cmd *cobra.Command) {
 	fl.DurationVar(&r.cancelled, "keep-cancelled", 24*time.Hour, "keep cancelled jobs this long")
 	fl.DurationVar(&r.failedAge, "failed-max-age", 0, "delete failed jobs older than this (0: keep them)")
 	fl.IntVar(&r.failedCount, "failed-max-count", 0, "keep only the newest this many failed jobs (0: all)")
+	fl.StringArrayVar(&r.types, "keep-completed-type", nil, "TYPE=DURATION: keep this type's completed jobs this long instead of --keep-completed (0: delete at once); repeat for more types")
 }
 
 // retention checks the flags and returns the worker's Retention.
@@ -216,5 +219,33 @@ func (r *retentionFlags) retention(cmd *cobra.Command) (jobq.Retention, error) {
 	if r.failedCount < 0 {
 		return jobq.Retention{}, usagef("--failed-max-count %d is negative: give a count, or 0 to keep every failed job", r.failedCount)
 	}
-	return jobq.Retention{Completed: r.completed, Cancelled: r.cancelled, FailedMaxAge: r.failedAge, FailedMaxCount: r.failedCount}, nil
+	ret := jobq.Retention{Completed: r.completed, Cancelled: r.cancelled, FailedMaxAge: r.failedAge, FailedMaxCount: r.failedCount}
+	for _, arg := range r.types {
+		typ, age, err := typeAge(arg)
+		if err != nil {
+			return jobq.Retention{}, err
+		}
+		if _, dup := ret.Types[typ]; dup {
+			return jobq.Retention{}, usagef("--keep-completed-type names type %q twice: give each type once", typ)
+		}
+		if ret.Types == nil {
+			ret.Types = map[string]jobq.TypeRetention{}
+		}
+		ret.Types[typ] = jobq.TypeRetention{Completed: age, DeleteAtOnce: age == 0}
+	}
+	return ret, nil
+}
+
+// typeAge reads one --keep-completed-type TYPE=DURATION; the type may
+// hold "=", the duration cannot.
+func typeAge(arg string) (string, time.Duration, error) {
+	i := strings.LastIndex(arg, "=")
+	if i <= 0 {
+		return "", 0, usagef("--keep-completed-type %q: give TYPE=DURATION, such as email.send=24h", arg)
+	}
+	age, err := time.ParseDuration(arg[i+1:])
+	if err != nil || age < 0 {
+		return "", 0, usagef("--keep-completed-type %q: %q is no duration of 0 or more, such as 24h (0: delete at once)", arg, arg[i+1:])
+	}
+	return arg[:i], age, nil
 }

@@ -58,10 +58,12 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"SCAN jobs"}},
 		{"sweep", qSweepExpired, []any{now, 100},
 			[]string{"USING INDEX jobs_lease (lease_until<?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
-		// Keys no completed job holds cost a probe of an index that
-		// holds only those jobs, never a walk of finished_jobs.
+		// finished_jobs is read through the index that holds only the
+		// completed holders: a step that finds it empty, before any
+		// probe of it.
 		{"unique lookup", qUniqueLookup, []any{`["k","l"]`, false},
-			[]string{"jobs_unique_key (unique_key=?)", "finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs"}},
+			[]string{"jobs_unique_key (unique_key=?)", "SCAN finished_jobs USING INDEX finished_jobs_unique_held",
+				"SEARCH d USING INDEX finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs\n"}},
 		{"replay", qReplay, []any{1, now},
 			[]string{"jobs_unique_key (unique_key=?)", "finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs", "SCAN jobs"}},
 		{"completed kept", qFinishKeep, []any{1, "completed", now, 1, nil, 16},

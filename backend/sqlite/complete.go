@@ -84,7 +84,7 @@ func (b *Backend) JobComplete(ctx context.Context, params backend.CompleteParams
 			switch o.Kind {
 			case backend.OutcomeDone:
 				if o.Keep {
-					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.StateCompleted, nowUS, nullBytes(o.Result))
+					moved, wf, err := fin.move(fin.keepStmt(), id, tok, backend.StateCompleted, nowUS, nullBytes(o.Result), int64(backend.UniqueCompleted))
 					if err != nil {
 						return err
 					}
@@ -364,7 +364,7 @@ func (f *finisher) cancelStmt() *sql.Stmt {
 // deletes it; moved is false when the fence refused. wf is the job's
 // workflow_id, 0 unless it is a workflow task's (whose task the caller
 // then ends). extra are copy's parameters after the token (qFinishKeep's
-// result).
+// result and unique state).
 func (f *finisher) move(copy *sql.Stmt, id, token int64, state backend.JobState, now int64, extra ...any) (moved bool, wf int64, err error) {
 	r, err := copy.ExecContext(f.ctx, append([]any{id, string(state), now, token}, extra...)...)
 	if err != nil {

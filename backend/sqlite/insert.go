@@ -14,10 +14,10 @@ import (
 )
 
 // JobInsertMany implements backend.Backend. The whole batch is one write
-// transaction: unique keys are resolved first (against live jobs and
-// earlier items), then the new jobs go in as multi-row INSERTs of up to
-// 500 rows. In-process subscribers of the affected queues are woken after
-// the commit.
+// transaction: unique keys are resolved first (against live jobs, kept
+// completed ones holding their keys and earlier items), then the new jobs
+// go in as multi-row INSERTs of up to 500 rows. In-process subscribers of
+// the affected queues are woken after the commit.
 func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertParams) ([]backend.InsertResult, error) {
 	const op = "insert jobs"
 	if err := b.checkOpen(op); err != nil {
@@ -93,7 +93,7 @@ func insertTx(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.Inser
 				// An item repeating an earlier one's key and conflict mode
 				// changed the earlier one (FoldConflicts): applied once.
 				results[i] = backend.InsertResult{ID: h.id, Duplicate: true, Replaced: replaced != nil && replaced[i]}
-				if c, asked := backend.ConflictOf(params, i, now); asked && !results[i].Replaced {
+				if c, asked := backend.ConflictOf(params, i, now); asked && !results[i].Replaced && !h.completed {
 					due, ok, err := applyConflict(ctx, tx, h.id, c)
 					if err != nil {
 						return err
@@ -262,28 +262,31 @@ func setDeadlines(ctx context.Context, tx *sql.Tx, params []backend.InsertParams
 	return nil
 }
 
-// holder is the live job holding a unique key and what judges whether it
+// holder is the job holding a unique key and what judges whether it
 // keeps a new job of the key out (backend.UniqueStates.Keeps). all says
 // that it holds its key in every state and no item of the batch asks
 // KeepLast: it keeps every item out, whatever its state (which is then
-// not read).
+// not read). completed says that it is a kept completed job
+// (backend.UniqueCompleted): it keeps every item out, and nothing changes
+// it.
 type holder struct {
-	id       int64
-	all      bool
-	states   backend.UniqueStates
-	reserved bool
-	attempts int
-	due      time.Time
+	id        int64
+	all       bool
+	completed bool
+	states    backend.UniqueStates
+	reserved  bool
+	attempts  int
+	due       time.Time
 }
 
 // keeps reports whether h keeps item p out at now.
 func (h holder) keeps(p *backend.InsertParams, now time.Time) bool {
-	return h.all || h.states.Keeps(p, h.reserved, h.attempts, h.due, now)
+	return h.all || h.completed || h.states.Keeps(p, h.reserved, h.attempts, h.due, now)
 }
 
-// uniqueHolders returns the live jobs holding the unique keys of params,
-// by key. The caller's write transaction keeps them from changing until
-// it inserts (SQLite has one writer at a time).
+// uniqueHolders returns the jobs holding the unique keys of params, live
+// or completed, by key. The caller's write transaction keeps them from
+// changing until it inserts (SQLite has one writer at a time).
 func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.InsertParams) (map[string]holder, error) {
 	var keys []string
 	keepLast := false
@@ -315,15 +318,24 @@ func uniqueHolders(ctx context.Context, tx *sql.Tx, st *stmts, params []backend.
 		var key string
 		var h holder
 		var state sql.NullString
-		if err := rows.Scan(&key, &h.id, &state); err != nil {
+		var completed bool
+		if err := rows.Scan(&key, &h.id, &state, &completed); err != nil {
 			return nil, fmt.Errorf("look up unique keys: %w", err)
 		}
-		if h.all = !state.Valid; !h.all {
+		if completed {
+			h.completed = true
+		} else if h.all = !state.Valid; !h.all {
 			if h, err = parseHolder(h.id, state.String); err != nil {
 				return nil, fmt.Errorf("look up unique keys: key %q: %w", key, err)
 			}
 		}
-		held[key] = h
+		// A key has one holder, but a producer of an older build, blind
+		// to completed holders, may have let a live job take one such
+		// key: the completed job keeps it, as nothing takes a key over
+		// from a completed holder.
+		if !held[key].completed {
+			held[key] = h
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("look up unique keys: %w", err)

@@ -58,8 +58,16 @@ func TestQueryPlansUseIndexes(t *testing.T) {
 			[]string{"USING COVERING INDEX jobs_claim (queue=?)"}, []string{"SCAN jobs"}},
 		{"sweep", qSweepExpired, []any{now, 100},
 			[]string{"USING INDEX jobs_lease (lease_until<?)"}, []string{"TEMP B-TREE", "SCAN jobs"}},
+		// finished_jobs is read through the index that holds only the
+		// completed holders: a step that finds it empty, before any
+		// probe of it.
 		{"unique lookup", qUniqueLookup, []any{`["k","l"]`, false},
-			[]string{"jobs_unique_key (unique_key=?)"}, nil},
+			[]string{"jobs_unique_key (unique_key=?)", "SCAN finished_jobs USING INDEX finished_jobs_unique_held",
+				"SEARCH d USING INDEX finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs\n"}},
+		{"replay", qReplay, []any{1, now},
+			[]string{"jobs_unique_key (unique_key=?)", "finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs", "SCAN jobs"}},
+		{"completed kept", qFinishKeep, []any{1, "completed", now, 1, nil, 16},
+			[]string{"USING INTEGER PRIMARY KEY (rowid=?)", "finished_jobs_unique_held (unique_key=?)"}, []string{"SCAN finished_jobs", "SCAN jobs"}},
 		// The counts every dashboard view and scrape asks for read index
 		// entries, never the jobs' rows.
 		{"stats pending", qStatsPending, []any{now},

@@ -132,14 +132,24 @@ func multiInsert(cols, row string, n int) string {
 // every state) or ?2, what judges whether it keeps a new job of the key
 // out (backend.UniqueStates.Keeps): its set, whether it is reserved, its
 // attempts and its due time, as one text ("set reserved attempts due",
-// see parseHolder). A holder in every state keeps every item not asking
-// KeepLast out whatever its state: the common case scans no more than
-// NULL. One statement for a whole batch, since a statement costs more
-// than the index probes it makes.
+// see parseHolder), then 0. A holder in every state keeps every item not
+// asking KeepLast out whatever its state: the common case scans no more
+// than NULL. Each key a completed job holds (backend.UniqueCompleted)
+// comes with that job's ID, NULL and 1, from the second arm: a probe of
+// finished_jobs_unique_held per key, which holds only such jobs, after a
+// first step into that index that finds it empty (nearly always: no
+// set asks for the state) and skips the arm, the keys' list included,
+// whose build and probes would cost the lookup half as much again; the
+// CROSS JOIN keeps that step in the outer loop. One statement for a whole
+// batch, since a statement costs more than the index probes it makes.
 const qUniqueLookup = `SELECT unique_key, id,
 	CASE WHEN unique_states IS NOT NULL OR ?2 THEN
-		coalesce(unique_states, 0) || ' ' || (status <> 'pending') || ' ' || attempts || ' ' || available_at END
-FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))`
+		coalesce(unique_states, 0) || ' ' || (status <> 'pending') || ' ' || attempts || ' ' || available_at END, 0
+FROM jobs WHERE unique_key IN (SELECT value FROM json_each(?1))
+UNION ALL
+SELECT d.unique_key, d.id, NULL, 1
+FROM (SELECT 1 FROM finished_jobs WHERE unique_held IS NOT NULL LIMIT 1) CROSS JOIN finished_jobs d
+WHERE d.unique_key IN (SELECT value FROM json_each(?1)) AND d.unique_held IS NOT NULL`
 
 // qUniqueTakeover: ?1 a JSON array of job IDs. The jobs give their unique
 // keys up to the jobs the same transaction inserts next: they run on,
@@ -458,7 +468,8 @@ const qFailedOfJob = `SELECT id FROM failed_jobs WHERE job_id = ?1 ORDER BY id D
 // reset, keeping its metadata, its errors, its claim token (never reset: the
 // holder from before the failure must stay stale), its key and turn (its
 // place among its key's jobs) and its workflow_id,
-// unless a live job holds that ID or its unique key, or it is the task of
+// unless a live job holds that ID or its unique key, or a completed one
+// its unique key (through finished_jobs_unique_held), or it is the task of
 // a workflow that was cancelled (or pruned, which only a cancelled one
 // with a failed task can be): a cancelled workflow stays cancelled.
 // Returns the queue, type, workflow_id (NULL unless a task's: its task is
@@ -470,7 +481,8 @@ SELECT f.job_id, f.queue, f.type, f.payload, 0, f.max_attempts, f.priority, 'pen
 FROM failed_jobs f
 WHERE f.id = ?1
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = f.job_id)
-	AND (f.unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = f.unique_key))
+	AND (f.unique_key IS NULL OR (NOT EXISTS (SELECT 1 FROM jobs j WHERE j.unique_key = f.unique_key)
+		AND NOT EXISTS (SELECT 1 FROM finished_jobs d WHERE d.unique_key = f.unique_key AND d.unique_held IS NOT NULL)))
 	AND (f.workflow_id IS NULL OR EXISTS (SELECT 1 FROM workflows w WHERE w.id = f.workflow_id AND w.state != 'cancelled'))
 RETURNING queue, type, workflow_id, id`
 

@@ -27,12 +27,23 @@ FROM jobs `
 )
 
 // qFinishKeep: ?1 id, ?2 state ('completed'), ?3 finished_at, ?4
-// claim_token (the fence), ?5 the handler's result or NULL. Copies the
-// held job into finished_jobs with its result, so the result is written
-// by the completion's own statement and a stale holder's is refused with
-// it; RowsAffected is 0 when stale or cancelling. qJobDelete must follow
-// in the same transaction.
-const qFinishKeep = finishInto + `, result)` + finishFrom + `, ?5
+// claim_token (the fence), ?5 the handler's result or NULL, ?6
+// backend.UniqueCompleted. Copies the held job into finished_jobs with its
+// result, so the result is written by the completion's own statement and
+// a stale holder's is refused with it; RowsAffected is 0 when stale or
+// cancelling. qJobDelete must follow in the same transaction.
+//
+// A job still holding its unique key (nobody took it over) whose set has
+// ?6 takes the key with it (unique_held, see 015_unique_completed.sql),
+// unless a completed job holds it already, which only a producer of an
+// older build, blind to completed holders, can have let happen: the older
+// holder keeps it, and the completion goes through rather than fail on
+// finished_jobs_unique_held. The CASE stops at its first true WHEN, so a
+// job of no set (nearly all) reads its unique_states alone.
+const qFinishKeep = finishInto + `, result, unique_held)` + finishFrom + `, ?5,
+	CASE WHEN unique_key IS NULL OR coalesce(unique_states, 0) & ?6 = 0 THEN NULL
+		WHEN EXISTS (SELECT 1 FROM finished_jobs d WHERE d.unique_key = jobs.unique_key AND d.unique_held IS NOT NULL) THEN NULL
+		ELSE 1 END
 FROM jobs WHERE id = ?1 AND claim_token = ?4 AND status = 'reserved' AND cancelled_at IS NULL`
 
 // qFinishCancelled: ?1 id, ?2 state ('cancelled'), ?3 finished_at, ?4

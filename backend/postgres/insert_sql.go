@@ -17,9 +17,10 @@ import "fmt"
 // The arrays are parallel and must not repeat a unique key (the caller
 // folds duplicates inside a batch). Returns one row per item, in input
 // order: (ord bigint 1-based, id bigint, duplicate bool, due bool, then
-// holderColumns, which plainInsert leaves out). A duplicate's id is the live job holding its key; it is
-// NULL in the rare case the holder committed after this statement's
-// snapshot, and the caller then retries that item. due is true for an
+// holderColumns, which plainInsert leaves out). A duplicate's id is the
+// job holding its key, live or completed; it is NULL in the rare case
+// the holder committed after this statement's snapshot, and the caller
+// then retries that item. due is true for an
 // inserted job available now (its queue wants a wake-up hint).
 const sqlInsert = insertCTEs + `
 SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
@@ -30,10 +31,12 @@ ORDER BY i.ord`
 
 // plainInsert is stmt (sqlInsert, sqlInsertNotify or their keyed forms)
 // for a batch without unique keys: the rows end after due, and no item
-// is a duplicate, so nothing looks for holders. The batches without
-// unique keys, nearly all, pay nothing for the holder columns.
+// is a duplicate, so nothing looks for holders, live or completed. The
+// batches without unique keys, nearly all, pay nothing for the holder
+// columns.
 func plainInsert(stmt string) string {
-	s := mustReplace(stmt, "coalesce(ins.id, h.id)", "ins.id")
+	s := mustReplace(stmt, finishedFree, "")
+	s = mustReplace(s, "coalesce(ins.id, h.id)", "ins.id")
 	s = mustReplace(s, ",\n       "+holderColumns, "")
 	return mustReplace(s, holderJoin, "")
 }
@@ -42,20 +45,27 @@ func plainInsert(stmt string) string {
 // duplicate, what judges whether its holder keeps it out
 // (backend.UniqueStates.Keeps): the holder's set (NULL: every state),
 // whether it is reserved, its attempts, its due time, and now(), the
-// clock it is judged by. All NULL for an inserted job.
+// clock it is judged by. All NULL for an inserted job, and for a
+// completed holder, which nothing judges (see holderJoin).
 const holderColumns = `h.unique_states, h.reserved, h.attempts, h.available_at, h.now`
 
 // holderJoin finds the holder of each duplicate's key: one probe of
-// jobs_unique_key per duplicate, none for an inserted job. OFFSET 0 keeps
-// the planner from pulling the subquery up into a join, which it would
-// then run as a hash join over a scan of every job: kept apart, it is a
-// nested loop whose probe runs only when ins.id IS NULL (a one-time
-// filter per row).
+// jobs_unique_key per duplicate, none for an inserted job, and, when no
+// live job holds it, one of finished_jobs_unique_held_idx for a completed
+// holder (finishedFree), whose holder columns are NULL: nothing judges
+// it, it keeps every item out. LIMIT 1 keeps the planner from pulling the
+// subquery up into a join, which it would then run as a hash join over a
+// scan of every job: kept apart, it is a nested loop whose probes run
+// only when ins.id IS NULL (a one-time filter per row), the second only
+// when the first found nothing (the Append stops at the first row).
 const holderJoin = `
 LEFT JOIN LATERAL (
 	SELECT x.id, x.unique_states, x.status <> 'pending' AS reserved, x.attempts, x.available_at, now() AS now
 	FROM {schema}.jobs x WHERE ins.id IS NULL AND x.unique_key = i.unique_key
-	OFFSET 0
+	UNION ALL
+	SELECT f.id, NULL, NULL, NULL, NULL, NULL
+	FROM {schema}.finished_jobs f WHERE ins.id IS NULL AND f.unique_key = i.unique_key AND f.unique_held
+	LIMIT 1
 ) h ON true`
 
 // sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
@@ -95,6 +105,8 @@ RETURNING 1::bigint, j.id, false, j.available_at <= now()`
 // to its item whatever order the insert returns rows in. Jobs without a
 // unique key are inserted apart: ON CONFLICT makes every row a speculative
 // insertion, which makes each row cost markedly more (docs/performance.md).
+// A job with a unique key is not inserted while a completed job holds the
+// key (finishedFree), nor while a live job does (ON CONFLICT).
 const insertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
@@ -119,7 +131,7 @@ keyed AS (
 	SELECT id, queue, type, payload::json, priority, max_attempts,
 	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb, unique_states
 	FROM input
-	WHERE unique_key IS NOT NULL
+	WHERE unique_key IS NOT NULL` + finishedFree + `
 	ORDER BY ord
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 	RETURNING j.id, j.queue, j.available_at
@@ -127,6 +139,17 @@ keyed AS (
 ins AS (
 	SELECT * FROM plain UNION ALL SELECT * FROM keyed
 )`
+
+// finishedFree keeps out of the insert the rows whose unique key a
+// completed job holds (backend.UniqueCompleted; see
+// migrations/019_unique_completed.sql): one probe of
+// finished_jobs_unique_held_idx a row with a unique key, an index of the
+// held rows alone, nearly always empty. It sees the holders committed
+// before the statement's snapshot; sqlUniqueRecheck, the statement after
+// it in the same transaction, those it missed.
+const finishedFree = `
+	  AND NOT EXISTS (SELECT 1 FROM {schema}.finished_jobs f
+	                  WHERE f.unique_key = input.unique_key AND f.unique_held)`
 
 // withTakeover turns an insert statement (sqlInsert, sqlInsertNotify or
 // their keyed forms) into the one of a round that takes unique keys over
@@ -156,8 +179,8 @@ WITH taken AS (
 input AS MATERIALIZED (`, n, n+1, n+2, n+3))
 	// Referenced by the keyed arm, the UPDATE runs (as an InitPlan) before
 	// it inserts a row; unreferenced, it would run after the statement.
-	return mustReplace(s, "\tWHERE unique_key IS NOT NULL\n\tORDER BY ord",
-		"\tWHERE unique_key IS NOT NULL AND (SELECT count(*) FROM taken) >= 0\n\tORDER BY ord")
+	return mustReplace(s, "\tWHERE unique_key IS NOT NULL"+finishedFree,
+		"\tWHERE unique_key IS NOT NULL AND (SELECT count(*) FROM taken) >= 0"+finishedFree)
 }
 
 // sqlConflict gives waiting jobs that hold a unique key what their

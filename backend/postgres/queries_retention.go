@@ -301,6 +301,7 @@ type retQueries struct {
 	completeKeep, finishCancelled, sweepCancelled, cancel, cancelling string
 	finishedList, jobList, finishedPrune, pruneTurn                   string
 	finishedPruneTypes, finishedPruneExcept                           string
+	uniqueRecheck                                                     string // unique_completed.go
 }
 
 func newRetQueries(schema string) retQueries {
@@ -317,5 +318,6 @@ func newRetQueries(schema string) retQueries {
 		finishedPruneTypes:  r.Replace(sqlFinishedPruneTypes),
 		finishedPruneExcept: r.Replace(sqlFinishedPruneExcept),
 		pruneTurn:           r.Replace(sqlPruneTurn),
+		uniqueRecheck:       r.Replace(sqlUniqueRecheck),
 	}
 }

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jobq/jobq/backend"
+)
+
+// Completed holders of unique keys (backend.UniqueCompleted; see
+// migrations/019_unique_completed.sql for the column and its index).
+//
+// A kept completion of a job that keeps its key marks its finished row
+// (keepsCompleted), and from then on inserts of the key are
+// kept out by two looks at finished_jobs, both in the transaction that
+// writes the job:
+//
+//   - the statement that inserts (finishedFree, and holderJoin naming
+//     the holder) sees the holders committed before its snapshot;
+//   - a statement after it (sqlUniqueRecheck) sees those it missed.
+//
+// The second is needed because a completion moves its job from jobs to
+// finished_jobs in one transaction while an insert of the key may be
+// running. Under READ COMMITTED the insert, finding the job's
+// jobs_unique_key entry deleted by a transaction not yet committed, waits
+// for it (ON CONFLICT, or the takeover's UPDATE); once it commits the
+// entry is dead, and the insert goes on and inserts its row. The
+// statement's snapshot predates that commit, so its look at finished_jobs
+// missed the finished row (so does one whose completion committed after
+// its snapshot but before its ON CONFLICT check, without a wait). Either
+// way the completion committed before the insert statement ended, so the
+// next statement of the transaction, under READ COMMITTED a fresh
+// snapshot, sees it. And no completion committing later can make a
+// holder of a key the insert wrote: only the job holding the key in jobs
+// can, and that is the inserted job itself until the insert's
+// transaction ends (a job of the key that an uncommitted transaction
+// deleted makes the insert wait, as above). So a key that the second
+// look finds free stays free of completed holders for as long as the
+// inserted job holds it, and one it finds held undoes the insert before
+// anything commits: the inserted jobs are deleted and answered as
+// duplicates of the holder.
+
+// sqlUniqueRecheck deletes the jobs an insert just wrote whose unique key
+// a completed job holds (see above), in the insert's transaction, after
+// its statement.
+//
+//	$1 unique_key text[] (the keys the insert statement sent),
+//	$2 id bigint[] (the jobs it inserted; NULL: the rows the
+//	transaction wrote, by xmin)
+//
+// Returns (id bigint, holder bigint) per job deleted. It starts from
+// finished_jobs_unique_held_idx, one probe a key, and reads jobs only
+// for a key a completed job holds, one probe of jobs_unique_key_idx (the
+// LATERAL subquery, kept apart by OFFSET 0: pulled up into a join, the
+// planner would scan jobs when it expects many holders); nearly always it
+// reads nothing more. With $2 NULL it must run in a transaction of the
+// backend's own, with no savepoint (every row it wrote then has its xid
+// as xmin), and it can then be pipelined with the insert, its IDs not yet
+// known: a row of the key that a committed transaction wrote is not the
+// insert's, and stays. txid_current_if_assigned (rather than PostgreSQL
+// 13's pg_current_xact_id_if_assigned) keeps older servers in; read
+// modulo 2^32, it is the xid xmin shows, and NULL when the transaction
+// wrote nothing.
+const sqlUniqueRecheck = `
+WITH held AS MATERIALIZED (
+	SELECT f.id, f.unique_key FROM {schema}.finished_jobs f
+	WHERE f.unique_key = ANY($1::text[]) AND f.unique_held
+),
+mine AS MATERIALIZED (
+	SELECT x.id, h.id AS holder
+	FROM held h CROSS JOIN LATERAL (
+		SELECT j.id FROM {schema}.jobs j
+		WHERE j.unique_key = h.unique_key
+		  AND CASE WHEN $2::bigint[] IS NULL
+		           THEN j.xmin::text::bigint = txid_current_if_assigned() % 4294967296
+		           ELSE j.id = ANY($2::bigint[]) END
+		OFFSET 0
+	) x
+),
+gone AS (
+	DELETE FROM {schema}.jobs j WHERE j.id = ANY(ARRAY(SELECT id FROM mine))
+	RETURNING j.id
+)
+SELECT m.id, m.holder FROM mine m JOIN gone USING (id)`
+
+// insertChecked runs an insert round's statement (sql, args, dest and
+// each as for rowQuerier) whose items send include some with unique keys,
+// keys, followed by sqlUniqueRecheck in the same transaction: pipelined
+// on in.batch when the transaction is the backend's own, after it (with
+// the IDs it inserted) in a caller's. The items whose jobs the recheck
+// deleted become duplicates of the completed holders.
+func (in *inserter) insertChecked(ctx context.Context, sql string, args, dest []any, each func() error, send []int, keys []string) error {
+	var gone, holder int64
+	moved := map[int64]int64{}
+	got := func() error {
+		moved[gone] = holder
+		return nil
+	}
+	recheck := queued{sql: in.b.rq.uniqueRecheck, dest: []any{&gone, &holder}, each: got}
+	if in.batch != nil {
+		recheck.args = []any{keys, []int64(nil)}
+		if err := sendBatch(ctx, in.batch, []queued{{sql: sql, args: args, dest: dest, each: each}, recheck}); err != nil {
+			return err
+		}
+	} else {
+		if err := in.query(ctx, sql, args, dest, each); err != nil {
+			return err
+		}
+		var ids []int64
+		for _, i := range send {
+			if r := in.results[i]; in.params[i].UniqueKey != "" && r.ID != 0 && !r.Duplicate {
+				ids = append(ids, r.ID)
+			}
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		recheck.args = []any{keys, ids}
+		if err := in.query(ctx, recheck.sql, recheck.args, recheck.dest, recheck.each); err != nil {
+			return fmt.Errorf("recheck completed holders: %w", err)
+		}
+	}
+	if len(moved) == 0 {
+		return nil
+	}
+	for _, i := range send {
+		if r := in.results[i]; !r.Duplicate {
+			if h, ok := moved[r.ID]; ok {
+				in.results[i] = backend.InsertResult{ID: h, Duplicate: true}
+			}
+		}
+	}
+	return nil
+}

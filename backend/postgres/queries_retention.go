@@ -301,7 +301,7 @@ type retQueries struct {
 	completeKeep, finishCancelled, sweepCancelled, cancel, cancelling string
 	finishedList, jobList, finishedPrune, pruneTurn                   string
 	finishedPruneTypes, finishedPruneExcept                           string
-	uniqueRecheck                                                     string // unique_completed.go
+	uniqueRecheck, uniqueHeld                                         string // unique_completed.go
 }
 
 func newRetQueries(schema string) retQueries {
@@ -319,5 +319,6 @@ func newRetQueries(schema string) retQueries {
 		finishedPruneExcept: r.Replace(sqlFinishedPruneExcept),
 		pruneTurn:           r.Replace(sqlPruneTurn),
 		uniqueRecheck:       r.Replace(sqlUniqueRecheck),
+		uniqueHeld:          r.Replace(sqlUniqueHeld),
 	}
 }

@@ -2,7 +2,10 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/jobq/jobq/backend"
 )
@@ -11,13 +14,15 @@ import (
 // migrations/019_unique_completed.sql for the column and its index).
 //
 // A kept completion of a job that keeps its key marks its finished row
-// (keepsCompleted), and from then on inserts of the key are
+// (keepsCompleted), and from then on inserts and replays of the key are
 // kept out by two looks at finished_jobs, both in the transaction that
 // writes the job:
 //
 //   - the statement that inserts (finishedFree, and holderJoin naming
-//     the holder) sees the holders committed before its snapshot;
-//   - a statement after it (sqlUniqueRecheck) sees those it missed.
+//     the holder; the replay's own clause) sees the holders committed
+//     before its snapshot;
+//   - a statement after it (sqlUniqueRecheck; sqlUniqueHeld for a
+//     replay) sees those it missed.
 //
 // The second is needed because a completion moves its job from jobs to
 // finished_jobs in one transaction while an insert of the key may be
@@ -38,7 +43,8 @@ import (
 // look finds free stays free of completed holders for as long as the
 // inserted job holds it, and one it finds held undoes the insert before
 // anything commits: the inserted jobs are deleted and answered as
-// duplicates of the holder.
+// duplicates of the holder (a replay rolls back and runs again, and then
+// leaves the job failed).
 
 // sqlUniqueRecheck deletes the jobs an insert just wrote whose unique key
 // a completed job holds (see above), in the insert's transaction, after
@@ -82,6 +88,40 @@ gone AS (
 	RETURNING j.id
 )
 SELECT m.id, m.holder FROM mine m JOIN gone USING (id)`
+
+// sqlUniqueHeld tells whether a completed job holds one of the unique
+// keys of the jobs a replay moved back (replayTail's last column): the
+// replay's second look (see above), in its transaction.
+//
+//	$1 unique_key text[]
+//
+// Returns one row: (held bool).
+const sqlUniqueHeld = `
+SELECT EXISTS (SELECT 1 FROM {schema}.finished_jobs f
+               WHERE f.unique_key = ANY($1::text[]) AND f.unique_held)`
+
+// errKeyRace: a job completed and kept the unique key of a job a replay
+// moved back, after the replay statement's snapshot. The transaction
+// rolls back and runs again (retryRace), and then leaves the failed job
+// where it is.
+var errKeyRace = errors.New("a completed job took the unique key of a job being replayed")
+
+// checkReplayKeys is a replay's second look (see above) at keys, the
+// unique keys of the jobs it moved back, through tx: errKeyRace when a
+// completed job holds one of them.
+func (b *Backend) checkReplayKeys(ctx context.Context, tx pgx.Tx, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var held bool
+	if err := tx.QueryRow(ctx, b.rq.uniqueHeld, keys).Scan(&held); err != nil {
+		return fmt.Errorf("look for completed holders of replayed keys: %w", err)
+	}
+	if held {
+		return errKeyRace
+	}
+	return nil
+}
 
 // insertChecked runs an insert round's statement (sql, args, dest and
 // each as for rowQuerier) whose items send include some with unique keys,

@@ -145,7 +145,16 @@ func (in *inserter) rounds(ctx context.Context, send []int, take map[int]holder)
 
 // uniqueKeys returns the unique keys of the items send of params.
 func uniqueKeys(params []backend.InsertParams, send []int) []string {
-	var keys []string
+	n := 0
+	for _, i := range send {
+		if params[i].UniqueKey != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	keys := make([]string, 0, n)
 	for _, i := range send {
 		if k := params[i].UniqueKey; k != "" {
 			keys = append(keys, k)

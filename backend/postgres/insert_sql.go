@@ -23,7 +23,7 @@ import "fmt"
 // then retries that item. due is true for an
 // inserted job available now (its queue wants a wake-up hint).
 const sqlInsert = insertCTEs + `
-SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+SELECT i.ord, ` + holderID + `, ins.id IS NULL, coalesce(ins.available_at <= now(), false),
        ` + holderColumns + `
 FROM input i
 LEFT JOIN ins ON ins.id = i.id` + holderJoin + `
@@ -36,7 +36,7 @@ ORDER BY i.ord`
 // columns.
 func plainInsert(stmt string) string {
 	s := mustReplace(stmt, finishedFree, "")
-	s = mustReplace(s, "coalesce(ins.id, h.id)", "ins.id")
+	s = mustReplace(s, holderID, "ins.id")
 	s = mustReplace(s, ",\n       "+holderColumns, "")
 	return mustReplace(s, holderJoin, "")
 }
@@ -46,27 +46,29 @@ func plainInsert(stmt string) string {
 // (backend.UniqueStates.Keeps): the holder's set (NULL: every state),
 // whether it is reserved, its attempts, its due time, and now(), the
 // clock it is judged by. All NULL for an inserted job, and for a
-// completed holder, which nothing judges (see holderJoin).
+// completed holder, which nothing judges (see holderID).
 const holderColumns = `h.unique_states, h.reserved, h.attempts, h.available_at, h.now`
 
-// holderJoin finds the holder of each duplicate's key: one probe of
-// jobs_unique_key per duplicate, none for an inserted job, and, when no
-// live job holds it, one of finished_jobs_unique_held_idx for a completed
-// holder (finishedFree), whose holder columns are NULL: nothing judges
-// it, it keeps every item out. LIMIT 1 keeps the planner from pulling the
-// subquery up into a join, which it would then run as a hash join over a
-// scan of every job: kept apart, it is a nested loop whose probes run
-// only when ins.id IS NULL (a one-time filter per row), the second only
-// when the first found nothing (the Append stops at the first row).
+// holderJoin finds the live holder of each duplicate's key: one probe of
+// jobs_unique_key per duplicate, none for an inserted job. OFFSET 0 keeps
+// the planner from pulling the subquery up into a join, which it would
+// then run as a hash join over a scan of every job: kept apart, it is a
+// nested loop whose probe runs only when ins.id IS NULL (a one-time
+// filter per row). A duplicate no live job holds is named by holderID.
 const holderJoin = `
 LEFT JOIN LATERAL (
 	SELECT x.id, x.unique_states, x.status <> 'pending' AS reserved, x.attempts, x.available_at, now() AS now
 	FROM {schema}.jobs x WHERE ins.id IS NULL AND x.unique_key = i.unique_key
-	UNION ALL
-	SELECT f.id, NULL, NULL, NULL, NULL, NULL
-	FROM {schema}.finished_jobs f WHERE ins.id IS NULL AND f.unique_key = i.unique_key AND f.unique_held
-	LIMIT 1
+	OFFSET 0
 ) h ON true`
+
+// holderID is the id column of sqlInsert's rows: the inserted job, or a
+// duplicate's holder, live (holderJoin) or else completed (finishedFree):
+// a probe of finished_jobs_unique_held_idx, which coalesce evaluates only
+// for a duplicate no live job holds. A completed holder's holder columns
+// are NULL: nothing judges it, it keeps every item out.
+const holderID = `coalesce(ins.id, h.id, (SELECT f.id FROM {schema}.finished_jobs f
+                                         WHERE f.unique_key = i.unique_key AND f.unique_held))`
 
 // sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
 // and rows, and it also sends pg_notify(channel, queue) for each queue that
@@ -77,7 +79,7 @@ woken AS (
 	SELECT count(pg_notify({channel}, q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
 )
-SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+SELECT i.ord, ` + holderID + `, ins.id IS NULL, coalesce(ins.available_at <= now(), false),
        ` + holderColumns + `
 FROM input i
 CROSS JOIN woken
@@ -144,12 +146,15 @@ ins AS (
 // completed job holds (backend.UniqueCompleted; see
 // migrations/019_unique_completed.sql): one probe of
 // finished_jobs_unique_held_idx a row with a unique key, an index of the
-// held rows alone, nearly always empty. It sees the holders committed
-// before the statement's snapshot; sqlUniqueRecheck, the statement after
-// it in the same transaction, those it missed.
+// held rows alone, nearly always empty. A scalar subquery, not NOT
+// EXISTS: the planner would weigh an anti join, which costs a one-job
+// insert a third more planning, and for a large batch may read the whole
+// index. It sees the holders committed before the statement's snapshot;
+// sqlUniqueRecheck, the statement after it in the same transaction,
+// those it missed.
 const finishedFree = `
-	  AND NOT EXISTS (SELECT 1 FROM {schema}.finished_jobs f
-	                  WHERE f.unique_key = input.unique_key AND f.unique_held)`
+	  AND (SELECT f.id FROM {schema}.finished_jobs f
+	       WHERE f.unique_key = input.unique_key AND f.unique_held) IS NULL`
 
 // withTakeover turns an insert statement (sqlInsert, sqlInsertNotify or
 // their keyed forms) into the one of a round that takes unique keys over

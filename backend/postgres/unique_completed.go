@@ -18,7 +18,7 @@ import (
 // kept out by two looks at finished_jobs, both in the transaction that
 // writes the job:
 //
-//   - the statement that inserts (finishedFree, and holderJoin naming
+//   - the statement that inserts (finishedFree, and holderID naming
 //     the holder; the replay's own clause) sees the holders committed
 //     before its snapshot;
 //   - a statement after it (sqlUniqueRecheck; sqlUniqueHeld for a

@@ -58,9 +58,12 @@ import (
 // finished_jobs_unique_held_idx, one probe a key, and jobs only for the
 // keys a completed job holds (the array of them, an InitPlan, nearly
 // always empty), through jobs_unique_key_idx, or jobs_pkey for the IDs.
-// One table in its FROM and no CTE keep its planning, which it pays at
-// every execution (its custom plans win over a generic one), to a
-// fraction of what a join took. With $2 NULL it must run in a
+// One table in its FROM and no CTE keep its planning short, and the keys
+// read through ARRAY(SELECT unnest($1)), which the planner cannot see
+// into, make every custom plan cost what the generic one does: after its
+// first executions on a connection the server runs the generic plan and
+// plans it no more (with the array in sight, the custom plans of a batch
+// of one key looked cheaper, and each execution planned anew). With $2 NULL it must run in a
 // transaction of the backend's own, with no savepoint (every row it
 // wrote then has its xid as xmin), and it can then be pipelined with the
 // insert, its IDs not yet known: a row of the key that a committed
@@ -72,7 +75,7 @@ import (
 const sqlUniqueRecheck = `
 DELETE FROM {schema}.jobs j
 WHERE j.unique_key = ANY(ARRAY(SELECT f.unique_key FROM {schema}.finished_jobs f
-                               WHERE f.unique_key = ANY($1::text[]) AND f.unique_held))
+                               WHERE f.unique_key = ANY(ARRAY(SELECT unnest($1::text[]))) AND f.unique_held))
   AND CASE WHEN $2::bigint[] IS NULL
            THEN j.xmin::text::bigint = txid_current_if_assigned() % 4294967296
            ELSE j.id = ANY($2::bigint[]) END

@@ -48,9 +48,11 @@ func (b *Backend) FailedGet(ctx context.Context, jobID int64) (*backend.FailedJo
 // FailedReplay implements backend.Backend. Listed job IDs are replayed in
 // one transaction: when some have no failed row it rolls back and returns
 // backend.ErrNotFound, replaying none of them. A replay by filter is a
-// series of statements of at most backend.ChunkSize jobs each, each its
-// own transaction; when one fails, the result counts the chunks already
-// committed and the error says why the rest were not replayed.
+// series of statements of at most backend.ChunkSize jobs each, each in
+// its own transaction; when one fails, the result counts the chunks already
+// committed and the error says why the rest were not replayed. A job
+// whose unique key a live job or a completed one holds stays failed
+// (skipped).
 func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayParams) (backend.ReplayResult, error) {
 	const op = "replay failed jobs"
 	if ids := distinctIDs(params.IDs); ids != nil {
@@ -64,7 +66,17 @@ func (b *Backend) FailedReplay(ctx context.Context, params backend.FailedReplayP
 	err := b.chunks(ctx, op, func(ctx context.Context, after int64) (last pgtype.Int8, matched int64, err error) {
 		var step replayStep
 		args := append(append(filterArgs(params.Filter), after, backend.ChunkSize), keyFilter(params.Filter)...)
-		if err = step.scan(b.pool.QueryRow(ctx, b.q.failedReplayChunk, args...)); err != nil {
+		// In a transaction of its own, for the second look at the keys
+		// of the jobs it moved back (checkReplayKeys).
+		err = retryRace(func() error {
+			return b.inTx(ctx, func(tx pgx.Tx) error {
+				if err := step.scan(tx.QueryRow(ctx, b.q.failedReplayChunk, args...)); err != nil {
+					return err
+				}
+				return b.checkReplayKeys(ctx, tx, step.keys)
+			})
+		})
+		if err != nil {
 			return step.last, step.matched, err
 		}
 		// The plain jobs the statement replayed are committed: they are
@@ -110,6 +122,9 @@ func (b *Backend) replayIDs(ctx context.Context, op string, ids []int64) (backen
 				if int(step.matched) < len(ids) {
 					return fmt.Errorf("%d of %d failed jobs: %w", len(ids)-int(step.matched), len(ids), backend.ErrNotFound)
 				}
+				if err := b.checkReplayKeys(ctx, tx, step.keys); err != nil {
+					return err
+				}
 				if len(step.tasks) == 0 {
 					return nil
 				}
@@ -141,11 +156,12 @@ type replayStep struct {
 	matched, replayed int64
 	queues, types     []string
 	counts            []int64
-	tasks             []int64 // failed_jobs ids of tasks' jobs, left to replayTasks
+	tasks             []int64  // failed_jobs ids of tasks' jobs, left to replayTasks
+	keys              []string // the unique keys of the jobs moved back
 }
 
 func (s *replayStep) scan(row pgx.Row) error {
-	return row.Scan(&s.last, &s.matched, &s.replayed, &s.queues, &s.types, &s.counts, &s.tasks)
+	return row.Scan(&s.last, &s.matched, &s.replayed, &s.queues, &s.types, &s.counts, &s.tasks, &s.keys)
 }
 
 // due returns the queues that got a job back, each once.

@@ -87,11 +87,11 @@ func (b *Backend) JobInsertMany(ctx context.Context, params []backend.InsertPara
 		case mayTakeRounds(params) || hasDeadline(params):
 			err = b.inTx(ctx, func(tx pgx.Tx) error {
 				var err error
-				results, due, err = b.insert(ctx, pgxRows(tx), b.q.insert, "", params)
+				results, due, err = b.insert(ctx, pgxRows(tx), tx, b.q.insert, "", params)
 				return err
 			})
 		default:
-			results, due, err = b.insert(ctx, pgxRows(b.pool), b.q.insert, b.q.insertOne, params)
+			results, due, err = b.insert(ctx, pgxRows(b.pool), b.pool, b.q.insert, b.q.insertOne, params)
 		}
 		return err
 	})
@@ -173,8 +173,11 @@ func mayTakeRounds(params []backend.InsertParams) bool {
 // job due now. Items repeating a unique key of an earlier item in the
 // batch are not sent: they take the earlier item's ID as duplicates,
 // unless the earlier item was a duplicate whose holder does not keep them
-// out (see refollow).
-func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
+// out (see refollow). batch is query's pool or transaction when it is
+// the backend's own, nil in a caller's: a round with unique keys is
+// followed by sqlUniqueRecheck, pipelined on batch when there is one
+// (see insertChecked).
+func (b *Backend) insert(ctx context.Context, query rowQuerier, batch batchSender, stmt, stmtOne string, params []backend.InsertParams) ([]backend.InsertResult, []string, error) {
 	deadlines := hasDeadline(params)
 	if deadlines {
 		if err := b.checkDeadlines(ctx, query, params); err != nil {
@@ -183,7 +186,7 @@ func (b *Backend) insert(ctx context.Context, query rowQuerier, stmt, stmtOne st
 	}
 	params, replaced := backend.FoldConflicts(params)
 	in := &inserter{
-		b: b, query: query, stmt: stmt, stmtOne: stmtOne, params: params,
+		b: b, query: query, batch: batch, stmt: stmt, stmtOne: stmtOne, params: params,
 		keyed:     slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.Key != "" }),
 		unique:    slices.ContainsFunc(params, func(p backend.InsertParams) bool { return p.UniqueKey != "" }),
 		results:   make([]backend.InsertResult, len(params)),

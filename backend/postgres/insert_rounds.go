@@ -23,6 +23,7 @@ const insertRounds = 5
 type inserter struct {
 	b             *Backend
 	query         rowQuerier
+	batch         batchSender // nil in a caller's transaction (see insertChecked)
 	stmt, stmtOne string
 	params        []backend.InsertParams // folded (backend.FoldConflicts)
 	keyed         bool                   // some item has a key: the keyed statements
@@ -94,7 +95,7 @@ func (in *inserter) rounds(ctx context.Context, send []int, take map[int]holder)
 		if len(take) > 0 {
 			args = append(args, takeArgs(take)...)
 		}
-		err := in.query(ctx, sql, args, dest, func() error {
+		each := func() error {
 			i := send[ord-1]
 			if !id.Valid {
 				return nil
@@ -120,7 +121,13 @@ func (in *inserter) rounds(ctx context.Context, send []int, take map[int]holder)
 				in.wake([]string{params[i].Queue})
 			}
 			return nil
-		})
+		}
+		var err error
+		if keys := uniqueKeys(params, send); len(keys) > 0 {
+			err = in.insertChecked(ctx, sql, args, dest, each, send, keys)
+		} else {
+			err = in.query(ctx, sql, args, dest, each)
+		}
 		if err != nil {
 			return err
 		}
@@ -134,6 +141,26 @@ func (in *inserter) rounds(ctx context.Context, send []int, take map[int]holder)
 		send = retry
 	}
 	return nil
+}
+
+// uniqueKeys returns the unique keys of the items send of params.
+func uniqueKeys(params []backend.InsertParams, send []int) []string {
+	n := 0
+	for _, i := range send {
+		if params[i].UniqueKey != "" {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	keys := make([]string, 0, n)
+	for _, i := range send {
+		if k := params[i].UniqueKey; k != "" {
+			keys = append(keys, k)
+		}
+	}
+	return keys
 }
 
 // wake adds queues to those that got a job due now.

@@ -17,12 +17,13 @@ import "fmt"
 // The arrays are parallel and must not repeat a unique key (the caller
 // folds duplicates inside a batch). Returns one row per item, in input
 // order: (ord bigint 1-based, id bigint, duplicate bool, due bool, then
-// holderColumns, which plainInsert leaves out). A duplicate's id is the live job holding its key; it is
-// NULL in the rare case the holder committed after this statement's
-// snapshot, and the caller then retries that item. due is true for an
+// holderColumns, which plainInsert leaves out). A duplicate's id is the
+// job holding its key, live or completed; it is NULL in the rare case
+// the holder committed after this statement's snapshot, and the caller
+// then retries that item. due is true for an
 // inserted job available now (its queue wants a wake-up hint).
 const sqlInsert = insertCTEs + `
-SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+SELECT i.ord, ` + holderID + `, ins.id IS NULL, coalesce(ins.available_at <= now(), false),
        ` + holderColumns + `
 FROM input i
 LEFT JOIN ins ON ins.id = i.id` + holderJoin + `
@@ -30,10 +31,12 @@ ORDER BY i.ord`
 
 // plainInsert is stmt (sqlInsert, sqlInsertNotify or their keyed forms)
 // for a batch without unique keys: the rows end after due, and no item
-// is a duplicate, so nothing looks for holders. The batches without
-// unique keys, nearly all, pay nothing for the holder columns.
+// is a duplicate, so nothing looks for holders, live or completed. The
+// batches without unique keys, nearly all, pay nothing for the holder
+// columns.
 func plainInsert(stmt string) string {
-	s := mustReplace(stmt, "coalesce(ins.id, h.id)", "ins.id")
+	s := mustReplace(stmt, finishedFree, "")
+	s = mustReplace(s, holderID, "ins.id")
 	s = mustReplace(s, ",\n       "+holderColumns, "")
 	return mustReplace(s, holderJoin, "")
 }
@@ -42,21 +45,30 @@ func plainInsert(stmt string) string {
 // duplicate, what judges whether its holder keeps it out
 // (backend.UniqueStates.Keeps): the holder's set (NULL: every state),
 // whether it is reserved, its attempts, its due time, and now(), the
-// clock it is judged by. All NULL for an inserted job.
+// clock it is judged by. All NULL for an inserted job, and for a
+// completed holder, which nothing judges (see holderID).
 const holderColumns = `h.unique_states, h.reserved, h.attempts, h.available_at, h.now`
 
-// holderJoin finds the holder of each duplicate's key: one probe of
+// holderJoin finds the live holder of each duplicate's key: one probe of
 // jobs_unique_key per duplicate, none for an inserted job. OFFSET 0 keeps
 // the planner from pulling the subquery up into a join, which it would
 // then run as a hash join over a scan of every job: kept apart, it is a
 // nested loop whose probe runs only when ins.id IS NULL (a one-time
-// filter per row).
+// filter per row). A duplicate no live job holds is named by holderID.
 const holderJoin = `
 LEFT JOIN LATERAL (
 	SELECT x.id, x.unique_states, x.status <> 'pending' AS reserved, x.attempts, x.available_at, now() AS now
 	FROM {schema}.jobs x WHERE ins.id IS NULL AND x.unique_key = i.unique_key
 	OFFSET 0
 ) h ON true`
+
+// holderID is the id column of sqlInsert's rows: the inserted job, or a
+// duplicate's holder, live (holderJoin) or else completed (finishedFree):
+// a probe of finished_jobs_unique_held_idx, which coalesce evaluates only
+// for a duplicate no live job holds. A completed holder's holder columns
+// are NULL: nothing judges it, it keeps every item out.
+const holderID = `coalesce(ins.id, h.id, (SELECT f.id FROM {schema}.finished_jobs f
+                                         WHERE f.unique_key = i.unique_key AND f.unique_held))`
 
 // sqlInsertNotify is sqlInsert for a caller's transaction: same parameters
 // and rows, and it also sends pg_notify(channel, queue) for each queue that
@@ -67,7 +79,7 @@ woken AS (
 	SELECT count(pg_notify({channel}, q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM ins WHERE available_at <= now()) q
 )
-SELECT i.ord, coalesce(ins.id, h.id), ins.id IS NULL, coalesce(ins.available_at <= now(), false),
+SELECT i.ord, ` + holderID + `, ins.id IS NULL, coalesce(ins.available_at <= now(), false),
        ` + holderColumns + `
 FROM input i
 CROSS JOIN woken
@@ -95,6 +107,8 @@ RETURNING 1::bigint, j.id, false, j.available_at <= now()`
 // to its item whatever order the insert returns rows in. Jobs without a
 // unique key are inserted apart: ON CONFLICT makes every row a speculative
 // insertion, which makes each row cost markedly more (docs/performance.md).
+// A job with a unique key is not inserted while a completed job holds the
+// key (finishedFree), nor while a live job does (ON CONFLICT).
 const insertCTEs = `
 WITH input AS MATERIALIZED (
 	SELECT nextval('{schema}.jobs_id_seq') AS id, t.*
@@ -119,7 +133,7 @@ keyed AS (
 	SELECT id, queue, type, payload::json, priority, max_attempts,
 	       coalesce(run_at, now() + delay_us * interval '1 microsecond'), unique_key, metadata::jsonb, unique_states
 	FROM input
-	WHERE unique_key IS NOT NULL
+	WHERE unique_key IS NOT NULL` + finishedFree + `
 	ORDER BY ord
 	ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
 	RETURNING j.id, j.queue, j.available_at
@@ -127,6 +141,20 @@ keyed AS (
 ins AS (
 	SELECT * FROM plain UNION ALL SELECT * FROM keyed
 )`
+
+// finishedFree keeps out of the insert the rows whose unique key a
+// completed job holds (backend.UniqueCompleted; see
+// migrations/019_unique_completed.sql): one probe of
+// finished_jobs_unique_held_idx a row with a unique key, an index of the
+// held rows alone, nearly always empty. A scalar subquery, not NOT
+// EXISTS: the planner would weigh an anti join, which costs a one-job
+// insert a third more planning, and for a large batch may read the whole
+// index. It sees the holders committed before the statement's snapshot;
+// sqlUniqueRecheck, the statement after it in the same transaction,
+// those it missed.
+const finishedFree = `
+	  AND (SELECT f.id FROM {schema}.finished_jobs f
+	       WHERE f.unique_key = input.unique_key AND f.unique_held) IS NULL`
 
 // withTakeover turns an insert statement (sqlInsert, sqlInsertNotify or
 // their keyed forms) into the one of a round that takes unique keys over
@@ -156,8 +184,8 @@ WITH taken AS (
 input AS MATERIALIZED (`, n, n+1, n+2, n+3))
 	// Referenced by the keyed arm, the UPDATE runs (as an InitPlan) before
 	// it inserts a row; unreferenced, it would run after the statement.
-	return mustReplace(s, "\tWHERE unique_key IS NOT NULL\n\tORDER BY ord",
-		"\tWHERE unique_key IS NOT NULL AND (SELECT count(*) FROM taken) >= 0\n\tORDER BY ord")
+	return mustReplace(s, "\tWHERE unique_key IS NOT NULL"+finishedFree,
+		"\tWHERE unique_key IS NOT NULL AND (SELECT count(*) FROM taken) >= 0"+finishedFree)
 }
 
 // sqlConflict gives waiting jobs that hold a unique key what their

@@ -95,6 +95,19 @@ func (p *batchPipe) flush(ctx context.Context) error {
 func (p *batchPipe) send(ctx context.Context) error {
 	stmts := p.pending
 	p.pending = nil
+	return sendBatch(ctx, p.conn, stmts)
+}
+
+// batchSender runs a pgx batch: a pool, a connection or a pgx.Tx.
+type batchSender interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// sendBatch sends stmts as one pgx batch on sender and reads their replies in
+// order. Outside a transaction (on a pool or a connection) the batch is
+// one implicit transaction: it commits at its end, all or nothing, as a
+// single statement does.
+func sendBatch(ctx context.Context, sender batchSender, stmts []queued) error {
 	if len(stmts) == 0 {
 		return nil
 	}
@@ -102,7 +115,7 @@ func (p *batchPipe) send(ctx context.Context) error {
 	for _, s := range stmts {
 		batch.Queue(s.sql, s.args...)
 	}
-	br := p.conn.SendBatch(ctx, batch)
+	br := sender.SendBatch(ctx, batch)
 	for _, s := range stmts {
 		if s.tag != "" {
 			tag, err := br.Exec()

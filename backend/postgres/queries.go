@@ -560,12 +560,16 @@ const sqlFailedGet = `SELECT ` + failedColumns + ` FROM {schema}.failed_jobs f W
 // pending, due now, attempts and releases 0, with their original id,
 // metadata, errors and claim_token (reset, the next claim would hand a holder from
 // before the failure its token again); a job whose unique key (or id) is
-// held by a live job stays in failed_jobs. It returns one row: (last_id bigint, matched bigint,
+// held by a live job, or whose unique key a completed job holds
+// (finishedFree), stays in failed_jobs. It returns one row: (last_id bigint, matched bigint,
 // replayed bigint, queues text[], types text[], counts bigint[]): the
 // highest failed_jobs id selected (NULL when none), how many were selected
 // and moved, and the moved jobs counted per queue and type (the three
 // arrays side by side, NULL when none moved), then the selected jobs of
-// workflow tasks (failed_jobs ids bigint[]), which it leaves to replayTasks.
+// workflow tasks (failed_jobs ids bigint[]), which it leaves to replayTasks,
+// and the unique keys of the moved jobs (text[]), which the caller checks
+// against completed holders the statement's snapshot missed
+// (sqlUniqueHeld), in its transaction.
 const replayTail = `
 ins AS (
 	INSERT INTO {schema}.jobs
@@ -574,9 +578,11 @@ ins AS (
 	SELECT job_id, queue, type, payload, 0, max_attempts, priority, 'pending',
 	       now(), created_at, error, unique_key, 0, metadata, claim_token, errors, key, turn
 	FROM sel WHERE workflow_id IS NULL -- a task's: replayTasks (workflow_replay.go), named below
+	  AND (unique_key IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.finished_jobs h
+	                                         WHERE h.unique_key = sel.unique_key AND h.unique_held))
 	ORDER BY id
 	ON CONFLICT DO NOTHING
-	RETURNING id
+	RETURNING id, unique_key
 ),
 del AS (
 	DELETE FROM {schema}.failed_jobs f
@@ -585,7 +591,8 @@ del AS (
 	RETURNING f.queue, f.type
 )
 SELECT (SELECT max(id) FROM sel), (SELECT count(*) FROM sel), (SELECT count(*) FROM del),
-       g.queues, g.types, g.counts, ARRAY(SELECT id FROM sel WHERE workflow_id IS NOT NULL ORDER BY id)
+       g.queues, g.types, g.counts, ARRAY(SELECT id FROM sel WHERE workflow_id IS NOT NULL ORDER BY id),
+       ARRAY(SELECT unique_key FROM ins WHERE unique_key IS NOT NULL)
 FROM (SELECT array_agg(queue) AS queues, array_agg(type) AS types, array_agg(n) AS counts
       FROM (SELECT queue, type, count(*) AS n FROM del GROUP BY queue, type) c) g`
 

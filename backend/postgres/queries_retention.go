@@ -3,6 +3,8 @@ package postgres
 import (
 	"fmt"
 	"strings"
+
+	"github.com/jobq/jobq/backend"
 )
 
 // The statements of cancelling and of keeping finished jobs (see
@@ -24,16 +26,31 @@ func finishInsert(src, state string) string {
 // finishInsertResult is finishInsert storing the SQL expression result
 // (json, over src's columns) as each row's result.
 func finishInsertResult(src, state, result string) string {
+	return finishInsertHeld(src, state, result, "NULL")
+}
+
+// finishInsertHeld is finishInsertResult storing the SQL expression held
+// (boolean, over src's columns) as each row's unique_held: whether the
+// row holds its unique key (migrations/019_unique_completed.sql).
+func finishInsertHeld(src, state, result, held string) string {
 	return `INSERT INTO {schema}.finished_jobs
-	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key, result)
-	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now(), key, ` + result + `
+	       (id, state, queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, finished_at, key, result, unique_held)
+	SELECT id, '` + state + `', queue, type, payload, attempts, max_attempts, priority, last_error, unique_key, metadata, created_at, now(), key, ` + result + `, ` + held + `
 	FROM ` + src + `
 	RETURNING id, attempts`
 }
 
+// keepsCompleted is true, over a deleted jobs row, when the job keeps its
+// unique key as it completes and is kept (backend.UniqueCompleted): its
+// set holds the state and the key is still its own (no insert took it
+// over, which sets unique_key to NULL); NULL otherwise, as the rows that
+// hold nothing have it.
+var keepsCompleted = fmt.Sprintf("CASE WHEN unique_key IS NOT NULL AND unique_states & %d <> 0 THEN true END", int(backend.UniqueCompleted))
+
 // sqlCompleteKeep is sqlComplete with one more kind, 4: done and kept,
-// the held job moved to finished_jobs as completed with its result, and
-// one more parameter, $8 result text[] (JSON; NULL: none), so the result
+// the held job moved to finished_jobs as completed with its result (and
+// its unique key, when it keeps it: keepsCompleted), and one more
+// parameter, $8 result text[] (JSON; NULL: none), so the result
 // is written by the completion's own statement behind its fence. Used
 // only for batches holding such an outcome, so sqlComplete itself is
 // unchanged. The kept outcomes count as applied by the rows kept deleted
@@ -49,7 +66,7 @@ var sqlCompleteKeep = mustReplace(mustReplace(mustReplace(sqlComplete,
 	RETURNING j.*, i.result AS kept_result
 ),
 kept_moved AS (
-	`+finishInsertResult("kept", "completed", "kept_result::json")+`
+	`+finishInsertHeld("kept", "completed", "kept_result::json", keepsCompleted)+`
 ),
 settled AS (`),
 	"UNION ALL SELECT job_id, claim_token FROM moved", "UNION ALL SELECT job_id, claim_token FROM moved\n\tUNION ALL SELECT id, claim_token FROM kept")
@@ -284,6 +301,7 @@ type retQueries struct {
 	completeKeep, finishCancelled, sweepCancelled, cancel, cancelling string
 	finishedList, jobList, finishedPrune, pruneTurn                   string
 	finishedPruneTypes, finishedPruneExcept                           string
+	uniqueRecheck, uniqueHeld                                         string // unique_completed.go
 }
 
 func newRetQueries(schema string) retQueries {
@@ -300,5 +318,7 @@ func newRetQueries(schema string) retQueries {
 		finishedPruneTypes:  r.Replace(sqlFinishedPruneTypes),
 		finishedPruneExcept: r.Replace(sqlFinishedPruneExcept),
 		pruneTurn:           r.Replace(sqlPruneTurn),
+		uniqueRecheck:       r.Replace(sqlUniqueRecheck),
+		uniqueHeld:          r.Replace(sqlUniqueHeld),
 	}
 }

@@ -34,7 +34,7 @@ func (b *Backend) JobInsertManyTx(ctx context.Context, tx any, params []backend.
 	}
 	var results []backend.InsertResult
 	err = b.doInTx(ctx, "insert jobs in tx", func(ctx context.Context) error {
-		results, _, err = b.insert(ctx, query, b.q.insertNotify, "", params)
+		results, _, err = b.insert(ctx, query, nil, b.q.insertNotify, "", params)
 		return err
 	})
 	if err != nil {

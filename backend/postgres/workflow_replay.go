@@ -24,7 +24,8 @@ import (
 // cancelled and leaves the failed job where it is.
 var errReplayRace = errors.New("workflow cancelled during the replay of its task")
 
-// raceTries bounds how often a replay runs again after errReplayRace.
+// raceTries bounds how often a replay runs again after errReplayRace
+// (or errKeyRace).
 const raceTries = 3
 
 // taskReplay counts what replayTasks did.
@@ -176,11 +177,11 @@ func (b *Backend) replayTaskRows(ctx context.Context, ids []int64) (taskReplay, 
 	return out, nil
 }
 
-// retryRace runs a replay again when it lost errReplayRace.
+// retryRace runs a replay again when it lost errReplayRace or errKeyRace.
 func retryRace(run func() error) error {
 	for try := 1; ; try++ {
 		err := run()
-		if !errors.Is(err, errReplayRace) || try == raceTries {
+		if !errors.Is(err, errReplayRace) && !errors.Is(err, errKeyRace) || try == raceTries {
 			return err
 		}
 	}

@@ -1,0 +1,25 @@
+-- 019_unique_completed: a completed job kept among the finished jobs
+-- holds its unique key (backend.UniqueCompleted) until its row goes.
+--
+-- unique_held is true on the finished row of a job of a set with
+-- UniqueCompleted that still held its key (jobs.unique_key not taken
+-- over) when it completed and was kept; NULL on every other row, the
+-- rows already there included: they hold nothing. The key lives in the
+-- row, so whatever deletes the row (the prune, by age or per type) frees
+-- the key with it, and finished_jobs_unique_held_idx lets the store hold
+-- at most one completed holder a key. Inserts and replays of a key probe
+-- it (see sqlUniqueRecheck for how they stay atomic against a concurrent
+-- completion); it holds only the held rows, so they probe an index of
+-- those alone, nearly always empty.
+--
+-- ADD COLUMN with a NULL default rewrites no rows. The index build reads
+-- finished_jobs once, in the migration transaction, blocking writes to
+-- it (completions that keep their job, cancels, the prune) while it
+-- reads; it writes no entry, since no row holds a key yet. A build older
+-- than this one refuses the migrated schema; one already running neither
+-- marks the keys its completions keep nor looks for completed holders
+-- when it inserts, so a key may then have a completed holder and a live
+-- job beside it: stop old workers and producers before (or as) new ones
+-- start.
+ALTER TABLE finished_jobs ADD COLUMN unique_held boolean;
+CREATE UNIQUE INDEX finished_jobs_unique_held_idx ON finished_jobs (unique_key) WHERE unique_held;

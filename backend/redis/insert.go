@@ -319,10 +319,15 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 	if err := b.reserveUnique(ctx, claims, true); err != nil {
 		return nil, err
 	}
-	holder := map[string]int64{}
+	// live are the holders a conflict mode may change: not a completed
+	// one (backend.UniqueCompleted), of which every item is a duplicate.
+	holder, live := map[string]int64{}, map[string]int64{}
 	for _, c := range claims {
 		if c.holder != 0 {
 			holder[c.key] = c.holder
+			if !c.completed {
+				live[c.key] = c.holder
+			}
 		}
 	}
 	res := make([]backend.InsertResult, len(params))
@@ -356,7 +361,7 @@ func (b *Backend) insertUnique(ctx context.Context, params []backend.InsertParam
 			written = append(written, kept)
 		}
 	}
-	changes, changed, asked, err := b.conflictCalls(ctx, params, first, holder)
+	changes, changed, asked, err := b.conflictCalls(ctx, params, first, live)
 	if err != nil {
 		b.releaseUniqueBestEffort(ctx, claims)
 		return nil, err

@@ -226,6 +226,9 @@ func (k *queueKeys) job(id int64) string { return k.jobPrefix + tsHex(id) }
 // failedJob returns the key of the failed job with failed ID fid.
 func (k *queueKeys) failedJob(fid int64) string { return k.failedPrefix + tsHex(fid) }
 
+// finishedJob returns the key of the kept finished job with ID id.
+func (k *queueKeys) finishedJob(id int64) string { return k.finishedPrefix + tsHex(id) }
+
 // queueOfChannel returns the queue whose wake-up channel is ch, or false.
 func (ks *keyspace) queueOfChannel(ch string) (string, bool) {
 	head := ks.prefix + ":{"

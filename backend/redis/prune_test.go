@@ -50,7 +50,7 @@ func TestPruneByTypeReadsEachJobOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deleted, read, err = pruneReply(scriptPruneCompleted, res)
+		deleted, read, _, err = pruneReply(scriptPruneCompleted, res, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,6 +84,20 @@
 // otherwise fails with ErrUnavailable, to be tried again. Inserts without
 // a unique key skip all this: one round trip.
 //
+// A job of a set with backend.UniqueCompleted that completes, kept, while
+// the hash still names it keeps its key: complete does not free it, and
+// an insert that finds its job gone reads the finished record (field s,
+// with u and us) and is its duplicate, whatever the item's set and
+// conflict mode, until the prune that deletes the record frees the key.
+// The holder's completion (in its queue's slot) and a takeover (in the
+// hash's) are two scripts, so the takeover of a holder found running out
+// of its set may land after the job completed: the first insert to name
+// the completed job marks the key "<ID>@0" first, by compare and set, so
+// that such a late takeover fails and is judged again, and every insert
+// agrees on the holder. A key whose job finished holding nothing
+// (cancelled, or of another set), or a marked key whose job is gone, is
+// taken over at once: no insert of that job can be in flight.
+//
 // An insert or replay that fails gives its reserved keys back only when
 // its script never reached the server. One whose reply was lost may have
 // written its jobs, so their keys stay reserved: a written job holds its
@@ -244,6 +258,19 @@ func init() {
 // rules out, and retry one without putting it back in the set (no sweep
 // would expire it), so the marker keeps it out; Migrate raises 9 to 10 in
 // place (layout-9 data is valid layout-10 data without deadlines).
+// The completed unique state (backend.UniqueCompleted: a kept completed
+// job holds its unique key until pruned) keeps layout 10: it adds no key
+// or field, only a meaning to bit 16 of us (which a layout-10 build masks
+// away, judging live jobs as before) and a value "<ID>@0" of the unique
+// hash, which a layout-10 build reads as a reservation from 1970 whose
+// job is not live: abandoned, taken over at once. So an older build
+// running beside a newer one sees a completed holder as a job whose key
+// was not freed: it takes the key over (at once when marked, else once
+// the reservation is past the grace period, failing with ErrUnavailable
+// until then), and the job then holds nothing, as one that build
+// completes, whose key it frees; it leaves the key of a holder it prunes
+// for the next insert to take over. Nothing is misread or lost: the old
+// build only does not honour the new state, as it could not.
 const LayoutVersion = 10
 
 // promoteLimit bounds the delayed jobs one claim promotes.

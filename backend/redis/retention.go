@@ -147,15 +147,22 @@ func (b *Backend) finishedPrune(ctx context.Context, params backend.FinishedPrun
 	total := 0
 	for _, name := range queues {
 		q := b.keys.queue(name)
+		idx, _, err := b.reg.lookup(ctx, name)
+		if err != nil {
+			return total, err
+		}
 		for {
 			res, err := s.eval(ctx, b.c, s.keysOf(q), args)
 			if err != nil {
 				return total, err
 			}
-			n, read, err := pruneReply(s, res)
+			n, read, held, err := pruneReply(s, res, idx)
 			if err != nil {
 				return total, err
 			}
+			// The completed jobs pruned with their unique keys free them
+			// (backend.UniqueCompleted), while the keys still name them.
+			b.releaseUnique(ctx, held)
 			total += n
 			if read < backend.ChunkSize {
 				break
@@ -169,20 +176,24 @@ func (b *Backend) finishedPrune(ctx context.Context, params backend.FinishedPrun
 // a job is never deleted before its age is up.
 func ageMicros(d time.Duration) string { return strconv.FormatInt(microsCeil(d), 10) }
 
-// pruneReply reads a prune script's reply: how many jobs it deleted and
-// how many it read (fewer than backend.ChunkSize: none left).
-func pruneReply(s *luaScript, res any) (deleted, read int, err error) {
+// pruneReply reads a prune script's reply: how many jobs it deleted, how
+// many it read (fewer than backend.ChunkSize: none left) and the unique
+// keys the deleted jobs of the queue of index idx may hold.
+func pruneReply(s *luaScript, res any, idx int) (deleted, read int, held []uniqueHeld, err error) {
 	if s != scriptPruneCompleted {
 		n, err := asInt(res)
-		return int(n), int(n), err
+		return int(n), int(n), nil, err
 	}
 	v, err := asSlice(res)
-	if err != nil || len(v) != 2 {
-		return 0, 0, fmt.Errorf("prune completed jobs: unexpected reply")
+	if err != nil || len(v) != 3 {
+		return 0, 0, nil, fmt.Errorf("prune completed jobs: unexpected reply")
 	}
 	f := fields{v: v}
 	deleted, read = f.int(0), f.int(1)
-	return deleted, read, f.err
+	if held, err = readHeld(v[2], idx); err != nil {
+		return 0, 0, nil, fmt.Errorf("prune completed jobs: %w", err)
+	}
+	return deleted, read, held, f.err
 }
 
 // JobList implements backend.Retainer: per queue, a script picks the IDs

@@ -111,7 +111,9 @@
 --   queues         P:queues       hash: the queue registry (script
 --                  "register")
 --   unique         P:unique       hash: unique key -> "<holder ID, 16
---                  hex>@<µs reserved>"
+--                  hex>@<µs reserved>", or "<holder ID>@0" once an insert
+--                  found the key held by its holder's kept completed job
+--                  (see usteal)
 --   schedules      P:schedules    hash: schedule name -> "<created µs>
 --                  <registered µs> <queue>\n<type>\n<spec>" (script
 --                  "schedule")
@@ -187,7 +189,10 @@
 -- as the error, el, and k, so that a replayed job's tokens still only
 -- grow, w and tn, which FailedGet and failedscan return, and ky, so that a
 -- replayed job takes its place among its key's jobs again; its failed_at
--- is the time part of its failed ID. A finished job's hash keeps ky.
+-- is the time part of its failed ID. A finished job's hash keeps ky, u
+-- and us: a completed job of a set with UniqueCompleted that complete
+-- kept holds its key on (if the unique hash still names it) until a prune
+-- deletes it and frees the key (see holds_done).
 --
 -- The fence: a holder's write (complete, extend, release) applies only
 -- while the job is reserved and its k is the token the holder's claim
@@ -531,6 +536,17 @@ local function finish(k, id, yprefix, kl, kt, kc, s, now)
   redis.call('ZADD', kl, 0, id)
   redis.call('ZADD', kt, now, id)
   if kc then redis.call('ZREM', kc, id) end
+end
+
+--- helper
+-- holds_done reports whether a job of the states us (its field us, false
+-- when absent) keeps its unique key once it completed and is kept:
+-- backend.UniqueCompleted, bit 16. complete then leaves the key held, and
+-- the prune that deletes the job lists the key to be freed. A build
+-- before it frees the key as the job completes: the job holds nothing
+-- (see LayoutVersion in redis.go).
+local function holds_done(us)
+  return us and math.floor(tonumber(us) / 16) % 2 == 1 or false
 end
 
 --- helper
@@ -1638,7 +1654,8 @@ return adopt(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 -- releasing or cancelling its dependants (job_ended in workflows.lua).
 -- Returns {{stale outcome numbers (1-based)}, {ID, unique key, ... of jobs
 --   that ended holding a unique key}, woke, due µs or -1, {outcome numbers
---   that ended their job cancelled}}.
+--   that ended their job cancelled}}. A job kept as completed whose set
+--   holds UniqueCompleted (holds_done) keeps its key: it is not listed.
 local now = now_us()
 local n = tonumber(ARGV[3])
 local mint = minter(KEYS[1], now, n)
@@ -1695,6 +1712,7 @@ for i = 1, n do
       if delay <= 0 then ready(mv, id, v[3] or '0', av) else later(mv, id, av) end
       repend(KEYS[15] .. 'e', k, id)
     else
+      local holds = false
       if kind == 'f' then
         local took, worker = string.match(ARGV[b + 2], '^. (%d+) (.*)$')
         add_error(k, tonumber(v[7] or '0'), now, tonumber(took), worker, ARGV[b + 4])
@@ -1702,6 +1720,9 @@ for i = 1, n do
         to_failed(k, id, KEYS[7], fid, ARGV[b + 4])
         failed[#failed + 1] = 0; failed[#failed + 1] = fid
       elseif kind == 'k' then
+        -- us is read only for a job with a unique key: a plain one's
+        -- completion pays nothing for it.
+        holds = v[4] and holds_done(redis.call('HGET', k, 'us'))
         finish(k, id, KEYS[13], KEYS[8], KEYS[9], nil, 'completed', now)
         -- Behind the fence above, in this script: a stale holder's
         -- result is refused with its completion.
@@ -1709,7 +1730,7 @@ for i = 1, n do
       else
         redis.call('DEL', k)
       end
-      if v[4] then released[#released + 1] = id; released[#released + 1] = v[4] end
+      if v[4] and not holds then released[#released + 1] = id; released[#released + 1] = v[4] end
       if K then
         K.gone(id, ky)
         if kind == 'f' then
@@ -2229,16 +2250,28 @@ end
 return out
 
 --- script: usteal
--- Takes unique keys over from holders found dead, each only if its value
--- is still the one found (compare and set).
+-- Takes unique keys over from holders found dead or out of their states,
+-- or marks keys found held by their holder's kept completed job
+-- (backend.UniqueCompleted), each only if its value is still the one
+-- found (compare and set). The mark ("<holder ID>@0") is what makes a
+-- completed holder's key its own: a takeover judged while the job still
+-- ran, and sent after it completed, expects the value before the mark and
+-- fails, so an insert that names the completed job as the key's holder,
+-- having marked it first, is never contradicted by one that took the key.
+-- A key found freed (its completed job pruned) is taken in either mode.
 -- KEYS[1] unique
--- ARGV per key: unique key, the value found, the new holder's ID
--- Returns {now µs, then per key: '' (taken) or the value now there}.
+-- ARGV per key: unique key, the value found, the new holder's ID, '' to
+--   take the key or '0' to mark it
+-- Returns {now µs, then per key: '' (taken), '0' (marked) or the value
+--   now there}.
 local now = n2s(now_us())
 local out = { now }
-for i = 1, #ARGV, 3 do
+for i = 1, #ARGV, 4 do
   local v = redis.call('HGET', KEYS[1], ARGV[i])
-  if not v or v == ARGV[i + 1] then
+  if v == ARGV[i + 1] and ARGV[i + 3] == '0' then
+    redis.call('HSET', KEYS[1], ARGV[i], string.sub(v, 1, 16) .. '@0')
+    out[#out + 1] = '0'
+  elseif not v or v == ARGV[i + 1] then
     redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2] .. '@' .. now)
     out[#out + 1] = ''
   else
@@ -2430,7 +2463,8 @@ return out
 -- Deletes up to limit kept finished jobs of one queue and state that
 -- finished more than a given time ago (Redis clock). It is given the sets
 -- of both states, as finishedscan, but the Go code prunes completed jobs
--- with "prunecompleted", which also reads the zsets per type.
+-- with "prunecompleted", which also reads the zsets per type and lists
+-- the unique keys its jobs may hold (holds_done).
 -- KEYS[1] completed  KEYS[2] completedAt  KEYS[3] cancelled
 --   KEYS[4] cancelledAt  KEYS[5] finishedPrefix
 -- ARGV[1] older than µs  ARGV[2] limit  ARGV[3] state ('completed' or
@@ -2457,9 +2491,20 @@ return #ids
 --   KEYS[4] base
 -- ARGV[1] the age µs of the types ARGV does not name ('0': kept)
 --   ARGV[2] limit  ARGV[3..] pairs: a type, its age µs (> 0)
--- Returns {how many it deleted, how many jobs it read}: fewer read than
---   limit when nothing is left to prune.
+-- Returns {how many it deleted, how many jobs it read, {ID, unique key,
+--   ... of the deleted jobs that may hold their key (holds_done), for the
+--   caller to free while the key names them}}: fewer read than limit when
+--   nothing is left to prune.
 local now = now_us()
+local held = {}
+-- drop deletes the record of the kept completed job id, listing its key
+-- in held when the job may hold it.
+local function drop(id)
+  local k = KEYS[3] .. id
+  local v = redis.call('HMGET', k, 'u', 'us')
+  if v[1] and holds_done(v[2]) then held[#held + 1] = id; held[#held + 1] = v[1] end
+  redis.call('DEL', k)
+end
 local rest, limit = tonumber(ARGV[1]), tonumber(ARGV[2])
 local ages, shortest = {}, nil
 if rest > 0 then shortest = rest end
@@ -2483,7 +2528,7 @@ if shortest then
     local a = rest
     if t then a = ages[t] or rest end
     if not typed or (t and a > 0 and tonumber(fa) < now - a) then
-      redis.call('DEL', KEYS[3] .. id)
+      drop(id)
       unlisted[#unlisted + 1] = id
       deleted = deleted + 1
     elseif t then
@@ -2504,7 +2549,7 @@ if read < limit then
     if a > 0 and read < limit then
       local k = bytype .. t
       local ids = redis.call('ZRANGEBYSCORE', k, '-inf', '(' .. n2s(now - a), 'LIMIT', 0, limit - read)
-      for i = 1, #ids do redis.call('DEL', KEYS[3] .. ids[i]) end
+      for i = 1, #ids do drop(ids[i]) end
       zrem(KEYS[1], ids)
       zrem(k, ids)
       read = read + #ids
@@ -2513,7 +2558,7 @@ if read < limit then
     end
   end
 end
-return { deleted, read }
+return { deleted, read, held }
 
 --- script: turn
 -- Takes or renews a turn (the prune turn): the holder keeps it while it

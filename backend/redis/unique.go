@@ -12,8 +12,9 @@ import (
 )
 
 // Unique keys live in one hash (prefix:unique): key -> "<holder ID>@<µs
-// reserved>". See the package documentation for why a reservation, and
-// when a holder that is not live is taken over.
+// reserved>", or "<holder ID>@0" once marked held by its kept completed
+// job. See the package documentation for why a reservation, and when a
+// holder that is not live is taken over.
 
 // uniqueClaim is a job wanting a unique key.
 type uniqueClaim struct {
@@ -29,6 +30,9 @@ type uniqueClaim struct {
 	// the grace period: its insert or replay may still land, or may never
 	// have reached the server (see reserveUnique).
 	inFlight bool
+	// completed: holder is a kept completed job (backend.UniqueCompleted),
+	// which no conflict mode changes.
+	completed bool
 	// had: id held the key before this reservation (a replay sent again
 	// after its reply was lost, whose job is live again), so a failure of
 	// the caller's write must not free it.
@@ -93,7 +97,7 @@ func (b *Backend) reserveUnique(ctx context.Context, claims []uniqueClaim, fresh
 		sub := make([]uniqueClaim, len(pending))
 		for j, i := range pending {
 			sub[j] = claims[i]
-			sub[j].holder, sub[j].inFlight = 0, false
+			sub[j].holder, sub[j].inFlight, sub[j].completed = 0, false, false
 		}
 		if err := b.reserveUniqueOnce(ctx, sub, fresh); err != nil {
 			b.releaseUniqueBestEffort(ctx, claims)
@@ -137,16 +141,10 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	for i := range claims {
 		claims[i].value = idHex(claims[i].id) + "@" + f.str(0)
 	}
-	// Keys held by other jobs: live holders keep them; dead ones lose them
-	// once their reservation is older than the grace period.
-	type held struct {
-		i     int
-		value string
-		id    int64
-		at    int64
-		key   string // the holder's job key, "" when its queue is unknown
-	}
-	var found []held
+	// Keys held by other jobs: live holders keep them while in their set,
+	// completed ones while kept; dead ones lose them once their
+	// reservation is older than the grace period.
+	var found []holder
 	for i := range claims {
 		s := f.str(1 + i)
 		if s == "" {
@@ -156,7 +154,7 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 			claims[i].had = true
 			continue
 		}
-		h := held{i: i, value: s}
+		h := holder{i: i, value: s}
 		var ok bool
 		if h.id, h.at, ok = heldBy(s); ok {
 			name, known, err := b.reg.name(ctx, queueIndexOf(h.id))
@@ -164,7 +162,7 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 				return err
 			}
 			if known {
-				h.key = b.keys.queue(name).job(h.id)
+				h.q = b.keys.queue(name)
 			}
 		}
 		found = append(found, h)
@@ -175,66 +173,53 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	if len(found) == 0 {
 		return nil
 	}
-	var jobKeys []string
-	for _, h := range found {
-		if h.key != "" {
-			jobKeys = append(jobKeys, h.key)
-		}
-	}
-	// A live holder keeps the key while its state is in its set
-	// (backend.UniqueStates); out of it, the key is taken over at once.
-	live := map[string]bool{}
-	type state struct {
-		states   backend.UniqueStates
-		reserved bool
-		attempts int
-		due      time.Time
-	}
-	states := map[string]state{}
-	if len(jobKeys) > 0 {
-		rows, err := b.c.hmgetAll(ctx, jobKeys, "d", "us", "lu", "a", "av", "c")
-		if err != nil {
-			return err
-		}
-		for i, k := range jobKeys {
-			f := fields{v: rows[i]}
-			if live[k] = rows[i][0] != nil; !live[k] {
-				continue
-			}
-			due := f.int64(4)
-			if rows[i][4] == nil {
-				due = f.int64(5)
-			}
-			states[k] = state{backend.UniqueStates(f.int(1)), f.str(2) != "", f.int(3), time.UnixMicro(due)}
-			if f.err != nil {
-				return fmt.Errorf("unique key holder %s: %w", k, f.err)
-			}
-		}
+	if err := b.readHolders(ctx, claims, found); err != nil {
+		return err
 	}
 	at := time.UnixMicro(now)
-	keeps := func(h held) bool {
-		item := claims[h.i].item
-		if item == nil {
-			item = &backend.InsertParams{}
-		}
-		s := states[h.key]
-		return live[h.key] && s.states.Keeps(item, s.reserved, s.attempts, s.due, at)
-	}
-	var steal []held
+	// steal is the keys to take over, and those to mark (h.mark), in one
+	// call of usteal.
+	var steal []holder
 	for _, h := range found {
-		if h.id != 0 && (keeps(h) || !live[h.key] && now-h.at < b.grace.Microseconds()) {
-			claims[h.i].holder = h.id
-			claims[h.i].inFlight = !live[h.key]
-			continue
+		c := &claims[h.i]
+		switch {
+		case h.id == 0:
+			steal = append(steal, h)
+		case h.kind == holderLive:
+			if h.keeps(c.item, at) {
+				c.holder = h.id
+			} else {
+				// Out of its set: the key is taken over at once.
+				steal = append(steal, h)
+			}
+		case h.kind == holderCompleted:
+			// Whatever the item: nothing takes the key from a completed
+			// holder. Marked first, unless it is already (see usteal).
+			c.holder, c.completed = h.id, true
+			if h.at != 0 {
+				h.mark = true
+				steal = append(steal, h)
+			}
+		case h.kind == holderUnseen && h.at != 0 && now-h.at < b.grace.Microseconds():
+			// Its insert or replay may be in flight.
+			c.holder, c.inFlight = h.id, true
+		default:
+			// Ended (finished without holding the key, or a marked holder
+			// pruned): no insert of it is in flight, so the key is free
+			// at once; or a reservation past the grace period.
+			steal = append(steal, h)
 		}
-		steal = append(steal, h)
 	}
 	if len(steal) == 0 {
 		return nil
 	}
 	args = args[:0]
 	for _, h := range steal {
-		args = append(args, claims[h.i].key, h.value, idHex(claims[h.i].id))
+		mode := ""
+		if h.mark {
+			mode = "0"
+		}
+		args = append(args, claims[h.i].key, h.value, idHex(claims[h.i].id), mode)
 	}
 	res, err = scriptUSteal.eval(ctx, b.c, scriptUSteal.prefixKeys(b.keys), args)
 	if err != nil {
@@ -249,18 +234,142 @@ func (b *Backend) reserveUniqueOnce(ctx context.Context, claims []uniqueClaim, f
 	}
 	f = fields{v: v}
 	for i, h := range steal {
-		claims[h.i].value = idHex(claims[h.i].id) + "@" + f.str(0)
-		if s := f.str(1 + i); s != "" {
+		c := &claims[h.i]
+		c.value = idHex(c.id) + "@" + f.str(0)
+		switch s := f.str(1 + i); s {
+		case "0": // marked: the completed job holds it
+		case "":
+			c.holder, c.completed = 0, false // taken: a mark finds the key freed
+		default:
 			// Someone else got there first: theirs now.
 			id, _, ok := heldBy(s)
 			if !ok {
-				return fmt.Errorf("unique key %q holds %q", claims[h.i].key, s)
+				return fmt.Errorf("unique key %q holds %q", c.key, s)
 			}
-			claims[h.i].holder = id
-			claims[h.i].inFlight = true // whether its job is written is checked again
+			c.holder, c.completed = id, false
+			c.inFlight = true // whether its job is written is checked again
 		}
 	}
 	return f.err
+}
+
+// holderKind is what the job a unique key names was found to be.
+type holderKind uint8
+
+const (
+	// holderUnseen is neither live nor finished: its insert or replay in
+	// flight (or never written), or a job that ended (done and not kept,
+	// failed, pruned) without its key freed, or of no known queue.
+	holderUnseen holderKind = iota
+	// holderLive is a live job: it holds the key while in its set.
+	holderLive
+	// holderCompleted is a kept completed job of a set with
+	// backend.UniqueCompleted: it holds the key until it is pruned.
+	holderCompleted
+	// holderEnded is a finished job that holds nothing: cancelled, or
+	// completed without UniqueCompleted in its set.
+	holderEnded
+)
+
+// holder is the job a unique key was found held by, for one claim.
+type holder struct {
+	i     int    // the claim's index
+	value string // the key's value, "<ID>@<µs>"
+	id    int64  // 0 when the value is malformed
+	at    int64  // µs reserved; 0 once marked held by its completed job
+	q     *queueKeys
+	kind  holderKind
+	mark  bool // usteal marks the key as held by its completed job
+	// The state of a live holder.
+	states   backend.UniqueStates
+	reserved bool
+	attempts int
+	due      time.Time
+}
+
+// keeps reports whether the live holder h keeps item out at now (a
+// replay's item is nil: judged as a plain insert).
+func (h *holder) keeps(item *backend.InsertParams, now time.Time) bool {
+	if item == nil {
+		item = &backend.InsertParams{}
+	}
+	return h.states.Keeps(item, h.reserved, h.attempts, h.due, now)
+}
+
+// holderFields are the fields readHolders reads of a holder's live job
+// or finished record (the job's hash renamed, plus s): the live state a
+// set is judged by, and whether the record holds the key.
+var holderFields = []string{"d", "us", "lu", "a", "av", "c", "s", "u"}
+
+// readHolders sets the kind (and a live one's state) of each holder
+// found of a known queue: a marked key's holder completed, so its
+// finished record alone is read; any other's job is read, then, if it is
+// not live, its finished record (a job that completes moves from one to
+// the other in one script, and a finished record is never live again, so
+// the two reads in turn see it in one or the other). A key whose holder
+// is neither costs an insert only these reads.
+func (b *Backend) readHolders(ctx context.Context, claims []uniqueClaim, found []holder) error {
+	var at []int
+	var keys []string
+	for k, h := range found {
+		if h.q == nil || h.id == 0 {
+			continue
+		}
+		at = append(at, k)
+		if h.at == 0 {
+			keys = append(keys, h.q.finishedJob(h.id))
+		} else {
+			keys = append(keys, h.q.job(h.id))
+		}
+	}
+	if err := b.readHolderRows(ctx, claims, found, at, keys); err != nil {
+		return err
+	}
+	at, keys = at[:0], keys[:0]
+	for k, h := range found {
+		if h.q != nil && h.id != 0 && h.at != 0 && h.kind == holderUnseen {
+			at = append(at, k)
+			keys = append(keys, h.q.finishedJob(h.id))
+		}
+	}
+	return b.readHolderRows(ctx, claims, found, at, keys)
+}
+
+// readHolderRows reads keys[j], the live job or finished record of
+// found[at[j]], and sets what it is.
+func (b *Backend) readHolderRows(ctx context.Context, claims []uniqueClaim, found []holder, at []int, keys []string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	rows, err := b.c.hmgetAll(ctx, keys, holderFields...)
+	if err != nil {
+		return err
+	}
+	for j, k := range at {
+		h := &found[k]
+		f := fields{v: rows[j]}
+		if rows[j][0] == nil {
+			continue // neither: holderUnseen
+		}
+		states := backend.UniqueStates(f.int(1))
+		switch s := f.str(6); {
+		case s == "":
+			h.kind, h.states, h.reserved, h.attempts = holderLive, states, f.str(2) != "", f.int(3)
+			due := f.int64(4)
+			if rows[j][4] == nil {
+				due = f.int64(5)
+			}
+			h.due = time.UnixMicro(due)
+		case s == string(backend.StateCompleted) && states.HoldsCompleted() && f.str(7) == claims[h.i].key:
+			h.kind = holderCompleted
+		default:
+			h.kind = holderEnded
+		}
+		if f.err != nil {
+			return fmt.Errorf("unique key holder %s: %w", keys[j], f.err)
+		}
+	}
+	return nil
 }
 
 // uniqueHeld is a unique key a job held when it ended, or one reserved

@@ -47,31 +47,46 @@ func PercentilesOf(lats []time.Duration) Percentiles {
 
 // Memory is a process's peak resident set, as the memory programs print it.
 type Memory struct {
-	// PeakRSSMB is the whole run's peak (VmHWM at the end), set-up included.
+	// PeakRSSMB is the whole run's peak, queuing the jobs included.
 	PeakRSSMB float64 `json:"peak_rss_mb"`
-	// DrainPeakRSSMB is the peak from ResetPeak, called once the jobs are
-	// queued, to the end: what draining them took, as a worker process
-	// that had not queued them itself would see it.
+	// DrainPeakRSSMB is the peak from Meter.StartDrain, called once the
+	// jobs are queued, to the end: what draining them took, as a worker
+	// process that had not queued them itself would see it.
 	DrainPeakRSSMB float64 `json:"drain_peak_rss_mb"`
 }
 
-// PeakRSS reads this process's peak resident set (VmHWM) in MiB.
-func PeakRSS() (float64, error) {
-	return statusField("VmHWM")
+// Meter reads the kernel's peak resident set mark (VmHWM) of this process
+// for the whole run and for the drain alone. Both memory programs use it
+// at the same points, so jobq and Asynq are measured alike.
+type Meter struct {
+	setup float64 // the peak before StartDrain reset the mark
 }
 
-// ResetPeak returns the heap the set-up left behind to the kernel and
-// resets the kernel's peak resident set mark to the current resident set
-// (writing 5 to /proc/self/clear_refs, Linux 4.0 and later), so that a
-// later PeakRSS measures the drain alone: a worker process would not hold
-// the queuing's garbage. Both memory programs call it at the same point.
-func ResetPeak() error {
+// StartDrain notes the peak the set-up reached, returns the heap the set-up
+// left behind to the kernel (a worker process would not hold the queuing's
+// garbage) and resets the kernel's peak mark to the current resident set,
+// by writing 5 to /proc/self/clear_refs (Linux 4.0 and later).
+func (m *Meter) StartDrain() error {
+	p, err := statusField("VmHWM")
+	if err != nil {
+		return err
+	}
+	m.setup = p
 	runtime.GC()
 	debug.FreeOSMemory()
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		return fmt.Errorf("reset the peak resident set: %w", err)
 	}
 	return nil
+}
+
+// Read returns the peaks at the end of the run.
+func (m *Meter) Read() (Memory, error) {
+	p, err := statusField("VmHWM")
+	if err != nil {
+		return Memory{}, err
+	}
+	return Memory{PeakRSSMB: max(p, m.setup), DrainPeakRSSMB: p}, nil
 }
 
 // statusField reads a "kB" line of /proc/self/status, in MiB.
@@ -122,4 +137,19 @@ func PrintJSON(v any) error {
 	}
 	_, err = fmt.Println(string(b))
 	return err
+}
+
+// tree is the jobq commit run.sh builds from, set with -ldflags "-X": Go
+// stamps no VCS information into a module nested in a repository's
+// subdirectory.
+var tree string
+
+// TreeVersion names the jobq tree this binary was built from (run.sh sets
+// it from git describe), as jobq is measured from source rather than from a
+// release.
+func TreeVersion() string {
+	if tree != "" {
+		return tree
+	}
+	return "unknown"
 }

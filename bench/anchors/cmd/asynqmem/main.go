@@ -13,7 +13,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"os/signal"
 	"sync"
@@ -131,7 +130,7 @@ func run(ctx context.Context, redisURL string, n, workers int, stall time.Durati
 	return anchor.PrintJSON(result{
 		System: "asynq", Version: anchor.ModuleVersion("github.com/hibiken/asynq"),
 		Workload: "drain", Backend: "redis", Jobs: int64(n), Workers: workers,
-		Seconds: round(took.Seconds()), JobsPerSec: round(float64(n) / took.Seconds()),
+		Seconds: anchor.Round(took.Seconds()), JobsPerSec: anchor.Round(float64(n) / took.Seconds()),
 		Memory: mem,
 	})
 }
@@ -206,10 +205,3 @@ func (s slogLogger) Info(args ...any)  { s.l.Info(fmt.Sprint(args...)) }
 func (s slogLogger) Warn(args ...any)  { s.l.Warn(fmt.Sprint(args...)) }
 func (s slogLogger) Error(args ...any) { s.l.Error(fmt.Sprint(args...)) }
 func (s slogLogger) Fatal(args ...any) { s.l.Error(fmt.Sprint(args...)); os.Exit(1) }
-
-func round(f float64) float64 {
-	if f >= 100 {
-		return math.Round(f)
-	}
-	return math.Round(f*100) / 100
-}

@@ -116,6 +116,9 @@ func report(w io.Writer, got map[string][]map[string]float64, order []string, rs
 				num(slices.Min(xs))+"-"+num(slices.Max(xs)))
 		}
 	}
+	if len(rs) > 0 {
+		fmt.Fprintln(w)
+	}
 	for _, r := range rs {
 		nums, dens := got[r.num], got[r.den]
 		if len(nums) == 0 || len(dens) == 0 {
@@ -133,7 +136,7 @@ func report(w io.Writer, got map[string][]map[string]float64, order []string, rs
 			return fmt.Errorf("-ratio %s/%s: no round has %s for both", r.num, r.den, r.field)
 		}
 		m := median(pairs)
-		fmt.Fprintf(w, "\n%s/%s %s: round by round median %.3f (%.3f-%.3f over %d rounds)",
+		fmt.Fprintf(w, "%s/%s %s: round by round median %.3f (%.3f-%.3f over %d rounds)",
 			r.num, r.den, r.field, m, slices.Min(pairs), slices.Max(pairs), len(pairs))
 		if r.atMost > 0 {
 			verdict := "met"

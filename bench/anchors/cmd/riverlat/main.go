@@ -241,7 +241,7 @@ func runInserter(ctx context.Context, c config) (err error) {
 		System: "river", Version: anchor.ModuleVersion("github.com/riverqueue/river"),
 		Workload: "latency", Backend: "postgres", WorkerProcess: true,
 		Jobs: n, Workers: c.workers, Rate: c.rate,
-		Seconds: round(took.Seconds()), JobsPerSec: round(float64(n) / took.Seconds()),
+		Seconds: anchor.Round(took.Seconds()), JobsPerSec: anchor.Round(float64(n) / took.Seconds()),
 		Percentiles:     anchor.PercentilesOf(lats),
 		FetchCooldownMs: ms(c.fetchCooldown), FetchPollIntervalMs: ms(c.fetchPoll),
 		PoolMaxConns: pool.Config().MaxConns,
@@ -448,11 +448,3 @@ func waitStall(ctx context.Context, w *noopWorker, done <-chan struct{}, stall t
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// round keeps figures readable, as jobq bench rounds them.
-func round(f float64) float64 {
-	if f >= 100 {
-		return math.Round(f)
-	}
-	return math.Round(f*100) / 100
-}

@@ -128,6 +128,20 @@ func ModuleVersion(path string) string {
 	return "unknown"
 }
 
+// Round keeps a figure readable as jobq bench rounds its own: whole above
+// 100, two decimals above 1, else four significant digits (so a short run
+// never rounds to 0).
+func Round(f float64) float64 {
+	switch {
+	case f >= 100:
+		return math.Round(f)
+	case f >= 1:
+		return math.Round(f*100) / 100
+	}
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(f, 'g', 4, 64), 64)
+	return v
+}
+
 // PrintJSON writes v as one line of JSON to standard output: the line
 // run.sh and cmd/median read.
 func PrintJSON(v any) error {

@@ -118,23 +118,6 @@ func testUniqueStates(t *testing.T, h Harness) {
 		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 2})
 	})
 
-	parallel(t, h, "ReplayTakesOver", func(t *testing.T, b backend.Backend) {
-		// A failed job's replay is one more job of its key: a holder out
-		// of its set gives the key up to it, as to an insert.
-		x := first(t, b, uniq(0))
-		completeFresh(t, b, fail(claimOne(t, b, "q").Ref(), "boom"))
-		a := first(t, b, uniq(backend.UniqueWaiting))
-		if got := claimOne(t, b, "q"); got.ID != a {
-			t.Fatalf("claimed job %d, want %d", got.ID, a)
-		}
-		res, err := b.FailedReplay(t.Context(), backend.FailedReplayParams{IDs: []int64{x}})
-		if err != nil || res.Replayed != 1 {
-			t.Fatalf("replay over a running holder of a waiting-only key = %+v, %v; want it replayed", res, err)
-		}
-		again(t, b, uniq(0), x)
-		wantStats(t, b, backend.QueueStats{Queue: "q", Pending: 1, Reserved: 1})
-	})
-
 	parallel(t, h, "ReplaceNotCounted", func(t *testing.T, b backend.Backend) {
 		a := first(t, b, uniq(backend.UniqueWaiting))
 		claimOne(t, b, "q")
